@@ -1,0 +1,34 @@
+#!/usr/bin/env bash
+# Installs exactly the Debian 12 packages dype needs that are missing. Idempotent: a second run
+# installs nothing. Usage: scripts/setup.sh [--peers]   (--peers adds python3-torch for benchmarks)
+set -euo pipefail
+
+packages=(
+  build-essential cmake ninja-build pkg-config git curl
+  libtbb-dev libeigen3-dev libgtest-dev libgmock-dev libbenchmark-dev libdnnl-dev
+  libyaml-cpp-dev nlohmann-json3-dev libcli11-dev libspdlog-dev libfmt-dev
+  libcpp-httplib-dev libgrpc++-dev libprotobuf-dev protobuf-compiler protobuf-compiler-grpc
+  libxrt-dev python3 python3-numpy python3-scipy
+)
+if [[ "${1:-}" == "--peers" ]]; then
+  packages+=(python3-torch)
+fi
+
+missing=()
+for p in "${packages[@]}"; do
+  if ! dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed"; then
+    missing+=("$p")
+  fi
+done
+
+if ((${#missing[@]} == 0)); then
+  echo "setup: all ${#packages[@]} packages present"
+  exit 0
+fi
+
+echo "setup: installing ${missing[*]}"
+SUDO=""
+if [[ $(id -u) -ne 0 ]]; then SUDO="sudo"; fi
+export DEBIAN_FRONTEND=noninteractive
+$SUDO apt-get update -qq
+$SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}"
