@@ -1,0 +1,21 @@
+#pragma once
+// Dense row-major GEMM Y = X W (+ bias) (ReLU) with the epilogue fused.
+#include <cstdint>
+#include <span>
+
+namespace dype::kernels::cpu {
+
+enum class Epilogue { none, bias, relu, bias_relu };
+
+struct GemmDims {
+  std::int64_t m = 0;  // rows of X and Y
+  std::int64_t k = 0;  // cols of X, rows of W
+  std::int64_t n = 0;  // cols of W and Y
+};
+
+// Y[m x n] = X[m x k] * W[k x n], then + bias[n] and/or ReLU as the epilogue says. bias may be
+// empty unless the epilogue uses it. Throws InputError on undersized spans.
+void gemm(std::span<const float> x, std::span<const float> w, std::span<const float> bias,
+          std::span<float> y, const GemmDims& dims, Epilogue epilogue = Epilogue::none);
+
+}  // namespace dype::kernels::cpu
