@@ -1,0 +1,199 @@
+#include "perfmodel/features.h"
+
+#include <algorithm>
+#include <cmath>
+
+#include "kernels/error.h"
+
+namespace dype::perf {
+namespace {
+
+double d(std::int64_t v) { return static_cast<double>(v); }
+
+// SpMM on GPU-like devices, paper Eq. 7, plus an intercept for launch overhead.
+constexpr std::string_view kSpmmGpuNames[] = {"N", "nnz", "GFLOP", "arm", "1"};
+// arm enters with either sign: higher intensity can make a kernel faster per FLOP.
+constexpr bool kSpmmGpuNonNeg[] = {true, true, true, false, true};
+void spmm_gpu(const OpShape& s, const FeatureParams&, double* f) {
+  const double gflop = (2.0 * d(s.nnz) * d(s.n) - d(s.m) * d(s.n)) * 1e-9;
+  const double traffic = 8.0 * (d(s.nnz) + d(s.m) * d(s.n));
+  f[0] = d(s.n);
+  f[1] = d(s.nnz);
+  f[2] = gflop;
+  f[3] = traffic > 0 ? gflop * 1e9 / traffic : 0.0;
+  f[4] = 1.0;
+}
+
+// SpMM on FPGA: the Sextans estimate with a fitted scale (and a fixed launch cost).
+constexpr std::string_view kSextansNames[] = {"sextans_s", "1"};
+constexpr bool kSextansNonNeg[] = {true, true};
+void spmm_fpga(const OpShape& s, const FeatureParams& p, double* f) {
+  f[0] = sextans_estimate_s(s, p);
+  f[1] = 1.0;
+}
+
+// SpMM on CPU (chosen by measurement, see perfmodel/README.md): the multiply-add stream over nnz
+// rows of X, priced by where X lives (LLC or DRAM), the output write, per-nonzero index work,
+// per-row overhead and a fork/join constant. N is padded to the SIMD width because a row of X is
+// processed in whole vectors.
+constexpr std::string_view kSpmmCpuNames[] = {"nnz*Nv", "nnz*Nv*dram", "M*N", "nnz", "M", "1"};
+constexpr bool kSpmmCpuNonNeg[] = {true, true, true, true, true, true};
+void spmm_cpu(const OpShape& s, const FeatureParams& p, double* f) {
+  const double nv = std::ceil(d(s.n) / p.simd_floats) * p.simd_floats;
+  const double x_bytes = 4.0 * d(s.k) * d(s.n);
+  // Fraction of gathers from X that miss the LLC when X is read at random rows.
+  const double dram = x_bytes > p.llc_bytes ? 1.0 - p.llc_bytes / x_bytes : 0.0;
+  f[0] = d(s.nnz) * nv;
+  f[1] = d(s.nnz) * nv * dram;
+  f[2] = d(s.m) * d(s.n);
+  f[3] = d(s.nnz);
+  f[4] = d(s.m);
+  f[5] = 1.0;
+}
+
+// GEMM, paper Eq. 8 (all device classes).
+constexpr std::string_view kGemmNames[] = {"K", "N", "MN", "MK", "KN", "MKN", "1"};
+constexpr bool kGemmNonNeg[] = {true, true, true, true, true, true, true};
+void gemm_eq8(const OpShape& s, const FeatureParams&, double* f) {
+  f[0] = d(s.k);
+  f[1] = d(s.n);
+  f[2] = d(s.m) * d(s.n);
+  f[3] = d(s.m) * d(s.k);
+  f[4] = d(s.k) * d(s.n);
+  f[5] = d(s.m) * d(s.k) * d(s.n);
+  f[6] = 1.0;
+}
+
+// Window attention on FPGA: the SWAT estimate (Eq. 9) per head with a fitted scale.
+constexpr std::string_view kSwatNames[] = {"swat_s*heads", "1"};
+constexpr bool kSwatNonNeg[] = {true, true};
+void wa_fpga(const OpShape& s, const FeatureParams& p, double* f) {
+  f[0] = swat_estimate_s(s, p) * d(std::max<std::int64_t>(s.heads, 1));
+  f[1] = 1.0;
+}
+
+// Window attention on GPU: frameworks compute dense masked attention, so cost follows seq_len^2.
+constexpr std::string_view kWaGpuNames[] = {"L^2*D", "L^2*H", "L*D", "1"};
+constexpr bool kWaGpuNonNeg[] = {true, true, true, true};
+void wa_gpu(const OpShape& s, const FeatureParams&, double* f) {
+  const double l = d(s.seq_len);
+  const double dm = d(std::max<std::int64_t>(s.heads, 1)) * d(s.head_dim);
+  f[0] = l * l * dm;
+  f[1] = l * l * d(std::max<std::int64_t>(s.heads, 1));
+  f[2] = l * dm;
+  f[3] = 1.0;
+}
+
+// Window attention on CPU: band-only work (SDDMM + SpMM over the band), band softmax, Q/K/V/out
+// streaming, fork/join.
+constexpr std::string_view kWaCpuNames[] = {"band*D", "band*H", "L*D", "1"};
+constexpr bool kWaCpuNonNeg[] = {true, true, true, true};
+void wa_cpu(const OpShape& s, const FeatureParams&, double* f) {
+  const double band = window_band_pairs(s.seq_len, s.window);
+  const double h = d(std::max<std::int64_t>(s.heads, 1));
+  const double dm = h * d(s.head_dim);
+  f[0] = band * dm;
+  f[1] = band * h;
+  f[2] = d(s.seq_len) * dm;
+  f[3] = 1.0;
+}
+
+// Row-wise softmax / layer norm on any device: streaming over m x n.
+constexpr std::string_view kRowNames[] = {"M*N", "M", "1"};
+constexpr bool kRowNonNeg[] = {true, true, true};
+void rowwise(const OpShape& s, const FeatureParams&, double* f) {
+  f[0] = d(s.m) * d(s.n);
+  f[1] = d(s.m);
+  f[2] = 1.0;
+}
+
+#define DYPE_FS(id, kind, cls, names, nonneg, size_idx, fn) \
+  FeatureSet { id, kind, cls, names, nonneg, size_idx, fn }
+
+const FeatureSet kSets[] = {
+    DYPE_FS("spmm.gpu.eq7", OpKind::spmm, DeviceClass::gpu, kSpmmGpuNames, kSpmmGpuNonNeg, 2,
+            spmm_gpu),
+    DYPE_FS("spmm.fpga.sextans", OpKind::spmm, DeviceClass::fpga, kSextansNames, kSextansNonNeg,
+            0, spmm_fpga),
+    DYPE_FS("spmm.cpu.v1", OpKind::spmm, DeviceClass::cpu, kSpmmCpuNames, kSpmmCpuNonNeg, 0,
+            spmm_cpu),
+    DYPE_FS("gemm.gpu.eq8", OpKind::gemm, DeviceClass::gpu, kGemmNames, kGemmNonNeg, 5, gemm_eq8),
+    DYPE_FS("gemm.fpga.eq8", OpKind::gemm, DeviceClass::fpga, kGemmNames, kGemmNonNeg, 5,
+            gemm_eq8),
+    DYPE_FS("gemm.cpu.eq8", OpKind::gemm, DeviceClass::cpu, kGemmNames, kGemmNonNeg, 5, gemm_eq8),
+    DYPE_FS("window_attention.fpga.swat", OpKind::window_attention, DeviceClass::fpga, kSwatNames,
+            kSwatNonNeg, 0, wa_fpga),
+    DYPE_FS("window_attention.gpu.dense", OpKind::window_attention, DeviceClass::gpu, kWaGpuNames,
+            kWaGpuNonNeg, 0, wa_gpu),
+    DYPE_FS("window_attention.cpu.band", OpKind::window_attention, DeviceClass::cpu, kWaCpuNames,
+            kWaCpuNonNeg, 0, wa_cpu),
+    DYPE_FS("softmax.cpu.rows", OpKind::softmax, DeviceClass::cpu, kRowNames, kRowNonNeg, 0,
+            rowwise),
+    DYPE_FS("softmax.gpu.rows", OpKind::softmax, DeviceClass::gpu, kRowNames, kRowNonNeg, 0,
+            rowwise),
+    DYPE_FS("softmax.fpga.rows", OpKind::softmax, DeviceClass::fpga, kRowNames, kRowNonNeg, 0,
+            rowwise),
+    DYPE_FS("layer_norm.cpu.rows", OpKind::layer_norm, DeviceClass::cpu, kRowNames, kRowNonNeg, 0,
+            rowwise),
+    DYPE_FS("layer_norm.gpu.rows", OpKind::layer_norm, DeviceClass::gpu, kRowNames, kRowNonNeg, 0,
+            rowwise),
+    DYPE_FS("layer_norm.fpga.rows", OpKind::layer_norm, DeviceClass::fpga, kRowNames, kRowNonNeg,
+            0, rowwise),
+};
+#undef DYPE_FS
+
+}  // namespace
+
+std::string_view to_string(DeviceClass cls) {
+  switch (cls) {
+    case DeviceClass::cpu: return "cpu";
+    case DeviceClass::gpu: return "gpu";
+    case DeviceClass::fpga: return "fpga";
+  }
+  return "unknown";
+}
+
+std::optional<DeviceClass> device_class_from_string(std::string_view name) {
+  for (auto cls : {DeviceClass::cpu, DeviceClass::gpu, DeviceClass::fpga}) {
+    if (to_string(cls) == name) return cls;
+  }
+  return std::nullopt;
+}
+
+const FeatureSet& feature_set(OpKind kind, DeviceClass cls) {
+  for (const auto& fs : kSets) {
+    if (fs.kind == kind && fs.device_class == cls) return fs;
+  }
+  throw Error("no performance-model feature set for " + std::string(kernels::to_string(kind)) +
+              " on " + std::string(to_string(cls)));
+}
+
+const FeatureSet* feature_set_by_id(std::string_view id) {
+  for (const auto& fs : kSets) {
+    if (fs.id == id) return &fs;
+  }
+  return nullptr;
+}
+
+std::span<const FeatureSet> all_feature_sets() { return kSets; }
+
+double window_band_pairs(std::int64_t seq_len, std::int64_t window) {
+  if (seq_len <= 0) return 0.0;
+  const double l = d(seq_len);
+  const double h = d(std::min<std::int64_t>(window / 2, seq_len - 1));
+  // Rows far from the edges see 2h + 1 keys; the first and last h rows lose h(h+1)/2 each.
+  return l * (2.0 * h + 1.0) - h * (h + 1.0);
+}
+
+double sextans_estimate_s(const OpShape& s, const FeatureParams& p) {
+  const double cycles = (d(s.nnz) + 13.0 * d(s.m)) * d(s.n) / p.sextans_nm;
+  return cycles / (p.sextans_f_mhz * 1e6);
+}
+
+double swat_estimate_s(const OpShape& s, const FeatureParams& p) {
+  const double cycles =
+      (d(s.seq_len) * p.swat_t_pipeline + p.swat_t_init) * (d(s.window) / 1024.0);
+  return cycles / (p.swat_f_mhz * 1e6);
+}
+
+}  // namespace dype::perf

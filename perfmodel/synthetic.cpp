@@ -1,0 +1,204 @@
+#include "perfmodel/synthetic.h"
+
+#include <algorithm>
+#include <cmath>
+#include <random>
+
+#include "kernels/error.h"
+#include "perfmodel/features.h"
+
+namespace dype::perf {
+namespace {
+
+using kernels::OpKind;
+using kernels::OpShape;
+
+// splitmix64: fast, good enough for synthetic sparsity patterns, deterministic across platforms.
+struct Rng {
+  std::uint64_t s;
+  std::uint64_t next() {
+    std::uint64_t z = (s += 0x9e3779b97f4a7c15ULL);
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
+    return z ^ (z >> 31);
+  }
+  double uniform() { return static_cast<double>(next() >> 11) * 0x1.0p-53; }
+  double log_uniform(double lo, double hi) {
+    return std::exp(std::log(lo) + uniform() * (std::log(hi) - std::log(lo)));
+  }
+  std::int64_t below(std::int64_t n) { return static_cast<std::int64_t>(next() % static_cast<std::uint64_t>(n)); }
+};
+
+std::int64_t round_to(double v, std::int64_t multiple) {
+  return std::max<std::int64_t>(multiple, static_cast<std::int64_t>(std::llround(v / multiple)) * multiple);
+}
+
+OpShape draw(OpKind kind, const SyntheticRanges& r, Rng& rng, InputSpec& spec) {
+  OpShape s;
+  s.kind = kind;
+  switch (kind) {
+    case OpKind::spmm: {
+      s.m = static_cast<std::int64_t>(std::llround(rng.log_uniform(r.rows_min, r.rows_max)));
+      s.k = s.m;  // graph adjacency: square
+      s.n = static_cast<std::int64_t>(std::llround(rng.log_uniform(r.feature_min, r.feature_max)));
+      // At least one nonzero per row on average: sparser graphs are not meaningful GNN inputs.
+      const double dmin = std::max(r.density_min, 1.0 / static_cast<double>(s.m));
+      const double dmax = std::max(dmin, r.density_max);
+      const double density = rng.log_uniform(dmin, dmax);
+      s.nnz = std::max<std::int64_t>(s.m, std::llround(density * static_cast<double>(s.m) *
+                                                        static_cast<double>(s.k)));
+      spec.degrees = rng.uniform() < r.power_law_share ? DegreeDistribution::power_law
+                                                        : DegreeDistribution::uniform;
+      break;
+    }
+    case OpKind::gemm: {
+      if (rng.uniform() < 0.5) {  // GNN: node features through a layer's weight
+        s.m = static_cast<std::int64_t>(std::llround(rng.log_uniform(r.rows_min, r.rows_max)));
+        s.k = static_cast<std::int64_t>(std::llround(rng.log_uniform(r.feature_min, r.feature_max)));
+        s.n = static_cast<std::int64_t>(std::llround(rng.log_uniform(r.feature_min, r.feature_max)));
+      } else {  // transformer: projections and FFN over seq_len tokens
+        s.m = static_cast<std::int64_t>(std::llround(rng.log_uniform(r.seq_min, r.seq_max)));
+        const std::int64_t d = r.d_model[static_cast<std::size_t>(rng.below(static_cast<std::int64_t>(r.d_model.size())))];
+        static constexpr std::int64_t kShapes[4][2] = {{1, 3}, {1, 1}, {1, 4}, {4, 1}};
+        const auto& kn = kShapes[rng.below(4)];
+        s.k = d * kn[0];
+        s.n = d * kn[1];
+      }
+      break;
+    }
+    case OpKind::window_attention: {
+      s.seq_len = round_to(rng.log_uniform(r.seq_min, r.seq_max), 16);
+      const double wmax = std::min(r.window_max, static_cast<double>(s.seq_len));
+      const double wmin = std::min(r.window_min, wmax);
+      s.window = std::min(s.seq_len, round_to(rng.log_uniform(wmin, wmax), 2));
+      s.heads = r.heads[static_cast<std::size_t>(rng.below(static_cast<std::int64_t>(r.heads.size())))];
+      s.head_dim = r.head_dim;
+      s.m = s.seq_len;
+      s.k = s.heads * s.head_dim;
+      s.n = s.heads * s.head_dim;
+      break;
+    }
+    case OpKind::softmax:
+    case OpKind::layer_norm: {
+      s.m = static_cast<std::int64_t>(std::llround(rng.log_uniform(r.rows_min, r.rows_max)));
+      s.n = static_cast<std::int64_t>(std::llround(rng.log_uniform(r.feature_min, r.feature_max)));
+      s.k = s.n;
+      break;
+    }
+  }
+  return s;
+}
+
+}  // namespace
+
+double work_of(const OpShape& s) {
+  const auto d = [](std::int64_t v) { return static_cast<double>(v); };
+  switch (s.kind) {
+    case OpKind::spmm: return d(s.nnz) * d(s.n) + d(s.m) * d(s.n);
+    case OpKind::gemm: return d(s.m) * d(s.k) * d(s.n);
+    case OpKind::window_attention:
+      return 2.0 * window_band_pairs(s.seq_len, s.window) * d(std::max<std::int64_t>(s.heads, 1)) *
+             d(s.head_dim);
+    case OpKind::softmax:
+    case OpKind::layer_norm: return d(s.m) * d(s.n);
+  }
+  return 0.0;
+}
+
+double bytes_of(const OpShape& s) {
+  const auto d = [](std::int64_t v) { return static_cast<double>(v); };
+  switch (s.kind) {
+    case OpKind::spmm: return 8.0 * d(s.nnz) + 4.0 * d(s.m + 1) + 4.0 * (d(s.k) + d(s.m)) * d(s.n);
+    case OpKind::gemm: return 4.0 * (d(s.m) * d(s.k) + d(s.k) * d(s.n) + d(s.m) * d(s.n));
+    case OpKind::window_attention:
+      return 16.0 * d(s.seq_len) * d(std::max<std::int64_t>(s.heads, 1)) * d(s.head_dim);
+    case OpKind::softmax:
+    case OpKind::layer_norm: return 8.0 * d(s.m) * d(s.n);
+  }
+  return 0.0;
+}
+
+std::vector<InputSpec> generate_specs(OpKind kind, const SyntheticRanges& ranges, int count,
+                                      std::uint64_t seed) {
+  Rng rng{seed * 0x2545F4914F6CDD1DULL + static_cast<std::uint64_t>(kind) + 1};
+  std::vector<InputSpec> specs;
+  specs.reserve(static_cast<std::size_t>(std::max(count, 0)));
+  constexpr int kMaxTries = 10000;
+  for (int i = 0; i < count; ++i) {
+    bool found = false;
+    for (int attempt = 0; attempt < kMaxTries && !found; ++attempt) {
+      InputSpec spec;
+      spec.shape = draw(kind, ranges, rng, spec);
+      spec.seed = rng.next();
+      if (work_of(spec.shape) > ranges.max_work) continue;
+      spec.timing_only = bytes_of(spec.shape) > ranges.max_bytes;
+      if (spec.timing_only && !ranges.allow_timing_only) continue;
+      specs.push_back(spec);
+      found = true;
+    }
+    if (!found) {
+      throw Error("generate_specs: no " + std::string(kernels::to_string(kind)) +
+                  " shape fits max_work / max_bytes; widen the caps or narrow the ranges");
+    }
+  }
+  return specs;
+}
+
+kernels::CsrI32 materialise_csr(const InputSpec& spec) {
+  const OpShape& s = spec.shape;
+  if (s.kind != OpKind::spmm) throw Error("materialise_csr: spec is not an SpMM");
+  if (s.m <= 0 || s.k <= 0 || s.nnz < 0) throw Error("materialise_csr: empty or negative shape");
+  if (s.k > INT32_MAX || s.nnz > INT32_MAX) throw Error("materialise_csr: shape exceeds int32 CSR");
+  Rng rng{spec.seed ^ 0xA5A5A5A5DEADBEEFULL};
+  const auto rows = static_cast<std::size_t>(s.m);
+  const double mean = static_cast<double>(s.nnz) / static_cast<double>(s.m);
+  std::vector<double> want(rows);
+  if (spec.degrees == DegreeDistribution::uniform) {
+    std::mt19937_64 gen(spec.seed);
+    std::poisson_distribution<std::int64_t> pois(mean);
+    for (auto& w : want) w = static_cast<double>(pois(gen));
+  } else {
+    // Pareto tail with exponent alpha, then rescaled so the total matches nnz.
+    const double inv = 1.0 / (spec.power_law_alpha - 1.0);
+    double sum = 0;
+    for (auto& w : want) {
+      w = std::pow(1.0 - rng.uniform(), -inv);
+      sum += w;
+    }
+    const double scale = static_cast<double>(s.nnz) / sum;
+    for (auto& w : want) w *= scale;
+  }
+  kernels::CsrI32 a;
+  a.rows = s.m;
+  a.cols = s.k;
+  a.indptr.resize(rows + 1);
+  a.indices.reserve(static_cast<std::size_t>(s.nnz));
+  std::vector<std::int32_t> row;
+  for (std::size_t i = 0; i < rows; ++i) {
+    // Stochastic rounding keeps the expected total at nnz for fractional Pareto degrees.
+    auto deg = static_cast<std::int64_t>(want[i]);
+    if (rng.uniform() < want[i] - static_cast<double>(deg)) ++deg;
+    deg = std::min(deg, s.k);
+    row.resize(static_cast<std::size_t>(deg));
+    for (auto& c : row) c = static_cast<std::int32_t>(rng.below(s.k));
+    std::sort(row.begin(), row.end());
+    row.erase(std::unique(row.begin(), row.end()), row.end());
+    a.indices.insert(a.indices.end(), row.begin(), row.end());
+    a.indptr[i + 1] = static_cast<std::int32_t>(a.indices.size());
+  }
+  a.values.resize(a.indices.size());
+  for (auto& v : a.values) v = static_cast<float>(2.0 * rng.uniform() - 1.0);
+  return a;
+}
+
+double degree_skew(const kernels::CsrI32& a) {
+  if (a.rows <= 0 || a.nnz() == 0) return 0.0;
+  std::int64_t max_row = 0;
+  for (std::int64_t i = 0; i < a.rows; ++i) {
+    max_row = std::max<std::int64_t>(max_row, a.indptr[static_cast<std::size_t>(i + 1)] -
+                                                  a.indptr[static_cast<std::size_t>(i)]);
+  }
+  return static_cast<double>(max_row) * static_cast<double>(a.rows) / static_cast<double>(a.nnz());
+}
+
+}  // namespace dype::perf

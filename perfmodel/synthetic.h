@@ -1,0 +1,68 @@
+#pragma once
+// Synthetic input specifications for profiling (paper Section V, step 1): shapes drawn
+// log-uniformly across the ranges the workloads reach, and their materialisation as real inputs.
+//
+//   SyntheticRanges r;                        // densities 1e-7..1e-2, rows 1e3..1e6, ...
+//   r.max_work = 5e8;                         // what one timed run may cost on this device
+//   auto specs = generate_specs(OpKind::spmm, r, 200, /*seed=*/1);
+//   auto csr = materialise_csr(specs[0]);     // when !specs[0].timing_only
+#include <cstdint>
+#include <vector>
+
+#include "kernels/csr.h"
+#include "kernels/op.h"
+
+namespace dype::perf {
+
+enum class DegreeDistribution : std::uint8_t { uniform, power_law };
+
+struct InputSpec {
+  kernels::OpShape shape;
+  DegreeDistribution degrees = DegreeDistribution::uniform;
+  double power_law_alpha = 2.1;  // P(degree = d) ~ d^-alpha for power_law
+  std::uint64_t seed = 0;
+  // Too large to materialise under SyntheticRanges::max_bytes: only devices that report time
+  // without touching data (emulated ones in timing-only mode) can run it.
+  bool timing_only = false;
+};
+
+struct SyntheticRanges {
+  // SpMM
+  double density_min = 1e-7, density_max = 1e-2;
+  double rows_min = 1e3, rows_max = 1e6;
+  double feature_min = 16, feature_max = 1024;
+  // Window attention
+  double seq_min = 1024, seq_max = 16384;
+  double window_min = 512, window_max = 4096;
+  std::int64_t head_dim = 64;
+  std::vector<std::int64_t> heads = {4, 8, 12, 16};
+  // GEMM (transformer shapes): d_model choices; projections d->3d, d->d, FFN d->4d, 4d->d.
+  std::vector<std::int64_t> d_model = {256, 512, 768, 1024};
+  // Cost caps. A spec whose multiply-adds exceed max_work is redrawn (it would blow the profiling
+  // budget); one whose inputs exceed max_bytes is marked timing_only (or redrawn when
+  // allow_timing_only is false).
+  double max_work = 2e10;
+  double max_bytes = 512.0 * 1024 * 1024;
+  bool allow_timing_only = false;
+  double power_law_share = 0.5;  // fraction of SpMM specs with power-law degrees
+};
+
+// Multiply-add count of a shape (the quantity max_work caps).
+double work_of(const kernels::OpShape& shape);
+// Bytes of inputs + outputs to materialise the shape in FP32 / int32 CSR.
+double bytes_of(const kernels::OpShape& shape);
+
+// `count` specs for `kind`, deterministic in `seed`. Sizes are log-uniform so every decade of the
+// range is covered equally and a budget cut-off still leaves a spread sample.
+std::vector<InputSpec> generate_specs(kernels::OpKind kind, const SyntheticRanges& ranges,
+                                      int count, std::uint64_t seed);
+
+// A CSR matrix for an SpMM spec: rows x k, about nnz entries (duplicates within a row are merged,
+// so nnz can come out slightly lower; the returned matrix's nnz is exact), values in [-1, 1).
+// Uniform: every row ~ Poisson(nnz / rows). Power law: row degrees ~ Zipf(alpha), rescaled to nnz.
+kernels::CsrI32 materialise_csr(const InputSpec& spec);
+
+// Max row nnz / mean row nnz of a CSR (the OpShape::degree_skew characteristic).
+double degree_skew(const kernels::CsrI32& a);
+
+}  // namespace dype::perf
