@@ -1,0 +1,7 @@
+#pragma once
+// The cpu backend: creates CpuDevice from a config entry; detection always finds the host CPU.
+#include "hw/registry.h"
+
+namespace dype::hw {
+Backend cpu_backend();
+}

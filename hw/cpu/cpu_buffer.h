@@ -1,0 +1,29 @@
+#pragma once
+// HostBuffer: device memory that is host memory (64-byte aligned), or a size-only placeholder.
+// The cpu backend's buffer; the emu backend uses it too, since emulated devices keep their data in
+// host memory.
+#include <cstddef>
+#include <memory>
+#include <span>
+
+#include "hw/buffer.h"
+
+namespace dype::hw {
+
+class HostBuffer final : public Buffer {
+ public:
+  HostBuffer(Device& device, std::size_t bytes, AllocMode mode);
+  ~HostBuffer() override;
+  std::span<std::byte> host_span() override { return {data_.get(), data_ ? size_bytes() : 0}; }
+  std::span<const std::byte> host_span() const override {
+    return {data_.get(), data_ ? size_bytes() : 0};
+  }
+
+ private:
+  struct Free {
+    void operator()(std::byte* p) const;
+  };
+  std::unique_ptr<std::byte, Free> data_;
+};
+
+}  // namespace dype::hw

@@ -1,0 +1,126 @@
+#pragma once
+// Device: the small interface every backend implements (hw/<backend>/<backend>_device.h), in the
+// shape of ONNX Runtime's execution providers and ggml-backend. Only allocate, launch and the two
+// host copies are required; everything else has a default.
+//
+//   hw::System sys = hw::System::from_config(hw::load_system_config("configs/systems/local.yaml"));
+//   hw::Device& dev = sys.device("cpu0");
+//   hw::BufferPtr x = dev.allocate(bytes), y = dev.allocate(bytes), w = dev.allocate(wbytes);
+//   dev.copy_from_host(*x, host_bytes);
+//   hw::Event e = dev.launch(hw::KernelLaunch::gemm(*x, *w, nullptr, *y, m, k, n));
+//   std::printf("%.3f ms (%s)\n", e.duration_s() * 1e3, to_string(e.source).data());
+#include <atomic>
+#include <cstddef>
+#include <cstdint>
+#include <optional>
+#include <span>
+#include <string>
+#include <string_view>
+
+#include "hw/buffer.h"
+#include "hw/event.h"
+#include "hw/kernel_launch.h"
+#include "hw/power.h"
+#include "kernels/error.h"
+#include "kernels/op.h"
+
+namespace dype::hw {
+
+class Topology;
+
+enum class DeviceKind : std::uint8_t { cpu, gpu, fpga };
+
+constexpr std::string_view to_string(DeviceKind k) {
+  switch (k) {
+    case DeviceKind::cpu: return "cpu";
+    case DeviceKind::gpu: return "gpu";
+    case DeviceKind::fpga: return "fpga";
+  }
+  return "unknown";
+}
+std::optional<DeviceKind> device_kind_from_string(std::string_view s);
+
+// A device could not do what was asked (failed launch, out of memory, injected fault). The message
+// starts with the device name.
+class DeviceError : public Error {
+ public:
+  DeviceError(const std::string& device, const std::string& problem)
+      : Error(device + ": " + problem), device_(device) {}
+  const std::string& device() const noexcept { return device_; }
+
+ private:
+  std::string device_;
+};
+
+struct DeviceInfo {
+  std::string name;     // unique in a system: "gpu0", "fpga2", "cpu0"
+  DeviceKind kind = DeviceKind::cpu;
+  std::string model;    // "AMD Instinct MI210"
+  std::string backend;  // "cpu", "emu", "cuda", "hip", "xrt"
+  std::size_t memory_bytes = 0;
+  TimeSource time_source = TimeSource::measured;  // how its Events are timed
+  PowerStates power;    // for cost models; from the device model / system config
+};
+
+class Device {
+ public:
+  explicit Device(DeviceInfo info) : info_(std::move(info)) {}
+  virtual ~Device() = default;
+  Device(const Device&) = delete;
+  Device& operator=(const Device&) = delete;
+
+  const DeviceInfo& info() const { return info_; }
+  const std::string& name() const { return info_.name; }
+  DeviceKind kind() const { return info_.kind; }
+
+  virtual bool supports(kernels::OpKind op) const = 0;
+
+  // Throws DeviceError when the memory would exceed memory_bytes.
+  virtual BufferPtr allocate(std::size_t bytes, AllocMode mode = AllocMode::data) = 0;
+  std::size_t memory_used_bytes() const { return used_bytes_; }
+
+  // Runs the kernel; starts no earlier than every event in `after` and every input's ready time.
+  // Throws InputError for a malformed launch, DeviceError for an op the device does not support.
+  // `queue` selects a stream on backends that have several; cpu and emu have one.
+  virtual Event launch(const KernelLaunch& launch, std::span<const Event> after = {},
+                       int queue = 0) = 0;
+
+  // Host <-> device copies of `bytes` bytes at `offset` in the device buffer.
+  virtual Event copy_from_host(Buffer& dst, std::span<const std::byte> src,
+                               std::size_t offset = 0, std::span<const Event> after = {}) = 0;
+  virtual Event copy_to_host(const Buffer& src, std::span<std::byte> dst, std::size_t offset = 0,
+                             std::span<const Event> after = {}) = 0;
+
+  // Copies the whole of `src` (on this device) into `dst` (on a peer). The default stages through
+  // host memory; backends with peer access override it and consult the topology for P2P.
+  virtual Event copy_to_peer(const Buffer& src, Buffer& dst, std::span<const Event> after = {});
+
+  // Energy drawn since creation, if the device can tell (a power sensor, or a model on emu).
+  virtual std::optional<EnergyReport> energy() const { return std::nullopt; }
+
+  // Capacity accounting, for backends: allocate reserves (throws DeviceError when full), a
+  // Buffer's destructor releases.
+  void reserve_memory(std::size_t bytes);
+  void release_memory(std::size_t bytes) { used_bytes_ -= bytes; }
+
+  // The topology this device sits in (set by System); null for a stand-alone device.
+  const Topology* topology() const { return topology_; }
+  int topology_index() const { return topology_index_; }
+  void attach(const Topology* topology, int index) {
+    topology_ = topology;
+    topology_index_ = index;
+  }
+
+ protected:
+  DeviceInfo& mutable_info() { return info_; }
+
+ private:
+  DeviceInfo info_;
+  std::atomic<std::size_t> used_bytes_{0};
+  const Topology* topology_ = nullptr;
+  int topology_index_ = -1;
+};
+
+using DevicePtr = std::unique_ptr<Device>;
+
+}  // namespace dype::hw

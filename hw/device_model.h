@@ -1,0 +1,70 @@
+#pragma once
+// Device models (configs/devices/*.yaml) and FPGA bitstream manifests (configs/bitstreams/*.yaml):
+// the numbers the emu backend times kernels with, and the power states every cost model uses.
+// hw/emu/emu_timing.h documents the formulas that consume them.
+#include <cstddef>
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "hw/device.h"
+#include "hw/power.h"
+#include "hw/topology.h"
+#include "kernels/op.h"
+
+namespace dype::hw {
+
+// Roofline parameters of one op on a GPU-like (or CPU-like) device.
+struct OpModelParams {
+  double compute_efficiency = 0.7;  // fraction of peak FP32 FLOP/s a large, regular shape reaches
+  double memory_efficiency = 0.8;   // fraction of peak memory bandwidth
+  double launch_overhead_s = 5e-6;  // per kernel launch (window attention: per kernel of three)
+  double skew_penalty = 0.0;        // spmm: bandwidth / (1 + skew_penalty * log2(degree_skew))
+};
+
+struct DeviceModel {
+  std::string file;         // where it was loaded from ("" when built in code)
+  std::string id;           // "amd-mi210"
+  std::string model;        // "AMD Instinct MI210"
+  DeviceKind kind = DeviceKind::gpu;
+  std::size_t memory_bytes = 0;
+  std::string memory_type;  // "HBM2e"
+  double memory_bandwidth_bytes_per_s = 0.0;
+  double peak_fp32_flops = 0.0;
+  double cache_bytes = 0.0;      // last-level cache: how much of an SpMM's dense operand is reused
+  double saturation_outputs = 0.0;  // GEMM outputs (m*n) needed to fill the device (occupancy)
+  Link link;                    // default host link (a system config may override)
+  PowerStates power;
+  std::map<kernels::OpKind, OpModelParams> ops;  // GPU/CPU: the ops it runs; FPGA: empty
+};
+
+// One kernel of an FPGA bitstream with its performance-model parameters.
+struct BitstreamKernel {
+  kernels::OpKind op = kernels::OpKind::spmm;
+  std::string design;       // "sextans", "swat", "systolic_gemm"
+  double scale_c = 1.0;     // the paper's fitted scaling factor C
+  double frequency_mhz = 0.0;
+  int mac_units = 0;        // sextans: N_M
+  double pipeline_cycles = 0.0;  // swat: t_pipeline per token
+  double init_cycles = 0.0;      // swat: t_init
+  double peak_flops = 0.0;       // systolic_gemm
+  double efficiency = 1.0;       // systolic_gemm
+  double launch_overhead_s = 0.0;
+  double dynamic_w = 0.0;        // power above idle while this kernel runs
+};
+
+struct Bitstream {
+  std::string file;
+  std::string name;
+  std::string device_model;  // the board it is built for (DeviceModel::id)
+  double load_time_s = 0.0;  // reconfiguration time
+  std::vector<BitstreamKernel> kernels;
+  const BitstreamKernel* find(kernels::OpKind op) const;
+};
+
+// Load and validate; errors are InputError("<file>: <key path>", problem).
+DeviceModel load_device_model(const std::string& path);
+Bitstream load_bitstream(const std::string& path);
+
+}  // namespace dype::hw

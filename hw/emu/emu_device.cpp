@@ -1,0 +1,251 @@
+#include "hw/emu/emu_device.h"
+
+#include <algorithm>
+#include <cstring>
+#include <vector>
+
+#include "hw/cpu/cpu_buffer.h"
+#include "hw/emu/emu_timing.h"
+#include "hw/host_kernels.h"
+#include "hw/topology.h"
+
+namespace dype::hw {
+
+namespace {
+
+double latest(std::span<const Event> after, double t) {
+  for (const Event& e : after) t = std::max(t, e.end_s);
+  return t;
+}
+
+void check_range(const std::string& where, std::size_t offset, std::size_t bytes,
+                 std::size_t capacity) {
+  if (offset + bytes > capacity) {
+    throw InputError(where, "copy of " + std::to_string(bytes) + " bytes at offset " +
+                                std::to_string(offset) + " overruns a buffer of " +
+                                std::to_string(capacity));
+  }
+}
+
+}  // namespace
+
+EmuDevice::EmuDevice(DeviceInfo info, DeviceModel model, EmuOptions options)
+    : Device(std::move(info)), model_(std::move(model)), options_(options), rng_(options.jitter_seed) {
+  mutable_info().time_source = TimeSource::modelled;
+  if (mutable_info().memory_bytes == 0) mutable_info().memory_bytes = model_.memory_bytes;
+}
+
+bool EmuDevice::supports(kernels::OpKind op) const {
+  std::lock_guard lock(mutex_);
+  return emu::model_supports(model_, bitstream_ ? &*bitstream_ : nullptr, op);
+}
+
+BufferPtr EmuDevice::allocate(std::size_t bytes, AllocMode mode) {
+  // Timing-only devices never touch data: size-only buffers let paper-scale graphs "fit".
+  if (timing_only()) mode = AllocMode::size_only;
+  return std::make_unique<HostBuffer>(*this, bytes, mode);
+}
+
+void EmuDevice::check_fault_locked() {
+  if (fault_skip_ < 0) return;
+  if (fault_skip_ == 0) {
+    fault_skip_ = -1;
+    throw DeviceError(name(), fault_reason_);
+  }
+  --fault_skip_;
+}
+
+double EmuDevice::jittered_locked(double t) {
+  if (options_.jitter_sigma <= 0.0) return t;
+  std::normal_distribution<double> noise(0.0, options_.jitter_sigma);
+  return t * std::max(0.5, 1.0 + noise(rng_));
+}
+
+double EmuDevice::modelled_time_s(const kernels::OpShape& shape) const {
+  std::lock_guard lock(mutex_);
+  return emu::modelled_time_s(model_, bitstream_ ? &*bitstream_ : nullptr, shape, name());
+}
+
+Event EmuDevice::launch(const KernelLaunch& l, std::span<const Event> after, int) {
+  validate(l, name());
+  std::lock_guard lock(mutex_);
+  const double model_s =
+      emu::modelled_time_s(model_, bitstream_ ? &*bitstream_ : nullptr, l.shape, name());
+  check_fault_locked();
+  const double dur = jittered_locked(model_s);
+  double start = latest(after, busy_until_s_);
+  for (const Buffer* b : l.inputs) start = std::max(start, b->ready_at_s());
+  start = std::max(start, l.output->ready_at_s());  // in-place ops (softmax) read it too
+  if (!options_.timing_only) {
+    for (const Buffer* b : l.inputs) {
+      if (!b->has_data()) throw InputError(name(), "input buffer holds no data (size-only); enable timing_only");
+    }
+    if (!l.output->has_data()) throw InputError(name(), "output buffer holds no data (size-only)");
+    run_on_host(l);
+  }
+  Event e;
+  e.source = TimeSource::modelled;
+  e.start_s = start;
+  e.end_s = start + dur;
+  e.energy_j = info().power.execute_w_for(l.shape.kind) * dur;
+  l.output->set_ready_at_s(e.end_s);
+  busy_until_s_ = e.end_s;
+  busy_s_ += dur;
+  execute_j_ += e.energy_j;
+  return e;
+}
+
+double EmuDevice::transfer_time_to_host_s(std::size_t bytes) const {
+  if (const Topology* t = topology()) {
+    const int self = topology_index();
+    return t->estimate_host_to(std::span<const int>(&self, 1), bytes).time_s;
+  }
+  return model_.link.latency_s + static_cast<double>(bytes) / model_.link.bandwidth_bytes_per_s();
+}
+
+Event EmuDevice::copy_from_host(Buffer& dst, std::span<const std::byte> src, std::size_t offset,
+                                std::span<const Event> after) {
+  check_range(name() + ": copy_from_host", offset, src.size(), dst.size_bytes());
+  std::lock_guard lock(mutex_);
+  check_fault_locked();
+  const double dur = jittered_locked(transfer_time_to_host_s(src.size()));
+  // The buffer's previous contents may still be read by earlier work: start after it is ready.
+  const double start = std::max(latest(after, busy_until_s_), dst.ready_at_s());
+  if (!options_.timing_only && dst.has_data() && !src.empty()) {
+    std::memcpy(dst.host_span().data() + offset, src.data(), src.size());
+  }
+  Event e{start, start + dur, TimeSource::modelled, info().power.transfer_w * dur};
+  dst.set_ready_at_s(e.end_s);
+  busy_until_s_ = e.end_s;
+  busy_s_ += dur;
+  transfer_j_ += e.energy_j;
+  return e;
+}
+
+Event EmuDevice::copy_to_host(const Buffer& src, std::span<std::byte> dst, std::size_t offset,
+                              std::span<const Event> after) {
+  check_range(name() + ": copy_to_host", offset, dst.size(), src.size_bytes());
+  std::lock_guard lock(mutex_);
+  check_fault_locked();
+  const double dur = jittered_locked(transfer_time_to_host_s(dst.size()));
+  const double start = std::max(latest(after, busy_until_s_), src.ready_at_s());
+  if (!options_.timing_only && src.has_data() && !dst.empty()) {
+    std::memcpy(dst.data(), src.host_span().data() + offset, dst.size());
+  }
+  Event e{start, start + dur, TimeSource::modelled, info().power.transfer_w * dur};
+  busy_until_s_ = e.end_s;
+  busy_s_ += dur;
+  transfer_j_ += e.energy_j;
+  return e;
+}
+
+Event EmuDevice::copy_to_peer(const Buffer& src, Buffer& dst, std::span<const Event> after) {
+  auto* peer = dynamic_cast<EmuDevice*>(&dst.device());
+  if (&src.device() != this) throw Error(name() + ": copy_to_peer: source buffer is not on this device");
+  if (!peer || peer == this || !topology() || peer->topology() != topology()) {
+    return Device::copy_to_peer(src, dst, after);  // e.g. to the CPU: through host memory
+  }
+  if (dst.size_bytes() < src.size_bytes()) {
+    throw InputError(name() + ": copy_to_peer", "destination holds " +
+                                                   std::to_string(dst.size_bytes()) +
+                                                   " bytes, source " +
+                                                   std::to_string(src.size_bytes()));
+  }
+  std::scoped_lock lock(mutex_, peer->mutex_);
+  check_fault_locked();
+  peer->check_fault_locked();
+  const int a = topology_index(), b = peer->topology_index();
+  const TransferEstimate x = topology()->estimate(std::span<const int>(&a, 1),
+                                                  std::span<const int>(&b, 1), src.size_bytes());
+  const double dur = jittered_locked(x.time_s);
+  const double start = std::max({latest(after, busy_until_s_), peer->busy_until_s_,
+                                 src.ready_at_s(), dst.ready_at_s()});
+  if (!options_.timing_only && !peer->options_.timing_only && src.has_data() && dst.has_data() &&
+      src.size_bytes() > 0) {
+    std::memcpy(dst.host_span().data(), src.host_span().data(), src.size_bytes());
+  }
+  // A transfer occupies both ends (paper Section III-B).
+  const double mine = info().power.transfer_w * dur, theirs = peer->info().power.transfer_w * dur;
+  Event e{start, start + dur, TimeSource::modelled, mine + theirs};
+  dst.set_ready_at_s(e.end_s);
+  busy_until_s_ = peer->busy_until_s_ = e.end_s;
+  busy_s_ += dur;
+  peer->busy_s_ += dur;
+  transfer_j_ += mine;
+  peer->transfer_j_ += theirs;
+  return e;
+}
+
+EnergyReport EmuDevice::energy_until(double t_s) const {
+  std::lock_guard lock(mutex_);
+  EnergyReport r;
+  r.execute_j = execute_j_;
+  r.transfer_j = transfer_j_;
+  r.idle_j = info().power.idle_w * std::max(0.0, std::max(t_s, busy_until_s_) - busy_s_);
+  return r;
+}
+
+Event EmuDevice::load_bitstream(const Bitstream& bitstream) {
+  std::lock_guard lock(mutex_);
+  if (model_.kind != DeviceKind::fpga) throw DeviceError(name(), "only FPGAs load bitstreams");
+  if (bitstream.device_model != model_.id) {
+    throw DeviceError(name(), "bitstream '" + bitstream.name + "' is built for '" +
+                                  bitstream.device_model + "', this device is '" + model_.id + "'");
+  }
+  check_fault_locked();
+  bitstream_ = bitstream;
+  auto& power = mutable_info().power;
+  power.execute_w_by_op.clear();
+  for (const auto& k : bitstream.kernels) {
+    if (k.dynamic_w > 0) power.execute_w_by_op[k.op] = power.idle_w + k.dynamic_w;
+  }
+  // Reconfiguration draws idle power and blocks the device.
+  Event e{busy_until_s_, busy_until_s_ + bitstream.load_time_s, TimeSource::modelled,
+          power.idle_w * bitstream.load_time_s};
+  busy_until_s_ = e.end_s;
+  return e;
+}
+
+void EmuDevice::unload_bitstream() {
+  std::lock_guard lock(mutex_);
+  bitstream_.reset();
+  mutable_info().power.execute_w_by_op.clear();
+}
+
+void EmuDevice::set_timing_only(bool on) {
+  std::lock_guard lock(mutex_);
+  options_.timing_only = on;
+}
+
+bool EmuDevice::timing_only() const {
+  std::lock_guard lock(mutex_);
+  return options_.timing_only;
+}
+
+void EmuDevice::set_jitter(double sigma, std::uint64_t seed) {
+  std::lock_guard lock(mutex_);
+  options_.jitter_sigma = sigma;
+  options_.jitter_seed = seed;
+  rng_.seed(seed);
+}
+
+void EmuDevice::inject_fault(int skip, std::string reason) {
+  std::lock_guard lock(mutex_);
+  fault_skip_ = std::max(0, skip);
+  fault_reason_ = std::move(reason);
+}
+
+double EmuDevice::clock_s() const {
+  std::lock_guard lock(mutex_);
+  return busy_until_s_;
+}
+
+void EmuDevice::reset_clock() {
+  std::lock_guard lock(mutex_);
+  busy_until_s_ = 0.0;
+  busy_s_ = 0.0;
+  execute_j_ = 0.0;
+  transfer_j_ = 0.0;
+}
+
+}  // namespace dype::hw

@@ -1,0 +1,82 @@
+#pragma once
+// EmuDevice: an emulated GPU or FPGA. Results are computed with the CPU kernels (so they are
+// correct); time and energy come from the device model (hw/emu/emu_timing.h) on a virtual clock:
+// an operation starts at max(device free, inputs ready, events waited on) and ends after its
+// modelled duration. Copies occupy the device too (and both devices for a peer copy), matching the
+// cost model T_s = X_s + C_s + X_{s+1}. Every Event it returns is labelled `modelled`.
+//
+// FPGAs run only the kernels of their loaded bitstream (none before load_bitstream). Timing-only
+// mode skips the arithmetic and allocates size-only buffers so paper-scale shapes take no time.
+// Optional seeded jitter perturbs modelled durations; fault injection makes an operation throw.
+#include <cstdint>
+#include <mutex>
+#include <optional>
+#include <random>
+#include <string>
+
+#include "hw/device.h"
+#include "hw/device_model.h"
+
+namespace dype::hw {
+
+struct EmuOptions {
+  bool timing_only = false;
+  double jitter_sigma = 0.0;  // relative std-dev of each modelled duration; 0 = deterministic
+  std::uint64_t jitter_seed = 1;
+};
+
+class EmuDevice final : public Device {
+ public:
+  EmuDevice(DeviceInfo info, DeviceModel model, EmuOptions options = {});
+
+  const DeviceModel& model() const { return model_; }
+  bool supports(kernels::OpKind op) const override;
+  BufferPtr allocate(std::size_t bytes, AllocMode mode = AllocMode::data) override;
+  Event launch(const KernelLaunch& launch, std::span<const Event> after = {},
+               int queue = 0) override;
+  Event copy_from_host(Buffer& dst, std::span<const std::byte> src, std::size_t offset = 0,
+                       std::span<const Event> after = {}) override;
+  Event copy_to_host(const Buffer& src, std::span<std::byte> dst, std::size_t offset = 0,
+                     std::span<const Event> after = {}) override;
+  // Emulated peer: P2P when the topology allows, else staged through host (both modelled).
+  Event copy_to_peer(const Buffer& src, Buffer& dst, std::span<const Event> after = {}) override;
+  // Energy over [0, clock_s()] from the power states (idle / execute / transfer), modelled.
+  std::optional<EnergyReport> energy() const override { return energy_until(clock_s()); }
+  EnergyReport energy_until(double t_s) const;
+
+  // FPGA bitstreams. Loading takes bitstream.load_time_s on the virtual clock; a bitstream built
+  // for another board is refused (DeviceError).
+  Event load_bitstream(const Bitstream& bitstream);
+  void unload_bitstream();
+  const Bitstream* bitstream() const { return bitstream_ ? &*bitstream_ : nullptr; }
+
+  void set_timing_only(bool on);
+  bool timing_only() const;
+  void set_jitter(double sigma, std::uint64_t seed);
+  // The next operation (after `skip` more succeed) throws DeviceError naming this device.
+  void inject_fault(int skip = 0, std::string reason = "injected fault");
+
+  // Modelled duration of a shape here (no jitter), for tests and synthetic profiles.
+  double modelled_time_s(const kernels::OpShape& shape) const;
+  double clock_s() const;   // when the device is next free
+  void reset_clock();       // back to 0, energy counters cleared (buffers keep their data)
+
+ private:
+  void check_fault_locked();
+  double jittered_locked(double t);
+  double transfer_time_to_host_s(std::size_t bytes) const;
+
+  DeviceModel model_;
+  EmuOptions options_;
+  std::optional<Bitstream> bitstream_;
+  mutable std::mutex mutex_;
+  double busy_until_s_ = 0.0;
+  double execute_j_ = 0.0;
+  double transfer_j_ = 0.0;
+  double busy_s_ = 0.0;  // time spent executing or transferring (the rest is idle)
+  int fault_skip_ = -1;  // < 0: no fault armed
+  std::string fault_reason_;
+  std::mt19937_64 rng_;
+};
+
+}  // namespace dype::hw

@@ -1,0 +1,64 @@
+#include "hw/system.h"
+
+#include "hw/registry.h"
+#include "kernels/error.h"
+
+namespace dype::hw {
+
+System::~System() = default;
+
+System System::from_config(const SystemConfig& config) {
+  System s;
+  s.config_ = config;
+  s.topology_ = std::make_unique<Topology>(config.sockets, config.inter_socket_bytes_per_s);
+  for (const auto& dc : config.devices) {
+    const Backend* backend = find_backend(dc.backend);
+    const std::string where = (config.file.empty() ? "system" : config.file) + ": " + dc.key_path;
+    if (!backend) {
+      throw InputError(where + ".backend", "backend '" + dc.backend +
+                                               "' is not compiled into this build (configure with "
+                                               "DYPE_WITH_<BACKEND>=ON)");
+    }
+    DevicePtr dev = backend->create(dc, config);
+    const int index = s.topology_->add_device({dc.name, dc.socket, dc.link, dc.p2p});
+    dev->attach(s.topology_.get(), index);
+    s.views_.push_back(dev.get());
+    s.devices_.push_back(std::move(dev));
+  }
+  return s;
+}
+
+std::vector<Device*> System::devices_of(DeviceKind kind) const {
+  std::vector<Device*> out;
+  for (Device* d : views_) {
+    if (d->kind() == kind) out.push_back(d);
+  }
+  return out;
+}
+
+Device* System::find(std::string_view name) const {
+  for (Device* d : views_) {
+    if (d->name() == name) return d;
+  }
+  return nullptr;
+}
+
+Device& System::device(std::string_view name) const {
+  if (Device* d = find(name)) return *d;
+  throw InputError(config_.file.empty() ? "system" : config_.file,
+                   "no device named '" + std::string(name) + "'");
+}
+
+std::vector<int> System::indices(std::initializer_list<std::string_view> names) const {
+  std::vector<int> out;
+  for (auto n : names) out.push_back(device(n).topology_index());
+  return out;
+}
+
+std::vector<int> System::indices(std::span<Device* const> devices) const {
+  std::vector<int> out;
+  for (Device* d : devices) out.push_back(d->topology_index());
+  return out;
+}
+
+}  // namespace dype::hw

@@ -1,0 +1,155 @@
+#include "hw/system_config.h"
+
+#include <cstdlib>
+#include <filesystem>
+#include <set>
+
+#include "hw/config_parse.h"
+#include "hw/registry.h"
+#include "kernels/error.h"
+
+namespace dype::hw {
+
+const DeviceConfig* SystemConfig::find(const std::string& device_name) const {
+  for (const auto& d : devices) {
+    if (d.name == device_name) return &d;
+  }
+  return nullptr;
+}
+
+std::string default_config_dir() {
+  namespace fs = std::filesystem;
+  if (const char* env = std::getenv("DYPE_CONFIG_DIR"); env && *env) return env;
+  if (fs::exists("configs/systems")) return "configs";
+#ifdef DYPE_SOURCE_DIR
+  return std::string(DYPE_SOURCE_DIR) + "/configs";
+#else
+  return "configs";
+#endif
+}
+
+namespace {
+
+const std::set<std::string> kBackends = {"cpu", "emu", "cuda", "hip", "xrt"};
+
+}  // namespace
+
+SystemConfig load_system_config(const std::string& path) {
+  const ConfigNode root = ConfigNode::load_file(path);
+  root.expect_keys({"system", "topology", "timing_only", "jitter", "devices", "power"});
+  SystemConfig cfg;
+  cfg.file = path;
+  const auto sys = root.child("system");
+  sys.expect_keys({"name", "description"});
+  cfg.name = sys.get_string("name");
+  cfg.description = sys.get_string("description", "");
+
+  if (auto topo = root.optional_child("topology")) {
+    topo->expect_keys({"sockets", "inter_socket_gbps"});
+    const auto s = topo->get_int("sockets", 1);
+    if (s < 1 || s > 16) topo->child("sockets").fail("must be 1-16, got " + std::to_string(s));
+    cfg.sockets = static_cast<int>(s);
+    cfg.inter_socket_bytes_per_s = topo->get_positive("inter_socket_gbps", 128.0) * 1e9;
+  }
+  cfg.timing_only = root.get_bool("timing_only", false);
+  if (auto j = root.optional_child("jitter")) {
+    j->expect_keys({"sigma", "seed"});
+    cfg.jitter_sigma = j->get_positive("sigma", 0.0, true);
+    if (cfg.jitter_sigma >= 0.5) j->child("sigma").fail("must be < 0.5 (relative std-dev)");
+    cfg.jitter_seed = static_cast<std::uint64_t>(j->get_int("seed", 1));
+  }
+
+  // Per-kind power overrides, applied after each device's model.
+  std::map<DeviceKind, ConfigNode> kind_power;
+  if (auto p = root.optional_child("power")) {
+    p->expect_keys({"cpu", "gpu", "fpga"});
+    for (DeviceKind k : {DeviceKind::cpu, DeviceKind::gpu, DeviceKind::fpga}) {
+      if (auto n = p->optional_child(to_string(k))) kind_power.emplace(k, *n);
+    }
+  }
+
+  const auto devs = root.child("devices");
+  devs.expect_sequence();
+  if (devs.size() == 0) devs.fail("must list at least one device");
+  std::set<std::string> names;
+  for (std::size_t i = 0; i < devs.size(); ++i) {
+    const auto n = devs.at(i);
+    n.expect_keys({"name", "backend", "model", "socket", "link", "p2p", "bitstream", "timing_only",
+                   "threads", "schedulable", "power", "ordinal"});
+    DeviceConfig d;
+    d.key_path = n.path();
+    d.name = n.get_string("name");
+    if (!names.insert(d.name).second) n.child("name").fail("duplicate device name '" + d.name + "'");
+    const auto bn = n.child("backend");
+    d.backend = bn.as_string();
+    if (!kBackends.count(d.backend)) {
+      bn.fail("must be one of cpu, emu, cuda, hip, xrt, got '" + d.backend + "'");
+    }
+    if (n.has("model")) {
+      const auto mn = n.child("model");
+      d.model_file = resolve_config_path(path, mn.as_string());
+      if (!std::filesystem::exists(d.model_file)) mn.fail("file not found: " + d.model_file);
+      d.model = load_device_model(d.model_file);
+      d.kind = d.model->kind;
+      d.link = d.model->link;
+      d.power = d.model->power;
+    } else if (d.backend == "emu") {
+      n.child("model");  // throws "required key missing" with the key path
+    }
+    if (d.backend == "cpu") {
+      if (d.model && d.kind != DeviceKind::cpu) n.child("model").fail("backend cpu needs a cpu model");
+      d.kind = DeviceKind::cpu;
+      d.link.type = LinkType::host;
+      if (d.model) d.link.host_bandwidth_bytes_per_s = d.model->memory_bandwidth_bytes_per_s;
+    }
+    const auto socket = n.get_int("socket", 0);
+    if (socket < 0 || socket >= cfg.sockets) {
+      n.child("socket").fail("must be in [0, " + std::to_string(cfg.sockets) + "), got " +
+                             std::to_string(socket));
+    }
+    d.socket = static_cast<int>(socket);
+    if (auto l = n.optional_child("link")) {
+      if (d.backend == "cpu") l->fail("the cpu is reached through host memory and has no link");
+      d.link = parse_link(*l, d.link);
+    }
+    d.p2p = n.get_bool("p2p", false);
+    if (d.p2p && d.kind == DeviceKind::cpu) n.child("p2p").fail("a cpu cannot do peer-to-peer");
+    if (auto b = n.optional_child("bitstream")) {
+      if (d.kind != DeviceKind::fpga) b->fail("only FPGAs take a bitstream");
+      d.bitstream_file = resolve_config_path(path, b->as_string());
+      if (!std::filesystem::exists(d.bitstream_file)) b->fail("file not found: " + d.bitstream_file);
+      d.bitstream = load_bitstream(d.bitstream_file);
+      if (d.model && d.bitstream->device_model != d.model->id) {
+        b->fail("bitstream is built for '" + d.bitstream->device_model + "', device model is '" +
+                d.model->id + "'");
+      }
+    }
+    d.timing_only = n.get_bool("timing_only", cfg.timing_only);
+    d.threads = static_cast<int>(n.get_int("threads", 0));
+    if (d.threads < 0) n.child("threads").fail("must be >= 0 (0 = all hardware threads)");
+    d.ordinal = static_cast<int>(n.get_int("ordinal", 0));
+    d.schedulable = n.get_bool("schedulable", d.kind != DeviceKind::cpu);
+    if (auto it = kind_power.find(d.kind); it != kind_power.end()) {
+      d.power = parse_power(it->second, d.power);
+    }
+    if (auto p = n.optional_child("power")) d.power = parse_power(*p, d.power);
+    cfg.devices.push_back(std::move(d));
+  }
+  return cfg;
+}
+
+SystemConfig detect_system_config() {
+  SystemConfig cfg;
+  cfg.name = "detected";
+  cfg.description = "CPU plus the devices the compiled backends found";
+  for (const auto& b : backends()) {
+    if (!b.detect) continue;
+    for (auto& d : b.detect()) {
+      d.key_path = "detected[" + std::to_string(cfg.devices.size()) + "]";
+      cfg.devices.push_back(std::move(d));
+    }
+  }
+  return cfg;
+}
+
+}  // namespace dype::hw

@@ -1,0 +1,84 @@
+#pragma once
+// System configs (configs/systems/*.yaml): which devices a box has, by backend, with their device
+// model files, sockets, links and power states. Example (paper-testbed-pcie4.yaml, abridged):
+//
+//   system: {name: paper-testbed-pcie4, description: "2 x MI210 + 3 x U280, PCIe 4.0"}
+//   topology: {sockets: 2, inter_socket_gbps: 128}
+//   devices:
+//     - {name: cpu0, backend: cpu, model: devices/amd-epyc-7v13.yaml, socket: 0}
+//     - {name: gpu0, backend: emu, model: devices/amd-mi210.yaml, socket: 0,
+//        link: {type: pcie, generation: 4, lanes: 16}, p2p: true}
+//     - {name: fpga0, backend: emu, model: devices/xilinx-u280.yaml, socket: 1,
+//        bitstream: bitstreams/u280-sextans-swat.yaml, link: {type: pcie, generation: 4, lanes: 8}}
+//
+// Keys (defaults in brackets):
+//   system.name, system.description [""]
+//   topology.sockets [1], topology.inter_socket_gbps [128] (GB/s, per direction)
+//   timing_only [false]         every emulated device skips arithmetic (size-only buffers)
+//   jitter.sigma [0], jitter.seed [1]   relative std-dev of modelled times (off by default)
+//   devices[i].name             unique; devices[i].backend: cpu|emu|cuda|hip|xrt
+//   devices[i].model            device model file, relative to the system file's folder or its
+//                               parent (configs/); required for emu, optional otherwise
+//   devices[i].socket [0], devices[i].p2p [false], devices[i].link.{type pcie|cxl, generation,
+//   lanes 1|2|4|8|16} [the model's link], devices[i].bitstream [none] (FPGA),
+//   devices[i].timing_only [system value], devices[i].threads [0 = all cores] (cpu),
+//   devices[i].schedulable [true; false for cpu] whether the scheduler may place kernels there,
+//   devices[i].power.{idle_w, execute_w, transfer_w} [the model's power]
+//   power.<cpu|gpu|fpga>.{idle_w, execute_w, transfer_w}  per-kind overrides for every device of
+//                               that kind (device-level power wins)
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "hw/device.h"
+#include "hw/device_model.h"
+#include "hw/topology.h"
+
+namespace dype::hw {
+
+struct DeviceConfig {
+  std::string name;
+  std::string backend;     // cpu, emu, cuda, hip, xrt
+  std::string model_file;  // resolved path, "" when none
+  std::optional<DeviceModel> model;
+  DeviceKind kind = DeviceKind::cpu;  // from the model (cpu when the backend is cpu)
+  int socket = 0;
+  Link link;
+  bool p2p = false;
+  std::string bitstream_file;  // resolved path, "" when none
+  std::optional<Bitstream> bitstream;
+  bool timing_only = false;
+  int threads = 0;             // cpu backend: 0 = all hardware threads
+  bool schedulable = true;
+  PowerStates power;           // effective power states (model, then kind override, then device)
+  std::string key_path;        // "devices[3]", for later error messages
+  int ordinal = 0;             // backend-specific device index (real backends)
+};
+
+struct SystemConfig {
+  std::string file;  // "" for a detected system
+  std::string name;
+  std::string description;
+  int sockets = 1;
+  double inter_socket_bytes_per_s = 128e9;
+  bool timing_only = false;
+  double jitter_sigma = 0.0;
+  std::uint64_t jitter_seed = 1;
+  std::vector<DeviceConfig> devices;
+
+  const DeviceConfig* find(const std::string& device_name) const;
+};
+
+// Loads and validates a system file (and the device models and bitstreams it references).
+// Throws InputError("<file>: <key path>", problem).
+SystemConfig load_system_config(const std::string& path);
+
+// Detection mode: the CPU plus whatever devices the compiled real backends report.
+SystemConfig detect_system_config();
+
+// The repository's configs/ folder: $DYPE_CONFIG_DIR, else ./configs, else the source tree's.
+std::string default_config_dir();
+
+}  // namespace dype::hw
