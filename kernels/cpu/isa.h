@@ -15,5 +15,8 @@ Isa active_isa();
 // Lowers the ISA kernels use (tests run every variant this way). Asking for more than the CPU
 // supports is clamped to detected_isa().
 void force_isa(Isa isa);
+// Sets the active ISA from DYPE_ISA again (as at start-up; detected_isa() when unset). Throws
+// InputError naming DYPE_ISA for a value other than scalar, avx2 or avx512.
+void reload_isa_from_env();
 
 }  // namespace dype::kernels::cpu
