@@ -1,5 +1,9 @@
 #pragma once
 // Dense row-major GEMM Y = X W (+ bias) (ReLU) with the epilogue fused.
+// Engine: oneDNN's matmul primitive (its own run-time ISA dispatch), bias and ReLU fused. Threads:
+// rows are cut into blocks run as oneTBB tasks with oneDNN single-threaded inside each, so the
+// oneTBB arena's concurrency (tbb::global_control, task_arena) is the thread count; libdnnl's
+// OpenMP runtime never starts a team of its own.
 #include <cstdint>
 #include <span>
 
