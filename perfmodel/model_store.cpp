@@ -246,7 +246,7 @@ ModelStore ModelStore::parse(std::string_view text, const std::string& where,
   json j;
   try {
     j = json::parse(text.begin(), text.end());
-  } catch (const json::parse_error& e) {
+  } catch (const json::exception& e) {  // parse_error, or out_of_range for 1e999 and the like
     throw InputError(where, std::string("not valid JSON (") + e.what() + ")");
   }
   if (!j.is_object()) throw InputError(where, "expected a JSON object at the top level");

@@ -1,0 +1,251 @@
+// Performance-model fitting: NNLS recovers known coefficients from noisy synthetic data, keeps
+// constrained coefficients non-negative, ignores timing spikes, and the synthetic generator spans
+// the ranges the issue asks for.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <random>
+
+#include "kernels/error.h"
+#include "perfmodel/features.h"
+#include "perfmodel/regression.h"
+#include "perfmodel/synthetic.h"
+#include "perfmodel/timing.h"
+
+namespace dype::perf {
+namespace {
+
+std::vector<Sample> timed(const FeatureSet& fs, const std::vector<double>& coeffs,
+                          std::span<const InputSpec> specs, double noise, std::uint64_t seed) {
+  std::mt19937_64 rng(seed);
+  std::normal_distribution<double> n01(0.0, 1.0);
+  std::vector<Sample> out;
+  double f[kMaxFeatures];
+  for (const auto& s : specs) {
+    fs.compute(s.shape, FeatureParams{}, f);
+    double t = 0;
+    for (int j = 0; j < fs.size(); ++j) t += coeffs[static_cast<std::size_t>(j)] * f[j];
+    out.push_back({s.shape, t * std::exp(noise * n01(rng))});  // multiplicative noise
+  }
+  return out;
+}
+
+TEST(PerfFit, NnlsRecoversExactCoefficients) {
+  Eigen::MatrixXd a(6, 2);
+  a << 1, 1, 2, 1, 3, 1, 4, 1, 5, 1, 6, 1;
+  Eigen::VectorXd t = a * Eigen::Vector2d(2.0, 0.5);
+  const bool nn[] = {true, true};
+  const Eigen::VectorXd c = fit_relative_nnls(a, t, nn);
+  EXPECT_NEAR(c(0), 2.0, 1e-9);
+  EXPECT_NEAR(c(1), 0.5, 1e-9);
+}
+
+TEST(PerfFit, NnlsKeepsConstrainedCoefficientsNonNegative) {
+  // The unconstrained optimum has a negative intercept; NNLS must clamp it to 0.
+  Eigen::MatrixXd a(5, 2);
+  a << 1, 1, 2, 1, 3, 1, 4, 1, 5, 1;
+  Eigen::VectorXd t(5);
+  t << 0.5, 1.6, 2.7, 3.8, 4.9;  // ~ 1.1 x - 0.6
+  const bool nn[] = {true, true};
+  const Eigen::VectorXd c = fit_relative_nnls(a, t, nn);
+  EXPECT_EQ(c(1), 0.0);
+  // With the intercept at 0, the relative-error optimum is sum(x/t) / sum(x^2/t^2).
+  double sx = 0, sxx = 0;
+  for (int i = 0; i < 5; ++i) {
+    sx += a(i, 0) / t(i);
+    sxx += a(i, 0) * a(i, 0) / (t(i) * t(i));
+  }
+  EXPECT_NEAR(c(0), sx / sxx, 1e-9);
+  const bool free_intercept[] = {true, false};
+  const Eigen::VectorXd cf = fit_relative_nnls(a, t, free_intercept);
+  EXPECT_LT(cf(1), 0.0);  // left free, it goes negative
+}
+
+TEST(PerfFit, NnlsRejectsBadInput) {
+  Eigen::MatrixXd a(3, 1);
+  a << 1, 2, 3;
+  Eigen::VectorXd t(3);
+  t << 1, 0, 3;
+  const bool nn[] = {true};
+  EXPECT_THROW(fit_relative_nnls(a, t, nn), Error);
+}
+
+TEST(PerfFit, RecoversGpuSpmmCoefficientsFromNoisyData) {
+  const auto& fs = feature_set(OpKind::spmm, DeviceClass::gpu);
+  SyntheticRanges r;
+  r.allow_timing_only = true;  // timing-only specs are fine: nothing is materialised
+  r.max_work = 1e13;
+  const auto specs = generate_specs(OpKind::spmm, r, 300, 7);
+  // t = 1e-9 N + 2e-10 nnz + 5e-3 GFLOP + 1e-6 arm + 2e-5 s
+  const std::vector<double> truth = {1e-9, 2e-10, 5e-3, 1e-6, 2e-5};
+  const auto samples = timed(fs, truth, specs, 0.03, 11);
+  const FitResult fit = fit_model(fs, FeatureParams{}, samples);
+  // The dominant terms are identified to a few percent; hold-out error is at the noise level.
+  EXPECT_NEAR(fit.coefficients[1] / truth[1], 1.0, 0.1);
+  EXPECT_NEAR(fit.coefficients[2] / truth[2], 1.0, 0.1);
+  EXPECT_NEAR(fit.coefficients[4] / truth[4], 1.0, 0.15);
+  EXPECT_LT(fit.stats.mape_holdout, 0.05);
+  EXPECT_GT(fit.stats.r2_holdout, 0.98);
+  EXPECT_EQ(fit.stats.holdout, 60);
+}
+
+TEST(PerfFit, RecoversGemmEq8AndIgnoresSpikes) {
+  const auto& fs = feature_set(OpKind::gemm, DeviceClass::gpu);
+  SyntheticRanges r;
+  r.allow_timing_only = true;
+  r.max_work = 1e13;
+  const auto specs = generate_specs(OpKind::gemm, r, 250, 3);
+  const std::vector<double> truth = {1e-8, 1e-8, 2e-11, 1e-11, 1e-11, 4e-13, 1e-5};
+  auto samples = timed(fs, truth, specs, 0.02, 5);
+  // Ten training points get a 10x spike (a preempted run): the robust pass must drop them.
+  for (std::size_t i = 0; i < samples.size(); i += 25) samples[i].seconds *= 10;
+  const FitResult fit = fit_model(fs, FeatureParams{}, samples);
+  EXPECT_NEAR(fit.coefficients[5] / truth[5], 1.0, 0.05);
+  EXPECT_GE(fit.stats.rejected, 5);
+  for (double c : fit.coefficients) EXPECT_GE(c, 0.0);
+  // Hold-out MAPE is dominated by any spiked held-out points; the median point is accurate.
+  EXPECT_LT(fit.stats.mape_train, 0.05);
+}
+
+TEST(PerfFit, FpgaScaleOnSextansFeature) {
+  const auto& fs = feature_set(OpKind::spmm, DeviceClass::fpga);
+  SyntheticRanges r;
+  r.allow_timing_only = true;
+  r.max_work = 1e13;
+  const auto specs = generate_specs(OpKind::spmm, r, 80, 9);
+  const auto samples = timed(fs, {0.62, 3e-5}, specs, 0.01, 1);
+  const FitResult fit = fit_model(fs, FeatureParams{}, samples);
+  EXPECT_NEAR(fit.coefficients[0], 0.62, 0.01);
+  EXPECT_LT(fit.stats.mape_holdout, 0.02);
+}
+
+TEST(PerfFit, TooFewSamplesIsAnError) {
+  const auto& fs = feature_set(OpKind::gemm, DeviceClass::cpu);
+  std::vector<Sample> few(3, Sample{OpShape{OpKind::gemm, 10, 10, 10}, 1e-3});
+  EXPECT_THROW(fit_model(fs, FeatureParams{}, few), Error);
+}
+
+TEST(PerfFeatures, PaperFormulas) {
+  OpShape s;
+  s.kind = OpKind::spmm;
+  s.m = 1000;
+  s.k = 1000;
+  s.n = 64;
+  s.nnz = 10000;
+  double f[kMaxFeatures];
+  feature_set(OpKind::spmm, DeviceClass::gpu).compute(s, FeatureParams{}, f);
+  const double gflop = (2.0 * 10000 * 64 - 1000.0 * 64) * 1e-9;
+  EXPECT_DOUBLE_EQ(f[2], gflop);
+  EXPECT_DOUBLE_EQ(f[3], gflop * 1e9 / (8.0 * (10000 + 1000.0 * 64)));
+  // Sextans: (nnz + 13 M) N / N_M cycles at 215 MHz.
+  EXPECT_NEAR(sextans_estimate_s(s, FeatureParams{}), (10000 + 13000.0) * 64 / 640 / 215e6, 1e-15);
+  OpShape w;
+  w.kind = OpKind::window_attention;
+  w.seq_len = 4096;
+  w.window = 1024;
+  EXPECT_NEAR(swat_estimate_s(w, FeatureParams{}), (4096 * 201.0 + 904) * 1.0 / 421e6, 1e-15);
+  // Band: brute-force count on a small case.
+  for (std::int64_t l : {1, 5, 17}) {
+    for (std::int64_t win : {0, 2, 4, 40}) {
+      double count = 0;
+      for (std::int64_t i = 0; i < l; ++i)
+        for (std::int64_t j = 0; j < l; ++j) count += std::abs(i - j) <= win / 2 ? 1 : 0;
+      EXPECT_DOUBLE_EQ(window_band_pairs(l, win), count) << l << " " << win;
+    }
+  }
+  EXPECT_THROW(feature_set(OpKind::spmm, static_cast<DeviceClass>(9)), Error);
+  for (const auto& fs : all_feature_sets()) {
+    EXPECT_EQ(feature_set_by_id(fs.id), &fs);
+    EXPECT_LE(fs.size(), kMaxFeatures);
+    EXPECT_EQ(fs.names.size(), fs.non_negative.size());
+  }
+}
+
+TEST(PerfSynthetic, SpansTheRequestedRanges) {
+  SyntheticRanges r;
+  r.allow_timing_only = true;
+  r.max_work = 1e14;
+  const auto spmm = generate_specs(OpKind::spmm, r, 2000, 1);
+  double dmin = 1, dmax = 0, rmin = 1e9, rmax = 0, nmin = 1e9, nmax = 0;
+  int power = 0, timing_only = 0;
+  for (const auto& s : spmm) {
+    dmin = std::min(dmin, s.shape.density());
+    dmax = std::max(dmax, s.shape.density());
+    rmin = std::min(rmin, static_cast<double>(s.shape.m));
+    rmax = std::max(rmax, static_cast<double>(s.shape.m));
+    nmin = std::min(nmin, static_cast<double>(s.shape.n));
+    nmax = std::max(nmax, static_cast<double>(s.shape.n));
+    power += s.degrees == DegreeDistribution::power_law;
+    timing_only += s.timing_only;
+  }
+  EXPECT_LT(dmin, 3e-6);  // 1/rows floor: ~1e-6 at a million rows
+  EXPECT_GT(dmax, 5e-3);
+  EXPECT_LE(dmax, 1e-2 * 1.0001);
+  EXPECT_LT(rmin, 1.5e3);
+  EXPECT_GT(rmax, 5e5);
+  EXPECT_LT(nmin, 20);
+  EXPECT_GT(nmax, 900);
+  EXPECT_GT(power, 800);
+  EXPECT_LT(power, 1200);
+  EXPECT_GT(timing_only, 0);
+
+  const auto wa = generate_specs(OpKind::window_attention, r, 500, 2);
+  for (const auto& s : wa) {
+    EXPECT_GE(s.shape.seq_len, 1024);
+    EXPECT_LE(s.shape.seq_len, 16384);
+    EXPECT_LE(s.shape.window, s.shape.seq_len);
+    EXPECT_GE(s.shape.window, 512);
+    EXPECT_LE(s.shape.window, 4096);
+  }
+  // Caps are honoured and generation is deterministic.
+  SyntheticRanges small;
+  small.max_work = 1e8;
+  small.max_bytes = 64e6;
+  const auto a = generate_specs(OpKind::gemm, small, 100, 4);
+  const auto b = generate_specs(OpKind::gemm, small, 100, 4);
+  for (std::size_t i = 0; i < a.size(); ++i) {
+    EXPECT_LE(work_of(a[i].shape), 1e8);
+    EXPECT_FALSE(a[i].timing_only);
+    EXPECT_EQ(a[i].shape.m, b[i].shape.m);
+    EXPECT_EQ(a[i].shape.k, b[i].shape.k);
+  }
+}
+
+TEST(PerfSynthetic, MaterialisedCsrMatchesSpec) {
+  InputSpec spec;
+  spec.shape.kind = OpKind::spmm;
+  spec.shape.m = spec.shape.k = 20000;
+  spec.shape.nnz = 200000;
+  spec.seed = 42;
+  for (auto dist : {DegreeDistribution::uniform, DegreeDistribution::power_law}) {
+    spec.degrees = dist;
+    const auto a = materialise_csr(spec);
+    ASSERT_EQ(a.indptr.size(), 20001u);
+    EXPECT_NEAR(static_cast<double>(a.nnz()), 200000.0, 200000.0 * 0.05);
+    for (std::int64_t i = 0; i < a.rows; ++i) {
+      for (auto p = a.indptr[static_cast<std::size_t>(i)] + 1; p < a.indptr[static_cast<std::size_t>(i + 1)]; ++p) {
+        ASSERT_LT(a.indices[static_cast<std::size_t>(p - 1)], a.indices[static_cast<std::size_t>(p)]);
+      }
+    }
+    const double skew = degree_skew(a);
+    if (dist == DegreeDistribution::uniform) {
+      EXPECT_LT(skew, 3.0);
+    } else {
+      EXPECT_GT(skew, 10.0);
+    }
+  }
+}
+
+TEST(PerfTiming, MedianWithOutlierRejection) {
+  int call = 0;
+  // 1 ms runs with one 10x spike: the spike is rejected and the median is 1 ms.
+  const auto r = time_repeated([&] { return (++call == 4) ? 1e-2 : 1e-3 * (1.0 + 0.001 * (call % 3)); },
+                               TimingPolicy{.warmup = 1, .min_reps = 9, .max_reps = 9});
+  EXPECT_EQ(r.reps, 9);
+  EXPECT_EQ(r.rejected, 1);
+  EXPECT_NEAR(r.median_s, 1e-3, 2e-6);
+  EXPECT_THROW(time_repeated([] { return -1.0; }), Error);
+}
+
+}  // namespace
+}  // namespace dype::perf

@@ -1,0 +1,259 @@
+// Model store round trip, rejection of bad files with precise messages, prediction with
+// extrapolation flags, online refinement (outlier-proof, versioned, resettable) and multi-device
+// stage prediction.
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+#include <random>
+
+#include <nlohmann/json.hpp>
+
+#include "kernels/error.h"
+#include "perfmodel/model_store.h"
+#include "perfmodel/multi_device.h"
+#include "perfmodel/synthetic.h"
+
+namespace dype::perf {
+namespace {
+
+// A GEMM model fitted on exact synthetic data: t = 1e-6 + 1e-11 MKN.
+KernelModel gemm_model() {
+  const auto& fs = feature_set(OpKind::gemm, DeviceClass::gpu);
+  SyntheticRanges r;
+  r.max_work = 1e10;
+  r.allow_timing_only = true;
+  std::vector<Sample> samples;
+  for (const auto& s : generate_specs(OpKind::gemm, r, 60, 1)) {
+    samples.push_back({s.shape, 1e-6 + 1e-11 * work_of(s.shape)});
+  }
+  return KernelModel(fs, FeatureParams{}, fit_model(fs, FeatureParams{}, samples), samples);
+}
+
+ModelStore sample_store() {
+  ModelStore st;
+  st.device_model = "amd-mi210";
+  st.device_class = DeviceClass::gpu;
+  st.provenance = "modelled";
+  st.host = "test";
+  st.created = "2025-01-01T00:00:00Z";
+  st.models.emplace(OpKind::gemm, gemm_model());
+  return st;
+}
+
+OpShape gemm(std::int64_t m, std::int64_t k, std::int64_t n) {
+  OpShape s;
+  s.kind = OpKind::gemm;
+  s.m = m;
+  s.k = k;
+  s.n = n;
+  return s;
+}
+
+std::string error_of(const std::string& text, std::string_view expected = "amd-mi210") {
+  try {
+    ModelStore::parse(text, "x.json", expected);
+  } catch (const InputError& e) {
+    return e.what();
+  }
+  return "";
+}
+
+TEST(PerfStore, RoundTripsThroughAFile) {
+  const ModelStore st = sample_store();
+  const auto dir = std::filesystem::temp_directory_path() / "dype_perf_store_test";
+  const auto path = ModelStore::default_path(dir, st.device_model);
+  st.save(path);
+  const ModelStore back = ModelStore::load(path, "amd-mi210");
+  EXPECT_EQ(back.device_model, "amd-mi210");
+  EXPECT_EQ(back.provenance, "modelled");
+  const KernelModel& a = st.at(OpKind::gemm);
+  const KernelModel& b = back.at(OpKind::gemm);
+  EXPECT_EQ(a.coefficients, b.coefficients);
+  EXPECT_EQ(a.samples.size(), b.samples.size());
+  EXPECT_EQ(a.stats.holdout, b.stats.holdout);
+  EXPECT_DOUBLE_EQ(a.stats.mape_holdout, b.stats.mape_holdout);
+  const OpShape s = gemm(4096, 768, 3072);
+  EXPECT_DOUBLE_EQ(a.predict(s).seconds, b.predict(s).seconds);
+  EXPECT_NEAR(a.predict(s).seconds, 1e-6 + 1e-11 * 4096.0 * 768 * 3072, 1e-6);
+  EXPECT_EQ(back.find(OpKind::spmm), nullptr);
+  EXPECT_THROW(back.at(OpKind::spmm), Error);
+  std::filesystem::remove_all(dir);
+}
+
+TEST(PerfStore, RejectsBadFilesWithTheRightMessage) {
+  const std::string good = sample_store().to_json_text();
+  EXPECT_EQ(error_of(good), "");
+
+  // Missing file.
+  try {
+    ModelStore::load("/nonexistent/dir/cpu.json");
+    FAIL();
+  } catch (const InputError& e) {
+    EXPECT_NE(std::string(e.what()).find("/nonexistent/dir/cpu.json: cannot open"), std::string::npos);
+  }
+  // Corrupt (truncated) JSON.
+  EXPECT_NE(error_of(good.substr(0, good.size() / 2)).find("x.json: not valid JSON"), std::string::npos);
+  // Another device.
+  EXPECT_NE(error_of(good, "xilinx-u280").find("holds models for device 'amd-mi210', expected 'xilinx-u280'"),
+            std::string::npos);
+
+  auto mutate = [&](auto&& edit) {
+    auto j = nlohmann::json::parse(good);
+    edit(j);
+    return error_of(j.dump());
+  };
+  // Non-finite coefficient: NaN is written as null by JSON writers; an overflowing literal is
+  // rejected by the parser.
+  EXPECT_NE(mutate([](auto& j) { j["models"]["gemm"]["coefficients"][5] = nullptr; })
+                .find("x.json.models.gemm.coefficients[5]: expected a number"),
+            std::string::npos);
+  {
+    std::string text = good;
+    auto j = nlohmann::json::parse(good);
+    j["models"]["gemm"]["coefficients"][2] = 12345.678;
+    text = j.dump();
+    text.replace(text.find("12345.678"), 9, "1e999");
+    EXPECT_NE(error_of(text).find("x.json: not valid JSON"), std::string::npos) << error_of(text);
+  }
+  EXPECT_NE(mutate([](auto& j) { j["models"]["gemm"]["coefficients"][0] = -1.0; })
+                .find("must be non-negative"),
+            std::string::npos);
+  EXPECT_NE(mutate([](auto& j) { j["models"]["gemm"]["coefficients"].erase(0); })
+                .find("coefficients: expected an array of 7 numbers"),
+            std::string::npos);
+  EXPECT_NE(mutate([](auto& j) { j["models"]["gemm"]["feature_set"] = "gemm.gpu.v99"; })
+                .find("unknown feature set 'gemm.gpu.v99'"),
+            std::string::npos);
+  EXPECT_NE(mutate([](auto& j) { j["models"]["gemm"]["feature_set"] = "spmm.gpu.eq7"; })
+                .find("is for another kernel"),
+            std::string::npos);
+  EXPECT_NE(mutate([](auto& j) { j["models"]["convolution"] = j["models"]["gemm"]; })
+                .find("unknown kernel 'convolution'"),
+            std::string::npos);
+  EXPECT_NE(mutate([](auto& j) { j["version"] = 2; }).find("unsupported version 2"),
+            std::string::npos);
+  EXPECT_NE(mutate([](auto& j) { j.erase("device_model"); }).find("missing key 'device_model'"),
+            std::string::npos);
+  EXPECT_NE(mutate([](auto& j) { j["models"]["gemm"]["ranges"][1] = {5.0, 1.0}; })
+                .find("ranges[1]: min > max"),
+            std::string::npos);
+}
+
+TEST(PerfPredict, FlagsExtrapolationButStillAnswers) {
+  const KernelModel m = gemm_model();
+  const Prediction in = m.predict(gemm(2048, 512, 512));
+  EXPECT_FALSE(in.extrapolated);
+  const Prediction out = m.predict(gemm(1 << 22, 8192, 8192));
+  EXPECT_TRUE(out.extrapolated);
+  EXPECT_GE(out.out_of_range_feature, 0);
+  EXPECT_GT(out.seconds, in.seconds);
+  EXPECT_TRUE(std::isfinite(out.seconds));
+}
+
+TEST(PerfPredict, IsCheap) {
+  const KernelModel m = gemm_model();
+  constexpr int kIters = 200000;
+  double sink = 0;
+  const auto t0 = std::chrono::steady_clock::now();
+  for (int i = 0; i < kIters; ++i) sink += m.predict(gemm(1000 + (i & 1023), 256, 256)).seconds;
+  const double per = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count() / kIters;
+  EXPECT_GT(sink, 0);
+  EXPECT_LT(per, 1e-6);  // generous for a shared, sanitized or debug machine; typical is ~20 ns
+}
+
+TEST(PerfRefine, SingleSpikeDoesNotMoveThePrediction) {
+  KernelModel m = gemm_model();
+  const OpShape s = gemm(4096, 768, 768);
+  const double fitted = m.predict(s).seconds;
+  std::mt19937_64 rng(3);
+  std::normal_distribution<double> noise(0.0, 0.03);
+  // The device runs 20% slower than profiled, with 3% noise: refinement learns it.
+  for (int i = 0; i < 60; ++i) {
+    const OpShape si = gemm(1024 + 64 * i, 768, 768);
+    m.refine(si, 1.2 * m.predict_fitted_s(si) * std::exp(noise(rng)));
+  }
+  const double learned = m.predict(s).seconds;
+  EXPECT_NEAR(learned / fitted, 1.2, 0.05);
+  const auto version = m.refinement.version;
+  // One 10x spike: rejected, prediction unchanged (well within a few percent).
+  EXPECT_EQ(m.refine(s, 10 * learned), RefineOutcome::rejected_outlier);
+  EXPECT_NEAR(m.predict(s).seconds / learned, 1.0, 0.02);
+  EXPECT_EQ(m.refinement.version, version);
+  // A spike in the first sample after a fit is rejected too.
+  KernelModel fresh = gemm_model();
+  EXPECT_EQ(fresh.refine(s, 10 * fitted), RefineOutcome::rejected_outlier);
+  EXPECT_DOUBLE_EQ(fresh.predict(s).seconds, fitted);
+  // Reset returns to the fit.
+  m.reset_refinement();
+  EXPECT_EQ(m.refinement.version, 0u);
+  EXPECT_DOUBLE_EQ(m.predict(s).seconds, fitted);
+}
+
+TEST(PerfRefine, SustainedShiftIsLearnedAsRegimeChange) {
+  KernelModel m = gemm_model();
+  const OpShape s = gemm(4096, 768, 768);
+  const double fitted = m.predict(s).seconds;
+  RefineOutcome last = RefineOutcome::rejected_outlier;
+  int seen = 0;
+  for (int i = 0; i < 20 && last != RefineOutcome::accepted_regime_change; ++i, ++seen) {
+    last = m.refine(s, 3.0 * fitted);
+  }
+  EXPECT_EQ(last, RefineOutcome::accepted_regime_change);
+  EXPECT_EQ(seen, RefineOptions{}.regime_change_after);
+  EXPECT_NEAR(m.predict(s).seconds / fitted, 3.0, 0.1);
+}
+
+TEST(PerfRefine, RefinementStateRoundTrips) {
+  ModelStore st = sample_store();
+  KernelModel& m = st.at(OpKind::gemm);
+  for (int i = 0; i < 10; ++i) m.refine(gemm(2048, 768, 768), 1.1 * m.predict_fitted_s(gemm(2048, 768, 768)));
+  const ModelStore back = ModelStore::parse(st.to_json_text(), "mem");
+  EXPECT_EQ(back.at(OpKind::gemm).refinement.version, m.refinement.version);
+  EXPECT_DOUBLE_EQ(back.at(OpKind::gemm).predict(gemm(2048, 768, 768)).seconds,
+                   m.predict(gemm(2048, 768, 768)).seconds);
+}
+
+TEST(PerfMultiDevice, SplitAndTransfersAddUp) {
+  const KernelModel m = gemm_model();
+  const OpShape s = gemm(16384, 768, 3072);
+  const StageLink link{10e9, 1e-6};
+  const auto one = predict_stage(m, s, 1, link);
+  EXPECT_EQ(one.scatter_s, 0.0);
+  EXPECT_EQ(one.gather_s, 0.0);
+  EXPECT_DOUBLE_EQ(one.total_s, m.predict(s).seconds);
+  const auto two = predict_stage(m, s, 2, link);
+  EXPECT_EQ(two.part.m, 8192);
+  EXPECT_NEAR(two.scatter_s, 4.0 * 16384 * 768 / 10e9 + 2e-6, 1e-12);
+  EXPECT_NEAR(two.gather_s, 4.0 * 16384 * 3072 / 10e9 + 2e-6, 1e-12);
+  EXPECT_NEAR(two.total_s, two.scatter_s + two.compute_s + two.gather_s, 1e-15);
+  EXPECT_LT(two.compute_s, one.compute_s * 0.6);
+  EXPECT_THROW(predict_stage(m, s, 0, link), Error);
+
+  // SpMM on a power-law graph: the heaviest row bounds the balance.
+  OpShape sp;
+  sp.kind = OpKind::spmm;
+  sp.m = sp.k = 100000;
+  sp.n = 64;
+  sp.nnz = 1000000;
+  sp.degree_skew = 3000;  // heaviest row = 30000 nnz
+  EXPECT_EQ(split_shape(sp, 4).nnz, 250000);
+  EXPECT_EQ(split_shape(sp, 64).nnz, 30000);
+  EXPECT_DOUBLE_EQ(scatter_bytes(sp, 4), 4 * 4.0 * 100000 * 64);  // X broadcast
+
+  OpShape wa;
+  wa.kind = OpKind::window_attention;
+  wa.seq_len = 4096;
+  wa.window = 512;
+  wa.heads = 12;
+  wa.head_dim = 64;
+  EXPECT_EQ(split_shape(wa, 3).heads, 4);
+  const OpShape chunk = split_shape(wa, 16);
+  EXPECT_EQ(chunk.heads, 12);
+  EXPECT_EQ(chunk.seq_len, 4096 / 16 + 512);
+}
+
+}  // namespace
+}  // namespace dype::perf
