@@ -1,0 +1,94 @@
+#include "scheduler/cost_model.h"
+
+#include "kernels/error.h"
+
+namespace dype::sched {
+
+AdditiveCostModel::AdditiveCostModel(SystemSpec system, std::vector<double> output_bytes,
+                                     std::vector<double> input_bytes,
+                                     std::vector<std::vector<double>> kernel_time_s,
+                                     double parallel_efficiency)
+    : system_(std::move(system)),
+      out_bytes_(std::move(output_bytes)),
+      in_bytes_(std::move(input_bytes)),
+      efficiency_(parallel_efficiency) {
+  const std::size_t n = out_bytes_.size();
+  if (in_bytes_.size() != n || kernel_time_s.size() != n) {
+    throw Error("AdditiveCostModel: bytes and kernel-time tables disagree on the kernel count");
+  }
+  if (!(efficiency_ > 0 && efficiency_ <= 1)) {
+    throw InputError("AdditiveCostModel.parallel_efficiency", "must be in (0, 1]");
+  }
+  const std::size_t kinds = system_.kinds.size();
+  prefix_.assign(kinds, std::vector<double>(n + 1, 0.0));
+  unsupported_.assign(kinds, std::vector<int>(n + 1, 0));
+  for (std::size_t t = 0; t < kinds; ++t) {
+    for (std::size_t k = 0; k < n; ++k) {
+      if (kernel_time_s[k].size() != kinds) throw Error("AdditiveCostModel: kernel-time row size != kinds");
+      const double v = kernel_time_s[k][t];
+      const bool ok = v < kInf && v >= 0;
+      prefix_[t][k + 1] = prefix_[t][k] + (ok ? v : 0.0);
+      unsupported_[t][k + 1] = unsupported_[t][k] + (ok ? 0 : 1);
+    }
+  }
+}
+
+AdditiveCostModel AdditiveCostModel::from_gflops(const SystemSpec& system, const Workload& workload,
+                                                 double parallel_efficiency) {
+  std::vector<double> out, in;
+  std::vector<std::vector<double>> times;
+  for (const Kernel& k : workload.kernels) {
+    out.push_back(k.output_bytes);
+    in.push_back(k.input_bytes);
+    std::vector<double> row;
+    for (const DeviceKindSpec& d : system.kinds) {
+      const double g = d.gflops[static_cast<std::size_t>(k.shape.kind)];
+      row.push_back(g > 0 ? k.flops / (g * 1e9) : kInf);
+    }
+    times.push_back(std::move(row));
+  }
+  return AdditiveCostModel(system, std::move(out), std::move(in), std::move(times), parallel_efficiency);
+}
+
+double AdditiveCostModel::compute_time_s(int first, int last, DeviceGroup g) const {
+  if (unsupported_[g.kind][last + 1] != unsupported_[g.kind][first]) return kInf;
+  const double one = prefix_[g.kind][last + 1] - prefix_[g.kind][first];
+  if (g.count <= 1) return one;
+  // Rows split over the devices (balanced by nnz for SpMM); the input slice is scattered from the
+  // stage's receiving device and the output gathered back, over the kind's links.
+  const double c = g.count;
+  const double moved = (in_bytes_[first] + out_bytes_[last]) * (c - 1) / c;
+  return one / (c * efficiency_) + moved / system_.kinds[g.kind].link_bw_bytes_per_s;
+}
+
+double AdditiveCostModel::transfer_time_s(int k, DeviceGroup from, DeviceGroup to) const {
+  return system_.transfer_time_s(out_bytes_[k], from, to);
+}
+
+TableCostModel::TableCostModel(std::vector<int> kind_counts, int num_kernels) : n_(num_kernels) {
+  offset_.push_back(0);
+  for (int c : kind_counts) offset_.push_back(offset_.back() + c);
+  const auto kcs = static_cast<std::size_t>(offset_.back());
+  const auto n = static_cast<std::size_t>(n_);
+  compute_.assign(n * n * kcs, kInf);
+  transfer_.assign(n * kcs * kcs, 0.0);
+  bytes_.assign(n, 0.0);
+}
+
+double TableCostModel::compute_time_s(int first, int last, DeviceGroup g) const {
+  return compute_[(static_cast<std::size_t>(first) * n_ + last) * num_kc() + kc(g)];
+}
+
+double TableCostModel::transfer_time_s(int k, DeviceGroup from, DeviceGroup to) const {
+  return transfer_[(static_cast<std::size_t>(k) * num_kc() + kc(from)) * num_kc() + kc(to)];
+}
+
+void TableCostModel::set_compute(int first, int last, DeviceGroup g, double t) {
+  compute_[(static_cast<std::size_t>(first) * n_ + last) * num_kc() + kc(g)] = t;
+}
+
+void TableCostModel::set_transfer(int k, DeviceGroup from, DeviceGroup to, double t) {
+  transfer_[(static_cast<std::size_t>(k) * num_kc() + kc(from)) * num_kc() + kc(to)] = t;
+}
+
+}  // namespace dype::sched

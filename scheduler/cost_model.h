@@ -1,0 +1,83 @@
+#pragma once
+// What the scheduler asks about time: f_perf and f_comm of the paper, as a narrow interface that
+// adapters over perfmodel/ (fitted regressions) and hw::Topology implement. Every figure a cost
+// model returns is a prediction (modelled), never a measurement.
+//
+// Kernel indices are 0-based positions in the workload chain; ranges are inclusive.
+#include <limits>
+#include <vector>
+
+#include "scheduler/system.h"
+#include "scheduler/workload.h"
+
+namespace dype::sched {
+
+inline constexpr double kInf = std::numeric_limits<double>::infinity();
+
+class CostModel {
+ public:
+  virtual ~CostModel() = default;
+  virtual int num_kernels() const = 0;
+  // f_perf: time for `group` to run kernels [first, last] back to back, including the
+  // scatter/gather among the group's devices. kInf when the kind cannot run one of the kernels.
+  virtual double compute_time_s(int first, int last, DeviceGroup group) const = 0;
+  // FP32 bytes kernel `k` hands to kernel k + 1.
+  virtual double output_bytes(int k) const = 0;
+  // f_comm for the output of kernel `k` between adjacent stages.
+  virtual double transfer_time_s(int k, DeviceGroup from, DeviceGroup to) const = 0;
+};
+
+// Additive model: a stage's time is the sum of per-kernel times (prefix sums, O(1) a query),
+// divided over the devices with a parallel efficiency, plus the scatter of the stage's input and
+// the gather of its output over the devices' links. Transfers use SystemSpec::transfer_time_s.
+// Single-device kernel times come from a table (a perf model's predictions) or from the kinds'
+// effective GFLOP/s (`from_gflops`, a rough roofline for demos and benchmarks: modelled).
+class AdditiveCostModel : public CostModel {
+ public:
+  // kernel_time_s[k][kind] = one-device time of kernel k on that kind; kInf = unsupported.
+  AdditiveCostModel(SystemSpec system, std::vector<double> output_bytes,
+                    std::vector<double> input_bytes, std::vector<std::vector<double>> kernel_time_s,
+                    double parallel_efficiency = 0.9);
+  static AdditiveCostModel from_gflops(const SystemSpec& system, const Workload& workload,
+                                       double parallel_efficiency = 0.9);
+
+  int num_kernels() const override { return static_cast<int>(out_bytes_.size()); }
+  double compute_time_s(int first, int last, DeviceGroup group) const override;
+  double output_bytes(int k) const override { return out_bytes_[k]; }
+  double transfer_time_s(int k, DeviceGroup from, DeviceGroup to) const override;
+  const SystemSpec& system() const { return system_; }
+
+ private:
+  SystemSpec system_;
+  std::vector<double> out_bytes_;
+  std::vector<double> in_bytes_;
+  std::vector<std::vector<double>> prefix_;       // [kind][k + 1] = sum of times of kernels < k+1
+  std::vector<std::vector<int>> unsupported_;     // [kind][k + 1] = count of unsupported < k+1
+  double efficiency_;
+};
+
+// Explicit tables, for tests and for replaying dumped cost tables: compute[first][last][kc] and
+// transfer[k][kc_from][kc_to], with kc the (kind, count) index of CostTables (kind-major).
+class TableCostModel : public CostModel {
+ public:
+  TableCostModel(std::vector<int> kind_counts, int num_kernels);
+  int num_kernels() const override { return n_; }
+  double compute_time_s(int first, int last, DeviceGroup group) const override;
+  double output_bytes(int k) const override { return bytes_[k]; }
+  double transfer_time_s(int k, DeviceGroup from, DeviceGroup to) const override;
+
+  void set_compute(int first, int last, DeviceGroup g, double t);
+  void set_transfer(int k, DeviceGroup from, DeviceGroup to, double t);
+  void set_output_bytes(int k, double b) { bytes_[k] = b; }
+  int kc(DeviceGroup g) const { return offset_[g.kind] + g.count - 1; }
+  int num_kc() const { return offset_.back(); }
+
+ private:
+  std::vector<int> offset_;
+  int n_;
+  std::vector<double> compute_;
+  std::vector<double> transfer_;
+  std::vector<double> bytes_;
+};
+
+}  // namespace dype::sched

@@ -1,0 +1,91 @@
+#include "scheduler/cost_tables.h"
+
+#include "kernels/error.h"
+
+namespace dype::sched {
+
+CostTables::CostTables(const SystemSpec& system, const CostModel& model, const SpaceLimits& limits)
+    : n_(model.num_kernels()) {
+  system.validate();
+  const int kinds = static_cast<int>(system.kinds.size());
+  if (n_ <= 0) throw InputError("workload", "no kernels to schedule");
+  if (!limits.max_count.empty() && static_cast<int>(limits.max_count.size()) != kinds) {
+    throw Error("SpaceLimits.max_count: one entry per device kind expected");
+  }
+  if (!limits.allowed_kinds.empty() && static_cast<int>(limits.allowed_kinds.size()) != n_) {
+    throw Error("SpaceLimits.allowed_kinds: one entry per kernel expected");
+  }
+  offset_.push_back(0);
+  for (int t = 0; t < kinds; ++t) {
+    const int cap = limits.max_count.empty() ? system.kinds[t].count
+                                             : std::min(limits.max_count[t], system.kinds[t].count);
+    max_count_.push_back(std::max(cap, 0));
+    power_.push_back(system.kinds[t].power);
+    letters_.push_back(system.kinds[t].letter);
+    names_.push_back(system.kinds[t].name);
+    for (int c = 1; c <= max_count_.back(); ++c) kc_group_.push_back({t, c});
+    offset_.push_back(static_cast<int>(kc_group_.size()));
+  }
+  kcs_ = kc_group_.size();
+  const auto n = static_cast<std::size_t>(n_);
+  compute_.assign(n * n * kcs_, kInf);
+  // One f_perf call per (range, kind, count): the only place the solvers touch the cost model, so
+  // an expensive model (gather/scatter, regressions) is paid once per solve.
+  for (int first = 0; first < n_; ++first) {
+    std::uint32_t allowed = ~0u;
+    for (int last = first; last < n_; ++last) {
+      if (!limits.allowed_kinds.empty()) allowed &= limits.allowed_kinds[last];
+      for (std::size_t kc = 0; kc < kcs_; ++kc) {
+        const DeviceGroup g = kc_group_[kc];
+        if (!(allowed & (1u << g.kind))) continue;
+        const double t = model.compute_time_s(first, last, g);
+        compute_[(static_cast<std::size_t>(first) * n + last) * kcs_ + kc] = t >= 0 ? t : kInf;
+      }
+    }
+  }
+  transfer_.assign(n > 1 ? (n - 1) * kcs_ * kcs_ : 0, 0.0);
+  for (int k = 0; k + 1 < n_; ++k) {
+    for (std::size_t a = 0; a < kcs_; ++a) {
+      for (std::size_t b = 0; b < kcs_; ++b) {
+        transfer_[(static_cast<std::size_t>(k) * kcs_ + a) * kcs_ + b] =
+            model.transfer_time_s(k, kc_group_[a], kc_group_[b]);
+      }
+    }
+  }
+}
+
+nlohmann::json CostTables::to_json() const {
+  using nlohmann::json;
+  json kinds = json::array();
+  for (int t = 0; t < num_kinds(); ++t) {
+    kinds.push_back({{"name", names_[t]}, {"letter", std::string(1, letters_[t])},
+                     {"max_count", max_count_[t]},
+                     {"power_w", {{"idle", power_[t].idle_w}, {"exec", power_[t].exec_w},
+                                  {"xfer", power_[t].xfer_w}}}});
+  }
+  auto num = [](double v) { return v < kInf ? json(v) : json(nullptr); };  // null = unsupported
+  json compute = json::array();
+  for (int a = 0; a < n_; ++a) {
+    for (int b = a; b < n_; ++b) {
+      for (int kc = 0; kc < num_kc(); ++kc) {
+        compute.push_back({{"first", a}, {"last", b}, {"kind", names_[kc_group_[kc].kind]},
+                           {"count", kc_group_[kc].count}, {"time_s", num(this->compute(a, b, kc))}});
+      }
+    }
+  }
+  json transfer = json::array();
+  for (int k = 0; k + 1 < n_; ++k) {
+    for (int a = 0; a < num_kc(); ++a) {
+      for (int b = 0; b < num_kc(); ++b) {
+        transfer.push_back({{"after_kernel", k},
+                            {"from", {names_[kc_group_[a].kind], kc_group_[a].count}},
+                            {"to", {names_[kc_group_[b].kind], kc_group_[b].count}},
+                            {"time_s", num(this->transfer(k, a, b))}});
+      }
+    }
+  }
+  return {{"modelled", true}, {"kernels", n_}, {"kinds", kinds}, {"compute", compute},
+          {"transfer", transfer}};
+}
+
+}  // namespace dype::sched

@@ -1,0 +1,60 @@
+#pragma once
+// The numbers one solve works on, computed once: C[first][last][kc] and X[k][kc_from][kc_to],
+// with kc indexing (kind, count) pairs kind-major (kc = offset[kind] + count - 1). Every solver,
+// the brute-force enumerator and plan evaluation read the same tables, so they agree on what a
+// plan costs. Dumpable as JSON ("full cost tables", dype-schedule --dump-tables).
+#include <cstdint>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "scheduler/cost_model.h"
+#include "scheduler/system.h"
+
+namespace dype::sched {
+
+// Restrictions of the search space (baselines are restricted solves).
+struct SpaceLimits {
+  std::vector<int> max_count;                // per kind; empty = the system's counts
+  std::vector<std::uint32_t> allowed_kinds;  // per kernel, bit t = may run on kind t; empty = all
+};
+
+class CostTables {
+ public:
+  CostTables(const SystemSpec& system, const CostModel& model, const SpaceLimits& limits = {});
+
+  int num_kernels() const { return n_; }
+  int num_kinds() const { return static_cast<int>(max_count_.size()); }
+  int num_kc() const { return static_cast<int>(kc_group_.size()); }
+  DeviceGroup group(int kc) const { return kc_group_[kc]; }
+  int kc(DeviceGroup g) const { return offset_[g.kind] + g.count - 1; }
+  int max_count(int kind) const { return max_count_[kind]; }
+  const std::vector<int>& max_counts() const { return max_count_; }
+  const PowerStates& power(int kind) const { return power_[kind]; }
+  char letter(int kind) const { return letters_[kind]; }
+  const std::string& kind_name(int kind) const { return names_[kind]; }
+
+  double compute(int first, int last, int kc) const {
+    return compute_[(static_cast<std::size_t>(first) * n_ + last) * kcs_ + kc];
+  }
+  // Output of kernel k (0 <= k < n - 1) moved from stage group kc_from to kc_to.
+  double transfer(int k, int kc_from, int kc_to) const {
+    return transfer_[(static_cast<std::size_t>(k) * kcs_ + kc_from) * kcs_ + kc_to];
+  }
+
+  nlohmann::json to_json() const;
+
+ private:
+  int n_ = 0;
+  std::size_t kcs_ = 0;
+  std::vector<int> max_count_;
+  std::vector<int> offset_;
+  std::vector<DeviceGroup> kc_group_;
+  std::vector<PowerStates> power_;
+  std::vector<char> letters_;
+  std::vector<std::string> names_;
+  std::vector<double> compute_;   // n * n * kcs (upper triangle used)
+  std::vector<double> transfer_;  // (n - 1) * kcs * kcs
+};
+
+}  // namespace dype::sched

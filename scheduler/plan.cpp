@@ -1,0 +1,123 @@
+#include "scheduler/plan.h"
+
+#include <algorithm>
+
+#include "kernels/error.h"
+
+namespace dype::sched {
+
+const char* to_string(Objective objective) {
+  switch (objective) {
+    case Objective::perf: return "perf";
+    case Objective::energy: return "energy";
+    case Objective::balanced: return "balanced";
+    case Objective::qos: return "qos";
+  }
+  return "unknown";
+}
+
+Objective objective_from_string(const std::string& name) {
+  for (Objective o : {Objective::perf, Objective::energy, Objective::balanced, Objective::qos}) {
+    if (name == to_string(o)) return o;
+  }
+  throw InputError("objective", "unknown objective '" + name + "' (perf, energy, balanced, qos)");
+}
+
+std::string mnemonic(const std::vector<StageSpec>& stages, const CostTables& tables) {
+  std::string m;
+  for (const StageSpec& s : stages) {
+    const DeviceGroup g = tables.group(s.kc);
+    m += std::to_string(g.count);
+    m += tables.letter(g.kind);
+  }
+  return m;
+}
+
+Plan evaluate(const std::vector<StageSpec>& specs, const CostTables& tables) {
+  Plan plan;
+  for (int t = 0; t < tables.num_kinds(); ++t) plan.kind_names.push_back(tables.kind_name(t));
+  if (specs.empty()) return plan;
+  std::vector<int> used(tables.num_kinds(), 0);
+  int expect = 0;
+  for (std::size_t s = 0; s < specs.size(); ++s) {
+    const StageSpec& sp = specs[s];
+    if (sp.first != expect || sp.last < sp.first || sp.last >= tables.num_kernels()) {
+      throw Error("evaluate: stages do not cover the kernels contiguously");
+    }
+    expect = sp.last + 1;
+    const DeviceGroup g = tables.group(sp.kc);
+    used[g.kind] += g.count;
+    Stage st;
+    st.first = sp.first;
+    st.last = sp.last;
+    st.kind = g.kind;
+    st.count = g.count;
+    st.compute_s = tables.compute(sp.first, sp.last, sp.kc);
+    if (s > 0) {
+      const double x = tables.transfer(sp.first - 1, specs[s - 1].kc, sp.kc);
+      st.transfer_in_s = x;
+      plan.stages.back().transfer_out_s = x;
+    }
+    plan.stages.push_back(st);
+  }
+  if (expect != tables.num_kernels()) throw Error("evaluate: stages do not cover every kernel");
+  bool fits = true;
+  for (int t = 0; t < tables.num_kinds(); ++t) fits = fits && used[t] <= tables.max_count(t);
+  plan.mnemonic = mnemonic(specs, tables);
+  double period = 0, latency = 0;
+  for (const Stage& st : plan.stages) {
+    period = std::max(period, st.time_s());
+    latency += st.transfer_in_s + st.compute_s;
+    plan.devices_used += st.count;
+  }
+  if (!fits || !(period < kInf)) {
+    plan.note = fits ? "a stage's kind cannot run its kernels" : "uses more devices than available";
+    return plan;  // period/energy stay kInf: infeasible
+  }
+  double energy = 0;
+  for (const Stage& st : plan.stages) {
+    const PowerStates& p = tables.power(st.kind);
+    energy += st.count * (p.exec_w * st.compute_s + p.xfer_w * (st.transfer_in_s + st.transfer_out_s) +
+                          p.idle_w * (period - st.time_s()));
+  }
+  plan.period_s = period;
+  plan.throughput_per_s = period > 0 ? 1.0 / period : kInf;
+  plan.latency_s = latency;
+  plan.energy_j = energy;
+  return plan;
+}
+
+nlohmann::json to_json(const Plan& plan) {
+  using nlohmann::json;
+  auto num = [](double v) { return v < kInf ? json(v) : json(nullptr); };
+  json stages = json::array();
+  for (const Stage& s : plan.stages) {
+    json j = {{"kernels", {s.first, s.last}},
+              {"kind", s.kind < static_cast<int>(plan.kind_names.size()) ? plan.kind_names[s.kind] : "?"},
+              {"count", s.count},
+              {"compute_s", num(s.compute_s)},
+              {"transfer_in_s", s.transfer_in_s},
+              {"transfer_out_s", s.transfer_out_s},
+              {"stage_time_s", num(s.time_s())}};
+    if (!s.why.empty()) j["why"] = s.why;
+    if (!s.runner_up.empty()) {
+      j["runner_up"] = {{"group", s.runner_up}, {"score", num(s.runner_up_score)}};
+    }
+    stages.push_back(std::move(j));
+  }
+  json out = {{"mnemonic", plan.mnemonic},
+              {"stages", stages},
+              {"period_s", num(plan.period_s)},
+              {"throughput_per_s", plan.throughput_per_s},
+              {"latency_s", num(plan.latency_s)},
+              {"energy_j_per_inference", num(plan.energy_j)},
+              {"devices_used", plan.devices_used},
+              {"solve_time_s", plan.solve_time_s},
+              {"objective", plan.objective},
+              {"solver", plan.solver},
+              {"figures", "modelled"}};
+  if (!plan.note.empty()) out["note"] = plan.note;
+  return out;
+}
+
+}  // namespace dype::sched

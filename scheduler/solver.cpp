@@ -1,0 +1,686 @@
+#include "scheduler/solver.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <functional>
+
+namespace dype::sched {
+
+const char* to_string(SolverKind solver) {
+  return solver == SolverKind::exact ? "exact" : "paper";
+}
+
+namespace {
+
+// ---------------------------------------------------------------------------------------------
+// Shared helpers
+// ---------------------------------------------------------------------------------------------
+
+// Mixed-radix index over devices used per kind: u = sum_t used_t * stride_t.
+struct Usage {
+  std::vector<int> stride;
+  std::vector<std::vector<int>> digits;  // [u][t]
+  std::vector<double> idle_w;            // [u] = sum_t used_t * p_idle(t)
+  std::vector<int> devices;              // [u]
+  int size = 1;
+
+  explicit Usage(const CostTables& t) {
+    for (int k = 0; k < t.num_kinds(); ++k) {
+      stride.push_back(size);
+      size *= t.max_count(k) + 1;
+    }
+    digits.assign(size, std::vector<int>(t.num_kinds(), 0));
+    idle_w.assign(size, 0.0);
+    devices.assign(size, 0);
+    for (int u = 0; u < size; ++u) {
+      int rest = u;
+      for (int k = t.num_kinds() - 1; k >= 0; --k) {
+        digits[u][k] = rest / stride[k];
+        rest %= stride[k];
+        idle_w[u] += digits[u][k] * t.power(k).idle_w;
+        devices[u] += digits[u][k];
+      }
+    }
+  }
+};
+
+struct Figures {
+  double period = 0, latency = 0, energy = 0;
+  int devices = 0;
+};
+
+// Period, latency and energy of stages [0, size) as a complete pipeline (last stage sends
+// nothing). The same formulas as evaluate(); used where building a Plan would be wasteful.
+Figures figures(const std::vector<StageSpec>& st, const CostTables& t) {
+  Figures f;
+  const std::size_t n = st.size();
+  auto x_in = [&](std::size_t s) { return s == 0 ? 0.0 : t.transfer(st[s].first - 1, st[s - 1].kc, st[s].kc); };
+  std::vector<double> time(n), xin(n), comp(n);
+  for (std::size_t s = 0; s < n; ++s) {
+    xin[s] = x_in(s);
+    comp[s] = t.compute(st[s].first, st[s].last, st[s].kc);
+  }
+  for (std::size_t s = 0; s < n; ++s) {
+    const double xout = s + 1 < n ? xin[s + 1] : 0.0;
+    time[s] = xin[s] + comp[s] + xout;
+    f.period = std::max(f.period, time[s]);
+    f.latency += xin[s] + comp[s];
+  }
+  for (std::size_t s = 0; s < n; ++s) {
+    const DeviceGroup g = t.group(st[s].kc);
+    const PowerStates& p = t.power(g.kind);
+    const double xout = s + 1 < n ? xin[s + 1] : 0.0;
+    f.energy += g.count * (p.exec_w * comp[s] + p.xfer_w * (xin[s] + xout) + p.idle_w * (f.period - time[s]));
+    f.devices += g.count;
+  }
+  return f;
+}
+
+// Lexicographic "better" with a relative tolerance on the first key, so float noise in one
+// solver's summation order does not flip a tie.
+bool better(double a1, double a2, double b1, double b2) {
+  const double tol = 1e-12 * std::max(std::abs(a1), std::abs(b1));
+  if (a1 < b1 - tol) return true;
+  if (a1 > b1 + tol) return false;
+  return a2 < b2;
+}
+
+std::string fmt(double v, const char* unit) {
+  char buf[64];
+  if (!(v < kInf)) return "infeasible";
+  std::snprintf(buf, sizeof buf, "%.4g %s", v, unit);
+  return buf;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Exact solver: label-setting DP.
+//
+// Why labels and not a parametric sweep over P: the period is a max over stages and the energy is
+// E = A + P * B with A additive over stages and B = sum of idle power of the devices used (fixed
+// by the usage vector). Candidate periods are every possible stage time (ranges x groups x
+// neighbour groups: millions for the transformer), while the set of non-dominated partial plans
+// per state is small in practice, so labels are both exact and fast.
+//
+// State (i, u, g): kernels [0, i) scheduled, u = devices used per kind, g = (kind, count) of the
+// last, still open stage. A label of a partial plan is
+//   max_t   = max T_s over the closed stages,
+//   partial = X_s + C_s of the open stage (it still grows by X_{s+1}),
+//   a       = sum c_s ((p_exec - p_idle) C_s + (p_xfer - p_idle)(X_s + X_{s+1})) so far,
+//   lat     = sum (X_s + C_s).
+// Every completion adds the same amounts to labels of one state, and the final figures
+// (P = max(max_t, partial), E = a + P * B(u), latency = lat) are monotone in each, so a label
+// dominated in (max_t, partial[, a][, lat]) can be dropped without losing the optimum; the
+// paper's dp keeps one label (one schedule) per state and that is where it can go wrong.
+// Transitions are split in two steps so their cost is (states x groups) + (states x kernels)
+// instead of the product: close the open stage with the transfer into a new group g' (depends
+// only on the boundary kernel and both groups), then extend g' over every range length.
+// Pruning keeps exactness: caps on period/latency are hard constraints, and labels whose lower
+// bound on the final energy exceeds a known plan's energy cannot win (needs p_exec, p_xfer >=
+// p_idle, which SystemSpec::validate enforces).
+// ---------------------------------------------------------------------------------------------
+
+enum Dim : unsigned { kMaxT = 1, kPartial = 2, kA = 4, kLat = 8 };
+enum class Goal { period, energy, latency };
+
+struct Label {
+  double max_t, partial, a, lat;
+  int parent;  // arena id of the previous stage's label; -1 for the start label
+  int first, last, kc;
+};
+
+struct Pass {
+  Goal goal = Goal::period;
+  unsigned dims = kMaxT | kPartial;
+  double period_cap = kInf;
+  double latency_cap = kInf;
+  double energy_ub = kInf;
+};
+
+inline bool dominates(const Label& x, const Label& y, unsigned dims) {
+  return (!(dims & kMaxT) || x.max_t <= y.max_t) && (!(dims & kPartial) || x.partial <= y.partial) &&
+         (!(dims & kA) || x.a <= y.a) && (!(dims & kLat) || x.lat <= y.lat);
+}
+
+class LabelDp {
+ public:
+  LabelDp(const CostTables& t, const Pass& pass) : t_(t), u_(t), pass_(pass) {
+    n_ = t.num_kernels();
+    kcs_ = t.num_kc();
+    lists_.assign(static_cast<std::size_t>(n_ + 1) * u_.size * std::max(kcs_, 1), {});
+    run();
+  }
+
+  struct Final {
+    int id = -1;
+    double period = kInf, energy = kInf, latency = kInf;
+    int devices = 0;
+  };
+
+  // Every label that reached the end, with its figures.
+  std::vector<Final> finals() const {
+    std::vector<Final> out;
+    for (int u = 0; u < u_.size; ++u) {
+      for (int kc = 0; kc < kcs_; ++kc) {
+        for (int id : lists_[state(n_, u, kc)]) {
+          const Label& l = arena_[id];
+          Final f;
+          f.id = id;
+          f.period = std::max(l.max_t, l.partial);
+          f.energy = l.a + f.period * u_.idle_w[u];
+          f.latency = l.lat;
+          f.devices = u_.devices[u];
+          if (!within(f.period, pass_.period_cap) || !within(f.latency, pass_.latency_cap)) continue;
+          out.push_back(f);
+        }
+      }
+    }
+    return out;
+  }
+
+  Final best() const {
+    Final b;
+    double b1 = kInf, b2 = kInf;
+    for (const Final& f : finals()) {
+      double k1 = 0, k2 = 0;
+      switch (pass_.goal) {
+        case Goal::period: k1 = f.period; k2 = f.energy; break;
+        case Goal::energy: k1 = f.energy; k2 = f.period; break;
+        case Goal::latency: k1 = f.latency; k2 = f.energy; break;
+      }
+      if (b.id < 0 || better(k1, k2, b1, b2) ||
+          (!better(b1, b2, k1, k2) && !better(k1, k2, b1, b2) && f.devices < b.devices)) {
+        b = f;
+        b1 = k1;
+        b2 = k2;
+      }
+    }
+    return b;
+  }
+
+  std::vector<StageSpec> stages(int id) const {
+    std::vector<StageSpec> out;
+    for (; id >= 0 && arena_[id].kc >= 0; id = arena_[id].parent) {
+      out.push_back({arena_[id].first, arena_[id].last, arena_[id].kc});
+    }
+    std::reverse(out.begin(), out.end());
+    return out;
+  }
+
+  std::size_t labels() const { return arena_.size(); }
+
+ private:
+  std::size_t state(int i, int u, int kc) const {
+    return (static_cast<std::size_t>(i) * u_.size + u) * kcs_ + kc;
+  }
+
+  bool keep(const Label& l, int u) const {
+    if (!within(l.partial, pass_.period_cap) || !within(l.max_t, pass_.period_cap)) return false;
+    if (!within(l.lat, pass_.latency_cap)) return false;
+    if (pass_.energy_ub < kInf) {
+      const double lb = l.a + std::max(l.max_t, l.partial) * u_.idle_w[u];
+      if (!within(lb, pass_.energy_ub)) return false;
+    }
+    return true;
+  }
+
+  static bool insert(std::vector<Label>& set, const Label& cand, unsigned dims) {
+    for (const Label& l : set) {
+      if (dominates(l, cand, dims)) return false;
+    }
+    std::erase_if(set, [&](const Label& l) { return dominates(cand, l, dims); });
+    set.push_back(cand);
+    return true;
+  }
+
+  void insert_state(std::size_t s, const Label& cand) {
+    std::vector<int>& list = lists_[s];
+    for (int id : list) {
+      if (dominates(arena_[id], cand, pass_.dims)) return;
+    }
+    std::erase_if(list, [&](int id) { return dominates(cand, arena_[id], pass_.dims); });
+    list.push_back(static_cast<int>(arena_.size()));
+    arena_.push_back(cand);
+  }
+
+  void run() {
+    arena_.push_back({0, 0, 0, 0, -1, -1, -1, -1});  // the empty pipeline
+    std::vector<Label> opening;
+    for (int ip = 0; ip < n_; ++ip) {
+      for (int u2 = 0; u2 < u_.size; ++u2) {
+        for (int kc = 0; kc < kcs_; ++kc) {
+          const DeviceGroup g = t_.group(kc);
+          if (u_.digits[u2][g.kind] < g.count) continue;
+          const int u1 = u2 - g.count * u_.stride[g.kind];
+          const PowerStates& p = t_.power(g.kind);
+          const double xfer_w = g.count * (p.xfer_w - p.idle_w);
+          // Step 1: close the previous stage with its transfer into g.
+          opening.clear();
+          if (ip == 0) {
+            if (u1 == 0) opening.push_back({0, 0, 0, 0, 0, 0, 0, kc});
+          } else {
+            for (int kp = 0; kp < kcs_; ++kp) {
+              const DeviceGroup gp = t_.group(kp);
+              const PowerStates& pp = t_.power(gp.kind);
+              const double xfer_wp = gp.count * (pp.xfer_w - pp.idle_w);
+              const double x = t_.transfer(ip - 1, kp, kc);
+              for (int id : lists_[state(ip, u1, kp)]) {
+                const Label& l = arena_[id];
+                Label o{std::max(l.max_t, l.partial + x), x, l.a + (xfer_wp + xfer_w) * x, l.lat + x,
+                        id, 0, 0, kc};
+                if (!keep(o, u2)) continue;
+                insert(opening, o, pass_.dims);
+              }
+            }
+          }
+          if (opening.empty()) continue;
+          // Step 2: the new stage runs kernels [ip, i - 1].
+          const double exec_w = g.count * (p.exec_w - p.idle_w);
+          for (int i = ip + 1; i <= n_; ++i) {
+            const double c = t_.compute(ip, i - 1, kc);
+            if (!(c < kInf)) continue;
+            const std::size_t s = state(i, u2, kc);
+            for (const Label& o : opening) {
+              Label l{o.max_t, o.partial + c, o.a + exec_w * c, o.lat + c, o.parent, ip, i - 1, kc};
+              if (!keep(l, u2)) continue;
+              insert_state(s, l);
+            }
+          }
+        }
+      }
+    }
+  }
+
+  const CostTables& t_;
+  Usage u_;
+  Pass pass_;
+  int n_ = 0;
+  int kcs_ = 0;
+  std::vector<Label> arena_;
+  std::vector<std::vector<int>> lists_;
+};
+
+struct Found {
+  std::vector<StageSpec> stages;
+  Figures fig;
+  bool ok = false;
+};
+
+Found run_pass(const CostTables& t, const Pass& pass) {
+  LabelDp dp(t, pass);
+  const auto b = dp.best();
+  Found f;
+  if (b.id < 0) return f;
+  f.stages = dp.stages(b.id);
+  f.fig = figures(f.stages, t);
+  f.ok = true;
+  return f;
+}
+
+// Best single-stage plan under the caps: a cheap feasible plan whose energy bounds the search.
+double seed_energy(const CostTables& t, double period_cap, double latency_cap) {
+  double best = kInf;
+  for (int kc = 0; kc < t.num_kc(); ++kc) {
+    const double c = t.compute(0, t.num_kernels() - 1, kc);
+    if (!(c < kInf) || !within(c, period_cap) || !within(c, latency_cap)) continue;
+    const DeviceGroup g = t.group(kc);
+    best = std::min(best, g.count * t.power(g.kind).exec_w * c);
+  }
+  return best;
+}
+
+void require_schedulable(const CostTables& t) {
+  for (int k = 0; k < t.num_kernels(); ++k) {
+    bool any = false;
+    for (int kc = 0; kc < t.num_kc() && !any; ++kc) any = t.compute(k, k, kc) < kInf;
+    if (!any) {
+      throw InfeasibleError("no device kind available to the scheduler can run kernel " + std::to_string(k));
+    }
+  }
+}
+
+void check_objective(const ObjectiveSpec& o) {
+  if (!(o.balance_ratio > 0 && o.balance_ratio <= 1)) {
+    throw InputError("objective.balance_ratio", "must be in (0, 1], got " + std::to_string(o.balance_ratio));
+  }
+  if (!(o.min_throughput_per_s >= 0)) throw InputError("objective.min_throughput_per_s", "must be >= 0");
+  if (!(o.max_latency_s > 0)) throw InputError("objective.max_latency_s", "must be > 0");
+}
+
+struct Caps {
+  double period = kInf;
+  double latency = kInf;
+};
+
+// 100 (v - ref) / base, base defaulting to ref.
+std::string percent(double v, double ref, double base = 0.0) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.2f%%", 100.0 * (v - ref) / (base != 0.0 ? base : ref));
+  return buf;
+}
+
+// Diagnoses an infeasible qos target: which constraint, and by how much.
+[[noreturn]] void qos_infeasible(const CostTables& t, const ObjectiveSpec& o) {
+  const unsigned lat = o.max_latency_s < kInf ? unsigned{kLat} : 0u;
+  const Found fastest = run_pass(t, {Goal::period, kMaxT | kPartial, kInf, kInf, kInf});
+  const double want_p = o.min_throughput_per_s > 0 ? 1.0 / o.min_throughput_per_s : kInf;
+  if (o.min_throughput_per_s > 0 && !within(fastest.fig.period, want_p)) {
+    throw InfeasibleError("qos: min throughput " + fmt(o.min_throughput_per_s, "/s") +
+                          " infeasible: best achievable " + fmt(1.0 / fastest.fig.period, "/s") +
+                          " (short of the target by " +
+                          percent(o.min_throughput_per_s, 1.0 / fastest.fig.period, o.min_throughput_per_s) + ")");
+  }
+  const Found quickest = run_pass(t, {Goal::latency, kLat, kInf, kInf, kInf});
+  if (!within(quickest.fig.latency, o.max_latency_s)) {
+    throw InfeasibleError("qos: max latency " + fmt(o.max_latency_s, "s") + " infeasible: lowest achievable " +
+                          fmt(quickest.fig.latency, "s") + " (over by " +
+                          percent(quickest.fig.latency, o.max_latency_s) + ")");
+  }
+  const Found joint = run_pass(t, {Goal::latency, kMaxT | kPartial | lat, want_p, kInf, kInf});
+  throw InfeasibleError("qos: targets jointly infeasible: with throughput >= " +
+                        fmt(o.min_throughput_per_s, "/s") + " the lowest latency is " +
+                        fmt(joint.ok ? joint.fig.latency : kInf, "s") + " > max latency " +
+                        fmt(o.max_latency_s, "s"));
+}
+
+Found solve_exact(const CostTables& t, const ObjectiveSpec& o, Caps& caps) {
+  const unsigned lat = o.objective == Objective::qos && o.max_latency_s < kInf ? unsigned{kLat} : 0u;
+  caps.latency = lat ? o.max_latency_s : kInf;
+  auto fastest = [&](double latency_cap) {
+    // Any single-stage plan's period bounds the optimum from above.
+    double ub = kInf;
+    for (int kc = 0; kc < t.num_kc(); ++kc) {
+      const double c = t.compute(0, t.num_kernels() - 1, kc);
+      if (within(c, latency_cap)) ub = std::min(ub, c);
+    }
+    return run_pass(t, {Goal::period, kMaxT | kPartial | lat, ub, latency_cap, kInf});
+  };
+  auto cheapest = [&](double period_cap, double ub) {
+    ub = std::min(ub, seed_energy(t, period_cap, caps.latency));
+    return run_pass(t, {Goal::energy, kMaxT | kPartial | kA | lat, period_cap, caps.latency, ub});
+  };
+  switch (o.objective) {
+    case Objective::perf: {
+      const Found p = fastest(caps.latency);
+      if (!p.ok) return p;
+      caps.period = p.fig.period;
+      // Among the fastest plans, the one that uses least energy.
+      Found e = cheapest(caps.period, p.fig.energy);
+      return e.ok ? e : p;
+    }
+    case Objective::energy: return cheapest(kInf, kInf);
+    case Objective::balanced: {
+      const Found p = fastest(caps.latency);
+      if (!p.ok) return p;
+      caps.period = p.fig.period / o.balance_ratio;
+      Found e = cheapest(caps.period, p.fig.energy);
+      return e.ok ? e : p;
+    }
+    case Objective::qos: {
+      caps.period = o.min_throughput_per_s > 0 ? 1.0 / o.min_throughput_per_s : kInf;
+      Found e = cheapest(caps.period, kInf);
+      if (!e.ok) qos_infeasible(t, o);
+      return e;
+    }
+  }
+  return {};
+}
+
+// ---------------------------------------------------------------------------------------------
+// Algorithm 1 of the paper, generalised from (f, g) to a usage vector over any number of kinds:
+// dp_perf[i][u] and dp_eng[i][u] each keep ONE schedule, chosen by the partial pipeline's period
+// (its last stage without the transfer it will later send) or its energy at that period.
+// ---------------------------------------------------------------------------------------------
+Found solve_paper(const CostTables& t, const ObjectiveSpec& o, Caps& caps) {
+  const Usage us(t);
+  const int n = t.num_kernels();
+  struct Entry {
+    std::vector<StageSpec> stages;
+    double value = kInf;
+    bool ok = false;
+  };
+  std::vector<Entry> dp_perf(static_cast<std::size_t>(n + 1) * us.size);
+  std::vector<Entry> dp_eng(dp_perf.size());
+  dp_perf[0].ok = dp_eng[0].ok = true;
+  dp_perf[0].value = dp_eng[0].value = 0;
+  std::vector<StageSpec> cand;
+  for (int i = 1; i <= n; ++i) {
+    for (int u2 = 0; u2 < us.size; ++u2) {
+      for (int j = 1; j <= i; ++j) {
+        const int ip = i - j;
+        for (int kc = 0; kc < t.num_kc(); ++kc) {
+          const DeviceGroup g = t.group(kc);
+          if (us.digits[u2][g.kind] < g.count) continue;
+          if (!(t.compute(ip, i - 1, kc) < kInf)) continue;
+          const int u1 = u2 - g.count * us.stride[g.kind];
+          for (int table = 0; table < 2; ++table) {
+            auto& dp = table == 0 ? dp_perf : dp_eng;
+            const Entry& prev = dp[static_cast<std::size_t>(ip) * us.size + u1];
+            if (!prev.ok) continue;
+            cand = prev.stages;
+            cand.push_back({ip, i - 1, kc});
+            const Figures f = figures(cand, t);
+            const double v = table == 0 ? f.period : f.energy;
+            Entry& cur = dp[static_cast<std::size_t>(i) * us.size + u2];
+            if (!cur.ok || cur.value > v) cur = {cand, v, true};
+          }
+        }
+      }
+    }
+  }
+  // Review dp[|wl|][u] over every u (and both tables), as the paper does for its trade-offs.
+  std::vector<Found> all;
+  for (int u = 0; u < us.size; ++u) {
+    for (const auto* dp : {&dp_perf, &dp_eng}) {
+      const Entry& e = (*dp)[static_cast<std::size_t>(n) * us.size + u];
+      if (e.ok) all.push_back({e.stages, figures(e.stages, t), true});
+    }
+  }
+  Found best;
+  auto take_min = [&](auto key, auto ok) {
+    for (const Found& f : all) {
+      if (ok(f) && (!best.ok || key(f) < key(best))) best = f;
+    }
+  };
+  auto energy = [](const Found& f) { return f.fig.energy; };
+  auto any = [](const Found&) { return true; };
+  double p_best = kInf;
+  for (const Found& f : all) p_best = std::min(p_best, f.fig.period);
+  switch (o.objective) {
+    case Objective::perf: {
+      take_min([](const Found& f) { return f.fig.period; }, any);
+      break;
+    }
+    case Objective::energy: take_min(energy, any); break;
+    case Objective::balanced:
+      caps.period = p_best / o.balance_ratio;
+      take_min(energy, [&](const Found& f) { return within(f.fig.period, caps.period); });
+      break;
+    case Objective::qos: {
+      caps.period = o.min_throughput_per_s > 0 ? 1.0 / o.min_throughput_per_s : kInf;
+      caps.latency = o.max_latency_s;
+      take_min(energy, [&](const Found& f) {
+        return within(f.fig.period, caps.period) && within(f.fig.latency, caps.latency);
+      });
+      if (!best.ok) {
+        throw InfeasibleError(std::string("qos (paper solver): no schedule in dp[|wl|] meets the targets; ") +
+                              "best throughput " + fmt(1.0 / p_best, "/s"));
+      }
+      break;
+    }
+  }
+  return best;
+}
+
+double score_of(const Figures& f, Objective o) {
+  return o == Objective::perf ? f.period : f.energy;
+}
+
+void explain_with(Plan& plan, const CostTables& t, Objective obj, const Caps& caps) {
+  std::vector<StageSpec> specs;
+  for (const Stage& s : plan.stages) specs.push_back({s.first, s.last, t.kc({s.kind, s.count})});
+  std::vector<int> used(t.num_kinds(), 0);
+  for (const Stage& s : plan.stages) used[s.kind] += s.count;
+  const bool perf = obj == Objective::perf;
+  const char* unit = perf ? "s period" : "J/inference";
+  const double own = perf ? plan.period_s : plan.energy_j;
+  for (std::size_t s = 0; s < specs.size(); ++s) {
+    const StageSpec mine = specs[s];
+    const DeviceGroup g = t.group(mine.kc);
+    Stage& st = plan.stages[s];
+    double best = kInf;
+    std::string best_name;
+    for (int kc = 0; kc < t.num_kc(); ++kc) {
+      if (kc == mine.kc) continue;
+      const DeviceGroup a = t.group(kc);
+      if (used[a.kind] - (a.kind == g.kind ? g.count : 0) + a.count > t.max_count(a.kind)) continue;
+      specs[s].kc = kc;
+      const Figures f = figures(specs, t);
+      double sc = score_of(f, obj);
+      if (!(f.period < kInf) || !within(f.period, caps.period) || !within(f.latency, caps.latency)) sc = kInf;
+      if (best_name.empty() || sc < best) {
+        best = sc;
+        best_name = std::to_string(a.count) + "x" + t.kind_name(a.kind);
+      }
+    }
+    specs[s] = mine;
+    const std::string me = std::to_string(g.count) + "x" + t.kind_name(g.kind);
+    st.runner_up = best_name;
+    st.runner_up_score = best;
+    if (best_name.empty()) {
+      st.why = me + ": the only (kind, count) that fits beside the other stages";
+    } else if (!(best < kInf)) {
+      st.why = me + ": " + fmt(own, unit) + "; every alternative, e.g. " + best_name +
+               ", cannot run these kernels or breaks a constraint";
+    } else {
+      st.why = me + ": " + fmt(own, unit) + "; runner-up " + best_name + ": " + fmt(best, unit) + " (+" +
+               percent(best, own) + ")";
+    }
+  }
+}
+
+Plan finish(const Found& f, const CostTables& t, const ObjectiveSpec& o, SolverKind solver, const Caps& caps,
+            std::chrono::steady_clock::time_point start) {
+  Plan plan = evaluate(f.stages, t);
+  plan.objective = to_string(o.objective);
+  plan.solver = to_string(solver);
+  plan.score = o.objective == Objective::perf ? plan.period_s : plan.energy_j;
+  explain_with(plan, t, o.objective, caps);
+  plan.solve_time_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  return plan;
+}
+
+}  // namespace
+
+Plan solve(const CostTables& tables, const ObjectiveSpec& objective, SolverKind solver) {
+  const auto start = std::chrono::steady_clock::now();
+  check_objective(objective);
+  require_schedulable(tables);
+  Caps caps;
+  const Found f = solver == SolverKind::exact ? solve_exact(tables, objective, caps)
+                                              : solve_paper(tables, objective, caps);
+  if (!f.ok) throw InfeasibleError("no feasible schedule: the available devices cannot form a pipeline");
+  return finish(f, tables, objective, solver, caps, start);
+}
+
+Plan solve(const SystemSpec& system, const CostModel& model, const ObjectiveSpec& objective,
+           SolverKind solver, const SpaceLimits& limits) {
+  const auto start = std::chrono::steady_clock::now();
+  const CostTables tables(system, model, limits);
+  Plan plan = solve(tables, objective, solver);
+  plan.solve_time_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  return plan;
+}
+
+void explain(Plan& plan, const CostTables& tables, const ObjectiveSpec& objective) {
+  Caps caps;
+  if (objective.objective == Objective::balanced) {
+    Caps ignore;
+    caps.period = solve_exact(tables, {Objective::perf}, ignore).fig.period / objective.balance_ratio;
+  } else if (objective.objective == Objective::qos) {
+    caps.period = objective.min_throughput_per_s > 0 ? 1.0 / objective.min_throughput_per_s : kInf;
+    caps.latency = objective.max_latency_s;
+  }
+  explain_with(plan, tables, objective.objective, caps);
+}
+
+std::vector<Plan> pareto_front(const CostTables& tables) {
+  require_schedulable(tables);
+  LabelDp dp(tables, {Goal::energy, kMaxT | kPartial | kA, kInf, kInf, kInf});
+  auto finals = dp.finals();
+  std::sort(finals.begin(), finals.end(), [](const auto& a, const auto& b) {
+    if (a.period != b.period) return a.period < b.period;
+    if (a.energy != b.energy) return a.energy < b.energy;
+    return a.devices < b.devices;
+  });
+  std::vector<Plan> front;
+  std::vector<LabelDp::Final> kept;
+  for (const auto& f : finals) {
+    // Sorted by period, so only earlier (faster or equal) points can dominate f.
+    bool dominated = false;
+    for (const auto& k : kept) {
+      if (k.energy <= f.energy && k.devices <= f.devices) {
+        dominated = true;
+        break;
+      }
+    }
+    if (dominated) continue;
+    kept.push_back(f);
+    Plan p = evaluate(dp.stages(f.id), tables);
+    p.objective = "pareto";
+    p.solver = "exact";
+    p.score = p.energy_j;
+    front.push_back(std::move(p));
+  }
+  return front;
+}
+
+std::vector<EnumeratedPlan> enumerate_plans(const CostTables& t) {
+  std::vector<EnumeratedPlan> out;
+  std::vector<StageSpec> cur;
+  std::vector<int> used(t.num_kinds(), 0);
+  const int n = t.num_kernels();
+  std::function<void(int)> rec = [&](int pos) {
+    if (pos == n) {
+      const Figures f = figures(cur, t);
+      out.push_back({cur, f.period, f.latency, f.energy, f.devices});
+      return;
+    }
+    for (int last = pos; last < n; ++last) {
+      for (int kc = 0; kc < t.num_kc(); ++kc) {
+        const DeviceGroup g = t.group(kc);
+        if (used[g.kind] + g.count > t.max_count(g.kind)) continue;
+        if (!(t.compute(pos, last, kc) < kInf)) continue;
+        used[g.kind] += g.count;
+        cur.push_back({pos, last, kc});
+        rec(last + 1);
+        cur.pop_back();
+        used[g.kind] -= g.count;
+      }
+    }
+  };
+  rec(0);
+  return out;
+}
+
+EnumeratedPlan best_of(const std::vector<EnumeratedPlan>& all, const ObjectiveSpec& o) {
+  EnumeratedPlan none{{}, kInf, kInf, kInf, 0};
+  double p_best = kInf;
+  for (const auto& p : all) p_best = std::min(p_best, p.period_s);
+  double pcap = kInf, lcap = kInf;
+  if (o.objective == Objective::balanced) pcap = p_best / o.balance_ratio;
+  if (o.objective == Objective::qos) {
+    pcap = o.min_throughput_per_s > 0 ? 1.0 / o.min_throughput_per_s : kInf;
+    lcap = o.max_latency_s;
+  }
+  const EnumeratedPlan* best = nullptr;
+  for (const auto& p : all) {
+    if (!within(p.period_s, pcap) || !within(p.latency_s, lcap)) continue;
+    const double key = o.objective == Objective::perf ? p.period_s : p.energy_j;
+    if (!best || key < (o.objective == Objective::perf ? best->period_s : best->energy_j)) best = &p;
+  }
+  return best ? *best : none;
+}
+
+}  // namespace dype::sched

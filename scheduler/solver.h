@@ -1,0 +1,60 @@
+#pragma once
+// DyPe's scheduler (paper Algorithm 1) and an exact replacement.
+//
+//   dype::sched::SystemSpec sys = dype::sched::paper_testbed();
+//   auto wl = dype::sched::build_workload(cfg, input);
+//   auto model = dype::sched::AdditiveCostModel::from_gflops(sys, wl);
+//   dype::sched::Plan plan = dype::sched::solve(sys, model, {.objective = Objective::balanced});
+//   std::cout << plan.mnemonic << " " << to_json(plan).dump(2);
+//
+// Solvers:
+//  - exact (default): label-setting DP; returns the optimum of the cost model in plan.h over the
+//    whole search space (contiguous stages, c >= 1 devices of one kind each, no device shared,
+//    unused devices allowed, a stage's kind must run all its kernels).
+//  - paper: Algorithm 1 generalised to any number of kinds; one schedule per dp[i][usage]. It can
+//    miss the optimum because a stored schedule's last stage still grows by X_{s+1} later.
+//  - brute_force(): enumerates every plan; for tests on small instances.
+#include <string>
+#include <vector>
+
+#include "kernels/error.h"
+#include "scheduler/cost_tables.h"
+#include "scheduler/plan.h"
+
+namespace dype::sched {
+
+enum class SolverKind { exact, paper };
+const char* to_string(SolverKind solver);
+
+// Raised when an objective's constraints cannot be met; what() says which and by how much.
+class InfeasibleError : public Error {
+ public:
+  using Error::Error;
+};
+
+Plan solve(const CostTables& tables, const ObjectiveSpec& objective,
+           SolverKind solver = SolverKind::exact);
+Plan solve(const SystemSpec& system, const CostModel& model, const ObjectiveSpec& objective,
+           SolverKind solver = SolverKind::exact, const SpaceLimits& limits = {});
+
+// Pareto front over (throughput up, energy per inference down, devices used down), Figure 9 of
+// the paper; exact. Sorted by period.
+std::vector<Plan> pareto_front(const CostTables& tables);
+
+// Every feasible plan's figures, for tests.
+struct EnumeratedPlan {
+  std::vector<StageSpec> stages;
+  double period_s;
+  double latency_s;
+  double energy_j;
+  int devices;
+};
+std::vector<EnumeratedPlan> enumerate_plans(const CostTables& tables);
+// The best plan among `all` for the objective (score kInf when none is feasible).
+EnumeratedPlan best_of(const std::vector<EnumeratedPlan>& all, const ObjectiveSpec& objective);
+
+// Fills Stage::why / runner_up / runner_up_score: for each stage, every other (kind, count) that
+// fits beside the other stages is scored under the objective.
+void explain(Plan& plan, const CostTables& tables, const ObjectiveSpec& objective);
+
+}  // namespace dype::sched

@@ -1,0 +1,214 @@
+#include "scheduler/system.h"
+
+#include <algorithm>
+#include <fstream>
+#include <sstream>
+
+#include <yaml-cpp/yaml.h>
+
+#include "kernels/error.h"
+
+namespace dype::sched {
+
+int SystemSpec::kind_index(std::string_view name) const {
+  for (std::size_t i = 0; i < kinds.size(); ++i) {
+    if (kinds[i].name == name) return static_cast<int>(i);
+  }
+  return -1;
+}
+
+int SystemSpec::total_devices() const {
+  int total = 0;
+  for (const auto& k : kinds) total += k.count;
+  return total;
+}
+
+void SystemSpec::validate(const std::string& where) const {
+  if (kinds.empty()) throw InputError(where, "no device kinds");
+  if (kinds.size() > 32) throw InputError(where, "more than 32 device kinds");
+  for (std::size_t i = 0; i < kinds.size(); ++i) {
+    const auto& k = kinds[i];
+    const std::string at = where + ".kinds[" + std::to_string(i) + "] (" + k.name + ")";
+    if (k.name.empty()) throw InputError(at, "empty name");
+    if (kind_index(k.name) != static_cast<int>(i)) throw InputError(at, "duplicate kind name");
+    if (k.count < 0) throw InputError(at + ".count", "negative device count");
+    const auto& p = k.power;
+    if (!(p.idle_w >= 0)) throw InputError(at + ".power.idle_w", "must be >= 0");
+    if (!(p.exec_w >= p.idle_w)) throw InputError(at + ".power.exec_w", "must be >= idle_w");
+    if (!(p.xfer_w >= p.idle_w)) throw InputError(at + ".power.xfer_w", "must be >= idle_w");
+    if (!(k.link_bw_bytes_per_s > 0)) throw InputError(at + ".link.bw", "must be > 0");
+    if (!(k.link_latency_s >= 0)) throw InputError(at + ".link.latency", "must be >= 0");
+  }
+  if (!(inter_socket_bw_bytes_per_s > 0)) throw InputError(where + ".inter_socket_bw", "must be > 0");
+}
+
+double SystemSpec::transfer_time_s(double bytes, DeviceGroup from, DeviceGroup to) const {
+  if (bytes <= 0) return 0.0;
+  const DeviceKindSpec& a = kinds[from.kind];
+  const DeviceKindSpec& b = kinds[to.kind];
+  const double bw_a = from.count * a.link_bw_bytes_per_s;  // aggregate: all devices move a slice
+  const double bw_b = to.count * b.link_bw_bytes_per_s;
+  const bool cross = a.socket != b.socket;
+  const double socket_s = cross ? bytes / inter_socket_bw_bytes_per_s : 0.0;
+  if (a.host && b.host) return socket_s + (cross ? 0.0 : bytes / std::min(bw_a, bw_b));
+  if (a.host || b.host) {
+    const double dev_bw = a.host ? bw_b : bw_a;
+    const double lat = a.host ? b.link_latency_s : a.link_latency_s;
+    return lat + std::max(bytes / dev_bw, socket_s);
+  }
+  if (a.p2p && b.p2p) {
+    // One DMA hop; the root complexes forward it, the slower side or the socket link bounds it.
+    return std::max(a.link_latency_s, b.link_latency_s) +
+           std::max(bytes / std::min(bw_a, bw_b), socket_s);
+  }
+  // Staged: device -> pinned host buffer -> device, one after the other.
+  return a.link_latency_s + b.link_latency_s + bytes / bw_a + bytes / bw_b + socket_s;
+}
+
+namespace {
+
+void set_gflops(DeviceKindSpec& k, kernels::OpKind op, double v) {
+  k.gflops[static_cast<std::size_t>(op)] = v;
+}
+
+}  // namespace
+
+SystemSpec paper_testbed(bool with_cpu) {
+  using kernels::OpKind;
+  SystemSpec s;
+  s.name = with_cpu ? "paper-testbed+cpu" : "paper-testbed";
+  s.inter_socket_bw_bytes_per_s = 128e9;
+  // Alveo U280 (Table II: 19.5 W static, +55 W running SpMM). Effective rates are rough rooflines
+  // of Sextans SpMM (640 MACs at 215 MHz) and SWAT attention: modelled, for demos and benchmarks.
+  DeviceKindSpec fpga{.name = "fpga", .letter = 'F', .count = 3,
+                      .power = {.idle_w = 19.5, .exec_w = 74.5, .xfer_w = 30.0},
+                      .link_bw_bytes_per_s = 15.76e9, .link_latency_s = 10e-6, .socket = 1,
+                      .p2p = true, .host = false, .gflops = {}};
+  set_gflops(fpga, OpKind::spmm, 250);
+  set_gflops(fpga, OpKind::gemm, 120);
+  set_gflops(fpga, OpKind::window_attention, 600);
+  // MI210 (Table II: 45 W static, +300 W dynamic), PCIe 4.0 x16.
+  DeviceKindSpec gpu{.name = "gpu", .letter = 'G', .count = 2,
+                     .power = {.idle_w = 45.0, .exec_w = 345.0, .xfer_w = 90.0},
+                     .link_bw_bytes_per_s = 31.52e9, .link_latency_s = 8e-6, .socket = 0,
+                     .p2p = true, .host = false, .gflops = {}};
+  set_gflops(gpu, OpKind::spmm, 120);
+  set_gflops(gpu, OpKind::gemm, 18000);
+  set_gflops(gpu, OpKind::window_attention, 500);
+  set_gflops(gpu, OpKind::softmax, 400);
+  set_gflops(gpu, OpKind::layer_norm, 400);
+  s.kinds = {fpga, gpu};
+  if (with_cpu) {
+    DeviceKindSpec cpu{.name = "cpu", .letter = 'C', .count = 1,
+                       .power = {.idle_w = 90.0, .exec_w = 280.0, .xfer_w = 120.0},
+                       .link_bw_bytes_per_s = 100e9, .link_latency_s = 1e-6, .socket = 0,
+                       .p2p = false, .host = true, .gflops = {}};
+    set_gflops(cpu, OpKind::spmm, 30);
+    set_gflops(cpu, OpKind::gemm, 1500);
+    set_gflops(cpu, OpKind::window_attention, 80);
+    set_gflops(cpu, OpKind::softmax, 50);
+    set_gflops(cpu, OpKind::layer_norm, 50);
+    s.kinds.push_back(cpu);
+  }
+  s.op_kind[static_cast<std::size_t>(OpKind::spmm)] = 0;
+  s.op_kind[static_cast<std::size_t>(OpKind::window_attention)] = 0;
+  s.op_kind[static_cast<std::size_t>(OpKind::gemm)] = 1;
+  s.op_kind[static_cast<std::size_t>(OpKind::softmax)] = 1;
+  s.op_kind[static_cast<std::size_t>(OpKind::layer_norm)] = 1;
+  return s;
+}
+
+namespace {
+
+template <typename T>
+T get(const YAML::Node& node, const char* key, const std::string& where, T fallback) {
+  const YAML::Node v = node[key];
+  if (!v) return fallback;
+  try {
+    return v.as<T>();
+  } catch (const YAML::Exception&) {
+    throw InputError(where + "." + key + " (line " + std::to_string(v.Mark().line + 1) + ")",
+                     "cannot read value");
+  }
+}
+
+}  // namespace
+
+// Format (all bandwidths in GB/s, latencies in microseconds, power in watts):
+//   name: paper-testbed
+//   inter_socket_gbps: 128
+//   kinds:
+//     - {name: fpga, letter: F, count: 3, socket: 1, p2p: true, link_gbps: 15.76, latency_us: 10,
+//        power: {idle_w: 19.5, exec_w: 74.5, xfer_w: 30},
+//        gflops: {spmm: 250, gemm: 120, window_attention: 600}}
+//     - {name: cpu, letter: C, count: 1, host: true, link_gbps: 100, power: {...}}
+//   baselines: {op_kind: {spmm: fpga, gemm: gpu}, static_counts: [2, 1, 1, 1]}
+SystemSpec parse_system_spec(const std::string& yaml_text, const std::string& source) {
+  YAML::Node root;
+  try {
+    root = YAML::Load(yaml_text);
+  } catch (const YAML::Exception& e) {
+    throw InputError(source + ":" + std::to_string(e.mark.line + 1), e.msg);
+  }
+  if (!root.IsMap()) throw InputError(source, "expected a mapping at the top level");
+  SystemSpec s;
+  s.name = get<std::string>(root, "name", source, "system");
+  s.inter_socket_bw_bytes_per_s = get<double>(root, "inter_socket_gbps", source, 128.0) * 1e9;
+  const YAML::Node kinds = root["kinds"];
+  if (!kinds || !kinds.IsSequence()) throw InputError(source + ".kinds", "missing list of device kinds");
+  for (std::size_t i = 0; i < kinds.size(); ++i) {
+    const YAML::Node k = kinds[i];
+    const std::string at = source + ".kinds[" + std::to_string(i) + "]";
+    DeviceKindSpec d;
+    d.name = get<std::string>(k, "name", at, "");
+    const std::string letter = get<std::string>(k, "letter", at, d.name.empty() ? "?" : d.name.substr(0, 1));
+    d.letter = static_cast<char>(std::toupper(static_cast<unsigned char>(letter.empty() ? '?' : letter[0])));
+    d.count = get<int>(k, "count", at, 0);
+    d.socket = get<int>(k, "socket", at, 0);
+    d.p2p = get<bool>(k, "p2p", at, false);
+    d.host = get<bool>(k, "host", at, false);
+    d.link_bw_bytes_per_s = get<double>(k, "link_gbps", at, 0.0) * 1e9;
+    d.link_latency_s = get<double>(k, "latency_us", at, 0.0) * 1e-6;
+    if (const YAML::Node p = k["power"]) {
+      d.power.idle_w = get<double>(p, "idle_w", at + ".power", 0.0);
+      d.power.exec_w = get<double>(p, "exec_w", at + ".power", d.power.idle_w);
+      d.power.xfer_w = get<double>(p, "xfer_w", at + ".power", d.power.idle_w);
+    }
+    if (const YAML::Node g = k["gflops"]) {
+      for (const auto& it : g) {
+        const auto key = it.first.as<std::string>();
+        const auto op = kernels::op_kind_from_string(key);
+        if (!op) throw InputError(at + ".gflops." + key, "unknown op");
+        d.gflops[static_cast<std::size_t>(*op)] = get<double>(g, key.c_str(), at + ".gflops", 0.0);
+      }
+    }
+    s.kinds.push_back(d);
+  }
+  if (const YAML::Node b = root["baselines"]) {
+    if (const YAML::Node m = b["op_kind"]) {
+      for (const auto& it : m) {
+        const auto key = it.first.as<std::string>();
+        const auto op = kernels::op_kind_from_string(key);
+        if (!op) throw InputError(source + ".baselines.op_kind." + key, "unknown op");
+        const int kind = s.kind_index(it.second.as<std::string>());
+        if (kind < 0) throw InputError(source + ".baselines.op_kind." + key, "unknown device kind '" + it.second.as<std::string>() + "'");
+        s.op_kind[static_cast<std::size_t>(*op)] = kind;
+      }
+    }
+    if (const YAML::Node c = b["static_counts"]) {
+      for (const auto& v : c) s.static_counts.push_back(v.as<int>());
+    }
+  }
+  s.validate(source);
+  return s;
+}
+
+SystemSpec load_system_spec(const std::string& path) {
+  std::ifstream in(path);
+  if (!in) throw InputError(path, "cannot open system file");
+  std::ostringstream ss;
+  ss << in.rdbuf();
+  return parse_system_spec(ss.str(), path);
+}
+
+}  // namespace dype::sched

@@ -1,0 +1,82 @@
+#pragma once
+// The scheduler's view of a machine: device kinds with counts, power states and a link model.
+// Deliberately narrow (numbers only) so that adapters from hw::Topology / system YAML files can
+// fill it; the scheduler never touches a device.
+//
+//   dype::sched::SystemSpec sys = dype::sched::paper_testbed();      // 3 x U280 + 2 x MI210
+//   double x = sys.transfer_time_s(4e6, {fpga, 3}, {gpu, 2});        // seconds, modelled
+#include <array>
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "kernels/op.h"
+
+namespace dype::sched {
+
+// Watts drawn per device in each state. The cost model needs exec >= idle and xfer >= idle (idle
+// is the floor a powered device always draws); validate() enforces it.
+struct PowerStates {
+  double idle_w = 0.0;
+  double exec_w = 0.0;
+  double xfer_w = 0.0;
+};
+
+struct DeviceKindSpec {
+  std::string name;        // "gpu", "fpga", "cpu", or any other kind
+  char letter = '?';       // mnemonic letter: G, F, C, ...
+  int count = 0;           // devices of this kind available to the scheduler
+  PowerStates power;
+  double link_bw_bytes_per_s = 0.0;  // per device host link (PCIe x16 4.0 ~ 31.5e9); memory bw for host kinds
+  double link_latency_s = 0.0;       // fixed cost per transfer hop
+  int socket = 0;                    // root complex the devices hang off
+  bool p2p = false;                  // can DMA directly to/from other p2p-capable devices
+  bool host = false;                 // lives in host memory (CPU kind): transfers to it are one hop
+  // Optional effective throughput per op (GFLOP/s per device) for AnalyticCostModel; 0 = op not
+  // supported on this kind. Indexed by kernels::OpKind.
+  std::array<double, 5> gflops{};
+};
+
+// c devices of kind `kind` (indices into SystemSpec::kinds).
+struct DeviceGroup {
+  int kind = 0;
+  int count = 1;
+};
+
+struct SystemSpec {
+  std::string name;
+  std::vector<DeviceKindSpec> kinds;
+  double inter_socket_bw_bytes_per_s = 128e9;  // paper Section III-A: 128 GB/s between the CPUs
+  // Baselines. static_kind[op] / fleetrec: the kind each op is pinned to (-1 = not pinned).
+  std::array<int, 5> op_kind{-1, -1, -1, -1, -1};
+  // Static baseline: devices per stage, stages formed by consecutive kernels of one pinned kind.
+  std::vector<int> static_counts;
+
+  int kind_index(std::string_view name) const;  // -1 when absent
+  int total_devices() const;
+  // Throws InputError naming the kind and field when the spec cannot be used.
+  void validate(const std::string& where = "system") const;
+
+  // f_comm: time to move `bytes` from the group `from` to the group `to` (Section II-B/III-B).
+  // Transfers never overlap compute or each other (the paper's conflict-avoiding timing: a stage
+  // is busy for X_in + C + X_out), so the time is the bandwidth-bound copy time:
+  //  - P2P (both kinds p2p-capable): one hop at the aggregate bandwidth of the devices involved,
+  //    min(c_a * bw_a, c_b * bw_b), capped by the inter-socket link when the sockets differ;
+  //  - a host kind on either side: one hop at the device side's aggregate bandwidth;
+  //  - otherwise staged through host memory: device->host then host->device, serially, plus the
+  //    inter-socket hop when the sockets differ.
+  double transfer_time_s(double bytes, DeviceGroup from, DeviceGroup to) const;
+};
+
+// The DyPe paper's testbed (Section III-A, Table II): 3 x Alveo U280 (PCIe 4.0 x8, socket 1),
+// 2 x MI210 (PCIe 4.0 x16, socket 0), FPGA-GPU P2P, 128 GB/s between sockets. When with_cpu, the
+// host CPU is a third kind. Figures are modelled.
+SystemSpec paper_testbed(bool with_cpu = false);
+
+// Parses a system YAML (format in configs/systems/README or scheduler/system.cpp). Errors name
+// the file and key.
+SystemSpec load_system_spec(const std::string& path);
+SystemSpec parse_system_spec(const std::string& yaml_text, const std::string& source);
+
+}  // namespace dype::sched

@@ -1,0 +1,189 @@
+#include "scheduler/workload.h"
+
+#include <cctype>
+#include <fstream>
+#include <sstream>
+
+#include <yaml-cpp/yaml.h>
+
+#include "kernels/error.h"
+
+namespace dype::sched {
+
+using kernels::OpKind;
+
+std::int64_t ModelConfig::dim(const std::string& key, const std::string& where) const {
+  if (!key.empty() && std::isdigit(static_cast<unsigned char>(key[0]))) {
+    try {
+      return std::stoll(key);
+    } catch (const std::exception&) {
+      throw InputError(where, "bad number '" + key + "'");
+    }
+  }
+  for (const auto& [name, value] : dims) {
+    if (name == key) return value;
+  }
+  throw InputError(where, "unknown dim '" + key + "' (not in the model's dims)");
+}
+
+namespace {
+
+std::string line_of(const YAML::Node& n) { return " (line " + std::to_string(n.Mark().line + 1) + ")"; }
+
+}  // namespace
+
+// Format:
+//   name: gcn
+//   family: gnn            # gnn: rows = graph nodes; transformer: rows = tokens
+//   layers: 2
+//   heads: 8               # transformer only
+//   dims: {hidden: 128}
+//   layer:                 # one layer's kernels in order; `out` = dim name or number
+//     - {name: aggregate, op: spmm}
+//     - {name: update, op: gemm, out: hidden}
+//   last_out: 16           # optional: width of the last layer's final GEMM (classes)
+ModelConfig parse_model_config(const std::string& yaml_text, const std::string& source) {
+  YAML::Node root;
+  try {
+    root = YAML::Load(yaml_text);
+  } catch (const YAML::Exception& e) {
+    throw InputError(source + ":" + std::to_string(e.mark.line + 1), e.msg);
+  }
+  if (!root.IsMap()) throw InputError(source, "expected a mapping at the top level");
+  ModelConfig c;
+  try {
+    c.name = root["name"] ? root["name"].as<std::string>() : "model";
+    c.family = root["family"] ? root["family"].as<std::string>() : "";
+    c.layers = root["layers"] ? root["layers"].as<int>() : 1;
+    c.heads = root["heads"] ? root["heads"].as<std::int64_t>() : 1;
+    c.last_out = root["last_out"] ? root["last_out"].as<std::string>() : "";
+    if (const YAML::Node d = root["dims"]) {
+      if (!d.IsMap()) throw InputError(source + ".dims" + line_of(d), "expected a mapping");
+      for (const auto& it : d) {
+        c.dims.emplace_back(it.first.as<std::string>(), it.second.as<std::int64_t>());
+        if (c.dims.back().second <= 0) {
+          throw InputError(source + ".dims." + c.dims.back().first + line_of(it.second), "must be > 0");
+        }
+      }
+    }
+  } catch (const YAML::Exception& e) {
+    throw InputError(source + ":" + std::to_string(e.mark.line + 1), "bad value: " + e.msg);
+  }
+  if (c.family != "gnn" && c.family != "transformer") {
+    throw InputError(source + ".family", "must be 'gnn' or 'transformer', got '" + c.family + "'");
+  }
+  if (c.layers < 1 || c.layers > 100000) throw InputError(source + ".layers", "must be in [1, 100000]");
+  if (c.heads < 1) throw InputError(source + ".heads", "must be >= 1");
+  const YAML::Node layer = root["layer"];
+  if (!layer || !layer.IsSequence() || layer.size() == 0) {
+    throw InputError(source + ".layer", "missing list of the layer's kernels");
+  }
+  for (std::size_t i = 0; i < layer.size(); ++i) {
+    const YAML::Node k = layer[i];
+    const std::string at = source + ".layer[" + std::to_string(i) + "]" + line_of(k);
+    KernelTemplate t;
+    if (!k["op"]) throw InputError(at, "missing 'op'");
+    const auto op_name = k["op"].as<std::string>();
+    const auto op = kernels::op_kind_from_string(op_name);
+    if (!op) throw InputError(at + ".op", "unknown op '" + op_name + "'");
+    t.op = *op;
+    t.name = k["name"] ? k["name"].as<std::string>() : op_name;
+    t.out = k["out"] ? k["out"].as<std::string>() : "same";
+    if (t.out != "same") c.dim(t.out, at + ".out");  // fail early on unknown dims
+    c.layer.push_back(t);
+  }
+  if (!c.last_out.empty()) c.dim(c.last_out, source + ".last_out");
+  return c;
+}
+
+ModelConfig load_model_config(const std::string& path) {
+  std::ifstream in(path);
+  if (!in) throw InputError(path, "cannot open model config");
+  std::ostringstream ss;
+  ss << in.rdbuf();
+  return parse_model_config(ss.str(), path);
+}
+
+Workload build_workload(const ModelConfig& c, const InputCharacteristics& in) {
+  const std::string where = "input characteristics for model '" + c.name + "'";
+  const bool gnn = c.family == "gnn";
+  std::int64_t rows = 0;
+  std::int64_t width = in.feature_len;
+  if (gnn) {
+    if (in.nodes <= 0) throw InputError(where + ".nodes", "must be > 0");
+    if (in.nnz <= 0) throw InputError(where + ".nnz", "must be > 0");
+    if (in.feature_len <= 0) throw InputError(where + ".feature_len", "must be > 0");
+    rows = in.nodes;
+  } else {
+    if (in.seq_len <= 0) throw InputError(where + ".seq_len", "must be > 0");
+    if (in.window <= 0) throw InputError(where + ".window", "must be > 0");
+    if (in.window > in.seq_len) {
+      throw InputError(where + ".window", "window " + std::to_string(in.window) +
+                                              " exceeds seq_len " + std::to_string(in.seq_len));
+    }
+    rows = in.seq_len;
+    if (width <= 0) width = c.dim("d_model", c.name + ".dims");
+  }
+  Workload wl;
+  wl.model = c.name;
+  const double m = static_cast<double>(rows);
+  for (int l = 0; l < c.layers; ++l) {
+    for (std::size_t j = 0; j < c.layer.size(); ++j) {
+      const KernelTemplate& t = c.layer[j];
+      const bool last_gemm = l == c.layers - 1 && j == c.layer.size() - 1 && !c.last_out.empty();
+      std::int64_t out = t.out == "same" ? width : c.dim(t.out, c.name + ".layer.out");
+      if (last_gemm) out = c.dim(c.last_out, c.name + ".last_out");
+      Kernel k;
+      k.name = "l" + std::to_string(l) + "." + t.name;
+      k.layer = l;
+      k.shape.kind = t.op;
+      k.shape.degree_skew = in.degree_skew;
+      k.input_bytes = 4.0 * m * static_cast<double>(width);
+      switch (t.op) {
+        case OpKind::spmm:
+          if (!gnn) throw InputError(c.name + ".layer." + t.name, "spmm needs a gnn model (a graph)");
+          out = width;  // aggregation keeps the feature length
+          k.shape.m = rows;
+          k.shape.k = rows;
+          k.shape.n = width;
+          k.shape.nnz = in.nnz;
+          k.flops = 2.0 * static_cast<double>(in.nnz) * static_cast<double>(width);
+          break;
+        case OpKind::gemm:
+          k.shape.m = rows;
+          k.shape.k = width;
+          k.shape.n = out;
+          k.flops = 2.0 * m * static_cast<double>(width) * static_cast<double>(out);
+          break;
+        case OpKind::window_attention: {
+          if (gnn) throw InputError(c.name + ".layer." + t.name, "window_attention needs a transformer model");
+          // Input is the fused [Q|K|V] projection (width 3d) or Q alone; output is d wide.
+          const std::int64_t d = out;
+          if (d % c.heads != 0) throw InputError(c.name + ".heads", "does not divide the attention width");
+          k.shape.m = rows;
+          k.shape.n = d;
+          k.shape.seq_len = in.seq_len;
+          k.shape.window = in.window;
+          k.shape.heads = c.heads;
+          k.shape.head_dim = d / c.heads;
+          // QK^T over the band and S V: 2 flops per MAC, (window + 1) keys per token, both products.
+          k.flops = 4.0 * m * static_cast<double>(in.window + 1) * static_cast<double>(d);
+          break;
+        }
+        case OpKind::softmax:
+        case OpKind::layer_norm:
+          out = width;
+          k.shape.m = rows;
+          k.shape.n = width;
+          k.flops = 5.0 * m * static_cast<double>(width);
+          break;
+      }
+      k.output_bytes = 4.0 * m * static_cast<double>(out);
+      width = out;
+      wl.kernels.push_back(std::move(k));
+    }
+  }
+  return wl;
+}
+
+}  // namespace dype::sched
