@@ -5,4 +5,4 @@ cd "$(dirname "$0")/.."
 bash scripts/setup.sh
 cmake --preset release >/dev/null
 cmake --build --preset release -j "$(nproc)" --target dype-demo
-./build/release/apps/dype-demo/dype-demo --system configs/systems/paper-testbed-pcie4.yaml "$@"
+./build/release/apps/dype-demo --system configs/systems/paper-testbed-pcie4.yaml "$@"
