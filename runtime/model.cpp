@@ -1,0 +1,402 @@
+#include "runtime/model.h"
+
+#include <algorithm>
+#include <atomic>
+#include <cmath>
+
+#include "kernels/cpu/spmm.h"
+#include "kernels/cpu/window_attention.h"
+#include "kernels/error.h"
+#include "kernels/graph/generators.h"
+
+namespace dype::rt {
+
+using kernels::OpKind;
+using kernels::cpu::Epilogue;
+
+namespace {
+std::atomic<std::uint64_t> next_graph_id{1};
+}
+
+HostTensor HostTensor::zeros(std::int64_t rows, std::int64_t cols) {
+  HostTensor t;
+  t.rows = rows;
+  t.cols = cols;
+  t.data.assign(static_cast<std::size_t>(rows * cols), 0.0f);
+  return t;
+}
+
+HostTensor HostTensor::shape_only(std::int64_t rows, std::int64_t cols) {
+  HostTensor t;
+  t.rows = rows;
+  t.cols = cols;
+  t.size_only = true;
+  return t;
+}
+
+HostTensor make_tensor(std::int64_t rows, std::int64_t cols, std::vector<float> data) {
+  if (static_cast<std::int64_t>(data.size()) != rows * cols) {
+    throw InputError("tensor", "holds " + std::to_string(data.size()) + " values, shape [" +
+                                   std::to_string(rows) + " x " + std::to_string(cols) + "] needs " +
+                                   std::to_string(rows * cols));
+  }
+  HostTensor t;
+  t.rows = rows;
+  t.cols = cols;
+  t.data = std::move(data);
+  return t;
+}
+
+const char* to_string(ModelFamily f) {
+  switch (f) {
+    case ModelFamily::gcn: return "gcn";
+    case ModelFamily::gin: return "gin";
+    case ModelFamily::transformer: return "transformer";
+  }
+  return "unknown";
+}
+
+// ---- graphs -------------------------------------------------------------------------------------
+
+kernels::EdgeList random_graph(std::int64_t nodes, std::int64_t edges, std::uint64_t seed) {
+  kernels::Xoshiro256 rng(seed);
+  kernels::EdgeList g;
+  g.num_nodes = nodes;
+  g.src.reserve(static_cast<std::size_t>(edges));
+  g.dst.reserve(static_cast<std::size_t>(edges));
+  for (std::int64_t e = 0; e < edges; ++e) {
+    g.src.push_back(static_cast<std::int64_t>(rng.below(static_cast<std::uint64_t>(nodes))));
+    g.dst.push_back(static_cast<std::int64_t>(rng.below(static_cast<std::uint64_t>(nodes))));
+  }
+  return g;
+}
+
+namespace {
+double skew_of(const std::vector<std::int32_t>& indptr) {
+  const std::int64_t rows = static_cast<std::int64_t>(indptr.size()) - 1;
+  if (rows <= 0 || indptr.back() == 0) return 1.0;
+  std::int64_t mx = 0;
+  for (std::int64_t r = 0; r < rows; ++r) mx = std::max<std::int64_t>(mx, indptr[r + 1] - indptr[r]);
+  return static_cast<double>(mx) * static_cast<double>(rows) / static_cast<double>(indptr.back());
+}
+}  // namespace
+
+std::shared_ptr<const Graph> Graph::from_edges(const kernels::EdgeList& edges, bool gcn_norm,
+                                               float gin_eps) {
+  const std::int64_t n = edges.num_nodes;
+  if (n <= 0 || n > (std::int64_t{1} << 30)) throw InputError("graph.num_nodes", "must be in [1, 2^30]");
+  // Row r aggregates its in-neighbours: entry (dst, src). Duplicates merge by summing weights.
+  std::vector<std::vector<std::pair<std::int32_t, float>>> rows(static_cast<std::size_t>(n));
+  for (std::int64_t e = 0; e < edges.num_edges(); ++e) {
+    const auto s = edges.src[e], d = edges.dst[e];
+    if (s < 0 || s >= n || d < 0 || d >= n) {
+      throw InputError("graph.edge[" + std::to_string(e) + "]", "node id out of [0, " + std::to_string(n) + ")");
+    }
+    const float w = edges.weight.empty() ? 1.0f : edges.weight[e];
+    rows[d].emplace_back(static_cast<std::int32_t>(s), w);
+  }
+  for (std::int64_t r = 0; r < n; ++r) {
+    rows[r].emplace_back(static_cast<std::int32_t>(r), gcn_norm ? 1.0f : 1.0f + gin_eps);
+    auto& v = rows[r];
+    std::sort(v.begin(), v.end());
+    std::size_t out = 0;
+    for (std::size_t i = 0; i < v.size(); ++i) {
+      if (out > 0 && v[out - 1].first == v[i].first) {
+        v[out - 1].second += v[i].second;
+      } else {
+        v[out++] = v[i];
+      }
+    }
+    v.resize(out);
+  }
+  auto g = std::make_shared<Graph>();
+  g->id = next_graph_id++;
+  g->nodes = n;
+  g->indptr.resize(static_cast<std::size_t>(n) + 1, 0);
+  for (std::int64_t r = 0; r < n; ++r) g->indptr[r + 1] = g->indptr[r] + static_cast<std::int32_t>(rows[r].size());
+  g->nnz = g->indptr.back();
+  g->indices.reserve(static_cast<std::size_t>(g->nnz));
+  g->values.reserve(static_cast<std::size_t>(g->nnz));
+  std::vector<double> deg(static_cast<std::size_t>(n), 0.0);
+  if (gcn_norm) {
+    for (std::int64_t r = 0; r < n; ++r)
+      for (auto& [c, w] : rows[r]) deg[r] += w;
+  }
+  for (std::int64_t r = 0; r < n; ++r) {
+    for (auto& [c, w] : rows[r]) {
+      g->indices.push_back(c);
+      g->values.push_back(gcn_norm ? static_cast<float>(w / std::sqrt(deg[r] * deg[c])) : w);
+    }
+  }
+  g->degree_skew = skew_of(g->indptr);
+  return g;
+}
+
+std::shared_ptr<const Graph> Graph::shape_only(std::int64_t nodes, std::int64_t nnz, double skew) {
+  if (nodes <= 0 || nnz < nodes || nnz > (std::int64_t{1} << 31) - 1) {
+    throw InputError("graph shape", "need nodes >= 1 and nodes <= nnz < 2^31");
+  }
+  auto g = std::make_shared<Graph>();
+  g->id = next_graph_id++;
+  g->nodes = nodes;
+  g->nnz = nnz;
+  g->indptr.resize(static_cast<std::size_t>(nodes) + 1, 0);
+  // Every 64th row carries `skew` times the mean, the rest share what is left evenly.
+  const double mean = static_cast<double>(nnz) / static_cast<double>(nodes);
+  const std::int64_t heavy_rows = skew > 1.0 ? (nodes + 63) / 64 : 0;
+  const double heavy = std::min(mean * skew, static_cast<double>(nnz) / std::max<std::int64_t>(1, heavy_rows) * 0.5);
+  const double light = heavy_rows ? (static_cast<double>(nnz) - heavy * heavy_rows) / static_cast<double>(nodes - heavy_rows) : mean;
+  double acc = 0.0;
+  for (std::int64_t r = 0; r < nodes; ++r) {
+    acc += (heavy_rows && r % 64 == 0) ? heavy : light;
+    g->indptr[r + 1] = static_cast<std::int32_t>(std::min<double>(std::llround(acc), static_cast<double>(nnz)));
+  }
+  g->indptr.back() = static_cast<std::int32_t>(nnz);
+  g->degree_skew = skew_of(g->indptr);
+  return g;
+}
+
+// ---- models -------------------------------------------------------------------------------------
+
+int Model::add_weight(std::int64_t rows, std::int64_t cols, std::uint64_t stream, float scale) {
+  HostTensor t = spec_.materialize_weights ? HostTensor::zeros(rows, cols) : HostTensor::shape_only(rows, cols);
+  if (spec_.materialize_weights) {
+    kernels::FeatureOptions o;
+    o.low = -scale;
+    o.high = scale;
+    kernels::fill_features(t.data, cols, spec_.seed * 1000003ull + stream, o);
+  }
+  weights_.push_back(std::move(t));
+  return static_cast<int>(weights_.size()) - 1;
+}
+
+namespace {
+void check_spec(const ModelSpec& s) {
+  if (s.layers < 1) throw InputError("model.layers", "must be >= 1");
+  if (s.family == ModelFamily::transformer) {
+    if (s.d_model < 1 || s.heads < 1 || s.d_model % s.heads != 0)
+      throw InputError("model.d_model", "must be a positive multiple of heads");
+    if (s.ffn < 1) throw InputError("model.ffn", "must be >= 1");
+  } else {
+    if (s.in_features < 1) throw InputError("model.in_features", "must be >= 1");
+    if (s.hidden < 1) throw InputError("model.hidden", "must be >= 1");
+  }
+}
+}  // namespace
+
+Model Model::gcn(ModelSpec spec) {
+  spec.family = ModelFamily::gcn;
+  check_spec(spec);
+  Model m(spec);
+  std::int64_t width = spec.in_features;
+  std::uint64_t stream = 0;
+  for (int l = 0; l < spec.layers; ++l) {
+    const bool last = l + 1 == spec.layers;
+    m.steps_.push_back({"l" + std::to_string(l) + ".aggregate", l, OpKind::spmm, false, width, width, Epilogue::none, {}});
+    const float sc = 1.0f / std::sqrt(static_cast<float>(width));
+    Step g{"l" + std::to_string(l) + ".update", l, OpKind::gemm, false, width, spec.hidden,
+           last ? Epilogue::bias : Epilogue::bias_relu, {}};
+    g.weights = {m.add_weight(width, spec.hidden, stream++, sc), m.add_weight(1, spec.hidden, stream++, 0.1f)};
+    m.steps_.push_back(g);
+    width = spec.hidden;
+  }
+  return m;
+}
+
+Model Model::gin(ModelSpec spec) {
+  spec.family = ModelFamily::gin;
+  check_spec(spec);
+  Model m(spec);
+  std::int64_t width = spec.in_features;
+  std::uint64_t stream = 0;
+  for (int l = 0; l < spec.layers; ++l) {
+    const bool last = l + 1 == spec.layers;
+    const std::string p = "l" + std::to_string(l) + ".";
+    m.steps_.push_back({p + "aggregate", l, OpKind::spmm, false, width, width, Epilogue::none, {}});
+    Step a{p + "mlp1", l, OpKind::gemm, false, width, spec.hidden, Epilogue::bias_relu, {}};
+    a.weights = {m.add_weight(width, spec.hidden, stream++, 1.0f / std::sqrt(static_cast<float>(width))),
+                 m.add_weight(1, spec.hidden, stream++, 0.1f)};
+    m.steps_.push_back(a);
+    Step b{p + "mlp2", l, OpKind::gemm, false, spec.hidden, spec.hidden, last ? Epilogue::bias : Epilogue::bias_relu, {}};
+    b.weights = {m.add_weight(spec.hidden, spec.hidden, stream++, 1.0f / std::sqrt(static_cast<float>(spec.hidden))),
+                 m.add_weight(1, spec.hidden, stream++, 0.1f)};
+    m.steps_.push_back(b);
+    width = spec.hidden;
+  }
+  return m;
+}
+
+Model Model::transformer(ModelSpec spec) {
+  spec.family = ModelFamily::transformer;
+  check_spec(spec);
+  Model m(spec);
+  const std::int64_t d = spec.d_model;
+  const float sd = 1.0f / std::sqrt(static_cast<float>(d));
+  const float sf = 1.0f / std::sqrt(static_cast<float>(spec.ffn));
+  std::uint64_t stream = 0;
+  for (int l = 0; l < spec.layers; ++l) {
+    const std::string p = "l" + std::to_string(l) + ".";
+    Step qkv{p + "qkv", l, OpKind::gemm, true, d, d, Epilogue::bias, {}};
+    for (int i = 0; i < 3; ++i) {
+      qkv.weights.push_back(m.add_weight(d, d, stream++, sd));
+      qkv.weights.push_back(m.add_weight(1, d, stream++, 0.1f));
+    }
+    m.steps_.push_back(qkv);
+    m.steps_.push_back({p + "attention", l, OpKind::window_attention, false, d, d, Epilogue::none, {}});
+    Step o{p + "out_proj", l, OpKind::gemm, false, d, d, Epilogue::bias, {}};
+    o.weights = {m.add_weight(d, d, stream++, sd), m.add_weight(1, d, stream++, 0.1f)};
+    m.steps_.push_back(o);
+    Step f1{p + "ffn1", l, OpKind::gemm, false, d, spec.ffn, Epilogue::bias_relu, {}};
+    f1.weights = {m.add_weight(d, spec.ffn, stream++, sd), m.add_weight(1, spec.ffn, stream++, 0.1f)};
+    m.steps_.push_back(f1);
+    Step f2{p + "ffn2", l, OpKind::gemm, false, spec.ffn, d, Epilogue::bias, {}};
+    f2.weights = {m.add_weight(spec.ffn, d, stream++, sf), m.add_weight(1, d, stream++, 0.1f)};
+    m.steps_.push_back(f2);
+  }
+  return m;
+}
+
+Model Model::make(ModelSpec spec) {
+  switch (spec.family) {
+    case ModelFamily::gcn: return gcn(spec);
+    case ModelFamily::gin: return gin(spec);
+    case ModelFamily::transformer: return transformer(spec);
+  }
+  throw Error("unknown model family");
+}
+
+std::vector<kernels::OpShape> Model::kernel_shapes(const Characteristics& c) const {
+  std::vector<kernels::OpShape> out;
+  const std::int64_t rows = is_gnn() ? c.nodes : c.seq_len;
+  for (const Step& s : steps_) {
+    kernels::OpShape sh;
+    sh.kind = s.op;
+    switch (s.op) {
+      case OpKind::spmm:
+        sh.m = c.nodes;
+        sh.k = c.nodes;
+        sh.n = s.in_cols;
+        sh.nnz = c.nnz;
+        sh.degree_skew = c.degree_skew;
+        break;
+      case OpKind::window_attention:
+        sh.m = rows;
+        sh.n = s.out_cols;
+        sh.seq_len = rows;
+        sh.window = c.window;
+        sh.heads = spec_.heads;
+        sh.head_dim = spec_.d_model / spec_.heads;
+        break;
+      default:
+        sh.m = rows;
+        sh.k = s.in_cols;
+        sh.n = s.out_cols * s.outputs();
+        break;
+    }
+    out.push_back(sh);
+  }
+  return out;
+}
+
+double Model::output_bytes(int k, const Characteristics& c) const {
+  const Step& s = step(k);
+  const std::int64_t rows = is_gnn() ? c.nodes : c.seq_len;
+  return 4.0 * static_cast<double>(rows) * static_cast<double>(s.out_cols) * s.outputs();
+}
+
+// ---- requests -----------------------------------------------------------------------------------
+
+Request Request::gnn(std::shared_ptr<const Graph> graph, HostTensor x) {
+  Request r;
+  r.graph_ = std::move(graph);
+  r.x_ = std::move(x);
+  return r;
+}
+
+Request Request::transformer(HostTensor x, std::int64_t window) {
+  Request r;
+  r.x_ = std::move(x);
+  r.window_ = window;
+  return r;
+}
+
+Characteristics Request::characteristics() const {
+  Characteristics c;
+  if (graph_) {
+    c.nodes = graph_->nodes;
+    c.nnz = graph_->nnz;
+    c.degree_skew = graph_->degree_skew;
+    c.feature_len = x_.cols;
+  } else {
+    c.seq_len = x_.rows;
+    c.window = window_;
+    c.feature_len = x_.cols;
+  }
+  return c;
+}
+
+void validate_request(const Model& model, const Request& r) {
+  const HostTensor& x = r.input();
+  if (!x.size_only && static_cast<std::int64_t>(x.data.size()) != x.rows * x.cols)
+    throw InputError("request.x", "data size does not match its shape");
+  if (model.is_gnn()) {
+    if (!r.graph()) throw InputError("request.graph", "a GNN request needs a graph");
+    if (x.rows != r.graph()->nodes)
+      throw InputError("request.x", "has " + std::to_string(x.rows) + " rows, the graph " +
+                                        std::to_string(r.graph()->nodes) + " nodes");
+    if (x.cols != model.spec().in_features)
+      throw InputError("request.x", "has " + std::to_string(x.cols) + " features, the model expects " +
+                                        std::to_string(model.spec().in_features));
+    if (!x.size_only && r.graph()->size_only())
+      throw InputError("request.graph", "shape-only graph with real features");
+  } else {
+    if (x.rows < 1) throw InputError("request.x", "needs at least one token");
+    if (x.cols != model.spec().d_model)
+      throw InputError("request.x", "has " + std::to_string(x.cols) + " columns, d_model is " +
+                                        std::to_string(model.spec().d_model));
+    if (r.window() < 0) throw InputError("request.window", "must be >= 0");
+  }
+}
+
+HostTensor reference_forward(const Model& model, const Request& r) {
+  validate_request(model, r);
+  if (r.input().size_only) throw InputError("request.x", "reference needs real data");
+  std::vector<HostTensor> act{r.input()};
+  for (const Step& s : model.steps()) {
+    const std::int64_t rows = act[0].rows;
+    std::vector<HostTensor> next;
+    if (s.op == OpKind::spmm) {
+      const Graph& g = *r.graph();
+      kernels::CsrView<std::int32_t> a{g.nodes, g.nodes, g.indptr, g.indices, g.values};
+      HostTensor y = HostTensor::zeros(rows, s.out_cols);
+      kernels::cpu::spmm(a, act[0].data, s.in_cols, y.data);
+      next.push_back(std::move(y));
+    } else if (s.op == OpKind::window_attention) {
+      HostTensor y = HostTensor::zeros(rows, s.out_cols);
+      kernels::cpu::window_attention(act[0].data, act[1].data, act[2].data, y.data,
+                                     {rows, model.spec().heads, model.spec().d_model / model.spec().heads, r.window()});
+      next.push_back(std::move(y));
+    } else {
+      for (int o = 0; o < s.outputs(); ++o) {
+        HostTensor y = HostTensor::zeros(rows, s.out_cols);
+        kernels::cpu::gemm(act[0].data, model.weight(s.weights[2 * o]).data, model.weight(s.weights[2 * o + 1]).data,
+                           y.data, {rows, s.in_cols, s.out_cols}, s.epilogue);
+        next.push_back(std::move(y));
+      }
+    }
+    act = std::move(next);
+  }
+  return std::move(act[0]);
+}
+
+double relative_error(const HostTensor& a, const HostTensor& b) {
+  if (a.rows != b.rows || a.cols != b.cols || a.data.size() != b.data.size()) return INFINITY;
+  double scale = 1e-30, err = 0.0;
+  for (std::size_t i = 0; i < b.data.size(); ++i) {
+    scale = std::max(scale, static_cast<double>(std::fabs(b.data[i])));
+    err = std::max(err, static_cast<double>(std::fabs(a.data[i] - b.data[i])));
+  }
+  return err / scale;
+}
+
+}  // namespace dype::rt

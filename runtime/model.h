@@ -1,0 +1,165 @@
+#pragma once
+// Models as executable kernel chains: GCN, GIN and the sliding-window transformer of the DyPe paper,
+// with seeded weights, the kernel list the scheduler plans over (one entry per planned kernel, in
+// the order of configs/models/*.yaml), and a single-device CPU reference forward pass that calls
+// the kernels directly (the ground truth every pipeline is checked against).
+//
+//   rt::Model gcn = rt::Model::gcn({.layers = 2, .in_features = 32, .hidden = 16, .seed = 1});
+//   auto graph = rt::Graph::from_edges(rt::random_graph(500, 4000, 7), /*gcn_norm=*/true);
+//   rt::Request req = rt::Request::gnn(graph, kernels::generate_features(500, 32, 3));
+//   rt::HostTensor y = rt::reference_forward(gcn, req);          // [500 x 16]
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "kernels/cpu/gemm.h"
+#include "kernels/graph/edge_list.h"
+#include "kernels/op.h"
+
+namespace dype::rt {
+
+// Row-major FP32 [rows x cols] on the host. size_only: shape without storage (timing-only runs of
+// paper-scale inputs on emulated devices, where no arithmetic happens).
+struct HostTensor {
+  std::int64_t rows = 0;
+  std::int64_t cols = 0;
+  std::vector<float> data;
+  bool size_only = false;
+
+  static HostTensor zeros(std::int64_t rows, std::int64_t cols);
+  static HostTensor shape_only(std::int64_t rows, std::int64_t cols);
+  std::size_t bytes() const { return static_cast<std::size_t>(rows * cols) * sizeof(float); }
+};
+
+// A graph as the runtime holds it: CSR (int32) adjacency, normalised as the model wants it.
+// Shape-only graphs keep indptr (for nnz-balanced partitioning) but no indices/values.
+struct Graph {
+  std::uint64_t id = 0;  // process-unique, keys device-side caches
+  std::int64_t nodes = 0;
+  std::int64_t nnz = 0;
+  std::vector<std::int32_t> indptr;
+  std::vector<std::int32_t> indices;
+  std::vector<float> values;
+  double degree_skew = 1.0;  // max row nnz / mean row nnz
+  bool size_only() const { return indices.empty() && nnz > 0; }
+
+  // gcn_norm: add self loops, weight D^-1/2 (A + I) D^-1/2 (Kipf & Welling). Otherwise the plain
+  // adjacency plus (1 + eps) on the diagonal (GIN's (1 + eps) x_i + sum_j x_j), eps = gin_eps.
+  static std::shared_ptr<const Graph> from_edges(const kernels::EdgeList& edges, bool gcn_norm,
+                                                 float gin_eps = 0.0f);
+  // Degrees only (timing-only): `nodes` rows, `nnz` entries; skew > 1 makes every 64th row heavy.
+  static std::shared_ptr<const Graph> shape_only(std::int64_t nodes, std::int64_t nnz,
+                                                 double skew = 1.0);
+};
+
+// Seeded uniform random edges (deterministic for tests and examples).
+kernels::EdgeList random_graph(std::int64_t nodes, std::int64_t edges, std::uint64_t seed);
+
+enum class ModelFamily { gcn, gin, transformer };
+const char* to_string(ModelFamily f);
+
+struct ModelSpec {
+  ModelFamily family = ModelFamily::gcn;
+  int layers = 2;
+  // GNN
+  std::int64_t in_features = 64;
+  std::int64_t hidden = 128;
+  float gin_eps = 0.0f;
+  // transformer
+  std::int64_t d_model = 512;
+  std::int64_t heads = 8;
+  std::int64_t ffn = 2048;
+  std::uint64_t seed = 1;
+  // false: only shapes, no weight values (timing-only, paper-scale)
+  bool materialize_weights = true;
+};
+
+// One planned kernel. The transformer's QKV kernel runs as three GEMM launches (Q, K, V land in
+// separate tensors, the layout window attention reads).
+struct Step {
+  std::string name;  // "l0.spmm"
+  int layer = 0;
+  kernels::OpKind op = kernels::OpKind::gemm;
+  bool qkv = false;
+  std::int64_t in_cols = 0;
+  std::int64_t out_cols = 0;
+  kernels::cpu::Epilogue epilogue = kernels::cpu::Epilogue::none;
+  std::vector<int> weights;  // indices into Model::weights (W, bias per GEMM; 3 x (W, bias) for qkv)
+  int inputs() const { return op == kernels::OpKind::window_attention ? 3 : 1; }
+  int outputs() const { return qkv ? 3 : 1; }
+};
+
+// What a request looks like to performance models and the drift detector.
+struct Characteristics {
+  std::int64_t nodes = 0;
+  std::int64_t nnz = 0;
+  std::int64_t feature_len = 0;
+  std::int64_t seq_len = 0;
+  std::int64_t window = 0;
+  double degree_skew = 0.0;
+};
+
+class Request;
+
+class Model {
+ public:
+  static Model gcn(ModelSpec spec);
+  static Model gin(ModelSpec spec);
+  static Model transformer(ModelSpec spec);
+  static Model make(ModelSpec spec);
+
+  const ModelSpec& spec() const { return spec_; }
+  ModelFamily family() const { return spec_.family; }
+  bool is_gnn() const { return spec_.family != ModelFamily::transformer; }
+  int num_kernels() const { return static_cast<int>(steps_.size()); }
+  const Step& step(int i) const { return steps_.at(i); }
+  const std::vector<Step>& steps() const { return steps_; }
+  const HostTensor& weight(int i) const { return weights_.at(i); }
+  std::int64_t output_cols() const { return steps_.back().out_cols; }
+
+  // OpShapes of every kernel for a request with these characteristics (whole, one device).
+  std::vector<kernels::OpShape> kernel_shapes(const Characteristics& c) const;
+  // FP32 bytes kernel k hands on (all of its outputs).
+  double output_bytes(int k, const Characteristics& c) const;
+
+ private:
+  explicit Model(ModelSpec spec) : spec_(spec) {}
+  int add_weight(std::int64_t rows, std::int64_t cols, std::uint64_t stream, float scale);
+  ModelSpec spec_;
+  std::vector<Step> steps_;
+  std::vector<HostTensor> weights_;
+};
+
+// One inference: GNN = a (registered) graph plus node features [nodes x in_features];
+// transformer = token embeddings [seq_len x d_model] and the window.
+class Request {
+ public:
+  static Request gnn(std::shared_ptr<const Graph> graph, HostTensor x);
+  static Request transformer(HostTensor x, std::int64_t window);
+
+  const std::shared_ptr<const Graph>& graph() const { return graph_; }
+  const HostTensor& input() const { return x_; }
+  std::int64_t window() const { return window_; }
+  std::int64_t rows() const { return x_.rows; }
+  Characteristics characteristics() const;
+
+ private:
+  std::shared_ptr<const Graph> graph_;
+  HostTensor x_;
+  std::int64_t window_ = 0;
+};
+
+// Convenience: features as a tensor.
+HostTensor make_tensor(std::int64_t rows, std::int64_t cols, std::vector<float> data);
+
+// Checks the request fits the model (InputError naming the field otherwise).
+void validate_request(const Model& model, const Request& request);
+
+// The single-device CPU reference: every kernel called directly on host memory.
+HostTensor reference_forward(const Model& model, const Request& request);
+
+// max |a - b| / max(|b|_inf, tiny): the relative error the correctness tests bound.
+double relative_error(const HostTensor& a, const HostTensor& b);
+
+}  // namespace dype::rt

@@ -1,0 +1,69 @@
+#pragma once
+// Observers: what the runtime tells the outside while it runs (Taskflow's observer shape). The
+// pipeline and the engine call them; they never change what runs. Tracing is one observer and is
+// off unless attached:
+//
+//   auto trace = std::make_shared<rt::ChromeTraceObserver>();
+//   engine.add_observer(trace);
+//   ... serve ...
+//   trace->write("trace.json");   // open in Perfetto / chrome://tracing
+#include <cstdint>
+#include <mutex>
+#include <string>
+#include <vector>
+
+namespace dype::rt {
+
+// One request's pass through one stage. Wall times are measured (steady clock, seconds);
+// modelled times come from emulated devices' virtual clocks (negative when none).
+struct StageEvent {
+  std::uint64_t epoch = 0;
+  int stage = 0;
+  std::uint64_t seq = 0;
+  std::string devices;  // "gpu0+gpu1"
+  double wall_start_s = 0.0;
+  double wall_end_s = 0.0;
+  double modelled_start_s = -1.0;
+  double modelled_end_s = -1.0;
+  double predicted_s = 0.0;  // the plan's stage time (modelled)
+  bool failed = false;
+};
+
+// Why and how a re-plan happened. Every swap has one.
+struct ReplanRecord {
+  std::uint64_t old_epoch = 0;
+  std::uint64_t new_epoch = 0;
+  std::string cause;           // "drift", "fault", "mode", "manual", "initial"
+  std::string detail;          // "nnz 1.2e6 -> 4.1e6 (+240%) sustained 8 requests"
+  std::string old_plan;        // mnemonic / label
+  std::string new_plan;
+  double predicted_gain = 0.0;  // old period / new period - 1 under the new characteristics (modelled)
+  bool swapped = false;         // false: the new plan was not better by the hysteresis
+  double build_s = 0.0;         // measured: building + preloading the new pipeline
+  double pause_s = 0.0;         // measured: how long the submitting client was held
+  std::uint64_t at_request = 0;
+};
+
+class Observer {
+ public:
+  virtual ~Observer() = default;
+  virtual void on_stage(const StageEvent&) {}
+  virtual void on_replan(const ReplanRecord&) {}
+};
+
+// Chrome trace-event JSON (the "X" complete events of the Trace Event Format): one track per
+// epoch and stage, measured wall time; modelled device time goes in a second process track.
+class ChromeTraceObserver : public Observer {
+ public:
+  void on_stage(const StageEvent& e) override;
+  void on_replan(const ReplanRecord& r) override;
+  std::string json() const;
+  void write(const std::string& path) const;  // throws InputError when the file cannot be written
+  std::size_t events() const;
+
+ private:
+  mutable std::mutex mutex_;
+  std::vector<std::string> events_;
+};
+
+}  // namespace dype::rt

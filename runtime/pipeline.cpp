@@ -1,0 +1,464 @@
+#include "runtime/pipeline.h"
+
+#include <algorithm>
+#include <chrono>
+#include <set>
+
+#include <tbb/parallel_for.h>
+
+#include "hw/kernel_launch.h"
+#include "kernels/error.h"
+
+namespace dype::rt {
+
+using kernels::OpKind;
+
+namespace {
+
+double wall_now_s() { return hw::now_s(); }
+
+alignas(64) std::byte g_sink[64];
+
+std::span<const std::byte> bytes_or_size(const void* data, std::size_t bytes, bool size_only) {
+  if (size_only || data == nullptr) return {g_sink, bytes};
+  return {static_cast<const std::byte*>(data), bytes};
+}
+
+std::string join_names(const std::vector<hw::Device*>& ds) {
+  std::string s;
+  for (auto* d : ds) {
+    if (!s.empty()) s += "+";
+    s += d->name();
+  }
+  return s;
+}
+
+}  // namespace
+
+std::string describe(const PipelineSpec& spec) {
+  std::string s;
+  for (const auto& st : spec.stages) {
+    if (!s.empty()) s += " | ";
+    s += std::to_string(st.first) + "-" + std::to_string(st.last) + ":" + join_names(st.devices);
+  }
+  return s;
+}
+
+struct Pipeline::DeviceState {
+  hw::Device* dev = nullptr;
+  std::vector<std::vector<hw::BufferPtr>> weights;  // [step - first] -> W, bias (x3 for qkv)
+  std::uint64_t graph_id = 0;
+  std::int64_t g_r0 = 0, g_r1 = 0, g_nnz = 0;
+  hw::BufferPtr indptr, indices, values;
+};
+
+struct Pipeline::StageState {
+  int index = 0;
+  PipelineStage spec;
+  std::vector<DeviceState> devs;
+  bool has_spmm = false;
+  std::string names;
+  std::uint64_t part_graph = 0;
+  std::int64_t part_rows = -1;
+  std::vector<std::int64_t> part;
+  mutable std::mutex mu;  // guards stats and dead
+  StageStats stats;
+  double start_wall_s = 0.0;
+  double end_wall_s = -1.0;
+  std::string dead_device, dead_reason;
+  double depth_sum = 0.0;
+};
+
+struct Pipeline::Work {
+  Job job;
+  Activation act;
+  Completion c;
+  bool failed = false;
+};
+
+Pipeline::Pipeline(const Model& model, PipelineSpec spec, PipelineOptions options)
+    : model_(model), spec_(std::move(spec)), options_(std::move(options)) {
+  const double t0 = wall_now_s();
+  if (spec_.stages.empty()) throw InputError("pipeline", "has no stages");
+  std::set<const hw::Device*> used;
+  int expect = 0;
+  for (std::size_t s = 0; s < spec_.stages.size(); ++s) {
+    const auto& st = spec_.stages[s];
+    const std::string where = "pipeline.stages[" + std::to_string(s) + "]";
+    if (st.first != expect || st.last < st.first || st.last >= model_.num_kernels())
+      throw InputError(where, "kernels [" + std::to_string(st.first) + ", " + std::to_string(st.last) +
+                                  "] do not continue the chain at " + std::to_string(expect));
+    expect = st.last + 1;
+    if (st.devices.empty()) throw InputError(where, "has no devices");
+    for (hw::Device* d : st.devices) {
+      if (!d) throw InputError(where, "null device");
+      if (!used.insert(d).second) throw InputError(where, "device " + d->name() + " serves two stages");
+      for (int k = st.first; k <= st.last; ++k) {
+        if (!d->supports(model_.step(k).op))
+          throw InputError(where, "device " + d->name() + " cannot run " + model_.step(k).name + " (" +
+                                      std::string(kernels::to_string(model_.step(k).op)) + ")");
+      }
+    }
+  }
+  if (expect != model_.num_kernels()) throw InputError("pipeline", "stages end before the last kernel");
+
+  for (std::size_t s = 0; s < spec_.stages.size(); ++s) {
+    auto st = std::make_unique<StageState>();
+    st->index = static_cast<int>(s);
+    st->spec = spec_.stages[s];
+    st->names = join_names(st->spec.devices);
+    st->stats.devices = st->names;
+    st->stats.predicted_s = st->spec.predicted_s;
+    for (int k = st->spec.first; k <= st->spec.last; ++k) st->has_spmm |= model_.step(k).op == OpKind::spmm;
+    for (hw::Device* d : st->spec.devices) {
+      DeviceState ds;
+      ds.dev = d;
+      std::vector<hw::Event> after;
+      if (d->info().time_source == hw::TimeSource::modelled)
+        after.push_back({options_.preload_not_before_s, options_.preload_not_before_s, hw::TimeSource::modelled, 0});
+      for (int k = st->spec.first; k <= st->spec.last; ++k) {
+        std::vector<hw::BufferPtr> bufs;
+        for (int wi : model_.step(k).weights) {
+          const HostTensor& w = model_.weight(wi);
+          if (w.size_only && !timing_only(*d))
+            throw InputError(d->name(), "model weights are shape-only; the device is not timing-only");
+          hw::BufferPtr b = d->allocate(w.bytes());
+          hw::Event e = d->copy_from_host(*b, bytes_or_size(w.data.data(), w.bytes(), w.size_only), 0, after);
+          if (e.source == hw::TimeSource::modelled) preload_end_s_ = std::max(preload_end_s_, e.end_s);
+          bufs.push_back(std::move(b));
+        }
+        ds.weights.push_back(std::move(bufs));
+      }
+      st->devs.push_back(std::move(ds));
+    }
+    if (st->has_spmm && options_.preload_graph) {
+      Request probe = Request::gnn(options_.preload_graph, HostTensor::shape_only(options_.preload_graph->nodes, 1));
+      auto part = partition(*st, probe);
+      for (std::size_t j = 0; j + 1 < part.size(); ++j) preload(*st, st->devs[j], *options_.preload_graph, part[j], part[j + 1]);
+    }
+    stages_.push_back(std::move(st));
+    auto q = std::make_unique<tbb::concurrent_bounded_queue<Work*>>();
+    q->set_capacity(static_cast<std::ptrdiff_t>(std::max<std::size_t>(1, options_.queue_capacity)));
+    queues_.push_back(std::move(q));
+  }
+  build_s_ = wall_now_s() - t0;
+  for (std::size_t s = 0; s < stages_.size(); ++s) threads_.emplace_back([this, s] { worker(static_cast<int>(s)); });
+}
+
+Pipeline::~Pipeline() {
+  close();
+  join();
+}
+
+void Pipeline::submit(Job job) {
+  if (closed_.load()) throw Error("pipeline epoch " + std::to_string(options_.epoch) + ": submit after close");
+  auto w = std::make_unique<Work>();
+  w->job = std::move(job);
+  w->c.seq = w->job.seq;
+  w->c.epoch = options_.epoch;
+  queues_[0]->push(w.release());
+}
+
+void Pipeline::close() {
+  if (closed_.exchange(true)) return;
+  queues_[0]->push(nullptr);
+}
+
+void Pipeline::join() {
+  for (auto& t : threads_) {
+    if (t.joinable()) t.join();
+  }
+}
+
+std::vector<std::int64_t> Pipeline::partition(StageState& st, const Request& r) {
+  const std::int64_t rows = r.rows();
+  const std::int64_t c = std::min<std::int64_t>(static_cast<std::int64_t>(st.devs.size()), std::max<std::int64_t>(1, rows));
+  const bool by_nnz = st.has_spmm && r.graph();
+  if (by_nnz && st.part_graph == r.graph()->id && st.part_rows == rows) return st.part;
+  if (!by_nnz && st.part_graph == 0 && st.part_rows == rows) return st.part;
+  std::vector<std::int64_t> p(static_cast<std::size_t>(c) + 1, 0);
+  p[c] = rows;
+  if (by_nnz) {
+    // Rows balanced by nnz: boundary j is the first row whose prefix reaches j/c of the entries.
+    const auto& ip = r.graph()->indptr;
+    const double total = static_cast<double>(ip.back());
+    for (std::int64_t j = 1; j < c; ++j) {
+      const auto target = static_cast<std::int64_t>(total * static_cast<double>(j) / static_cast<double>(c));
+      auto it = std::lower_bound(ip.begin(), ip.end(), target);
+      p[j] = std::clamp<std::int64_t>(it - ip.begin(), p[j - 1] + 1, rows - (c - j));
+    }
+  } else {
+    for (std::int64_t j = 1; j < c; ++j) p[j] = rows * j / c;
+  }
+  st.part = p;
+  st.part_rows = rows;
+  st.part_graph = by_nnz ? r.graph()->id : 0;
+  return p;
+}
+
+void Pipeline::preload(StageState&, DeviceState& ds, const Graph& g, std::int64_t r0, std::int64_t r1) {
+  hw::Device& d = *ds.dev;
+  const bool so = g.size_only();
+  if (so && !timing_only(d)) throw InputError(d.name(), "shape-only graph needs a timing-only device");
+  const std::int32_t base = g.indptr[r0];
+  const std::int64_t nnz = g.indptr[r1] - base;
+  std::vector<std::int32_t> local(static_cast<std::size_t>(r1 - r0 + 1));
+  for (std::int64_t r = r0; r <= r1; ++r) local[r - r0] = g.indptr[r] - base;
+  ds.indptr.reset();
+  ds.indices.reset();
+  ds.values.reset();
+  ds.indptr = d.allocate(local.size() * 4);
+  ds.indices = d.allocate(static_cast<std::size_t>(nnz) * 4);
+  ds.values = d.allocate(static_cast<std::size_t>(nnz) * 4);
+  std::vector<hw::Event> after;
+  if (d.info().time_source == hw::TimeSource::modelled)
+    after.push_back({options_.preload_not_before_s, options_.preload_not_before_s, hw::TimeSource::modelled, 0});
+  auto e1 = d.copy_from_host(*ds.indptr, bytes_or_size(local.data(), local.size() * 4, false), 0, after);
+  auto e2 = d.copy_from_host(*ds.indices, bytes_or_size(so ? nullptr : g.indices.data() + base, static_cast<std::size_t>(nnz) * 4, so), 0, after);
+  auto e3 = d.copy_from_host(*ds.values, bytes_or_size(so ? nullptr : g.values.data() + base, static_cast<std::size_t>(nnz) * 4, so), 0, after);
+  for (const auto& e : {e1, e2, e3}) {
+    if (e.source == hw::TimeSource::modelled) preload_end_s_ = std::max(preload_end_s_, e.end_s);
+  }
+  ds.graph_id = g.id;
+  ds.g_r0 = r0;
+  ds.g_r1 = r1;
+  ds.g_nnz = nnz;
+}
+
+void Pipeline::worker(int s) {
+  StageState& st = *stages_[s];
+  {
+    std::lock_guard lock(st.mu);
+    st.start_wall_s = wall_now_s();
+  }
+  const bool last = s + 1 == static_cast<int>(stages_.size());
+  for (;;) {
+    Work* raw = nullptr;
+    queues_[s]->pop(raw);
+    if (!raw) {
+      if (!last) queues_[s + 1]->push(nullptr);
+      {
+        std::lock_guard lock(st.mu);
+        st.end_wall_s = wall_now_s();
+      }
+      finished_stages_++;
+      return;
+    }
+    std::unique_ptr<Work> w(raw);
+    const auto depth = std::max<std::ptrdiff_t>(0, queues_[s]->size());
+    const double t0 = wall_now_s();
+    double m0 = -1, m1 = -1;
+    TransferCounters tc;
+    if (!w->failed) {
+      std::string dead;
+      {
+        std::lock_guard lock(st.mu);
+        if (!st.dead_device.empty()) dead = st.dead_device;
+      }
+      if (!dead.empty()) {
+        w->failed = true;
+        w->c.failed_device = dead;
+        w->c.error = std::make_exception_ptr(hw::DeviceError(dead, "failed earlier in pipeline epoch " +
+                                                                       std::to_string(options_.epoch)));
+      } else {
+        try {
+          process(st, *w, tc);
+          if (!w->c.stage_modelled_s.empty() && w->c.stage_modelled_s.back() >= 0) {
+            m1 = w->c.modelled_end_s;
+            m0 = m1 - w->c.stage_modelled_s.back();
+          }
+        } catch (const hw::DeviceError& e) {
+          w->failed = true;
+          w->c.failed_device = e.device();
+          w->c.error = std::current_exception();
+          std::lock_guard lock(st.mu);
+          st.dead_device = e.device();
+          st.dead_reason = e.what();
+        } catch (...) {
+          w->failed = true;
+          w->c.error = std::current_exception();
+        }
+      }
+      if (w->failed) w->act = Activation{};  // release device buffers now
+    }
+    const double t1 = wall_now_s();
+    w->c.stage_wall_s.push_back(t1 - t0);
+    if (w->c.stage_modelled_s.size() < w->c.stage_wall_s.size()) w->c.stage_modelled_s.push_back(-1);
+    {
+      std::lock_guard lock(st.mu);
+      st.stats.requests++;
+      st.stats.transfers.p2p_copies += tc.p2p_copies;
+      st.stats.transfers.staged_copies += tc.staged_copies;
+      st.stats.transfers.moves += tc.moves;
+      st.stats.transfers.bytes += tc.bytes;
+      if (w->failed) st.stats.failed++;
+      st.stats.busy_s += t1 - t0;
+      if (w->c.stage_modelled_s.back() > 0) st.stats.modelled_busy_s += w->c.stage_modelled_s.back();
+      st.stats.max_queue_depth = std::max<std::int64_t>(st.stats.max_queue_depth, depth);
+      st.depth_sum += static_cast<double>(depth);
+    }
+    if (!options_.observers.empty()) {
+      StageEvent ev;
+      ev.epoch = options_.epoch;
+      ev.stage = s;
+      ev.seq = w->job.seq;
+      ev.devices = st.names;
+      ev.wall_start_s = t0;
+      ev.wall_end_s = t1;
+      ev.modelled_start_s = m0;
+      ev.modelled_end_s = m1;
+      ev.predicted_s = st.spec.predicted_s;
+      ev.failed = w->failed;
+      for (Observer* o : options_.observers) o->on_stage(ev);
+    }
+    if (!last) {
+      queues_[s + 1]->push(w.release());
+    } else {
+      auto done = std::move(w->job.done);
+      Completion c = std::move(w->c);
+      w.reset();
+      if (done) done(std::move(c));
+    }
+  }
+}
+
+void Pipeline::process(StageState& st, Work& w, TransferCounters& tc) {
+  const Request& req = *w.job.request;
+  const auto part = partition(st, req);
+  const std::size_t c = part.size() - 1;
+  const std::int64_t rows = req.rows();
+  double mstart = 1e300, mend = -1.0;
+  auto note = [&](const hw::Event& e) {
+    if (e.source != hw::TimeSource::modelled) return;
+    mstart = std::min(mstart, e.start_s);
+    mend = std::max(mend, e.end_s);
+  };
+  // A new graph (or new row split) since the last request: place this device's rows first.
+  if (st.has_spmm) {
+    for (std::size_t j = 0; j < c; ++j) {
+      auto& ds = st.devs[j];
+      if (ds.graph_id != req.graph()->id || ds.g_r0 != part[j] || ds.g_r1 != part[j + 1])
+        preload(st, ds, *req.graph(), part[j], part[j + 1]);
+    }
+  }
+  const std::int64_t halo = req.window() / 2;
+  for (int k = st.spec.first; k <= st.spec.last; ++k) {
+    const Step& step = model_.step(k);
+    std::vector<Need> needs(c);
+    for (std::size_t j = 0; j < c; ++j) {
+      Need& n = needs[j];
+      n.device = st.devs[j].dev;
+      n.own_lo = part[j];
+      n.own_hi = part[j + 1];
+      if (step.op == OpKind::spmm) {
+        n.lo = 0;
+        n.hi = rows;
+      } else if (step.op == OpKind::window_attention) {
+        n.lo = std::max<std::int64_t>(0, part[j] - halo);
+        n.hi = std::min<std::int64_t>(rows, part[j + 1] + halo);
+      } else {
+        n.lo = part[j];
+        n.hi = part[j + 1];
+        // Row-local kernels keep whatever (wider) rows the device already holds.
+        if (w.act.shards.size() == c && w.act.shards[j].device == n.device &&
+            w.act.shards[j].own_lo == n.own_lo && w.act.shards[j].own_hi == n.own_hi) {
+          n.lo = w.act.shards[j].held_lo;
+          n.hi = w.act.shards[j].held_hi;
+        }
+      }
+    }
+    if (k == st.spec.first && st.index == 0) {
+      w.act = xfer_.upload(req.input(), needs, w.job.not_before_s, tc);
+    } else if (!TransferEngine::satisfied(w.act, needs)) {
+      w.act = xfer_.redistribute(std::move(w.act), needs, tc);
+    }
+    // Run the kernel on every device of the stage (each device from its own task).
+    Activation next;
+    next.rows = rows;
+    next.size_only = w.act.size_only;
+    next.cols.assign(static_cast<std::size_t>(step.outputs()), step.out_cols);
+    next.shards.resize(c);
+    std::vector<std::vector<hw::Event>> events(c);
+    auto run = [&](std::size_t j) {
+      DeviceState& ds = st.devs[j];
+      hw::Device& d = *ds.dev;
+      Shard& in = w.act.shards[j];
+      Shard& out = next.shards[j];
+      out.device = &d;
+      out.own_lo = in.own_lo;
+      out.own_hi = in.own_hi;
+      if (step.op == OpKind::spmm) {
+        out.held_lo = in.own_lo;
+        out.held_hi = in.own_hi;
+        const std::int64_t m = out.held_rows();
+        hw::BufferPtr y = d.allocate(static_cast<std::size_t>(m * step.out_cols) * 4);
+        events[j].push_back(d.launch(hw::KernelLaunch::spmm(*ds.indptr, *ds.indices, *ds.values, *in.tensors[0], *y, m, rows,
+                                                            step.in_cols, ds.g_nnz, 4, req.graph()->degree_skew)));
+        out.tensors.push_back(std::move(y));
+      } else if (step.op == OpKind::window_attention) {
+        out.held_lo = in.held_lo;
+        out.held_hi = in.held_hi;
+        const std::int64_t m = out.held_rows();
+        hw::BufferPtr y = d.allocate(static_cast<std::size_t>(m * step.out_cols) * 4);
+        events[j].push_back(d.launch(hw::KernelLaunch::window_attention(
+            *in.tensors[0], *in.tensors[1], *in.tensors[2], *y, m, model_.spec().heads,
+            model_.spec().d_model / model_.spec().heads, req.window())));
+        out.tensors.push_back(std::move(y));
+      } else {
+        out.held_lo = in.held_lo;
+        out.held_hi = in.held_hi;
+        const std::int64_t m = out.held_rows();
+        const auto& wb = ds.weights[static_cast<std::size_t>(k - st.spec.first)];
+        for (int o = 0; o < step.outputs(); ++o) {
+          hw::BufferPtr y = d.allocate(static_cast<std::size_t>(m * step.out_cols) * 4);
+          events[j].push_back(d.launch(hw::KernelLaunch::gemm(*in.tensors[0], *wb[2 * o], wb[2 * o + 1].get(), *y, m,
+                                                              step.in_cols, step.out_cols, step.epilogue)));
+          out.tensors.push_back(std::move(y));
+        }
+      }
+    };
+    if (c == 1) {
+      run(0);
+    } else {
+      tbb::parallel_for(std::size_t{0}, c, [&](std::size_t j) { run(j); });
+    }
+    for (const auto& ev : events)
+      for (const auto& e : ev) note(e);
+    w.act = std::move(next);
+  }
+  double end = mend;
+  if (st.index + 1 == static_cast<int>(stages_.size())) {
+    w.c.output = xfer_.download(w.act, tc, end);
+    w.act = Activation{};
+  }
+  if (mend >= 0) {
+    w.c.stage_modelled_s.push_back(mend - mstart);
+    w.c.modelled_end_s = end;
+  } else {
+    w.c.stage_modelled_s.push_back(-1);
+  }
+}
+
+std::vector<StageStats> Pipeline::stats() const {
+  std::vector<StageStats> out;
+  const double now = wall_now_s();
+  for (const auto& st : stages_) {
+    std::lock_guard lock(st->mu);
+    StageStats s = st->stats;
+    s.lifetime_s = (st->end_wall_s >= 0 ? st->end_wall_s : now) - st->start_wall_s;
+    s.mean_queue_depth = s.requests ? st->depth_sum / static_cast<double>(s.requests) : 0.0;
+    out.push_back(std::move(s));
+  }
+  return out;
+}
+
+std::vector<std::string> Pipeline::dead_devices() const {
+  std::vector<std::string> out;
+  for (const auto& st : stages_) {
+    std::lock_guard lock(st->mu);
+    if (!st->dead_device.empty()) out.push_back(st->dead_reason);
+  }
+  return out;
+}
+
+}  // namespace dype::rt

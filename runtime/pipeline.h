@@ -1,0 +1,139 @@
+#pragma once
+// The pipeline executor: one worker thread per stage, stages joined by bounded oneTBB queues
+// (tbb::concurrent_bounded_queue: a full queue blocks the producer, so memory stays bounded and
+// back-pressure reaches the client). Requests run in submission order, several in flight (one per
+// stage plus what the queues hold). Within a stage of c devices the rows are split (by nnz when
+// the stage has an SpMM, evenly otherwise); static data (the graph rows each device owns, the
+// weights of the stage's GEMMs) is preloaded when the pipeline is built; per-request activations
+// move through the TransferEngine.
+//
+//   rt::PipelineSpec spec{{{.first = 0, .last = 1, .devices = {&gpu0, &gpu1}},
+//                          {.first = 2, .last = 3, .devices = {&fpga0}}}};
+//   rt::Pipeline p(model, spec, {.preload_graph = graph});
+//   p.submit({.seq = 0, .request = req, .done = [](rt::Completion c) { ... }});
+//   p.close(); p.join();
+//
+// A DeviceError during a stage marks the device dead: that request and every later one through
+// the stage complete with an error naming the device (the engine re-plans and re-runs them).
+#include <atomic>
+#include <cstdint>
+#include <exception>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include <tbb/concurrent_queue.h>
+
+#include "hw/device.h"
+#include "runtime/model.h"
+#include "runtime/observer.h"
+#include "runtime/transfer.h"
+
+namespace dype::rt {
+
+struct PipelineStage {
+  int first = 0;  // kernels [first, last] of the model
+  int last = 0;
+  std::vector<hw::Device*> devices;
+  double predicted_s = 0.0;  // the plan's stage time (modelled), for observability
+};
+
+struct PipelineSpec {
+  std::vector<PipelineStage> stages;
+  std::string label;  // "2G|1F" or the scheduler's mnemonic
+};
+
+// "0-1:gpu0+gpu1 | 2-3:fpga0"
+std::string describe(const PipelineSpec& spec);
+
+struct Completion {
+  std::uint64_t seq = 0;
+  std::uint64_t epoch = 0;
+  HostTensor output;
+  std::exception_ptr error;    // set when the request failed
+  std::string failed_device;   // the device a DeviceError named, "" otherwise
+  double modelled_end_s = -1;  // virtual time the result reached the host (emulated devices)
+  std::vector<double> stage_modelled_s;  // per stage, modelled busy time of this request (-1: none)
+  std::vector<double> stage_wall_s;      // per stage, measured
+};
+
+struct Job {
+  std::uint64_t seq = 0;
+  std::shared_ptr<const Request> request;
+  double not_before_s = 0.0;  // virtual time the input exists (modelled devices)
+  std::function<void(Completion&&)> done;
+};
+
+struct PipelineOptions {
+  std::size_t queue_capacity = 2;  // per inter-stage queue (and the input queue)
+  std::shared_ptr<const Graph> preload_graph;  // graph rows to place on the devices at build
+  double preload_not_before_s = 0.0;           // virtual time preloading may start
+  std::uint64_t epoch = 0;
+  std::vector<Observer*> observers;
+};
+
+struct StageStats {
+  std::string devices;
+  std::int64_t requests = 0;
+  std::int64_t failed = 0;
+  double busy_s = 0.0;           // measured wall time spent processing
+  double lifetime_s = 0.0;       // measured since the worker started
+  double idle_s() const { return lifetime_s > busy_s ? lifetime_s - busy_s : 0.0; }
+  double modelled_busy_s = 0.0;  // sum of modelled per-request stage times
+  double predicted_s = 0.0;      // per request, from the plan (modelled)
+  std::int64_t max_queue_depth = 0;
+  double mean_queue_depth = 0.0;
+  TransferCounters transfers;
+};
+
+class Pipeline {
+ public:
+  // Validates the spec (contiguous stages covering the model, devices supporting every op of
+  // their stage, no device in two stages; InputError otherwise), preloads static data, starts
+  // the workers.
+  Pipeline(const Model& model, PipelineSpec spec, PipelineOptions options = {});
+  ~Pipeline();
+  Pipeline(const Pipeline&) = delete;
+  Pipeline& operator=(const Pipeline&) = delete;
+
+  // Blocks while the input queue is full. Must not be called after close().
+  void submit(Job job);
+  // No more submissions; workers exit once everything queued has completed.
+  void close();
+  void join();
+  bool finished() const { return finished_stages_.load() == static_cast<int>(stages_.size()); }
+
+  std::uint64_t epoch() const { return options_.epoch; }
+  const PipelineSpec& spec() const { return spec_; }
+  std::vector<StageStats> stats() const;
+  // Devices that failed in this pipeline ("name: reason").
+  std::vector<std::string> dead_devices() const;
+  double build_s() const { return build_s_; }             // measured
+  double preload_modelled_end_s() const { return preload_end_s_; }  // modelled
+
+ private:
+  struct Work;
+  struct DeviceState;
+  struct StageState;
+  void worker(int s);
+  void process(StageState& st, Work& w, TransferCounters& tc);
+  void preload(StageState& st, DeviceState& ds, const Graph& g, std::int64_t r0, std::int64_t r1);
+  std::vector<std::int64_t> partition(StageState& st, const Request& r);
+
+  const Model& model_;
+  PipelineSpec spec_;
+  PipelineOptions options_;
+  TransferEngine xfer_;
+  std::vector<std::unique_ptr<StageState>> stages_;
+  std::vector<std::unique_ptr<tbb::concurrent_bounded_queue<Work*>>> queues_;  // queues_[s] feeds stage s
+  std::vector<std::thread> threads_;
+  std::atomic<int> finished_stages_{0};
+  std::atomic<bool> closed_{false};
+  double build_s_ = 0.0;
+  double preload_end_s_ = 0.0;
+};
+
+}  // namespace dype::rt

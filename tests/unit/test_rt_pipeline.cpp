@@ -1,0 +1,241 @@
+// Pipelines of every shape compute what the single-device CPU reference computes.
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <cmath>
+#include <future>
+#include <mutex>
+
+#include "kernels/graph/generators.h"
+#include "runtime/model.h"
+#include "runtime/pipeline.h"
+#include "test_rt_common.h"
+
+namespace dype::rt {
+namespace {
+
+// All ways to cut n kernels into contiguous stages (bit i set: cut after kernel i).
+std::vector<std::vector<std::pair<int, int>>> all_splits(int n) {
+  std::vector<std::vector<std::pair<int, int>>> out;
+  for (unsigned mask = 0; mask < (1u << (n - 1)); ++mask) {
+    std::vector<std::pair<int, int>> st;
+    int first = 0;
+    for (int k = 0; k < n; ++k) {
+      if (k == n - 1 || (mask >> k) & 1u) {
+        st.emplace_back(first, k);
+        first = k + 1;
+      }
+    }
+    out.push_back(st);
+  }
+  return out;
+}
+
+std::vector<Request> gnn_requests(const Model& m, std::int64_t nodes, std::int64_t edges, int count) {
+  auto g = Graph::from_edges(random_graph(nodes, edges, 11), m.family() == ModelFamily::gcn, m.spec().gin_eps);
+  std::vector<Request> out;
+  for (int i = 0; i < count; ++i)
+    out.push_back(Request::gnn(g, make_tensor(nodes, m.spec().in_features,
+                                              kernels::generate_features(nodes, m.spec().in_features, 100 + i))));
+  return out;
+}
+
+std::vector<Request> tf_requests(const Model& m, std::int64_t seq, std::int64_t window, int count) {
+  std::vector<Request> out;
+  for (int i = 0; i < count; ++i)
+    out.push_back(Request::transformer(make_tensor(seq, m.spec().d_model, kernels::generate_features(seq, m.spec().d_model, 200 + i)), window));
+  return out;
+}
+
+// Runs `reqs` through the pipeline and checks each against the reference, in order.
+void run_and_check(const Model& m, PipelineSpec spec, const std::vector<Request>& reqs, const std::string& what) {
+  std::vector<HostTensor> expect;
+  for (const auto& r : reqs) expect.push_back(reference_forward(m, r));
+  std::mutex mu;
+  std::vector<Completion> got;
+  {
+    PipelineOptions po;
+    po.queue_capacity = 1;
+    po.preload_graph = reqs[0].graph();
+    Pipeline p(m, spec, po);
+    for (std::size_t i = 0; i < reqs.size(); ++i) {
+      p.submit({.seq = i, .request = std::make_shared<Request>(reqs[i]), .not_before_s = 0,
+                .done = [&](Completion&& c) {
+                  std::lock_guard lock(mu);
+                  got.push_back(std::move(c));
+                }});
+    }
+    p.close();
+    p.join();
+  }
+  ASSERT_EQ(got.size(), reqs.size()) << what;
+  for (std::size_t i = 0; i < got.size(); ++i) {
+    ASSERT_EQ(got[i].seq, i) << what << ": completions out of order";
+    ASSERT_FALSE(got[i].error) << what;
+    EXPECT_LE(relative_error(got[i].output, expect[i]), 1e-5) << what << " request " << i;
+  }
+}
+
+// Every split, with every stage on c = 1, 2, 3 devices and with mixed counts.
+void check_all_shapes(const Model& m, const std::vector<Request>& reqs, hw::System& sys) {
+  auto gpus = sys.devices_of(hw::DeviceKind::gpu);
+  int checked = 0;
+  for (const auto& split : all_splits(m.num_kernels())) {
+    for (int pattern = 0; pattern < 4; ++pattern) {
+      PipelineSpec spec;
+      std::size_t next = 0;
+      for (std::size_t s = 0; s < split.size(); ++s) {
+        const int c = pattern < 3 ? pattern + 1 : static_cast<int>((s % 3) + 1);
+        PipelineStage st{split[s].first, split[s].second, {}, 0.0};
+        for (int i = 0; i < c; ++i) st.devices.push_back(gpus.at(next++));
+        spec.stages.push_back(st);
+      }
+      run_and_check(m, spec, reqs, describe(spec));
+      ++checked;
+    }
+  }
+  EXPECT_EQ(checked, 4 * (1 << (m.num_kernels() - 1)));
+}
+
+TEST(RtModel, GcnReferenceMatchesDenseFormula) {
+  Model m = Model::gcn({.layers = 1, .in_features = 5, .hidden = 3, .seed = 3});
+  kernels::EdgeList e;
+  e.num_nodes = 4;
+  e.src = {0, 1, 2, 3, 0};
+  e.dst = {1, 2, 3, 0, 2};
+  auto g = Graph::from_edges(e, true);
+  auto x = kernels::generate_features(4, 5, 9);
+  Request r = Request::gnn(g, make_tensor(4, 5, x));
+  HostTensor y = reference_forward(m, r);
+  // Dense: A_hat = D^-1/2 (A + I) D^-1/2 with row = destination.
+  double a[4][4] = {};
+  for (std::size_t i = 0; i < e.src.size(); ++i) a[e.dst[i]][e.src[i]] += 1;
+  for (int i = 0; i < 4; ++i) a[i][i] += 1;
+  double deg[4] = {};
+  for (int i = 0; i < 4; ++i)
+    for (int j = 0; j < 4; ++j) deg[i] += a[i][j];
+  const auto& w = m.weight(m.step(1).weights[0]).data;
+  const auto& b = m.weight(m.step(1).weights[1]).data;
+  for (int i = 0; i < 4; ++i) {
+    for (int o = 0; o < 3; ++o) {
+      double acc = b[o];
+      for (int f = 0; f < 5; ++f) {
+        double h = 0;
+        for (int j = 0; j < 4; ++j) h += a[i][j] / std::sqrt(deg[i] * deg[j]) * x[j * 5 + f];
+        acc += h * w[f * 3 + o];
+      }
+      EXPECT_NEAR(y.data[i * 3 + o], acc, 1e-5);
+    }
+  }
+}
+
+TEST(RtModel, KernelChainsFollowTheModelConfigs) {
+  EXPECT_EQ(Model::gcn({.layers = 2}).num_kernels(), 4);
+  EXPECT_EQ(Model::gin({.layers = 2}).num_kernels(), 6);
+  Model t = Model::transformer({.layers = 2, .d_model = 32, .heads = 4, .ffn = 64});
+  ASSERT_EQ(t.num_kernels(), 10);
+  EXPECT_TRUE(t.step(0).qkv);
+  EXPECT_EQ(t.step(1).op, kernels::OpKind::window_attention);
+  auto shapes = t.kernel_shapes({.seq_len = 100, .window = 16});
+  EXPECT_EQ(shapes[0].n, 96);
+  EXPECT_EQ(shapes[1].seq_len, 100);
+  EXPECT_EQ(shapes[1].window, 16);
+}
+
+TEST(RtModel, RejectsMismatchedRequests) {
+  Model m = Model::gcn({.layers = 1, .in_features = 8, .hidden = 4});
+  auto g = Graph::from_edges(random_graph(10, 20, 1), true);
+  EXPECT_THROW(reference_forward(m, Request::gnn(g, HostTensor::zeros(10, 7))), InputError);
+  EXPECT_THROW(reference_forward(m, Request::gnn(g, HostTensor::zeros(9, 8))), InputError);
+  EXPECT_THROW(reference_forward(m, Request::transformer(HostTensor::zeros(9, 8), 2)), InputError);
+}
+
+TEST(RtPipeline, GcnEveryShapeMatchesReference) {
+  auto sys = testing::emu_system(12, 0);
+  Model m = Model::gcn({.layers = 2, .in_features = 12, .hidden = 8, .seed = 5});
+  check_all_shapes(m, gnn_requests(m, 97, 600, 3), sys);
+}
+
+TEST(RtPipeline, GinEveryShapeMatchesReference) {
+  auto sys = testing::emu_system(18, 0);
+  Model m = Model::gin({.layers = 2, .in_features = 10, .hidden = 8, .gin_eps = 0.25f, .seed = 6});
+  check_all_shapes(m, gnn_requests(m, 61, 400, 2), sys);
+}
+
+TEST(RtPipeline, TransformerEveryShapeMatchesReference) {
+  auto sys = testing::emu_system(15, 0);
+  Model m = Model::transformer({.layers = 1, .d_model = 16, .heads = 2, .ffn = 24, .seed = 7});
+  check_all_shapes(m, tf_requests(m, 40, 8, 2), sys);
+}
+
+TEST(RtPipeline, TwoLayerTransformerAcrossStages) {
+  auto sys = testing::emu_system(6, 0);
+  auto g = sys.devices_of(hw::DeviceKind::gpu);
+  Model m = Model::transformer({.layers = 2, .d_model = 16, .heads = 4, .ffn = 32, .seed = 8});
+  PipelineSpec spec{{{0, 3, {g[0], g[1], g[2]}, 0}, {4, 7, {g[3]}, 0}, {8, 9, {g[4], g[5]}, 0}}, ""};
+  run_and_check(m, spec, tf_requests(m, 33, 10, 3), describe(spec));
+}
+
+TEST(RtPipeline, FpgaAndGpuStagesWithPeerTransfers) {
+  auto sys = testing::emu_system(2, 3);
+  auto gpu = sys.devices_of(hw::DeviceKind::gpu);
+  auto fpga = sys.devices_of(hw::DeviceKind::fpga);
+  Model m = Model::gcn({.layers = 2, .in_features = 16, .hidden = 8, .seed = 9});
+  // 3F2G-style: SpMM on three FPGAs, GEMM + SpMM + GEMM on two GPUs.
+  PipelineSpec spec{{{0, 0, {fpga[0], fpga[1], fpga[2]}, 0}, {1, 3, {gpu[0], gpu[1]}, 0}}, "3F2G"};
+  run_and_check(m, spec, gnn_requests(m, 150, 1200, 4), "3F2G");
+  // 1G -> 1F: a whole-buffer peer copy across sockets.
+  PipelineSpec spec2{{{0, 1, {gpu[0]}, 0}, {2, 3, {fpga[0]}, 0}}, "1G1F"};
+  std::vector<Request> reqs = gnn_requests(m, 150, 1200, 2);
+  run_and_check(m, spec2, reqs, "1G1F");
+}
+
+TEST(RtPipeline, RejectsBadSpecs) {
+  auto sys = testing::emu_system(2, 1, false, "u280-sextans-swat.yaml");
+  auto gpu = sys.devices_of(hw::DeviceKind::gpu);
+  auto fpga = sys.devices_of(hw::DeviceKind::fpga);
+  Model m = Model::gcn({.layers = 1, .in_features = 4, .hidden = 4});
+  EXPECT_THROW(Pipeline(m, {{{0, 0, {gpu[0]}, 0}, {1, 1, {gpu[0]}, 0}}, ""}), InputError);  // shared device
+  EXPECT_THROW(Pipeline(m, {{{0, 0, {gpu[0]}, 0}}, ""}), InputError);                       // gap
+  try {
+    Pipeline p(m, {{{0, 1, {fpga[0]}, 0}}, ""});  // the SWAT image has no GEMM
+    FAIL() << "expected InputError";
+  } catch (const InputError& e) {
+    EXPECT_NE(std::string(e.what()).find("fpga0"), std::string::npos) << e.what();
+  }
+}
+
+TEST(RtPipeline, BoundedQueuesKeepOrderUnderLoad) {
+  auto sys = testing::emu_system(3, 0);
+  auto g = sys.devices_of(hw::DeviceKind::gpu);
+  Model m = Model::gcn({.layers = 2, .in_features = 8, .hidden = 8, .seed = 2});
+  auto reqs = gnn_requests(m, 64, 300, 1);
+  auto shared = std::make_shared<Request>(reqs[0]);
+  PipelineOptions po;
+  po.queue_capacity = 1;
+  Pipeline p(m, {{{0, 0, {g[0]}, 0}, {1, 2, {g[1]}, 0}, {3, 3, {g[2]}, 0}}, ""}, po);
+  std::atomic<std::uint64_t> next{0};
+  std::atomic<bool> in_order{true};
+  constexpr int kN = 60;
+  for (int i = 0; i < kN; ++i) {
+    p.submit({.seq = static_cast<std::uint64_t>(i), .request = shared, .not_before_s = 0,
+              .done = [&](Completion&& c) {
+                if (c.seq != next.fetch_add(1)) in_order = false;
+              }});
+  }
+  p.close();
+  p.join();
+  EXPECT_EQ(next.load(), static_cast<std::uint64_t>(kN));
+  EXPECT_TRUE(in_order.load());
+  auto st = p.stats();
+  ASSERT_EQ(st.size(), 3u);
+  for (const auto& s : st) {
+    EXPECT_EQ(s.requests, kN);
+    EXPECT_LE(s.max_queue_depth, 1);  // bounded: capacity 1
+    EXPECT_GT(s.busy_s, 0.0);
+  }
+  EXPECT_GT(st[1].transfers.p2p_copies + st[1].transfers.staged_copies, 0);
+}
+
+}  // namespace
+}  // namespace dype::rt
