@@ -8,6 +8,7 @@
 
 #include "hw/kernel_launch.h"
 #include "kernels/error.h"
+#include "kernels/graph/partition.h"
 
 namespace dype::rt {
 
@@ -178,8 +179,14 @@ std::vector<std::int64_t> Pipeline::partition(StageState& st, const Request& r) 
   if (!by_nnz && st.part_graph == 0 && st.part_rows == rows) return st.part;
   std::vector<std::int64_t> p(static_cast<std::size_t>(c) + 1, 0);
   p[c] = rows;
-  if (by_nnz) {
-    // Rows balanced by nnz: boundary j is the first row whose prefix reaches j/c of the entries.
+  if (by_nnz && !r.graph()->size_only()) {
+    // kernels/graph/partition.h: whole rows, balanced by nnz (+1 per row so empty runs spread).
+    const Graph& g = *r.graph();
+    kernels::CsrView<std::int32_t> a{g.nodes, g.nodes, g.indptr, g.indices, g.values};
+    p = kernels::partition_rows_by_nnz(a, static_cast<int>(c), 1.0);
+    for (std::int64_t j = 1; j < c; ++j) p[j] = std::clamp<std::int64_t>(p[j], p[j - 1] + 1, rows - (c - j));
+  } else if (by_nnz) {
+    // Shape-only graph (indptr only): boundary j is the first row whose prefix reaches j/c.
     const auto& ip = r.graph()->indptr;
     const double total = static_cast<double>(ip.back());
     for (std::int64_t j = 1; j < c; ++j) {

@@ -1,0 +1,153 @@
+#pragma once
+// Engine: the runtime as a library. Takes requests, returns futures (and optional callbacks),
+// runs them through the current pipeline, and re-plans while it runs.
+//
+//   auto sys = hw::System::from_config(hw::load_system_config("configs/systems/paper-testbed-pcie4.yaml"));
+//   rt::Model model = rt::Model::gcn({.in_features = 64});
+//   rt::Engine engine(model, std::make_shared<rt::SchedPlanner>(model, sys), first.characteristics());
+//   std::future<rt::HostTensor> y = engine.submit(first);
+//   engine.set_mode("energy");     // re-plans now
+//   engine.drain();
+//
+// Plans are versioned epochs. A swap (drift, mode change, fault, or swap_to) builds the new
+// pipeline beside the old one (preloading graph rows and weights on its devices), routes new
+// requests to it and closes the old one, which drains on its own. Responses are released in
+// submission order whatever pipeline served them (a reorder buffer), so no request is lost,
+// answered twice or reordered. The pause a client sees during a swap is measured and recorded.
+// A DeviceError marks the device failed: the engine re-plans without it and re-runs every request
+// that failed; if no plan is left the request fails with the device's name.
+//
+// Callbacks run on a pipeline thread, in order; they must not block or submit.
+#include <condition_variable>
+#include <cstdint>
+#include <deque>
+#include <functional>
+#include <future>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <set>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "runtime/drift.h"
+#include "runtime/model.h"
+#include "runtime/observer.h"
+#include "runtime/pipeline.h"
+#include "runtime/planner.h"
+
+namespace dype::rt {
+
+struct EngineOptions {
+  std::size_t queue_capacity = 2;  // per inter-stage queue
+  std::size_t max_in_flight = 8;   // submit() blocks beyond this (closed loop)
+  std::string mode = "perf";       // perf | energy | balanced | qos
+  DriftOptions drift;
+  int max_retries = 3;             // re-runs of one request after device faults
+};
+
+using ResponseCallback = std::function<void(std::uint64_t seq, const HostTensor* output, std::exception_ptr error)>;
+
+struct EngineStats {
+  std::uint64_t submitted = 0;
+  std::uint64_t completed = 0;
+  std::uint64_t failed = 0;
+  std::uint64_t reruns = 0;
+  std::uint64_t epoch = 0;
+  std::uint64_t swaps = 0;
+  double max_pause_s = 0.0;      // measured
+  double total_pause_s = 0.0;    // measured
+  double modelled_makespan_s = 0.0;  // latest modelled completion (emulated devices)
+  std::vector<std::string> failed_devices;
+};
+
+class Engine {
+ public:
+  // Plans for `initial` and builds epoch 1. Throws when no plan exists.
+  Engine(const Model& model, std::shared_ptr<Planner> planner, const Characteristics& initial,
+         EngineOptions options = {});
+  // Starts from an explicit pipeline (no planner needed until drift or a fault).
+  Engine(const Model& model, std::shared_ptr<Planner> planner, PipelineSpec initial,
+         const Characteristics& planned_for, EngineOptions options = {});
+  ~Engine();
+  Engine(const Engine&) = delete;
+  Engine& operator=(const Engine&) = delete;
+
+  // Validates (InputError at once), then queues; blocks while max_in_flight are outstanding.
+  std::future<HostTensor> submit(Request request, ResponseCallback callback = {});
+  // Swaps to `spec` now (cause "manual"), whatever the predicted gain.
+  void swap_to(PipelineSpec spec, const std::string& label = "manual");
+  // Changes the objective and re-plans at once.
+  void set_mode(const std::string& mode);
+  // Waits until every submitted request has been answered.
+  void drain();
+
+  void add_observer(std::shared_ptr<Observer> observer);
+  std::vector<ReplanRecord> replans() const;
+  EngineStats stats() const;
+  std::uint64_t epoch() const;
+  PipelineSpec current_spec() const;
+  std::string current_label() const;
+  // Per-stage figures of the current pipeline.
+  std::vector<StageStats> stage_stats() const;
+
+ private:
+  struct Entry {
+    std::shared_ptr<const Request> request;
+    std::promise<HostTensor> promise;
+    ResponseCallback callback;
+    bool ready = false;
+    HostTensor output;
+    std::exception_ptr error;
+    int retries = 0;
+  };
+  void start(PipelineSpec spec, const std::string& label, const std::string& cause,
+             const std::string& detail, double predicted_gain, const Characteristics& planned_for);
+  // Under submit_mu_.
+  void install_locked(PipelineSpec spec, const std::string& label, ReplanRecord record,
+                      const Characteristics& planned_for);
+  void replan_locked(const std::string& cause, const std::string& detail, const Characteristics& target,
+                     bool force);
+  void submit_job_locked(std::uint64_t seq, std::shared_ptr<const Request> request);
+  void on_complete(Completion&& c);
+  void release_ready_locked();
+  void recovery_loop();
+  std::vector<Observer*> observer_ptrs() const;
+
+  const Model& model_;
+  std::shared_ptr<Planner> planner_;
+  EngineOptions options_;
+
+  mutable std::mutex submit_mu_;  // submissions, swaps, re-runs: one at a time, in order
+  std::shared_ptr<Pipeline> current_;
+  std::string current_label_;
+  std::vector<std::shared_ptr<Pipeline>> retired_;
+  std::uint64_t epoch_ = 0;
+  std::uint64_t next_seq_ = 0;
+  std::set<std::string> excluded_;
+  std::string mode_;
+  std::shared_ptr<const Graph> last_graph_;
+  Characteristics planned_for_;
+
+  mutable std::mutex drift_mu_;
+  DriftDetector drift_;
+
+  mutable std::mutex mu_;  // entries, release order, stats, records
+  std::condition_variable cv_;
+  std::map<std::uint64_t, Entry> entries_;
+  std::uint64_t next_release_ = 0;
+  std::size_t in_flight_ = 0;
+  double release_vt_ = 0.0;  // modelled completion of the latest released request
+  EngineStats stats_;
+  std::vector<ReplanRecord> records_;
+  std::vector<std::shared_ptr<Observer>> observers_;
+
+  std::mutex rec_mu_;
+  std::condition_variable rec_cv_;
+  std::deque<Completion> failed_;
+  bool stopping_ = false;
+  std::thread recovery_;
+};
+
+}  // namespace dype::rt

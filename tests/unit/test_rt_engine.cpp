@@ -1,0 +1,276 @@
+// Engine: futures in order, swaps under load lose nothing, drift with hysteresis re-plans, mode
+// changes, device faults re-plan and re-run, tracing as an observer.
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <mutex>
+#include <thread>
+
+#include <nlohmann/json.hpp>
+
+#include "hw/emu/emu_device.h"
+#include "kernels/graph/generators.h"
+#include "runtime/drift.h"
+#include "runtime/engine.h"
+#include "runtime/planner.h"
+#include "test_rt_common.h"
+
+namespace dype::rt {
+namespace {
+
+EngineOptions eo(std::size_t queue_capacity, std::size_t max_in_flight) {
+  EngineOptions o;
+  o.queue_capacity = queue_capacity;
+  o.max_in_flight = max_in_flight;
+  return o;
+}
+
+Request gnn_request(const Model& m, std::shared_ptr<const Graph> g, std::uint64_t seed) {
+  return Request::gnn(g, make_tensor(g->nodes, m.spec().in_features,
+                                     kernels::generate_features(g->nodes, m.spec().in_features, seed)));
+}
+
+TEST(RtDrift, HysteresisSustainAndRateLimit) {
+  DriftOptions o;
+  o.sustain = 4;
+  o.min_requests_between = 10;
+  Characteristics base{.nodes = 1000, .nnz = 10000, .feature_len = 64};
+  DriftDetector d(o, base);
+  std::uint64_t i = 0;
+  // 3% wobble stays under the 5% threshold: no signal.
+  for (; i < 40; ++i) {
+    Characteristics c = base;
+    c.nnz = (i % 2) ? 10300 : 9700;
+    EXPECT_FALSE(d.observe(c, i)) << i;
+  }
+  // 20% more nnz: signal on the 4th consecutive request, naming nnz.
+  Characteristics big = base;
+  big.nnz = 12000;
+  for (int k = 0; k < 3; ++k) EXPECT_FALSE(d.observe(big, i++));
+  auto s = d.observe(big, i++);
+  ASSERT_TRUE(s);
+  EXPECT_EQ(s->characteristic, "nnz");
+  EXPECT_EQ(s->target.nnz, 12000);
+  EXPECT_NE(s->detail.find("sustained 4"), std::string::npos) << s->detail;
+  // Interrupted streaks never fire.
+  DriftDetector d2(o, base);
+  for (std::uint64_t k = 0; k < 30; ++k) EXPECT_FALSE(d2.observe(k % 3 == 2 ? base : big, k));
+  // Rate limit: a second sustained move right after a signal waits for min_requests_between.
+  Characteristics bigger = base;
+  bigger.nnz = 20000;
+  const std::uint64_t signalled_at = i - 1;
+  int fired_at = -1;
+  for (int k = 0; k < 20 && fired_at < 0; ++k, ++i)
+    if (d.observe(bigger, i)) fired_at = static_cast<int>(i);
+  ASSERT_GE(fired_at, 0);
+  EXPECT_GE(static_cast<std::uint64_t>(fired_at), signalled_at + 10);
+}
+
+TEST(RtDrift, StageTimeDriftAgainstPlannedRatio) {
+  DriftOptions o;
+  o.window = 8;
+  o.sustain = 3;
+  o.min_requests_between = 0;
+  DriftDetector d(o, {.nodes = 10});
+  for (int i = 0; i < 8; ++i) d.observe_stage_time(0, 1.0, 1.2);  // bias, not drift
+  for (int i = 0; i < 5; ++i) d.observe_stage_time(0, 1.0, 1.22);
+  EXPECT_FALSE(d.observe({.nodes = 10}, 100));
+  for (int i = 0; i < 3; ++i) d.observe_stage_time(0, 1.0, 2.0);
+  auto s = d.observe({.nodes = 10}, 101);
+  ASSERT_TRUE(s);
+  EXPECT_EQ(s->characteristic, "stage0.time");
+}
+
+TEST(RtEngine, FuturesInOrderAndCorrect) {
+  auto sys = testing::emu_system(2, 3);
+  Model m = Model::gcn({.layers = 2, .in_features = 16, .hidden = 8, .seed = 4});
+  auto g = Graph::from_edges(random_graph(200, 1500, 3), true);
+  auto planner = std::make_shared<SchedPlanner>(m, sys);
+  Engine e(m, planner, gnn_request(m, g, 1).characteristics(), eo(2, 6));
+  EXPECT_FALSE(e.current_label().empty());
+  std::vector<Request> reqs;
+  std::vector<std::future<HostTensor>> futs;
+  std::vector<std::uint64_t> order;
+  std::mutex mu;
+  for (int i = 0; i < 24; ++i) {
+    reqs.push_back(gnn_request(m, g, 50 + i));
+    futs.push_back(e.submit(reqs.back(), [&](std::uint64_t seq, const HostTensor* y, std::exception_ptr err) {
+      EXPECT_TRUE(y != nullptr && !err);
+      std::lock_guard lock(mu);
+      order.push_back(seq);
+    }));
+  }
+  for (int i = 0; i < 24; ++i) EXPECT_LE(relative_error(futs[i].get(), reference_forward(m, reqs[i])), 1e-5);
+  e.drain();
+  ASSERT_EQ(order.size(), 24u);
+  for (std::size_t i = 0; i < order.size(); ++i) EXPECT_EQ(order[i], i);
+  auto st = e.stage_stats();
+  ASSERT_FALSE(st.empty());
+  EXPECT_EQ(st[0].requests, 24);
+  EXPECT_GT(e.stats().modelled_makespan_s, 0.0);
+  EXPECT_THROW(e.submit(Request::gnn(g, HostTensor::zeros(200, 3))), InputError);
+}
+
+TEST(RtEngine, HundredSwapsUnderLoadLoseNothing) {
+  auto sys = testing::emu_system(4, 0);
+  auto gpu = sys.devices_of(hw::DeviceKind::gpu);
+  Model m = Model::gin({.layers = 2, .in_features = 8, .hidden = 8, .seed = 12});
+  auto g = Graph::from_edges(random_graph(80, 500, 5), false);
+  const Request req = gnn_request(m, g, 7);
+  const HostTensor expect = reference_forward(m, req);
+  std::vector<PipelineSpec> specs = {
+      {{{0, 5, {gpu[0]}, 0}}, "1G"},
+      {{{0, 2, {gpu[1], gpu[2]}, 0}, {3, 5, {gpu[3]}, 0}}, "2G1G"},
+      {{{0, 0, {gpu[0]}, 0}, {1, 3, {gpu[1]}, 0}, {4, 5, {gpu[2], gpu[3]}, 0}}, "1G1G2G"},
+  };
+  Engine e(m, std::make_shared<SchedPlanner>(m, sys), specs[0], req.characteristics(),
+           eo(1, 8));
+  constexpr int kRequests = 400;
+  std::atomic<int> answered{0}, wrong{0};
+  std::atomic<std::uint64_t> next{0};
+  std::atomic<bool> ordered{true};
+  std::thread producer([&] {
+    for (int i = 0; i < kRequests; ++i) {
+      e.submit(req, [&](std::uint64_t seq, const HostTensor* y, std::exception_ptr err) {
+        if (seq != next.fetch_add(1)) ordered = false;
+        if (err || !y || relative_error(*y, expect) > 1e-5) wrong++;
+        answered++;
+      });
+    }
+  });
+  for (int s = 0; s < 100; ++s) e.swap_to(specs[static_cast<std::size_t>(s + 1) % specs.size()], "swap" + std::to_string(s));
+  producer.join();
+  e.drain();
+  EXPECT_EQ(answered.load(), kRequests);
+  EXPECT_EQ(wrong.load(), 0);
+  EXPECT_TRUE(ordered.load());
+  const auto st = e.stats();
+  EXPECT_EQ(st.swaps, 100u);
+  EXPECT_EQ(st.epoch, 101u);
+  EXPECT_EQ(st.completed, static_cast<std::uint64_t>(kRequests));
+  EXPECT_GT(st.max_pause_s, 0.0);  // measured
+  const auto rec = e.replans();
+  ASSERT_EQ(rec.size(), 101u);
+  EXPECT_EQ(rec.back().cause, "manual");
+}
+
+TEST(RtEngine, DriftReplansWithCause) {
+  auto sys = testing::emu_system(2, 3, true);  // timing-only: paper-scale shapes
+  Model m = Model::gcn({.layers = 2, .in_features = 128, .hidden = 128, .materialize_weights = false});
+  auto small = Graph::shape_only(20000, 200000);
+  auto large = Graph::shape_only(400000, 40000000);
+  EngineOptions o;
+  o.drift.sustain = 4;
+  o.drift.min_requests_between = 4;
+  o.drift.min_gain = 0.0;
+  Engine e(m, std::make_shared<SchedPlanner>(m, sys), Request::gnn(small, HostTensor::shape_only(20000, 128)).characteristics(), o);
+  for (int i = 0; i < 10; ++i) e.submit(Request::gnn(small, HostTensor::shape_only(20000, 128)));
+  for (int i = 0; i < 10; ++i) e.submit(Request::gnn(large, HostTensor::shape_only(400000, 128)));
+  e.drain();
+  const auto rec = e.replans();
+  bool drift = false;
+  for (const auto& r : rec) {
+    if (r.cause != "drift") continue;
+    drift = true;
+    EXPECT_TRUE(r.detail.find("nodes") != std::string::npos || r.detail.find("nnz") != std::string::npos) << r.detail;
+    EXPECT_FALSE(r.old_plan.empty());
+    EXPECT_FALSE(r.new_plan.empty());
+    EXPECT_EQ(r.at_request, 13u);  // 4th request of the new phase
+  }
+  EXPECT_TRUE(drift);
+  EXPECT_EQ(e.stats().completed, 20u);
+}
+
+TEST(RtEngine, ModeChangeReplans) {
+  auto sys = testing::emu_system(2, 3, true);
+  Model m = Model::gcn({.layers = 2, .in_features = 128, .hidden = 128, .materialize_weights = false});
+  auto g = Graph::shape_only(200000, 4000000);
+  Request r = Request::gnn(g, HostTensor::shape_only(200000, 128));
+  Engine e(m, std::make_shared<SchedPlanner>(m, sys), r.characteristics());
+  e.submit(r);
+  e.set_mode("energy");
+  e.submit(r).get();
+  EXPECT_THROW(e.set_mode("fastest"), InputError);
+  const auto rec = e.replans();
+  ASSERT_GE(rec.size(), 2u);
+  EXPECT_EQ(rec[1].cause, "mode");
+  EXPECT_EQ(rec[1].detail, "mode perf -> energy");
+}
+
+TEST(RtEngine, DeviceFaultReplansAndReruns) {
+  auto sys = testing::emu_system(3, 0);
+  Model m = Model::gcn({.layers = 2, .in_features = 16, .hidden = 8, .seed = 21});
+  auto g = Graph::from_edges(random_graph(120, 900, 8), true);
+  Request req = gnn_request(m, g, 3);
+  const HostTensor expect = reference_forward(m, req);
+  auto gpu = sys.devices_of(hw::DeviceKind::gpu);
+  Engine e(m, std::make_shared<SchedPlanner>(m, sys), PipelineSpec{{{0, 1, {gpu[0]}, 0}, {2, 3, {gpu[1]}, 0}}, "1G1G"},
+           req.characteristics(), eo(2, 6));
+  std::vector<std::future<HostTensor>> futs;
+  for (int i = 0; i < 5; ++i) futs.push_back(e.submit(req));
+  static_cast<hw::EmuDevice*>(gpu[1])->inject_fault(3, "ECC error");
+  for (int i = 0; i < 20; ++i) futs.push_back(e.submit(req));
+  for (auto& f : futs) EXPECT_LE(relative_error(f.get(), expect), 1e-5);
+  const auto st = e.stats();
+  ASSERT_EQ(st.failed_devices.size(), 1u);
+  EXPECT_EQ(st.failed_devices[0], "gpu1");
+  EXPECT_GE(st.reruns, 1u);
+  EXPECT_EQ(st.completed, 25u);
+  bool fault = false;
+  for (const auto& r : e.replans()) {
+    if (r.cause == "fault") {
+      fault = true;
+      EXPECT_NE(r.detail.find("gpu1"), std::string::npos) << r.detail;
+      EXPECT_NE(r.detail.find("ECC error"), std::string::npos) << r.detail;
+    }
+  }
+  EXPECT_TRUE(fault);
+  for (const auto& s : e.current_spec().stages)
+    for (auto* d : s.devices) EXPECT_NE(d->name(), "gpu1");
+}
+
+TEST(RtEngine, FaultWithNoDeviceLeftNamesTheDevice) {
+  auto sys = testing::emu_system(1, 0);
+  Model m = Model::gcn({.layers = 1, .in_features = 4, .hidden = 4, .seed = 2});
+  auto g = Graph::from_edges(random_graph(30, 100, 8), true);
+  Request req = gnn_request(m, g, 3);
+  Engine e(m, std::make_shared<SchedPlanner>(m, sys), req.characteristics());
+  static_cast<hw::EmuDevice*>(sys.devices_of(hw::DeviceKind::gpu)[0])->inject_fault(0, "link down");
+  auto f = e.submit(req);
+  try {
+    f.get();
+    FAIL() << "expected a DeviceError";
+  } catch (const hw::DeviceError& err) {
+    EXPECT_EQ(err.device(), "gpu0");
+    EXPECT_NE(std::string(err.what()).find("gpu0"), std::string::npos);
+  }
+  EXPECT_EQ(e.stats().failed, 1u);
+}
+
+TEST(RtEngine, ChromeTraceObserver) {
+  auto sys = testing::emu_system(2, 0);
+  Model m = Model::gcn({.layers = 2, .in_features = 8, .hidden = 8});
+  auto g = Graph::from_edges(random_graph(50, 200, 8), true);
+  Request req = gnn_request(m, g, 3);
+  auto gpu = sys.devices_of(hw::DeviceKind::gpu);
+  Engine e(m, std::make_shared<SchedPlanner>(m, sys), PipelineSpec{{{0, 1, {gpu[0]}, 0}, {2, 3, {gpu[1]}, 0}}, "1G1G"},
+           req.characteristics());
+  auto trace = std::make_shared<ChromeTraceObserver>();
+  e.add_observer(trace);
+  e.swap_to(PipelineSpec{{{0, 3, {gpu[0], gpu[1]}, 0}}, "2G"});  // observers attach to new epochs
+  for (int i = 0; i < 5; ++i) e.submit(req);
+  e.drain();
+  const auto j = nlohmann::json::parse(trace->json());
+  int stage_events = 0, modelled = 0;
+  for (const auto& ev : j["traceEvents"]) {
+    if (ev.value("ph", "") == "X") {
+      ++stage_events;
+      if (ev["pid"] == 2) ++modelled;
+    }
+  }
+  EXPECT_EQ(stage_events, 10);  // 5 requests x 1 stage x (measured + modelled)
+  EXPECT_EQ(modelled, 5);
+}
+
+}  // namespace
+}  // namespace dype::rt
