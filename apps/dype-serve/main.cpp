@@ -1,0 +1,104 @@
+// dype-serve: the DyPe inference daemon. Open Inference Protocol (KServe v2) over HTTP, Prometheus
+// metrics on their own port, authenticated admin API. Flags follow Triton's tritonserver.
+//
+//   dype-serve --system configs/systems/paper-testbed-pcie4.yaml --mode balanced --http-port 8000
+//
+// SIGTERM/SIGINT: readiness goes false at once, new requests get 503, admitted requests finish
+// (up to --exit-timeout seconds), then the process exits 0.
+#include <csignal>
+#include <fstream>
+#include <iostream>
+#include <pthread.h>
+#include <sstream>
+
+#include <CLI/CLI.hpp>
+#include <spdlog/spdlog.h>
+
+#include "runtime/daemon/engine_service.h"
+#include "runtime/daemon/http_server.h"
+#include "runtime/observer.h"
+
+using namespace dype;
+using namespace dype::rt::daemon;
+
+int main(int argc, char** argv) {
+  CLI::App app{"dype-serve: pipelined GNN / sliding-window transformer inference (KServe v2 protocol)"};
+  EngineServiceOptions so;
+  ServerOptions ho;
+  int grpc_port = 8001;
+  std::string token_file, trace_file, log_level = "info", port_file;
+  double exit_timeout_s = 30.0;
+  app.add_option("--system", so.system_config, "system config YAML (default: detect this host)");
+  app.add_option("--mode", so.mode, "objective")->check(CLI::IsMember({"perf", "energy", "balanced", "qos"}));
+  app.add_option("--http-port", ho.http_port, "HTTP port (0: ephemeral)");
+  app.add_option("--grpc-port", grpc_port, "gRPC port (-1: off)");
+  app.add_option("--metrics-port", ho.metrics_port, "Prometheus metrics port (0: ephemeral, -1: off)");
+  app.add_option("--host", ho.host, "address to listen on");
+  app.add_option("--admin-token-file", token_file, "file holding the admin API token (admin API off without it)");
+  app.add_option("--bitstream-dir", ho.bitstream_dir, "admin bitstream paths must resolve inside this folder");
+  app.add_option("--max-request-bytes", ho.max_request_bytes, "larger request bodies get 413");
+  app.add_option("--max-queue", ho.max_queue, "admitted requests at once; more get 429");
+  app.add_option("--http-threads", ho.threads, "HTTP worker threads");
+  app.add_option("--max-in-flight", so.engine.max_in_flight, "requests inside each engine's pipeline at once");
+  app.add_option("--trace", trace_file, "write a Chrome trace-event JSON (Perfetto) of the run on exit");
+  app.add_option("--log-level", log_level, "trace|debug|info|warn|error")
+      ->check(CLI::IsMember({"trace", "debug", "info", "warn", "error"}));
+  app.add_option("--exit-timeout", exit_timeout_s, "seconds to let in-flight requests finish on shutdown");
+  app.add_option("--port-file", port_file, "write the bound ports as JSON here once serving (for ephemeral ports)");
+  CLI11_PARSE(app, argc, argv);
+  spdlog::set_level(spdlog::level::from_str(log_level));
+
+  // Block the stop signals in every thread; the main thread takes them with sigwait.
+  sigset_t stop_signals;
+  sigemptyset(&stop_signals);
+  sigaddset(&stop_signals, SIGTERM);
+  sigaddset(&stop_signals, SIGINT);
+  pthread_sigmask(SIG_BLOCK, &stop_signals, nullptr);
+
+  try {
+    if (!token_file.empty()) {
+      std::ifstream f(token_file);
+      if (!f) throw InputError(token_file, "cannot read the admin token file");
+      std::getline(f, ho.admin_token);
+      while (!ho.admin_token.empty() && std::isspace(static_cast<unsigned char>(ho.admin_token.back())))
+        ho.admin_token.pop_back();
+      if (ho.admin_token.empty()) throw InputError(token_file, "admin token file is empty");
+    }
+    EngineService service(so);
+    auto trace = std::make_shared<rt::ChromeTraceObserver>();
+    if (!trace_file.empty())
+      for (const ModelInfo& m : service.models()) service.engine(m.name).add_observer(trace);
+    GraphRegistry graphs;
+    Metrics metrics;
+    AdminHooks hooks;
+    hooks.pareto = [&service](const std::string& m) { return service.pareto(m); };
+    HttpServer http(service, graphs, metrics, ho, hooks);
+    http.start();
+    if (grpc_port >= 0) spdlog::warn("gRPC front end is not built in this version; --grpc-port {} ignored", grpc_port);
+    for (const ModelInfo& m : service.models())
+      spdlog::info("model {} ({}): plan {} [{}]", m.name, m.family, service.engine(m.name).current_label(),
+                   rt::describe(service.engine(m.name).current_spec()));
+    spdlog::info("dype-serve: HTTP on {}:{}, metrics on port {}, mode {}", ho.host, http.http_port(),
+                 http.metrics_port(), service.mode());
+    if (!port_file.empty()) {
+      std::ofstream f(port_file + ".tmp");
+      f << "{\"http\": " << http.http_port() << ", \"metrics\": " << http.metrics_port() << "}\n";
+      f.close();
+      std::rename((port_file + ".tmp").c_str(), port_file.c_str());  // readers see it whole
+    }
+
+    int sig = 0;
+    sigwait(&stop_signals, &sig);
+    spdlog::info("signal {}: not ready, refusing new requests, finishing in-flight ones", sig);
+    http.begin_shutdown();
+    if (!http.wait_idle(exit_timeout_s)) spdlog::warn("exit timeout: requests still in flight after {} s", exit_timeout_s);
+    service.drain();
+    http.stop();
+    if (!trace_file.empty()) trace->write(trace_file);
+    spdlog::info("dype-serve: stopped");
+    return 0;
+  } catch (const std::exception& e) {
+    spdlog::error("{}", e.what());
+    return 1;
+  }
+}

@@ -1,0 +1,339 @@
+#include "runtime/daemon/http_server.h"
+
+#include <charconv>
+#include <chrono>
+#include <filesystem>
+
+#include <httplib.h>
+
+#include "runtime/daemon/errors.h"
+#include "runtime/daemon/request_builder.h"
+#include "runtime/daemon/tensor.h"
+
+namespace dype::rt::daemon {
+namespace {
+
+using json = nlohmann::json;
+using Clock = std::chrono::steady_clock;
+
+void send_json(httplib::Response& res, int status, const json& body) {
+  res.status = status;
+  res.set_content(body.dump(), "application/json");
+}
+
+void send_error(httplib::Response& res, int status, const std::string& message) {
+  send_json(res, status, {{"error", message}});
+}
+
+// Runs a handler body and turns exceptions into {"error"} answers; returns the metrics reason.
+template <typename F>
+std::string guarded(httplib::Response& res, F&& f) {
+  try {
+    f();
+    return "ok";
+  } catch (const InputError& e) {
+    send_error(res, 400, e.what());
+    return "bad_input";
+  } catch (const NotFound& e) {
+    send_error(res, 404, e.what());
+    return "not_found";
+  } catch (const Overloaded& e) {
+    send_error(res, 429, e.what());
+    return "overloaded";
+  } catch (const Unavailable& e) {
+    send_error(res, 503, e.what());
+    return "unavailable";
+  } catch (const TooLarge& e) {
+    send_error(res, 413, e.what());
+    return "too_large";
+  } catch (const Unauthorized& e) {
+    send_error(res, 401, e.what());
+    return "unauthorized";
+  } catch (const std::exception& e) {
+    send_error(res, 500, e.what());
+    return "internal";
+  }
+}
+
+std::optional<std::size_t> header_length(const httplib::Request& req, std::size_t body_size) {
+  if (!req.has_header("Inference-Header-Content-Length")) return std::nullopt;
+  const std::string v = req.get_header_value("Inference-Header-Content-Length");
+  std::size_t n = 0;
+  const auto [p, ec] = std::from_chars(v.data(), v.data() + v.size(), n);
+  if (ec != std::errc() || p != v.data() + v.size())
+    throw InputError("Inference-Header-Content-Length", "'" + v + "' is not a byte count");
+  if (n > body_size)
+    throw InputError("Inference-Header-Content-Length",
+                     std::to_string(n) + " is past the end of the " + std::to_string(body_size) + "-byte body");
+  return n;
+}
+
+json tensor_specs(const std::vector<TensorSpec>& specs) {
+  json a = json::array();
+  for (const TensorSpec& t : specs) a.push_back({{"name", t.name}, {"datatype", t.datatype}, {"shape", t.shape}});
+  return a;
+}
+
+json body_json(const httplib::Request& req) {
+  if (req.body.empty()) return json::object();
+  try {
+    json j = json::parse(req.body);
+    if (!j.is_object()) throw InputError("request body", "must be a JSON object");
+    return j;
+  } catch (const json::parse_error& e) {
+    throw InputError("request body", std::string("malformed JSON: ") + e.what());
+  }
+}
+
+std::string string_field(const json& j, const char* key) {
+  if (!j.contains(key) || !j[key].is_string()) throw InputError(key, "missing or not a string");
+  return j[key].get<std::string>();
+}
+
+}  // namespace
+
+// Counts an admitted request for the lifetime of the handler; refuses beyond max_queue.
+struct HttpServer::Admission {
+  HttpServer& s;
+  explicit Admission(HttpServer& server) : s(server) {
+    std::lock_guard lock(s.idle_mu_);
+    if (s.draining_.load()) throw Unavailable("server is shutting down");
+    if (static_cast<std::size_t>(s.in_flight_) >= s.options_.max_queue)
+      throw Overloaded("queue full: " + std::to_string(s.in_flight_) + " requests in flight (limit " +
+                       std::to_string(s.options_.max_queue) + "); retry later");
+    ++s.in_flight_;
+    s.metrics_.set_in_flight(s.in_flight_);
+  }
+  ~Admission() {
+    std::lock_guard lock(s.idle_mu_);
+    --s.in_flight_;
+    s.metrics_.set_in_flight(s.in_flight_);
+    s.idle_cv_.notify_all();
+  }
+};
+
+HttpServer::HttpServer(InferenceService& service, GraphRegistry& graphs, Metrics& metrics, ServerOptions options,
+                       AdminHooks hooks)
+    : service_(service), graphs_(graphs), metrics_(metrics), options_(std::move(options)), hooks_(std::move(hooks)) {
+  http_ = std::make_unique<httplib::Server>();
+  const int threads = options_.threads;
+  http_->new_task_queue = [threads] { return new httplib::ThreadPool(static_cast<std::size_t>(threads)); };
+  http_->set_payload_max_length(options_.max_request_bytes);
+  routes();
+}
+
+HttpServer::~HttpServer() { stop(); }
+
+std::string HttpServer::confine_bitstream_path(const std::string& path) const {
+  namespace fs = std::filesystem;
+  if (options_.bitstream_dir.empty()) throw InputError("path", "no --bitstream-dir configured; bitstream loading is off");
+  std::error_code ec;
+  const fs::path root = fs::weakly_canonical(options_.bitstream_dir, ec);
+  const fs::path p = fs::path(path).is_absolute() ? fs::path(path) : fs::path(options_.bitstream_dir) / path;
+  const fs::path full = fs::weakly_canonical(p, ec);
+  if (ec) throw InputError("path", "'" + path + "' cannot be resolved: " + ec.message());
+  auto [r, f] = std::mismatch(root.begin(), root.end(), full.begin(), full.end());
+  if (r != root.end()) throw InputError("path", "'" + path + "' is outside the bitstream dir " + root.string());
+  if (!fs::is_regular_file(full)) throw InputError("path", "'" + path + "' is not a file in " + root.string());
+  return full.string();
+}
+
+void HttpServer::routes() {
+  httplib::Server& s = *http_;
+  // Body above the limit: httplib answers 413 before any handler; give it the protocol's body.
+  s.set_error_handler(httplib::Server::HandlerWithResponse([this](const httplib::Request&, httplib::Response& res) {
+    if (!res.body.empty()) return httplib::Server::HandlerResponse::Unhandled;
+    if (res.status == 413) {
+      metrics_.record("", "too_large", 0.0);
+      send_error(res, 413, "request body exceeds --max-request-bytes (" + std::to_string(options_.max_request_bytes) + " bytes)");
+    } else if (res.status == 404) {
+      send_error(res, 404, "no such route");
+    } else {
+      send_error(res, res.status, "HTTP status " + std::to_string(res.status));
+    }
+    return httplib::Server::HandlerResponse::Handled;
+  }));
+  s.set_exception_handler([](const httplib::Request&, httplib::Response& res, std::exception_ptr ep) {
+    try {
+      std::rethrow_exception(ep);
+    } catch (const std::exception& e) {
+      send_error(res, 500, e.what());
+    } catch (...) {
+      send_error(res, 500, "unknown error");
+    }
+  });
+
+  s.Get("/v2/health/live", [](const httplib::Request&, httplib::Response& res) { send_json(res, 200, {{"live", true}}); });
+  s.Get("/v2/health/ready", [this](const httplib::Request&, httplib::Response& res) {
+    send_json(res, ready() ? 200 : 503, {{"ready", ready()}});
+  });
+  s.Get("/v2", [this](const httplib::Request&, httplib::Response& res) {
+    send_json(res, 200, {{"name", "dype"}, {"version", "0.1.0"},
+                         {"extensions", {"binary_tensor_data", "dype_graphs", "dype_admin", "dype_plan"}}});
+  });
+  s.Get("/v2/models", [this](const httplib::Request&, httplib::Response& res) {
+    json a = json::array();
+    for (const ModelInfo& m : service_.models()) a.push_back({{"name", m.name}, {"family", m.family}});
+    send_json(res, 200, {{"models", a}});
+  });
+  const std::string model_re = R"(/v2/models/([^/]+)(?:/versions/([^/]+))?)";
+  s.Get(model_re, [this](const httplib::Request& req, httplib::Response& res) {
+    guarded(res, [&] {
+      const ModelInfo m = service_.model(req.matches[1]);
+      send_json(res, 200, {{"name", m.name}, {"versions", {"1"}}, {"platform", "dype_" + m.family},
+                           {"inputs", tensor_specs(m.inputs)}, {"outputs", tensor_specs(m.outputs)}});
+    });
+  });
+  s.Get(model_re + "/ready", [this](const httplib::Request& req, httplib::Response& res) {
+    guarded(res, [&] {
+      const bool ok = service_.model_ready(req.matches[1]) && ready();
+      send_json(res, ok ? 200 : 503, {{"name", req.matches[1].str()}, {"ready", ok}});
+    });
+  });
+
+  s.Post(model_re + "/infer", [this](const httplib::Request& req, httplib::Response& res) {
+    const auto t0 = Clock::now();
+    const std::string model = req.matches[1];
+    std::string reason = guarded(res, [&] {
+      if (req.matches[2].matched && req.matches[2].str() != "1")
+        throw NotFound("model '" + model + "' has no version '" + req.matches[2].str() + "' (only 1)");
+      const ModelInfo info = service_.model(model);
+      Admission admitted(*this);
+      const InferRequest in = parse_infer_request(req.body, header_length(req, req.body.size()));
+      bool binary = in.binary_output;
+      for (const RequestedOutput& o : in.outputs) {
+        if (o.name != "y") throw InputError("outputs", "model '" + model + "' has no output '" + o.name + "' (only y)");
+        binary = o.binary;
+      }
+      Request request = build_request(*info.model, in, graphs_);
+      HostTensor y = service_.infer(model, std::move(request)).get();
+      ResponseHeader h{.model_name = model, .id = in.id};
+      const Tensor out = Tensor::from_f32("y", {y.rows, y.cols}, y.data);
+      EncodedBody body = encode_infer_response(h, {out}, {binary});
+      if (body.header_length) res.set_header("Inference-Header-Content-Length", std::to_string(*body.header_length));
+      res.status = 200;
+      res.set_content(std::move(body.body), body.content_type);
+    });
+    metrics_.record(model, reason, std::chrono::duration<double>(Clock::now() - t0).count());
+  });
+
+  s.Post("/v2/dype/graphs", [this](const httplib::Request& req, httplib::Response& res) {
+    guarded(res, [&] {
+      if (!ready()) throw Unavailable("server is shutting down");
+      const InferRequest in = parse_infer_request(req.body, header_length(req, req.body.size()));
+      kernels::EdgeList edges = edges_from_request(in, in.int_parameter("num_nodes"));
+      const std::int64_t n = edges.num_nodes, e = edges.num_edges();
+      const std::string id = graphs_.add(std::move(edges));
+      send_json(res, 200, {{"id", id}, {"num_nodes", n}, {"num_edges", e}});
+    });
+  });
+  s.Delete("/v2/dype/graphs/([^/]+)", [this](const httplib::Request& req, httplib::Response& res) {
+    guarded(res, [&] {
+      if (!graphs_.remove(req.matches[1])) throw NotFound("unknown graph id '" + req.matches[1].str() + "'");
+      send_json(res, 200, {{"deleted", req.matches[1].str()}});
+    });
+  });
+
+  // Admin: token checked first, then one call at a time.
+  auto admin = [this](auto&& body) {
+    return [this, body](const httplib::Request& req, httplib::Response& res) {
+      guarded(res, [&] {
+        const std::string auth = req.get_header_value("Authorization");
+        const std::string want = "Bearer " + options_.admin_token;
+        // Compare every byte so the time taken does not reveal a matching prefix.
+        bool ok = !options_.admin_token.empty() && auth.size() == want.size();
+        unsigned char diff = 0;
+        for (std::size_t i = 0; ok && i < want.size(); ++i) diff |= static_cast<unsigned char>(auth[i] ^ want[i]);
+        if (!ok || diff != 0) throw Unauthorized("missing or wrong admin token (Authorization: Bearer <token>)");
+        std::lock_guard lock(admin_mu_);
+        body(req, res);
+      });
+    };
+  };
+  auto models_of = [this](const httplib::Request& req) {
+    std::vector<std::string> names;
+    if (req.has_param("model")) names.push_back(req.get_param_value("model"));
+    else for (const ModelInfo& m : service_.models()) names.push_back(m.name);
+    return names;
+  };
+  s.Get("/v2/dype/admin/plan", admin([this, models_of](const httplib::Request& req, httplib::Response& res) {
+    json out = json::array();
+    for (const std::string& m : models_of(req)) out.push_back(service_.plan(m));
+    send_json(res, 200, {{"mode", service_.mode()}, {"plans", out}});
+  }));
+  s.Post("/v2/dype/admin/mode", admin([this](const httplib::Request& req, httplib::Response& res) {
+    const std::string mode = string_field(body_json(req), "mode");
+    service_.set_mode(mode);
+    send_json(res, 200, {{"mode", service_.mode()}});
+  }));
+  s.Get("/v2/dype/admin/pareto", admin([this, models_of](const httplib::Request& req, httplib::Response& res) {
+    if (!hooks_.pareto) throw Error("Pareto front not available in this server");
+    json out = json::array();
+    for (const std::string& m : models_of(req)) {
+      service_.model(m);
+      out.push_back(hooks_.pareto(m));
+    }
+    send_json(res, 200, {{"fronts", out}});
+  }));
+  s.Post("/v2/dype/admin/devices/([^/]+)/(drain|undrain)", admin([this](const httplib::Request& req, httplib::Response& res) {
+    if (!hooks_.drain_device) {
+      send_error(res, 501, "device drain is not supported by this runtime");
+      return;
+    }
+    send_json(res, 200, hooks_.drain_device(req.matches[1], req.matches[2] == "drain"));
+  }));
+  s.Post("/v2/dype/admin/bitstreams/load", admin([this](const httplib::Request& req, httplib::Response& res) {
+    const json j = body_json(req);
+    const std::string path = confine_bitstream_path(string_field(j, "path"));
+    if (!hooks_.load_bitstream) {
+      send_error(res, 501, "bitstream loading is not supported by this runtime");
+      return;
+    }
+    send_json(res, 200, hooks_.load_bitstream(string_field(j, "device"), path));
+  }));
+  s.Post("/v2/dype/admin/bitstreams/unload", admin([this](const httplib::Request& req, httplib::Response& res) {
+    const json j = body_json(req);
+    if (!hooks_.unload_bitstream) {
+      send_error(res, 501, "bitstream unloading is not supported by this runtime");
+      return;
+    }
+    send_json(res, 200, hooks_.unload_bitstream(string_field(j, "device")));
+  }));
+}
+
+void HttpServer::start() {
+  auto bind = [this](httplib::Server& s, int port) {
+    const int p = port == 0 ? s.bind_to_any_port(options_.host) : (s.bind_to_port(options_.host, port) ? port : -1);
+    if (p < 0) throw Error("cannot listen on " + options_.host + ":" + std::to_string(port));
+    return p;
+  };
+  http_port_ = bind(*http_, options_.http_port);
+  http_thread_ = std::thread([this] { http_->listen_after_bind(); });
+  if (options_.metrics_port >= 0) {
+    metrics_http_ = std::make_unique<httplib::Server>();
+    metrics_http_->new_task_queue = [] { return new httplib::ThreadPool(2); };
+    metrics_http_->Get("/metrics", [this](const httplib::Request&, httplib::Response& res) {
+      res.set_content(metrics_.render(service_.metrics_text() + "dype_ready " + (ready() ? "1" : "0") + "\n"),
+                      "text/plain; version=0.0.4");
+    });
+    metrics_port_ = bind(*metrics_http_, options_.metrics_port);
+    metrics_thread_ = std::thread([this] { metrics_http_->listen_after_bind(); });
+  }
+}
+
+void HttpServer::begin_shutdown() { draining_.store(true); }
+
+bool HttpServer::wait_idle(double timeout_s) {
+  std::unique_lock lock(idle_mu_);
+  return idle_cv_.wait_for(lock, std::chrono::duration<double>(timeout_s), [this] { return in_flight_ == 0; });
+}
+
+void HttpServer::stop() {
+  draining_.store(true);
+  if (http_) http_->stop();
+  if (metrics_http_) metrics_http_->stop();
+  if (http_thread_.joinable()) http_thread_.join();
+  if (metrics_thread_.joinable()) metrics_thread_.join();
+}
+
+}  // namespace dype::rt::daemon

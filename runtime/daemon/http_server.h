@@ -1,0 +1,99 @@
+#pragma once
+// The HTTP front end: Open Inference Protocol (KServe v2) REST routes, dype's graph registration
+// and admin routes, and Prometheus metrics on their own port. cpp-httplib, one thread pool per port.
+//
+//   HttpServer http(service, graphs, metrics, {.http_port = 0, .metrics_port = 0});
+//   http.start();                       // binds (ephemeral ports when 0) and serves in the background
+//   ... http.http_port() ...
+//   http.begin_shutdown();              // ready -> false, new requests -> 503, in-flight finish
+//   http.wait_idle(30.0); http.stop();
+//
+// Routes: GET /v2/health/live, /v2/health/ready, /v2, /v2/models/{m}[/versions/{v}],
+// /v2/models/{m}[/versions/{v}]/ready; POST /v2/models/{m}[/versions/{v}]/infer;
+// POST /v2/dype/graphs, DELETE /v2/dype/graphs/{id}; admin under /v2/dype/admin/ (Bearer token).
+// Errors are {"error": "..."}: 400 bad input, 401 bad token, 404 unknown model/graph, 413 body too
+// large, 429 admission queue full, 503 shutting down, 500 otherwise.
+#include <atomic>
+#include <condition_variable>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+
+#include <nlohmann/json.hpp>
+
+#include "runtime/daemon/graph_registry.h"
+#include "runtime/daemon/metrics.h"
+#include "runtime/daemon/service.h"
+
+namespace httplib {
+class Server;
+}
+
+namespace dype::rt::daemon {
+
+struct ServerOptions {
+  std::string host = "127.0.0.1";
+  int http_port = 8000;                        // 0: ephemeral
+  int metrics_port = 8002;                     // 0: ephemeral, -1: off
+  std::size_t max_request_bytes = 256u << 20;  // larger bodies get 413
+  std::size_t max_queue = 64;                  // admitted infer requests at once; more get 429
+  int threads = 32;                            // HTTP worker threads
+  std::string admin_token;                     // empty: admin API refuses every call (401)
+  std::string bitstream_dir;                   // admin bitstream paths must resolve inside it
+};
+
+// Admin operations beyond what InferenceService offers, provided by the host program (dype-serve)
+// when it has them. Each gets the parsed JSON body and returns the JSON answer; unset -> 501.
+struct AdminHooks {
+  std::function<nlohmann::json(const std::string& device, bool drain)> drain_device;
+  std::function<nlohmann::json(const std::string& model)> pareto;
+  std::function<nlohmann::json(const std::string& device, const std::string& path)> load_bitstream;
+  std::function<nlohmann::json(const std::string& device)> unload_bitstream;
+};
+
+class HttpServer {
+ public:
+  HttpServer(InferenceService& service, GraphRegistry& graphs, Metrics& metrics, ServerOptions options,
+             AdminHooks hooks = {});
+  ~HttpServer();
+  HttpServer(const HttpServer&) = delete;
+  HttpServer& operator=(const HttpServer&) = delete;
+
+  // Binds both ports (Error naming host:port when it cannot) and serves in background threads.
+  void start();
+  int http_port() const { return http_port_; }
+  int metrics_port() const { return metrics_port_; }
+  bool ready() const { return !draining_.load(); }
+
+  void begin_shutdown();
+  // True when every admitted request was answered within timeout_s.
+  bool wait_idle(double timeout_s);
+  void stop();
+
+  // Resolves `path` inside the bitstream dir (InputError when it escapes or does not exist).
+  std::string confine_bitstream_path(const std::string& path) const;
+
+ private:
+  void routes();
+  struct Admission;
+
+  InferenceService& service_;
+  GraphRegistry& graphs_;
+  Metrics& metrics_;
+  ServerOptions options_;
+  AdminHooks hooks_;
+  std::unique_ptr<httplib::Server> http_;
+  std::unique_ptr<httplib::Server> metrics_http_;
+  std::thread http_thread_, metrics_thread_;
+  int http_port_ = -1, metrics_port_ = -1;
+  std::atomic<bool> draining_{false};
+  std::mutex idle_mu_;
+  std::condition_variable idle_cv_;
+  std::int64_t in_flight_ = 0;
+  std::mutex admin_mu_;  // admin calls run one at a time
+};
+
+}  // namespace dype::rt::daemon

@@ -1,0 +1,46 @@
+#include "runtime/daemon/metrics.h"
+
+#include <sstream>
+
+namespace dype::rt::daemon {
+
+void Metrics::record(const std::string& model, const std::string& reason, double seconds) {
+  std::lock_guard lock(mu_);
+  ++requests_[{model, reason}];
+  if (reason != "ok") return;
+  Histogram& h = durations_[model];
+  for (std::size_t i = 0; i < kBuckets.size(); ++i)
+    if (seconds <= kBuckets[i]) ++h.le[i];
+  ++h.count;
+  h.sum += seconds;
+}
+
+std::uint64_t Metrics::count(const std::string& model, const std::string& reason) const {
+  std::lock_guard lock(mu_);
+  auto it = requests_.find({model, reason});
+  return it == requests_.end() ? 0 : it->second;
+}
+
+std::string Metrics::render(const std::string& extra) const {
+  std::ostringstream o;
+  std::lock_guard lock(mu_);
+  o << "# HELP dype_requests_total Inference requests by model and result (ok or the failure reason).\n"
+       "# TYPE dype_requests_total counter\n";
+  for (const auto& [k, n] : requests_)
+    o << "dype_requests_total{model=\"" << k.first << "\",result=\"" << k.second << "\"} " << n << "\n";
+  o << "# HELP dype_request_duration_seconds Time from request received to response ready (measured).\n"
+       "# TYPE dype_request_duration_seconds histogram\n";
+  for (const auto& [model, h] : durations_) {
+    for (std::size_t i = 0; i < kBuckets.size(); ++i)
+      o << "dype_request_duration_seconds_bucket{model=\"" << model << "\",le=\"" << kBuckets[i] << "\"} " << h.le[i] << "\n";
+    o << "dype_request_duration_seconds_bucket{model=\"" << model << "\",le=\"+Inf\"} " << h.count << "\n";
+    o << "dype_request_duration_seconds_sum{model=\"" << model << "\"} " << h.sum << "\n";
+    o << "dype_request_duration_seconds_count{model=\"" << model << "\"} " << h.count << "\n";
+  }
+  o << "# HELP dype_requests_in_flight Admitted requests not yet answered.\n# TYPE dype_requests_in_flight gauge\n"
+    << "dype_requests_in_flight " << in_flight_.load() << "\n";
+  o << extra;
+  return o.str();
+}
+
+}  // namespace dype::rt::daemon

@@ -1,0 +1,37 @@
+#pragma once
+// Daemon-side Prometheus metrics: request outcomes by reason, request durations (histogram, measured),
+// admission queue depth. The runtime's own figures (plans, re-plans, stages) come from
+// InferenceService::metrics_text() and are appended when rendering.
+#include <array>
+#include <atomic>
+#include <cstdint>
+#include <map>
+#include <mutex>
+#include <string>
+
+namespace dype::rt::daemon {
+
+class Metrics {
+ public:
+  // reason: "ok", "bad_input", "not_found", "too_large", "overloaded", "unavailable", "internal", ...
+  void record(const std::string& model, const std::string& reason, double seconds);
+  void set_in_flight(std::int64_t n) { in_flight_.store(n); }
+  // Text exposition format 0.0.4, followed by `extra` (the service's lines).
+  std::string render(const std::string& extra) const;
+  std::uint64_t count(const std::string& model, const std::string& reason) const;
+
+ private:
+  static constexpr std::array<double, 12> kBuckets = {0.001, 0.0025, 0.005, 0.01, 0.025, 0.05,
+                                                      0.1,   0.25,   0.5,   1.0,  2.5,   10.0};
+  struct Histogram {
+    std::array<std::uint64_t, kBuckets.size()> le{};
+    std::uint64_t count = 0;
+    double sum = 0.0;
+  };
+  mutable std::mutex mu_;
+  std::map<std::pair<std::string, std::string>, std::uint64_t> requests_;
+  std::map<std::string, Histogram> durations_;  // successful requests per model
+  std::atomic<std::int64_t> in_flight_{0};
+};
+
+}  // namespace dype::rt::daemon

@@ -1,0 +1,113 @@
+#include "runtime/daemon/request_builder.h"
+
+#include <cmath>
+#include <span>
+
+#include "kernels/error.h"
+#include "kernels/graph/edge_index.h"
+
+namespace dype::rt::daemon {
+namespace {
+
+const Tensor& need(const InferRequest& in, const std::string& name) {
+  const Tensor* t = in.find(name);
+  if (!t) throw InputError("inputs", "missing input '" + name + "'");
+  return *t;
+}
+
+HostTensor features(const Tensor& x, std::int64_t cols_expected, const char* cols_name) {
+  if (x.shape.size() != 2)
+    throw InputError("input 'x'", "must have rank 2 [rows, " + std::string(cols_name) + "], got rank " +
+                                      std::to_string(x.shape.size()));
+  if (x.shape[1] != cols_expected)
+    throw InputError("input 'x'", "shape[1] is " + std::to_string(x.shape[1]) + ", the model expects " +
+                                      std::string(cols_name) + " = " + std::to_string(cols_expected));
+  std::vector<float> v = x.f32();
+  for (std::size_t i = 0; i < v.size(); ++i) {
+    if (!std::isfinite(v[i])) {
+      const auto c = static_cast<std::size_t>(x.shape[1]);
+      throw InputError("input 'x'[" + std::to_string(i / c) + "][" + std::to_string(i % c) + "]",
+                       std::string("is ") + (std::isnan(v[i]) ? "NaN" : "infinite") + "; features must be finite");
+    }
+  }
+  return make_tensor(x.shape[0], x.shape[1], std::move(v));
+}
+
+std::optional<std::vector<float>> optional_f32(const InferRequest& in, const char* name, std::int64_t expected) {
+  const Tensor* t = in.find(name);
+  if (!t) return std::nullopt;
+  if (t->shape.size() != 1 || t->shape[0] != expected)
+    throw InputError(std::string("input '") + name + "'", "must have shape [" + std::to_string(expected) + "]");
+  return t->f32();
+}
+
+}  // namespace
+
+kernels::EdgeList edges_from_request(const InferRequest& in, std::optional<std::int64_t> num_nodes) {
+  if (const Tensor* ei = in.find("edge_index")) {
+    if (in.find("indptr") || in.find("indices")) throw InputError("inputs", "give edge_index or indptr/indices, not both");
+    const std::vector<std::int64_t> idx = ei->i64();
+    std::optional<std::vector<float>> w;
+    if (in.find("edge_weight")) {
+      if (ei->shape.size() != 2) throw InputError("input 'edge_index'", "must have shape [2, E]");
+      w = optional_f32(in, "edge_weight", ei->shape[1]);
+    }
+    std::optional<std::span<const float>> ws;
+    if (w) ws = std::span<const float>(*w);
+    return kernels::edge_index_to_edge_list(idx, ei->shape, num_nodes, ws);
+  }
+  if (in.find("indptr") || in.find("indices")) {
+    const Tensor& ip = need(in, "indptr");
+    const Tensor& ix = need(in, "indices");
+    if (ip.shape.size() != 1) throw InputError("input 'indptr'", "must have rank 1");
+    if (ix.shape.size() != 1) throw InputError("input 'indices'", "must have rank 1");
+    const std::int64_t n = num_nodes ? *num_nodes : ip.shape[0] - 1;
+    std::optional<std::vector<float>> v = optional_f32(in, "values", ix.shape[0]);
+    std::optional<std::span<const float>> vs;
+    if (v) vs = std::span<const float>(*v);
+    return kernels::csr_input_to_edge_list(ip.i64(), ix.i64(), n, vs);
+  }
+  throw InputError("inputs", "a graph needs edge_index [2, E] or indptr + indices");
+}
+
+Request build_request(const Model& model, const InferRequest& in, GraphRegistry& graphs) {
+  for (const Tensor& t : in.inputs) {
+    static const char* known[] = {"x", "edge_index", "edge_weight", "indptr", "indices", "values", "window"};
+    bool ok = false;
+    for (const char* k : known) ok = ok || t.name == k;
+    if (!ok) throw InputError("input '" + t.name + "'", "not an input of this model");
+  }
+  const Tensor& xt = need(in, "x");
+  if (!model.is_gnn()) {
+    HostTensor x = features(xt, model.spec().d_model, "d_model");
+    std::optional<std::int64_t> window = in.int_parameter("window");
+    if (const Tensor* w = in.find("window")) {
+      if (window) throw InputError("window", "given both as parameter and input");
+      if (w->elements() != 1) throw InputError("input 'window'", "must hold one integer");
+      window = w->i64()[0];
+    }
+    if (!window) throw InputError("parameters.window", "missing (the attention half-window, >= 0)");
+    if (*window < 0) throw InputError("parameters.window", "is " + std::to_string(*window) + ", must be >= 0");
+    Request r = Request::transformer(std::move(x), *window);
+    validate_request(model, r);
+    return r;
+  }
+  HostTensor x = features(xt, model.spec().in_features, "in_features");
+  std::shared_ptr<const Graph> g;
+  if (auto id = in.string_parameter("graph_id")) {
+    if (in.find("edge_index") || in.find("indptr")) throw InputError("parameters.graph_id", "given together with graph tensors");
+    const std::int64_t n = graphs.num_nodes(*id);
+    if (n != x.rows)
+      throw InputError("input 'x'", "has " + std::to_string(x.rows) + " rows, graph '" + *id + "' has " +
+                                        std::to_string(n) + " nodes");
+    g = graphs.graph_for(*id, model);
+  } else {
+    // x fixes the node count: an edge id >= rows is out of range, not a bigger graph.
+    g = normalise_for(edges_from_request(in, x.rows), model);
+  }
+  Request r = Request::gnn(std::move(g), std::move(x));
+  validate_request(model, r);
+  return r;
+}
+
+}  // namespace dype::rt::daemon

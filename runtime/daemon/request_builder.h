@@ -1,0 +1,20 @@
+#pragma once
+// Protocol tensors -> rt::Request, with every check a network input needs (PyG conventions):
+//   GNN:          x FP32 [N, F] and one of edge_index INT64 [2, E] (+ edge_weight FP32 [E]),
+//                 indptr + indices INT64 (+ values FP32), or parameters.graph_id (registered).
+//   transformer:  x FP32 [seq_len, d_model] and parameters.window (or input window INT64 [1]).
+// Index checks come from kernels/graph/edge_index.h; NaN/Inf features are refused.
+#include "kernels/graph/edge_list.h"
+#include "runtime/daemon/graph_registry.h"
+#include "runtime/daemon/tensor.h"
+#include "runtime/model.h"
+
+namespace dype::rt::daemon {
+
+Request build_request(const Model& model, const InferRequest& in, GraphRegistry& graphs);
+
+// Graph tensors only (edge_index or CSR), for registration. num_nodes: parameters.num_nodes or
+// inferred from the ids.
+kernels::EdgeList edges_from_request(const InferRequest& in, std::optional<std::int64_t> num_nodes);
+
+}  // namespace dype::rt::daemon

@@ -1,0 +1,52 @@
+#pragma once
+// InferenceService: the narrow interface the protocol front ends (HTTP, gRPC) serve. It hides how
+// requests run (EngineService: one rt::Engine per model). Front ends only parse, validate, admit
+// and encode; everything about plans and devices comes through here.
+#include <future>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "runtime/model.h"
+
+namespace dype::rt::daemon {
+
+struct TensorSpec {
+  std::string name;
+  std::string datatype;
+  std::vector<std::int64_t> shape;  // -1: any size
+};
+
+struct ModelInfo {
+  std::string name;
+  std::string family;               // gcn | gin | transformer
+  const Model* model = nullptr;     // the model requests are checked against
+  std::vector<TensorSpec> inputs;
+  std::vector<TensorSpec> outputs;
+};
+
+class InferenceService {
+ public:
+  virtual ~InferenceService() = default;
+  virtual std::vector<ModelInfo> models() const = 0;
+  // NotFound when no such model.
+  virtual ModelInfo model(const std::string& name) const = 0;
+  virtual bool model_ready(const std::string& name) const = 0;
+  // InputError when the request does not fit the model; the future carries run-time failures.
+  virtual std::future<HostTensor> infer(const std::string& model, Request request) = 0;
+  // The current plan of a model: epoch, label, stages, re-plan records (JSON for the admin API).
+  virtual nlohmann::json plan(const std::string& model) const = 0;
+  // Changes the objective of every model (perf | energy | balanced | qos); re-plans at once.
+  virtual void set_mode(const std::string& mode) = 0;
+  virtual std::string mode() const = 0;
+  // Prometheus text lines for what the runtime exposes (epochs, swaps, stage busy, queue depth).
+  virtual std::string metrics_text() const = 0;
+  // Waits until every submitted request has been answered.
+  virtual void drain() = 0;
+};
+
+// Model metadata as the protocol publishes it (inputs x / edge_index / indptr / indices / ...).
+ModelInfo describe_model(const std::string& name, const Model& model);
+
+}  // namespace dype::rt::daemon

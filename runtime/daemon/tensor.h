@@ -1,0 +1,93 @@
+#pragma once
+// Open Inference Protocol (KServe v2) tensors: parsing an infer request body (JSON, with or without
+// the binary tensor data extension) and encoding a response. Pure functions over bytes, shared by
+// the HTTP front end, the gRPC front end (which fills Tensor from protobuf) and dype-client.
+//
+//   InferRequest r = parse_infer_request(body, header_length);   // InputError on any problem
+//   const Tensor& x = r.input("x");   std::vector<float> xs = x.f32();
+//   EncodedBody out = encode_infer_response(info, {y}, /*binary=*/true);
+//
+// Binary extension: the JSON header is the first Inference-Header-Content-Length bytes; each input
+// with parameters.binary_data_size takes that many bytes from what follows, in input order.
+#include <cstddef>
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+namespace dype::rt::daemon {
+
+// Bytes per element of a KServe datatype ("FP32" -> 4); 0 for BYTES; InputError when unknown.
+std::size_t datatype_size(std::string_view datatype, const std::string& where);
+
+struct Tensor {
+  std::string name;
+  std::string datatype;              // KServe name: FP32, INT64, ...
+  std::vector<std::int64_t> shape;
+  std::string raw;                   // little-endian element bytes, elements() * size
+
+  std::int64_t elements() const;
+  // Typed copies; InputError naming the tensor when the datatype differs. i64() also widens INT32.
+  std::vector<float> f32() const;
+  std::vector<std::int64_t> i64() const;
+
+  static Tensor from_f32(std::string name, std::vector<std::int64_t> shape, const std::vector<float>& v);
+  static Tensor from_i64(std::string name, std::vector<std::int64_t> shape,
+                         const std::vector<std::int64_t>& v);
+  // JSON "data" array (flat), as the protocol's JSON form carries it.
+  nlohmann::json data_json() const;
+};
+
+struct RequestedOutput {
+  std::string name;
+  bool binary = false;
+};
+
+struct InferRequest {
+  std::string id;
+  std::vector<Tensor> inputs;
+  nlohmann::json parameters = nlohmann::json::object();
+  std::vector<RequestedOutput> outputs;  // empty: all outputs
+  bool binary_output = false;            // parameters.binary_data_output
+
+  const Tensor* find(std::string_view name) const;
+  // Parameter lookups with type checks (InputError "parameters.window: ...").
+  std::optional<std::int64_t> int_parameter(const std::string& key) const;
+  std::optional<std::string> string_parameter(const std::string& key) const;
+};
+
+// header_length: the Inference-Header-Content-Length header, when present.
+InferRequest parse_infer_request(std::string_view body, std::optional<std::size_t> header_length);
+
+struct EncodedBody {
+  std::string body;
+  std::optional<std::size_t> header_length;  // set when binary data follows the JSON
+  std::string content_type = "application/json";
+};
+
+struct ResponseHeader {
+  std::string model_name;
+  std::string model_version = "1";
+  std::string id;
+  nlohmann::json parameters = nlohmann::json::object();
+};
+
+// binary: per output, whether its data goes in the binary section.
+EncodedBody encode_infer_response(const ResponseHeader& header, const std::vector<Tensor>& outputs,
+                                  const std::vector<bool>& binary);
+// The client side: same body format as a request (inputs in binary when binary is true).
+EncodedBody encode_infer_request(const std::string& id, const std::vector<Tensor>& inputs,
+                                 const nlohmann::json& parameters, bool binary, bool binary_output);
+// Client side: parse a response body (outputs + parameters) in either form.
+struct InferResponse {
+  std::string model_name;
+  std::string id;
+  nlohmann::json parameters = nlohmann::json::object();
+  std::vector<Tensor> outputs;
+};
+InferResponse parse_infer_response(std::string_view body, std::optional<std::size_t> header_length);
+
+}  // namespace dype::rt::daemon

@@ -1,0 +1,389 @@
+// dype-serve's HTTP front end end to end over real loopback sockets (127.0.0.1, ephemeral ports):
+// the real EngineService on the emulated paper testbed, httplib and curl as clients. Every bad input
+// is answered with its status and message, and the server keeps serving afterwards.
+#include <atomic>
+#include <cstdio>
+#include <fstream>
+#include <latch>
+#include <thread>
+
+#include <gtest/gtest.h>
+#include <httplib.h>
+
+#include "runtime/daemon/engine_service.h"
+#include "runtime/daemon/errors.h"
+#include "runtime/daemon/http_server.h"
+#include "runtime/daemon/tensor.h"
+
+using namespace dype;
+using namespace dype::rt::daemon;
+using json = nlohmann::json;
+
+namespace {
+
+EngineServiceOptions small_models() {
+  EngineServiceOptions o;
+  o.system_config = std::string(DYPE_SOURCE_DIR) + "/configs/systems/paper-testbed-pcie4.yaml";
+  o.mode = "perf";
+  rt::ModelSpec gcn{.family = rt::ModelFamily::gcn, .layers = 2, .in_features = 16, .hidden = 32, .seed = 5};
+  rt::ModelSpec tf{.family = rt::ModelFamily::transformer, .layers = 1, .d_model = 32, .heads = 2, .ffn = 64, .seed = 6};
+  o.models = {{"gcn", gcn, {.nodes = 200, .nnz = 1000, .feature_len = 16}},
+              {"swin-transformer", tf, {.feature_len = 32, .seq_len = 64, .window = 4}}};
+  return o;
+}
+
+// Delegates to the real service; infer() can be held at a gate so tests control concurrency.
+class GatedService final : public InferenceService {
+ public:
+  explicit GatedService(InferenceService& real) : real_(real) {}
+  std::vector<ModelInfo> models() const override { return real_.models(); }
+  ModelInfo model(const std::string& n) const override { return real_.model(n); }
+  bool model_ready(const std::string& n) const override { return real_.model_ready(n); }
+  std::future<rt::HostTensor> infer(const std::string& m, rt::Request r) override {
+    ++entered;
+    std::unique_lock lock(mu_);
+    cv_.wait(lock, [this] { return open_; });
+    return real_.infer(m, std::move(r));
+  }
+  json plan(const std::string& m) const override { return real_.plan(m); }
+  void set_mode(const std::string& m) override { real_.set_mode(m); }
+  std::string mode() const override { return real_.mode(); }
+  std::string metrics_text() const override { return real_.metrics_text(); }
+  void drain() override { real_.drain(); }
+  void open(bool o) {
+    std::lock_guard lock(mu_);
+    open_ = o;
+    cv_.notify_all();
+  }
+  std::atomic<int> entered{0};
+
+ private:
+  InferenceService& real_;
+  std::mutex mu_;
+  std::condition_variable cv_;
+  bool open_ = true;
+};
+
+struct Graph {
+  std::int64_t n;
+  std::vector<std::int64_t> edge_index;  // [2, E] row-major
+  std::vector<float> x;
+};
+
+Graph make_graph(std::int64_t n, std::int64_t e, std::int64_t f, std::uint64_t seed) {
+  const kernels::EdgeList el = rt::random_graph(n, e, seed);
+  Graph g{n, {}, {}};
+  g.edge_index = el.src;
+  g.edge_index.insert(g.edge_index.end(), el.dst.begin(), el.dst.end());
+  g.x.resize(static_cast<std::size_t>(n * f));
+  for (std::size_t i = 0; i < g.x.size(); ++i) g.x[i] = static_cast<float>((i * 2654435761u + seed) % 1000) / 500.0f - 1.0f;
+  return g;
+}
+
+class DaemonHttp : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() { service_ = new EngineService(small_models()); }
+  static void TearDownTestSuite() {
+    delete service_;
+    service_ = nullptr;
+  }
+
+  void start(ServerOptions o = {}) {
+    o.host = "127.0.0.1";
+    o.http_port = 0;
+    o.metrics_port = 0;
+    o.admin_token = "s3cret";
+    gated_ = std::make_unique<GatedService>(*service_);
+    server_ = std::make_unique<HttpServer>(*gated_, graphs_, metrics_, o);
+    server_->start();
+    client_ = std::make_unique<httplib::Client>("127.0.0.1", server_->http_port());
+    client_->set_read_timeout(60, 0);
+  }
+  void TearDown() override {
+    if (gated_) gated_->open(true);
+    if (server_) server_->stop();
+  }
+
+  httplib::Result infer_json(const std::string& model, const json& body) {
+    return client_->Post(("/v2/models/" + model + "/infer").c_str(), body.dump(), "application/json");
+  }
+  httplib::Result infer_binary(const std::string& model, const std::vector<Tensor>& in, const json& params,
+                               httplib::Client* c = nullptr) {
+    EncodedBody b = encode_infer_request("", in, params, true, true);
+    httplib::Headers h{{"Inference-Header-Content-Length", std::to_string(*b.header_length)}};
+    return (c ? c : client_.get())->Post(("/v2/models/" + model + "/infer").c_str(), h, b.body, "application/octet-stream");
+  }
+  rt::HostTensor reference(const Graph& g) {
+    const rt::Model& m = *service_->model("gcn").model;
+    kernels::EdgeList el;
+    el.num_nodes = g.n;
+    const std::size_t e = g.edge_index.size() / 2;
+    el.src.assign(g.edge_index.begin(), g.edge_index.begin() + static_cast<std::ptrdiff_t>(e));
+    el.dst.assign(g.edge_index.begin() + static_cast<std::ptrdiff_t>(e), g.edge_index.end());
+    return rt::reference_forward(m, rt::Request::gnn(rt::Graph::from_edges(el, true), rt::make_tensor(g.n, 16, g.x)));
+  }
+  rt::HostTensor output_of(const httplib::Result& r) {
+    std::optional<std::size_t> hl;
+    if (r->has_header("Inference-Header-Content-Length")) hl = std::stoul(r->get_header_value("Inference-Header-Content-Length"));
+    InferResponse resp = parse_infer_response(r->body, hl);
+    const Tensor& y = resp.outputs.at(0);
+    return rt::make_tensor(y.shape[0], y.shape[1], y.f32());
+  }
+  // Asserts status and that the error message mentions `needle`, then that a good request works.
+  void expect_error(const httplib::Result& r, int status, const std::string& needle) {
+    ASSERT_TRUE(r) << "no response";
+    EXPECT_EQ(r->status, status) << r->body;
+    const json j = json::parse(r->body);
+    ASSERT_TRUE(j.contains("error")) << r->body;
+    EXPECT_NE(j["error"].get<std::string>().find(needle), std::string::npos) << j["error"];
+    const Graph g = make_graph(30, 90, 16, 1);
+    auto ok = infer_binary("gcn", {Tensor::from_f32("x", {g.n, 16}, g.x), Tensor::from_i64("edge_index", {2, 90}, g.edge_index)}, {});
+    ASSERT_TRUE(ok);
+    EXPECT_EQ(ok->status, 200) << ok->body;
+  }
+
+  static EngineService* service_;
+  GraphRegistry graphs_;
+  Metrics metrics_;
+  std::unique_ptr<GatedService> gated_;
+  std::unique_ptr<HttpServer> server_;
+  std::unique_ptr<httplib::Client> client_;
+};
+EngineService* DaemonHttp::service_ = nullptr;
+
+}  // namespace
+
+TEST_F(DaemonHttp, HealthAndMetadata) {
+  start();
+  auto live = client_->Get("/v2/health/live");
+  ASSERT_TRUE(live);
+  EXPECT_EQ(live->status, 200);
+  EXPECT_EQ(client_->Get("/v2/health/ready")->status, 200);
+  const json meta = json::parse(client_->Get("/v2")->body);
+  EXPECT_EQ(meta["name"], "dype");
+  const auto m = client_->Get("/v2/models/gcn");
+  ASSERT_EQ(m->status, 200);
+  const json mj = json::parse(m->body);
+  EXPECT_EQ(mj["inputs"][0]["name"], "x");
+  EXPECT_EQ(mj["inputs"][0]["shape"], json({-1, 16}));
+  EXPECT_EQ(client_->Get("/v2/models/gcn/ready")->status, 200);
+  EXPECT_EQ(client_->Get("/v2/models/nope")->status, 404);
+  EXPECT_EQ(client_->Get("/v2/models/nope/ready")->status, 404);
+}
+
+TEST_F(DaemonHttp, InferJsonAndBinaryMatchReference) {
+  start();
+  const Graph g = make_graph(120, 600, 16, 9);
+  const rt::HostTensor ref = reference(g);
+  json body = {{"id", "a1"},
+               {"inputs", {{{"name", "x"}, {"datatype", "FP32"}, {"shape", {g.n, 16}}, {"data", g.x}},
+                           {{"name", "edge_index"}, {"datatype", "INT64"}, {"shape", {2, 600}}, {"data", g.edge_index}}}}};
+  auto r = infer_json("gcn", body);
+  ASSERT_TRUE(r);
+  ASSERT_EQ(r->status, 200) << r->body;
+  EXPECT_EQ(json::parse(r->body)["id"], "a1");
+  EXPECT_LT(rt::relative_error(output_of(r), ref), 1e-5);
+
+  auto b = infer_binary("gcn", {Tensor::from_f32("x", {g.n, 16}, g.x), Tensor::from_i64("edge_index", {2, 600}, g.edge_index)}, {});
+  ASSERT_EQ(b->status, 200) << b->body;
+  EXPECT_TRUE(b->has_header("Inference-Header-Content-Length"));
+  EXPECT_LT(rt::relative_error(output_of(b), ref), 1e-5);
+
+  // Registered graph + features only.
+  auto reg = client_->Post("/v2/dype/graphs",
+                           json{{"parameters", {{"num_nodes", g.n}}},
+                                {"inputs", {{{"name", "edge_index"}, {"datatype", "INT64"}, {"shape", {2, 600}}, {"data", g.edge_index}}}}}
+                               .dump(),
+                           "application/json");
+  ASSERT_EQ(reg->status, 200) << reg->body;
+  const std::string id = json::parse(reg->body)["id"];
+  auto byid = infer_binary("gcn", {Tensor::from_f32("x", {g.n, 16}, g.x)}, {{"graph_id", id}});
+  ASSERT_EQ(byid->status, 200) << byid->body;
+  EXPECT_LT(rt::relative_error(output_of(byid), ref), 1e-5);
+
+  // Transformer: x + window.
+  std::vector<float> tx(40 * 32);
+  for (std::size_t i = 0; i < tx.size(); ++i) tx[i] = std::sin(static_cast<float>(i) * 0.1f);
+  auto t = infer_binary("swin-transformer", {Tensor::from_f32("x", {40, 32}, tx)}, {{"window", 3}});
+  ASSERT_EQ(t->status, 200) << t->body;
+  const rt::HostTensor tref = rt::reference_forward(*service_->model("swin-transformer").model,
+                                                    rt::Request::transformer(rt::make_tensor(40, 32, tx), 3));
+  EXPECT_LT(rt::relative_error(output_of(t), tref), 1e-4);
+}
+
+TEST_F(DaemonHttp, BadInputsAnsweredAndServerKeepsServing) {
+  ServerOptions o;
+  o.max_request_bytes = 1 << 20;
+  start(o);
+  const Graph g = make_graph(10, 20, 16, 2);
+  auto x = Tensor::from_f32("x", {g.n, 16}, g.x);
+  auto ei = Tensor::from_i64("edge_index", {2, 20}, g.edge_index);
+  expect_error(client_->Post("/v2/models/gcn/infer", "{\"inputs\": [", "application/json"), 400, "malformed JSON");
+  expect_error(infer_json("gcn", {{"inputs", {{{"name", "x"}, {"datatype", "INT64"}, {"shape", {1, 16}}, {"data", std::vector<int>(16, 1)}}}}}),
+               400, "expected FP32");
+  expect_error(infer_binary("gcn", {Tensor::from_f32("x", {g.n / 2, 32}, g.x), ei}, {}), 400, "in_features = 16");
+  auto bad = g.edge_index;
+  bad[3] = 10;
+  expect_error(infer_binary("gcn", {x, Tensor::from_i64("edge_index", {2, 20}, bad)}, {}), 400, "out of range");
+  bad[3] = -4;
+  expect_error(infer_binary("gcn", {x, Tensor::from_i64("edge_index", {2, 20}, bad)}, {}), 400, "edge_index");
+  auto nan = g.x;
+  nan[17] = std::numeric_limits<float>::quiet_NaN();
+  expect_error(infer_binary("gcn", {Tensor::from_f32("x", {g.n, 16}, nan), ei}, {}), 400, "NaN");
+  nan[17] = std::numeric_limits<float>::infinity();
+  expect_error(infer_binary("gcn", {Tensor::from_f32("x", {g.n, 16}, nan), ei}, {}), 400, "infinite");
+  expect_error(infer_binary("gcn", {x}, {{"graph_id", "g404"}}), 404, "unknown graph id");
+  expect_error(infer_binary("nomodel", {x, ei}, {}), 404, "unknown model");
+  // x rows vs graph nodes
+  auto reg = client_->Post("/v2/dype/graphs",
+                           json{{"inputs", {{{"name", "edge_index"}, {"datatype", "INT64"}, {"shape", {2, 1}}, {"data", {0, 11}}}}}}.dump(),
+                           "application/json");
+  ASSERT_EQ(reg->status, 200);
+  expect_error(infer_binary("gcn", {x}, {{"graph_id", json::parse(reg->body)["id"]}}), 400, "12 nodes");
+  // binary header length past the body
+  EncodedBody b = encode_infer_request("", {x, ei}, {}, true, false);
+  expect_error(client_->Post("/v2/models/gcn/infer", {{"Inference-Header-Content-Length", std::to_string(b.body.size() + 1)}},
+                             b.body, "application/octet-stream"),
+               400, "past the end");
+  // body above --max-request-bytes
+  expect_error(client_->Post("/v2/models/gcn/infer", std::string((1 << 20) + 10, ' '), "application/json"), 413,
+               "max-request-bytes");
+  EXPECT_GE(metrics_.count("gcn", "bad_input"), 8u);
+}
+
+TEST_F(DaemonHttp, FullQueueGets429AndEveryRequestAnsweredOnce) {
+  ServerOptions o;
+  o.max_queue = 3;
+  start(o);
+  gated_->open(false);
+  const Graph g = make_graph(30, 90, 16, 4);
+  std::vector<std::thread> ts;
+  std::vector<int> status(3, 0);
+  for (int i = 0; i < 3; ++i)
+    ts.emplace_back([&, i] {
+      httplib::Client c("127.0.0.1", server_->http_port());
+      c.set_read_timeout(60, 0);
+      auto r = infer_binary("gcn", {Tensor::from_f32("x", {g.n, 16}, g.x), Tensor::from_i64("edge_index", {2, 90}, g.edge_index)}, {}, &c);
+      status[i] = r ? r->status : -1;
+    });
+  while (gated_->entered.load() < 3) std::this_thread::sleep_for(std::chrono::milliseconds(2));
+  auto over = infer_binary("gcn", {Tensor::from_f32("x", {g.n, 16}, g.x), Tensor::from_i64("edge_index", {2, 90}, g.edge_index)}, {});
+  ASSERT_TRUE(over);
+  EXPECT_EQ(over->status, 429);
+  EXPECT_NE(over->body.find("queue full"), std::string::npos);
+  gated_->open(true);
+  for (auto& t : ts) t.join();
+  for (int s : status) EXPECT_EQ(s, 200);
+  EXPECT_EQ(metrics_.count("gcn", "overloaded"), 1u);
+  EXPECT_EQ(metrics_.count("gcn", "ok"), 3u);
+}
+
+TEST_F(DaemonHttp, ShutdownRefusesNewAndFinishesInFlight) {
+  start();
+  gated_->open(false);
+  const Graph g = make_graph(30, 90, 16, 6);
+  int status = 0;
+  std::thread t([&] {
+    httplib::Client c("127.0.0.1", server_->http_port());
+    c.set_read_timeout(60, 0);
+    auto r = infer_binary("gcn", {Tensor::from_f32("x", {g.n, 16}, g.x), Tensor::from_i64("edge_index", {2, 90}, g.edge_index)}, {}, &c);
+    status = r ? r->status : -1;
+  });
+  while (gated_->entered.load() < 1) std::this_thread::sleep_for(std::chrono::milliseconds(2));
+  server_->begin_shutdown();
+  EXPECT_EQ(client_->Get("/v2/health/ready")->status, 503);
+  EXPECT_EQ(client_->Get("/v2/models/gcn/ready")->status, 503);
+  auto refused = infer_binary("gcn", {Tensor::from_f32("x", {g.n, 16}, g.x), Tensor::from_i64("edge_index", {2, 90}, g.edge_index)}, {});
+  EXPECT_EQ(refused->status, 503);
+  EXPECT_FALSE(server_->wait_idle(0.05));
+  gated_->open(true);
+  EXPECT_TRUE(server_->wait_idle(30));
+  t.join();
+  EXPECT_EQ(status, 200);
+}
+
+TEST_F(DaemonHttp, AdminNeedsTokenAndChangesMode) {
+  start();
+  EXPECT_EQ(client_->Get("/v2/dype/admin/plan")->status, 401);
+  EXPECT_EQ(client_->Get("/v2/dype/admin/plan", {{"Authorization", "Bearer wrong!"}})->status, 401);
+  const httplib::Headers auth{{"Authorization", "Bearer s3cret"}};
+  auto plan = client_->Get("/v2/dype/admin/plan?model=gcn", auth);
+  ASSERT_EQ(plan->status, 200) << plan->body;
+  const json pj = json::parse(plan->body);
+  EXPECT_FALSE(pj["plans"][0]["label"].get<std::string>().empty());
+  EXPECT_GE(pj["plans"][0]["stages"].size(), 1u);
+  auto bad = client_->Post("/v2/dype/admin/mode", auth, R"({"mode":"fastest"})", "application/json");
+  EXPECT_EQ(bad->status, 400);
+  auto ok = client_->Post("/v2/dype/admin/mode", auth, R"({"mode":"energy"})", "application/json");
+  ASSERT_EQ(ok->status, 200) << ok->body;
+  EXPECT_EQ(json::parse(client_->Get("/v2/dype/admin/plan", auth)->body)["mode"], "energy");
+  const auto records = service_->engine("gcn").replans();
+  bool mode_replan = false;
+  for (const auto& r : records) mode_replan = mode_replan || r.cause == "mode";
+  EXPECT_TRUE(mode_replan);
+  client_->Post("/v2/dype/admin/mode", auth, R"({"mode":"perf"})", "application/json");
+  // Bitstream paths stay inside --bitstream-dir (none configured here).
+  auto bs = client_->Post("/v2/dype/admin/bitstreams/load", auth, R"({"device":"fpga0","path":"../../etc/passwd"})",
+                          "application/json");
+  EXPECT_EQ(bs->status, 400);
+}
+
+TEST_F(DaemonHttp, BitstreamPathConfinement) {
+  const std::string dir = std::string(DYPE_SOURCE_DIR) + "/configs/bitstreams";
+  ServerOptions o;
+  o.bitstream_dir = dir;
+  start(o);
+  EXPECT_NO_THROW(server_->confine_bitstream_path("u280-sextans-gemm.yaml"));
+  EXPECT_THROW(server_->confine_bitstream_path("../systems/local.yaml"), InputError);
+  EXPECT_THROW(server_->confine_bitstream_path("/etc/passwd"), InputError);
+  EXPECT_THROW(server_->confine_bitstream_path("missing.yaml"), InputError);
+}
+
+TEST_F(DaemonHttp, CurlAndMetrics) {
+  start();
+  const std::string base = "http://127.0.0.1:" + std::to_string(server_->http_port());
+  const std::string out = ::testing::TempDir() + "/dype_curl_out.json";
+  const std::string cmd = "curl -s -o " + out + " -w '%{http_code}' -X POST -H 'Content-Type: application/json' " + base +
+                          "/v2/models/gcn/infer -d '{\"inputs\":[{\"name\":\"x\",\"datatype\":\"FP32\",\"shape\":[2,16],\"data\":[" +
+                          std::string("1,2,3,4,5,6,7,8,9,10,11,12,13,14,15,16,1,2,3,4,5,6,7,8,9,10,11,12,13,14,15,16") +
+                          "]},{\"name\":\"edge_index\",\"datatype\":\"INT64\",\"shape\":[2,2],\"data\":[0,1,1,0]}]}'";
+  FILE* p = popen(cmd.c_str(), "r");
+  ASSERT_NE(p, nullptr);
+  char code[8] = {};
+  ASSERT_NE(fgets(code, sizeof code, p), nullptr);
+  pclose(p);
+  EXPECT_STREQ(code, "200");
+  std::ifstream f(out);
+  const json j = json::parse(f);
+  EXPECT_EQ(j["outputs"][0]["shape"], json({2, 32}));
+  httplib::Client m("127.0.0.1", server_->metrics_port());
+  auto r = m.Get("/metrics");
+  ASSERT_EQ(r->status, 200);
+  EXPECT_NE(r->body.find("dype_requests_total{model=\"gcn\",result=\"ok\"} 1"), std::string::npos) << r->body;
+  EXPECT_NE(r->body.find("dype_plan_epoch{model=\"gcn\"}"), std::string::npos);
+  EXPECT_NE(r->body.find("dype_stage_busy_ratio"), std::string::npos);
+}
+
+TEST_F(DaemonHttp, DriftingStreamTriggersReplan) {
+  start();
+  const auto before = service_->engine("gcn").replans().size();
+  // Sparse graphs, then much denser ones: the drift detector must notice the nnz change.
+  const Graph a = make_graph(200, 800, 16, 11);
+  const Graph b = make_graph(400, 12000, 16, 12);
+  const rt::HostTensor ref_b = reference(b);
+  int answered = 0;
+  for (int i = 0; i < 60; ++i) {
+    const Graph& g = i < 20 ? a : b;
+    auto r = infer_binary("gcn", {Tensor::from_f32("x", {g.n, 16}, g.x),
+                                  Tensor::from_i64("edge_index", {2, static_cast<std::int64_t>(g.edge_index.size() / 2)}, g.edge_index)},
+                          {});
+    ASSERT_EQ(r->status, 200) << r->body;
+    ++answered;
+    if (i >= 20) EXPECT_LT(rt::relative_error(output_of(r), ref_b), 1e-5);
+  }
+  EXPECT_EQ(answered, 60);
+  const auto records = service_->engine("gcn").replans();
+  bool drift = false;
+  for (std::size_t i = before; i < records.size(); ++i) drift = drift || records[i].cause == "drift";
+  EXPECT_TRUE(drift) << "no drift re-plan among " << records.size() - before << " new records";
+}
