@@ -1,0 +1,99 @@
+#!/usr/bin/env bash
+# Side-by-side: dype's CPU SpMM and GEMM vs their peers, same inputs, explicit thread counts.
+#   SpMM 100k x 100k, 2M nnz (uniform and R-MAT), 128 features: vs PyTorch torch.mm on a CSR
+#        tensor (target >= 3x) and vs Eigen 3.4 in the same process (target >= 1.3x); prints the
+#        gathered GB/s next to the machine's DRAM read bandwidth (streaming sum over 1 GiB).
+#   GEMM 100000 x 128 x 128 with bias+ReLU: vs dnnl_sgemm (target >= 0.95x) and Eigen (>= 1.3x);
+#        torch addmm+relu printed for information.
+# All figures are measured (medians of REPS repetitions). Build: release preset, its own build dir.
+#
+#   bench/run_kernel_peers.sh [BUILD_DIR]        (default build/kernel-peers)
+#   Env: THREADS (2), REPS (7)
+# Exits non-zero if a peer is missing (never skips one silently) or a target is missed.
+set -euo pipefail
+
+root=$(cd "$(dirname "$0")/.." && pwd)
+build=${1:-$root/build/kernel-peers}
+threads=${THREADS:-2}
+reps=${REPS:-7}
+
+# The Debian python3-torch lives in the system interpreter; a pyenv/venv python3 may not see it.
+python=""
+for candidate in /usr/bin/python3 python3; do
+  if command -v "$candidate" >/dev/null && "$candidate" -c "import torch, numpy" 2>/dev/null; then
+    python=$candidate
+    break
+  fi
+done
+if [[ -z "$python" ]]; then
+  echo "run_kernel_peers: peer missing: no python3 with torch and numpy (scripts/setup.sh --peers)" >&2
+  exit 3
+fi
+
+echo "== building bench_spmm bench_gemm (release) in $build"
+cmake --preset release -B "$build" >/dev/null
+cmake --build "$build" -j2 --target bench_spmm bench_gemm >/dev/null
+
+# Every threading runtime pinned to the same count: oneTBB via --threads, OpenMP (oneDNN sgemm,
+# torch), OpenBLAS (torch's BLAS).
+export OMP_NUM_THREADS=$threads OPENBLAS_NUM_THREADS=$threads MKL_NUM_THREADS=$threads
+echo "== threads: oneTBB=$threads OMP_NUM_THREADS=$OMP_NUM_THREADS" \
+     "OPENBLAS_NUM_THREADS=$OPENBLAS_NUM_THREADS torch.set_num_threads($threads); reps=$reps"
+echo "   $(uptime)"
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+gbench=(--benchmark_repetitions="$reps" --benchmark_report_aggregates_only=true
+        --benchmark_format=json)
+
+"$build/bench/bench_spmm" --threads="$threads" --dump_dir="$tmp" "${gbench[@]}" >"$tmp/spmm.json"
+for name in uniform rmat; do
+  "$python" "$root/bench/peers/spmm_torch.py" "$tmp" "$name" "$threads" "$reps" | tee "$tmp/torch_$name.txt"
+done
+"$build/bench/bench_gemm" --threads="$threads" "${gbench[@]}" >"$tmp/gemm.json"
+"$python" "$root/bench/peers/gemm_torch.py" 100000 128 128 "$threads" "$reps" | tee "$tmp/torch_gemm.txt"
+
+"$python" - "$tmp" <<'PY'
+import json, re, sys
+tmp = sys.argv[1]
+
+def medians(path):
+    out = {}
+    for b in json.load(open(f"{tmp}/{path}"))["benchmarks"]:
+        if b.get("aggregate_name") == "median":
+            out[b["run_name"]] = b
+    return out
+
+def torch_ms(name):
+    text = open(f"{tmp}/torch_{name}.txt").read()
+    return float(re.search(r"median_ms=([\d.]+)", text).group(1))
+
+spmm, gemm = medians("spmm.json"), medians("gemm.json")
+failed = []
+
+def ratio(label, ours_ms, peer_ms, target):
+    r = peer_ms / ours_ms
+    ok = r >= target
+    if not ok:
+        failed.append(label)
+    print(f"{label}: {r:.2f}x (target >= {target}x) {'PASS' if ok else 'FAIL'}")
+
+dram = spmm["BM_dram_read/real_time"]
+print(f"DRAM read bandwidth (1 GiB streaming sum, measured): {dram['GBps'] / 1e9:.1f} GB/s")
+for arg, name in (("0", "uniform"), ("1", "rmat")):
+    ours = spmm[f"BM_spmm_dype/{arg}/real_time"]
+    eig = spmm[f"BM_spmm_eigen/{arg}/real_time"]
+    print(f"spmm {name}: dype {ours['real_time']:.2f} ms ({ours['gathered_GBps'] / 1e9:.1f} GB/s gathered), "
+          f"eigen {eig['real_time']:.2f} ms, torch {torch_ms(name):.2f} ms (medians, measured)")
+    ratio(f"spmm {name} vs torch", ours["real_time"], torch_ms(name), 3.0)
+    ratio(f"spmm {name} vs eigen", ours["real_time"], eig["real_time"], 1.3)
+ours = gemm["BM_gemm_dype/real_time"]
+sg = gemm["BM_gemm_dnnl_sgemm/real_time"]
+eig = gemm["BM_gemm_eigen/real_time"]
+print(f"gemm 100000x128x128: dype {ours['real_time']:.2f} ms ({ours['GFLOPs'] / 1e9:.1f} GFLOP/s, bias+relu fused), "
+      f"dnnl_sgemm {sg['real_time']:.2f} ms (no epilogue), eigen {eig['real_time']:.2f} ms, "
+      f"torch {torch_ms('gemm'):.2f} ms (medians, measured)")
+ratio("gemm vs dnnl_sgemm", ours["real_time"], sg["real_time"], 0.95)
+ratio("gemm vs eigen", ours["real_time"], eig["real_time"], 1.3)
+print(f"gemm vs torch (information): {torch_ms('gemm') / ours['real_time']:.2f}x")
+sys.exit(1 if failed else 0)
+PY
