@@ -357,7 +357,7 @@ std::optional<PaperDataset> paper_dataset_from_string(std::string_view name) {
   return std::nullopt;
 }
 
-GraphShape paper_shape(PaperDataset dataset, double scale_down) {
+GraphShape paper_shape(PaperDataset dataset, double scale_down, PaperScaling scaling) {
   if (!(scale_down > 0.0) || !std::isfinite(scale_down)) {
     throw InputError("paper_shape", "scale_down " + std::to_string(scale_down) +
                                         " must be a finite number > 0");
@@ -365,7 +365,9 @@ GraphShape paper_shape(PaperDataset dataset, double scale_down) {
   const PaperEntry& e = entry(dataset);
   GraphShape s;
   s.name = e.name;
-  s.nodes = std::max<std::int64_t>(1, std::llround(static_cast<double>(e.nodes) / scale_down));
+  const double node_factor =
+      scaling == PaperScaling::keep_density ? std::sqrt(scale_down) : scale_down;
+  s.nodes = std::max<std::int64_t>(1, std::llround(static_cast<double>(e.nodes) / node_factor));
   s.edges = std::llround(static_cast<double>(e.edges) / scale_down);
   s.feature_len = e.feature_len;
   s.family = e.family;

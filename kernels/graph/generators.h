@@ -125,9 +125,14 @@ struct GraphShape {
   }
 };
 
-// Table I shape, nodes and edges divided by scale_down (>= 1 keeps tests small; note density then
-// grows by the same factor). Feature length is not scaled.
-GraphShape paper_shape(PaperDataset dataset, double scale_down = 1.0);
+// How paper_shape shrinks a dataset. nodes_and_edges divides both by the factor (density grows by
+// it, so S1 cannot shrink past ~440x); keep_density divides nodes by sqrt(factor) and edges by the
+// factor, keeping nnz / nodes^2 (the sparsity the paper's schedules depend on).
+enum class PaperScaling : std::uint8_t { nodes_and_edges, keep_density };
+
+// Table I shape scaled down by scale_down (> 0; 1 = full size). Feature length is not scaled.
+GraphShape paper_shape(PaperDataset dataset, double scale_down = 1.0,
+                       PaperScaling scaling = PaperScaling::nodes_and_edges);
 std::string_view to_string(PaperDataset dataset);  // "S1".."S4", "ogbn-arxiv", "ogbn-products"
 // Accepts the names above, case-insensitively, and the paper's abbreviations "OA" / "OP".
 std::optional<PaperDataset> paper_dataset_from_string(std::string_view name);
