@@ -135,7 +135,8 @@ const BitstreamKernel* Bitstream::find(OpKind op) const {
 
 Bitstream load_bitstream(const std::string& path) {
   const ConfigNode root = ConfigNode::load_file(path);
-  root.expect_keys({"name", "device_model", "load_time_ms", "kernels"});
+  // xclbin and kernels[i].xrt are read by the xrt backend (hw/xrt/xrt_manifest.h).
+  root.expect_keys({"name", "device_model", "load_time_ms", "kernels", "xclbin"});
   Bitstream b;
   b.file = path;
   b.name = root.get_string("name");
@@ -146,7 +147,8 @@ Bitstream load_bitstream(const std::string& path) {
   for (std::size_t i = 0; i < ks.size(); ++i) {
     const auto n = ks.at(i);
     n.expect_keys({"op", "design", "scale_c", "frequency_mhz", "mac_units", "pipeline_cycles",
-                   "init_cycles", "peak_gflops", "efficiency", "launch_overhead_us", "dynamic_w"});
+                   "init_cycles", "peak_gflops", "efficiency", "launch_overhead_us", "dynamic_w",
+                   "xrt"});
     BitstreamKernel k;
     const auto opn = n.child("op");
     const auto op = kernels::op_kind_from_string(opn.as_string());

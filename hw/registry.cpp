@@ -2,13 +2,28 @@
 
 #include "hw/cpu/cpu_backend.h"
 #include "hw/emu/emu_backend.h"
+#if DYPE_HAVE_CUDA
+#include "hw/cuda/cuda_backend.h"
+#endif
+#if DYPE_HAVE_XRT
+#include "hw/xrt/xrt_backend.h"
+#endif
 
 namespace dype::hw {
 
 const std::vector<Backend>& backends() {
   // The compiled-in backends. hw/cuda, hw/hip and hw/xrt add themselves here behind
   // DYPE_HAVE_CUDA / DYPE_HAVE_HIP / DYPE_HAVE_XRT.
-  static const std::vector<Backend> list = {cpu_backend(), emu_backend()};
+  static const std::vector<Backend> list = {
+      cpu_backend(),
+      emu_backend(),
+#if DYPE_HAVE_CUDA
+      cuda_backend(),
+#endif
+#if DYPE_HAVE_XRT
+      xrt_backend(),
+#endif
+  };
   return list;
 }
 

@@ -1,0 +1,17 @@
+#pragma once
+// The cuda backend: creates CudaDevice from a config entry (devices[i].ordinal picks the GPU) and
+// detects the GPUs present. Without a driver or GPU, detection returns nothing and logs why.
+#include <string>
+#include <vector>
+
+#include "hw/registry.h"
+
+namespace dype::hw {
+
+Backend cuda_backend();
+
+// The GPUs CUDA reports, as config entries gpu<i>; empty with `why` set when cudaGetDeviceCount
+// fails (no driver, no device, driver too old for this runtime).
+std::vector<DeviceConfig> detect_cuda_devices(std::string* why = nullptr);
+
+}  // namespace dype::hw
