@@ -64,11 +64,12 @@ void gemm_eq8(const OpShape& s, const FeatureParams&, double* f) {
   f[6] = 1.0;
 }
 
-// Window attention on FPGA: the SWAT estimate (Eq. 9) per head with a fitted scale.
-constexpr std::string_view kSwatNames[] = {"swat_s*heads", "1"};
+// Window attention on FPGA: the SWAT estimate (Eq. 9) for one attention layer (SWAT streams all
+// heads through one pipeline, so heads do not enter, as in the paper) with a fitted scale.
+constexpr std::string_view kSwatNames[] = {"swat_s", "1"};
 constexpr bool kSwatNonNeg[] = {true, true};
 void wa_fpga(const OpShape& s, const FeatureParams& p, double* f) {
-  f[0] = swat_estimate_s(s, p) * d(std::max<std::int64_t>(s.heads, 1));
+  f[0] = swat_estimate_s(s, p);
   f[1] = 1.0;
 }
 

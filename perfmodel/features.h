@@ -71,7 +71,7 @@ double window_band_pairs(std::int64_t seq_len, std::int64_t window);
 // Sextans estimate: (nnz + 13 M) N / N_M cycles at F MHz (the paper's (nnz+13M)N/(F N_M 1e3) is
 // the same figure in ms), returned in seconds.
 double sextans_estimate_s(const OpShape& shape, const FeatureParams& params);
-// SWAT estimate: (seq_len t_pipeline + t_init) (w / 1024) cycles at F MHz, per head, in seconds.
+// SWAT estimate: (seq_len t_pipeline + t_init) (w / 1024) cycles at F MHz, in seconds.
 double swat_estimate_s(const OpShape& shape, const FeatureParams& params);
 
 }  // namespace dype::perf

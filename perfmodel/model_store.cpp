@@ -233,6 +233,7 @@ std::string ModelStore::to_json_text() const {
   j["device_model"] = device_model;
   j["device_class"] = std::string(to_string(device_class));
   j["provenance"] = provenance;
+  j["time_basis"] = time_basis;
   j["host"] = host;
   j["created"] = created;
   json ms = json::object();
@@ -273,6 +274,10 @@ ModelStore ModelStore::parse(std::string_view text, const std::string& where,
   if (j.contains("provenance")) store.provenance = string_field(j, "provenance", where);
   if (store.provenance != "measured" && store.provenance != "modelled") {
     throw InputError(where + ".provenance", "must be 'measured' or 'modelled'");
+  }
+  if (j.contains("time_basis")) store.time_basis = string_field(j, "time_basis", where);
+  if (store.time_basis != "wall" && store.time_basis != "cpu_time" && store.time_basis != "device") {
+    throw InputError(where + ".time_basis", "must be 'wall', 'cpu_time' or 'device'");
   }
   if (j.contains("host")) store.host = string_field(j, "host", where);
   if (j.contains("created")) store.created = string_field(j, "created", where);

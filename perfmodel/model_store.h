@@ -27,6 +27,9 @@ class ModelStore {
   std::string device_model;             // e.g. "amd-mi210", "cpu-xeon-2c"
   DeviceClass device_class = DeviceClass::cpu;
   std::string provenance = "measured";  // "modelled" when the device was emulated
+  // What a timed sample is: "wall", "cpu_time" (process CPU time / threads, contention-free) or
+  // "device" (the device's event time; modelled on emulated devices).
+  std::string time_basis = "wall";
   std::string host;                     // where it was profiled
   std::string created;                  // ISO-8601 UTC
   std::map<OpKind, KernelModel> models;

@@ -191,6 +191,25 @@ kernels::CsrI32 materialise_csr(const InputSpec& spec) {
   return a;
 }
 
+double estimated_skew(const InputSpec& spec) {
+  const OpShape& s = spec.shape;
+  if (s.m <= 0 || s.nnz <= 0) return 0.0;
+  const double rows = static_cast<double>(s.m);
+  const double mean_row = static_cast<double>(s.nnz) / rows;
+  double max_row;
+  if (spec.degrees == DegreeDistribution::uniform) {
+    // Poisson maximum over many rows: mean + ~ sqrt(2 mean ln rows).
+    max_row = mean_row + std::sqrt(2.0 * mean_row * std::log(rows)) + 1.0;
+  } else {
+    // Pareto(shape a = alpha - 1): the largest of `rows` draws ~ rows^(1/a), mean a / (a - 1).
+    const double a = spec.power_law_alpha - 1.0;
+    const double pareto_mean = a > 1.0 ? a / (a - 1.0) : 10.0;
+    max_row = std::pow(rows, 1.0 / a) * mean_row / pareto_mean;
+  }
+  max_row = std::min(max_row, static_cast<double>(s.k));
+  return std::max(1.0, max_row / mean_row);
+}
+
 double degree_skew(const kernels::CsrI32& a) {
   if (a.rows <= 0 || a.nnz() == 0) return 0.0;
   std::int64_t max_row = 0;

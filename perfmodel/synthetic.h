@@ -62,6 +62,10 @@ std::vector<InputSpec> generate_specs(kernels::OpKind kind, const SyntheticRange
 // Uniform: every row ~ Poisson(nnz / rows). Power law: row degrees ~ Zipf(alpha), rescaled to nnz.
 kernels::CsrI32 materialise_csr(const InputSpec& spec);
 
+// Expected degree skew of the matrix materialise_csr(spec) would build, without building it
+// (timing-only runs).
+double estimated_skew(const InputSpec& spec);
+
 // Max row nnz / mean row nnz of a CSR (the OpShape::degree_skew characteristic).
 double degree_skew(const kernels::CsrI32& a);
 

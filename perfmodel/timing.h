@@ -10,10 +10,10 @@ namespace dype::perf {
 
 struct TimingPolicy {
   int warmup = 1;
-  int min_reps = 5;
+  int min_reps = 5;  // short kernels; long ones stop at 3 once max_total_s is spent
   int max_reps = 31;
   double min_total_s = 0.03;  // keep repeating short kernels until this much time is covered
-  double max_total_s = 3.0;   // never spend more than this on one point (beyond min_reps)
+  double max_total_s = 0.6;   // past this, stop after 3 repetitions (or min_reps if fewer)
   double outlier_sigmas = 3.0;
 };
 

@@ -1,0 +1,281 @@
+// dype-profile: builds, shows and checks kernel performance models.
+//
+//   dype-profile run --system configs/systems/local.yaml --device cpu0 --budget 180s --plot cpu.svg
+//   dype-profile run --system configs/systems/paper-testbed-pcie4.yaml --device gpu0   (modelled)
+//   dype-profile show configs/perfmodels/generic-cpu.json --plot cpu.svg
+//   dype-profile validate configs/perfmodels/generic-cpu.json --graph g.mtx --device cpu0
+//
+// Figures from emulated devices are labelled "modelled", from real runs "measured".
+#include <CLI/CLI.hpp>
+
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "hw/kernel_launch.h"
+#include "hw/system.h"
+#include "hw/system_config.h"
+#include "kernels/error.h"
+#include "kernels/graph/builders.h"
+#include "kernels/graph/mtx_reader.h"
+#include "kernels/graph/snap_reader.h"
+#include "perfmodel/model_store.h"
+#include "perfmodel/plot.h"
+#include "perfmodel/profiler.h"
+
+namespace fs = std::filesystem;
+using namespace dype;
+using dype::kernels::OpKind;
+
+namespace {
+
+double parse_duration_s(const std::string& text) {
+  std::size_t pos = 0;
+  double v = 0;
+  try {
+    v = std::stod(text, &pos);
+  } catch (const std::exception&) {
+    throw InputError("--budget", "'" + text + "' is not a duration (e.g. 120s, 3m)");
+  }
+  const std::string unit = text.substr(pos);
+  if (unit.empty() || unit == "s") return v;
+  if (unit == "m" || unit == "min") return v * 60;
+  if (unit == "h") return v * 3600;
+  if (unit == "ms") return v / 1000;
+  throw InputError("--budget", "unknown unit '" + unit + "' in '" + text + "' (use s, m or h)");
+}
+
+std::vector<OpKind> parse_kernels(const std::string& list) {
+  std::vector<OpKind> out;
+  std::stringstream ss(list);
+  std::string item;
+  while (std::getline(ss, item, ',')) {
+    const auto k = kernels::op_kind_from_string(item);
+    if (!k) throw InputError("--kernels", "unknown kernel '" + item + "'");
+    out.push_back(*k);
+  }
+  return out;
+}
+
+std::string pct(double v) {
+  char b[32];
+  std::snprintf(b, sizeof b, "%.1f%%", v * 100);
+  return b;
+}
+
+std::string label(const perf::ModelStore& st) {
+  return st.provenance == "modelled" ? "modelled (emulated device)" : "measured";
+}
+
+perf::PlotPanel panel_for(OpKind kind, const perf::KernelModel& m) {
+  perf::PlotPanel p;
+  p.title = std::string(kernels::to_string(kind)) + "  held-out MAPE " + pct(m.stats.mape_holdout) +
+            " (n=" + std::to_string(m.stats.holdout) + ")";
+  for (const auto& s : m.samples) p.points.push_back({s.seconds, m.predict_fitted_s(s.shape), s.holdout});
+  return p;
+}
+
+void write_plot(const perf::ModelStore& st, const std::string& path) {
+  std::vector<perf::PlotPanel> panels;
+  for (const auto& [kind, m] : st.models) panels.push_back(panel_for(kind, m));
+  const std::string svg = perf::predicted_vs_measured_svg(
+      "dype performance models: " + st.device_model, "times " + label(st) + ", " + st.host + ", " + st.created,
+      panels);
+  std::ofstream out(path);
+  if (!out) throw Error("cannot write " + path);
+  out << svg;
+  std::printf("wrote %s\n", path.c_str());
+}
+
+void print_store(const perf::ModelStore& st) {
+  std::printf("device model : %s (%s)\n", st.device_model.c_str(), std::string(perf::to_string(st.device_class)).c_str());
+  std::printf("times        : %s (basis: %s)\n", label(st).c_str(), st.time_basis.c_str());
+  std::printf("profiled on  : %s at %s\n", st.host.c_str(), st.created.c_str());
+  for (const auto& [kind, m] : st.models) {
+    std::printf("\n[%s] feature set %s\n", std::string(kernels::to_string(kind)).c_str(),
+                std::string(m.features->id).c_str());
+    std::printf("  %-14s %14s   %-12s %-12s\n", "feature", "coefficient", "seen min", "seen max");
+    for (int j = 0; j < m.features->size(); ++j) {
+      const auto ju = static_cast<std::size_t>(j);
+      std::printf("  %-14s %14.6g   %-12.4g %-12.4g\n", std::string(m.features->names[ju]).c_str(),
+                  m.coefficients[ju], m.ranges[ju].min, m.ranges[ju].max);
+    }
+    const auto& s = m.stats;
+    std::printf("  samples %d (train %d, held-out %d, rejected outliers %d)\n", s.samples, s.train,
+                s.holdout, s.rejected);
+    std::printf("  held-out: MAPE %s  max APE %s  R^2 %.4f   | train MAPE %s\n",
+                pct(s.mape_holdout).c_str(), pct(s.max_ape_holdout).c_str(), s.r2_holdout,
+                pct(s.mape_train).c_str());
+    std::printf("  refinement: version %llu (accepted %llu, rejected %llu)\n",
+                static_cast<unsigned long long>(m.refinement.version),
+                static_cast<unsigned long long>(m.refinement.accepted),
+                static_cast<unsigned long long>(m.refinement.rejected));
+  }
+}
+
+std::string device_model_key(const hw::System& sys, const std::string& device) {
+  const hw::DeviceConfig* dc = sys.config().find(device);
+  if (dc != nullptr && dc->model) return dc->model->id;
+  return sys.device(device).info().backend + "-" + std::string(hw::to_string(sys.device(device).kind()));
+}
+
+kernels::CsrI32 load_graph(const std::string& path) {
+  kernels::EdgeList g;
+  if (path.size() > 4 && path.substr(path.size() - 4) == ".mtx") {
+    g = kernels::read_mtx(path, {.read_values = false});
+  } else {
+    g = kernels::read_snap(path).edges;
+  }
+  // GNN aggregation over an undirected graph: A + A^T, duplicates merged.
+  return kernels::to_csr<std::int32_t>(
+      g, {.duplicates = kernels::DuplicateEdges::max, .symmetrize = true});
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  CLI::App app{"dype-profile: fit, show and check kernel performance models"};
+  app.require_subcommand(1);
+
+  std::string system_file = std::string(DYPE_SOURCE_DIR) + "/configs/systems/local.yaml";
+  std::string device = "cpu0";
+  std::string kernels_list = "spmm,gemm,window_attention";
+  std::string budget = "120s";
+  std::string out;
+  std::string plot;
+  std::uint64_t seed = 1;
+  int max_points = 400;
+  bool quiet = false;
+  std::string clock = "cpu";
+  auto* run = app.add_subcommand("run", "profile a device and write its model store");
+  run->add_option("--system", system_file, "system config")->capture_default_str();
+  run->add_option("--device", device, "device name in the system")->capture_default_str();
+  run->add_option("--kernels", kernels_list, "comma-separated kernels")->capture_default_str();
+  run->add_option("--budget", budget, "wall-clock budget (e.g. 120s, 3m)")->capture_default_str();
+  run->add_option("--out", out, "output .json (default configs/perfmodels/<device model>.json)");
+  run->add_option("--plot", plot, "also write a predicted-vs-measured SVG");
+  run->add_option("--seed", seed, "synthetic input seed")->capture_default_str();
+  run->add_option("--max-points", max_points, "points per kernel at most")->capture_default_str();
+  run->add_flag("--quiet", quiet, "no progress lines");
+  run->add_option("--clock", clock,
+                  "cpu: process CPU time / threads (contention-free, for shared machines); "
+                  "wall: wall-clock (dedicated machines). Emulated devices use modelled time.")
+      ->check(CLI::IsMember({"cpu", "wall"}))
+      ->capture_default_str();
+
+  std::string model_file;
+  auto* show = app.add_subcommand("show", "print a model store and its accuracy");
+  show->add_option("model", model_file, "model store .json")->required();
+  show->add_option("--plot", plot, "write a predicted-vs-measured SVG");
+
+  std::string graph;
+  std::string feature_lens = "16,32,64,128,256,512";
+  auto* validate = app.add_subcommand(
+      "validate", "time SpMM on a real graph the fit never saw and compare with the model");
+  validate->add_option("model", model_file, "model store .json")->required();
+  validate->add_option("--graph", graph, "graph file (.mtx or SNAP edge list)")->required();
+  validate->add_option("--system", system_file, "system config")->capture_default_str();
+  validate->add_option("--device", device, "device name in the system")->capture_default_str();
+  validate->add_option("--feature-lens", feature_lens, "comma-separated N")->capture_default_str();
+  validate->add_option("--clock", clock, "cpu or wall (use the clock the model was profiled with)")
+      ->check(CLI::IsMember({"cpu", "wall"}))
+      ->capture_default_str();
+
+  CLI11_PARSE(app, argc, argv);
+  try {
+    if (*run) {
+      hw::System sys = hw::System::from_config(hw::load_system_config(system_file));
+      hw::Device& dev = sys.device(device);
+      const std::string key = device_model_key(sys, device);
+      perf::ProfileOptions opt;
+      opt.kernels = parse_kernels(kernels_list);
+      opt.budget_s = parse_duration_s(budget);
+      opt.seed = seed;
+      opt.max_points = max_points;
+      opt.clock = clock == "wall" ? perf::ProfileClock::wall : perf::ProfileClock::cpu_time;
+      auto last = std::chrono::steady_clock::now() - std::chrono::seconds(10);
+      if (!quiet) {
+        opt.on_progress = [&](const perf::ProfileProgress& p) {
+          const auto now = std::chrono::steady_clock::now();
+          if (now - last < std::chrono::seconds(2) && p.point != p.max_points) return;
+          last = now;
+          std::fprintf(stderr, "[%6.1fs / %.0fs] %-16s point %3d/%d  kernel %5.1f/%5.1fs  last %.4g ms (%d reps) %s\n",
+                       p.total_elapsed_s, p.total_budget_s,
+                       std::string(kernels::to_string(p.kind)).c_str(), p.point, p.max_points,
+                       p.kernel_elapsed_s, p.kernel_budget_s, p.sample->seconds * 1e3, p.timing->reps,
+                       hw::describe(p.sample->shape).c_str());
+        };
+      }
+      const std::string where = dev.info().time_source == hw::TimeSource::modelled ? "modelled" : "measured";
+      std::fprintf(stderr, "profiling %s (%s, device model %s, times %s) for %s\n", device.c_str(),
+                   dev.info().model.c_str(), key.c_str(), where.c_str(), budget.c_str());
+      const auto t0 = std::chrono::steady_clock::now();
+      perf::ModelStore st = perf::profile_device(dev, key, opt);
+      const double took = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+      const fs::path path = out.empty() ? perf::ModelStore::default_path(DYPE_SOURCE_DIR, key) : fs::path(out);
+      st.save(path);
+      std::printf("profiled in %.1f s (budget %s); wrote %s\n\n", took, budget.c_str(), path.string().c_str());
+      print_store(st);
+      if (!plot.empty()) write_plot(st, plot);
+      return 0;
+    }
+    if (*show) {
+      const perf::ModelStore st = perf::ModelStore::load(model_file);
+      print_store(st);
+      if (!plot.empty()) write_plot(st, plot);
+      return 0;
+    }
+    if (*validate) {
+      const perf::ModelStore st = perf::ModelStore::load(model_file);
+      hw::System sys = hw::System::from_config(hw::load_system_config(system_file));
+      hw::Device& dev = sys.device(device);
+      const std::string key = device_model_key(sys, device);
+      if (key != st.device_model) {
+        throw InputError(model_file, "models device '" + st.device_model + "' but " + device +
+                                         " is a '" + key + "'");
+      }
+      const perf::KernelModel& m = st.at(OpKind::spmm);
+      const kernels::CsrI32 a = load_graph(graph);
+      const double skew = perf::degree_skew(a);
+      std::printf("graph %s: %lld nodes, %lld nnz (A + A^T), density %.3g, degree skew %.1f\n",
+                  graph.c_str(), static_cast<long long>(a.rows), static_cast<long long>(a.nnz()),
+                  static_cast<double>(a.nnz()) / (static_cast<double>(a.rows) * a.cols), skew);
+      std::printf("%6s %14s %14s %8s %s\n", "N", "measured_ms", "predicted_ms", "APE", "");
+      std::vector<double> pred, meas;
+      std::stringstream ss(feature_lens);
+      std::string item;
+      while (std::getline(ss, item, ',')) {
+        const std::int64_t n = std::stoll(item);
+        const auto r = perf::time_spmm(dev, a, n, {},
+                                       clock == "wall" ? perf::ProfileClock::wall : perf::ProfileClock::cpu_time);
+        kernels::OpShape s;
+        s.kind = OpKind::spmm;
+        s.m = a.rows;
+        s.k = a.cols;
+        s.n = n;
+        s.nnz = a.nnz();
+        s.degree_skew = skew;
+        const perf::Prediction p = m.predict(s);
+        pred.push_back(p.seconds);
+        meas.push_back(r.median_s);
+        std::printf("%6lld %14.4f %14.4f %8s %s\n", static_cast<long long>(n), r.median_s * 1e3,
+                    p.seconds * 1e3, pct(std::abs(p.seconds - r.median_s) / r.median_s).c_str(),
+                    p.extrapolated ? "(extrapolated)" : "");
+      }
+      const auto acc = perf::evaluate(pred, meas);
+      std::printf("real graph (never seen by the fit): MAPE %s  max APE %s  R^2 %.4f over %d points (%s)\n",
+                  pct(acc.mape).c_str(), pct(acc.max_ape).c_str(), acc.r2, acc.n,
+                  dev.info().time_source == hw::TimeSource::modelled ? "modelled" : "measured");
+      return 0;
+    }
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "dype-profile: %s\n", e.what());
+    return 1;
+  }
+  return 0;
+}

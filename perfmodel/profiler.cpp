@@ -1,0 +1,351 @@
+#include "perfmodel/profiler.h"
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstring>
+#include <ctime>
+
+#include "hw/cpu/cpu_device.h"
+#include "hw/emu/emu_device.h"
+#include "hw/kernel_launch.h"
+#include "kernels/cpu/isa.h"
+#include "kernels/error.h"
+
+namespace dype::perf {
+
+using kernels::OpKind;
+using kernels::OpShape;
+
+namespace {
+
+using clock_type = std::chrono::steady_clock;
+
+double since(clock_type::time_point t0) {
+  return std::chrono::duration<double>(clock_type::now() - t0).count();
+}
+
+// Device buffers for one point, filled from host data or with a constant (timing does not depend
+// on the values of dense operands).
+struct PointBuffers {
+  std::vector<hw::BufferPtr> owned;
+  hw::Buffer& add(hw::Device& dev, std::size_t bytes, hw::AllocMode mode) {
+    owned.push_back(dev.allocate(std::max<std::size_t>(bytes, 4), mode));
+    return *owned.back();
+  }
+};
+
+template <typename T>
+void upload(hw::Device& dev, hw::Buffer& buf, std::span<const T> data) {
+  if (!buf.has_data()) return;
+  dev.copy_from_host(buf, std::as_bytes(data));
+}
+
+void fill(hw::Device& dev, hw::Buffer& buf, float value) {
+  if (!buf.has_data()) return;
+  auto span = buf.host_span();
+  if (!span.empty()) {  // host-visible (cpu, emu): fill in place, no second copy of big operands
+    std::fill(buf.as<float>().begin(), buf.as<float>().end(), value);
+    return;
+  }
+  std::vector<float> host(buf.size_bytes() / sizeof(float), value);
+  upload<float>(dev, buf, host);
+}
+
+std::size_t fbytes(std::int64_t count) { return static_cast<std::size_t>(count) * sizeof(float); }
+
+// Sets up one synthetic point on the device and returns the launch to time. `shape` receives the
+// characteristics actually run (exact nnz and skew of the materialised matrix).
+hw::KernelLaunch prepare(hw::Device& dev, const InputSpec& spec, bool timing_only,
+                         PointBuffers& bufs, OpShape& shape) {
+  shape = spec.shape;
+  const auto mode = timing_only ? hw::AllocMode::size_only : hw::AllocMode::data;
+  switch (spec.shape.kind) {
+    case OpKind::spmm: {
+      kernels::CsrI32 a;
+      if (timing_only) {
+        shape.degree_skew = estimated_skew(spec);
+      } else {
+        a = materialise_csr(spec);
+        shape.nnz = a.nnz();
+        shape.degree_skew = degree_skew(a);
+      }
+      auto& indptr = bufs.add(dev, sizeof(std::int32_t) * static_cast<std::size_t>(shape.m + 1), mode);
+      auto& indices = bufs.add(dev, sizeof(std::int32_t) * static_cast<std::size_t>(shape.nnz), mode);
+      auto& values = bufs.add(dev, fbytes(shape.nnz), mode);
+      auto& x = bufs.add(dev, fbytes(shape.k * shape.n), mode);
+      auto& y = bufs.add(dev, fbytes(shape.m * shape.n), mode);
+      if (!timing_only) {
+        upload<std::int32_t>(dev, indptr, a.indptr);
+        upload<std::int32_t>(dev, indices, a.indices);
+        upload<float>(dev, values, a.values);
+        fill(dev, x, 0.5f);
+      }
+      return hw::KernelLaunch::spmm(indptr, indices, values, x, y, shape.m, shape.k, shape.n,
+                                    shape.nnz, 4, shape.degree_skew);
+    }
+    case OpKind::gemm: {
+      auto& x = bufs.add(dev, fbytes(shape.m * shape.k), mode);
+      auto& w = bufs.add(dev, fbytes(shape.k * shape.n), mode);
+      auto& y = bufs.add(dev, fbytes(shape.m * shape.n), mode);
+      fill(dev, x, 0.5f);
+      fill(dev, w, 0.25f);
+      return hw::KernelLaunch::gemm(x, w, nullptr, y, shape.m, shape.k, shape.n);
+    }
+    case OpKind::window_attention: {
+      const std::int64_t elems = shape.seq_len * shape.heads * shape.head_dim;
+      auto& q = bufs.add(dev, fbytes(elems), mode);
+      auto& k = bufs.add(dev, fbytes(elems), mode);
+      auto& v = bufs.add(dev, fbytes(elems), mode);
+      auto& out = bufs.add(dev, fbytes(elems), mode);
+      fill(dev, q, 0.1f);
+      fill(dev, k, 0.2f);
+      fill(dev, v, 0.3f);
+      return hw::KernelLaunch::window_attention(q, k, v, out, shape.seq_len, shape.heads,
+                                                shape.head_dim, shape.window);
+    }
+    case OpKind::softmax: {
+      auto& x = bufs.add(dev, fbytes(shape.m * shape.n), mode);
+      fill(dev, x, 0.5f);
+      return hw::KernelLaunch::softmax(x, shape.m, shape.n);
+    }
+    case OpKind::layer_norm: {
+      auto& x = bufs.add(dev, fbytes(shape.m * shape.n), mode);
+      auto& gamma = bufs.add(dev, fbytes(shape.n), mode);
+      auto& beta = bufs.add(dev, fbytes(shape.n), mode);
+      auto& y = bufs.add(dev, fbytes(shape.m * shape.n), mode);
+      fill(dev, x, 0.5f);
+      fill(dev, gamma, 1.0f);
+      fill(dev, beta, 0.0f);
+      return hw::KernelLaunch::layer_norm(x, gamma, beta, y, shape.m, shape.n);
+    }
+  }
+  throw Error("profiler: unknown kernel");
+}
+
+std::string utc_now() {
+  const std::time_t t = std::time(nullptr);
+  std::tm tm{};
+  gmtime_r(&t, &tm);
+  char buf[32];
+  std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%SZ", &tm);
+  return buf;
+}
+
+std::string host_name() {
+  char buf[256] = {};
+  if (gethostname(buf, sizeof buf - 1) != 0) return "unknown";
+  return buf;
+}
+
+// Emulated devices run timing-only while profiling (no arithmetic, size-only buffers); restored
+// afterwards.
+class TimingOnlyScope {
+ public:
+  explicit TimingOnlyScope(hw::Device& dev) : emu_(dynamic_cast<hw::EmuDevice*>(&dev)) {
+    if (emu_ != nullptr) {
+      was_ = emu_->timing_only();
+      emu_->set_timing_only(true);
+    }
+  }
+  ~TimingOnlyScope() {
+    if (emu_ != nullptr) emu_->set_timing_only(was_);
+  }
+  TimingOnlyScope(const TimingOnlyScope&) = delete;
+  TimingOnlyScope& operator=(const TimingOnlyScope&) = delete;
+  bool active() const { return emu_ != nullptr; }
+
+ private:
+  hw::EmuDevice* emu_;
+  bool was_ = false;
+};
+
+double process_cpu_s() {
+  timespec ts{};
+  clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
+  return static_cast<double>(ts.tv_sec) + 1e-9 * static_cast<double>(ts.tv_nsec);
+}
+
+}  // namespace
+
+double timed_launch(hw::Device& device, const hw::KernelLaunch& launch, ProfileClock clock) {
+  const auto* cpu = dynamic_cast<const hw::CpuDevice*>(&device);
+  if (clock == ProfileClock::cpu_time && cpu != nullptr &&
+      device.info().time_source == hw::TimeSource::measured) {
+    const double c0 = process_cpu_s();
+    device.launch(launch);
+    const double c1 = process_cpu_s();
+    return (c1 - c0) / std::max(1, cpu->threads());
+  }
+  return device.launch(launch).duration_s();
+}
+
+DeviceClass device_class_of(hw::DeviceKind kind) {
+  switch (kind) {
+    case hw::DeviceKind::cpu: return DeviceClass::cpu;
+    case hw::DeviceKind::gpu: return DeviceClass::gpu;
+    case hw::DeviceKind::fpga: return DeviceClass::fpga;
+  }
+  return DeviceClass::cpu;
+}
+
+FeatureParams feature_params_for(const hw::Device& device) {
+  FeatureParams p;
+  if (const auto* emu = dynamic_cast<const hw::EmuDevice*>(&device)) {
+    if (emu->model().cache_bytes > 0) p.llc_bytes = emu->model().cache_bytes;
+    if (const hw::Bitstream* bs = emu->bitstream()) {
+      if (const auto* k = bs->find(OpKind::spmm); k && k->frequency_mhz > 0 && k->mac_units > 0) {
+        p.sextans_f_mhz = k->frequency_mhz;
+        p.sextans_nm = k->mac_units;
+      }
+      if (const auto* k = bs->find(OpKind::window_attention); k && k->frequency_mhz > 0) {
+        p.swat_f_mhz = k->frequency_mhz;
+        if (k->pipeline_cycles > 0) p.swat_t_pipeline = k->pipeline_cycles;
+        if (k->init_cycles > 0) p.swat_t_init = k->init_cycles;
+      }
+    }
+    return p;
+  }
+  if (device.kind() == hw::DeviceKind::cpu) {
+    const long l3 = sysconf(_SC_LEVEL3_CACHE_SIZE);
+    const long l2 = sysconf(_SC_LEVEL2_CACHE_SIZE);
+    if (l3 > 0) p.llc_bytes = static_cast<double>(l3);
+    if (l2 > 0) p.l2_bytes = static_cast<double>(l2);
+    switch (kernels::cpu::active_isa()) {
+      case kernels::cpu::Isa::avx512: p.simd_floats = 16; break;
+      case kernels::cpu::Isa::avx2: p.simd_floats = 8; break;
+      case kernels::cpu::Isa::scalar: p.simd_floats = 4; break;  // compilers still vectorise SSE
+    }
+  }
+  return p;
+}
+
+SyntheticRanges default_ranges(DeviceClass cls, OpKind kind, bool modelled) {
+  SyntheticRanges r;
+  if (modelled) {
+    // Timing-only: every shape of the workloads, no memory needed.
+    r.allow_timing_only = true;
+    r.max_work = 1e14;
+    return r;
+  }
+  // Measured: keep each timed run to ~0.2 s or less on a small, shared CPU so a 180 s budget buys
+  // enough points for three kernels, and inputs within a few hundred MB. The caps are multiply-adds
+  // (work_of); SpMM's are DRAM-latency bound once X leaves the cache, hence the lower cap.
+  r.allow_timing_only = false;
+  r.max_bytes = 384.0 * 1024 * 1024;
+  const bool cpu = cls == DeviceClass::cpu;
+  switch (kind) {
+    case OpKind::spmm: r.max_work = cpu ? 4e7 : 1e10; break;
+    case OpKind::gemm: r.max_work = cpu ? 1.5e9 : 1e12; break;
+    case OpKind::window_attention:
+      r.max_work = cpu ? 6e8 : 1e12;
+      // Few heads on a CPU: the full seq_len x window range stays affordable per run.
+      if (cpu) r.heads = {1, 2, 4, 8};
+      break;
+    case OpKind::softmax:
+    case OpKind::layer_norm: r.max_work = cpu ? 5e7 : 1e10; break;
+  }
+  return r;
+}
+
+std::vector<Sample> collect_samples(hw::Device& device, OpKind kind, const ProfileOptions& options,
+                                    double budget_s, double total_elapsed_s) {
+  if (!device.supports(kind)) {
+    throw Error(device.name() + " does not support " + std::string(kernels::to_string(kind)));
+  }
+  TimingOnlyScope timing_only(device);
+  const bool modelled = device.info().time_source == hw::TimeSource::modelled;
+  const DeviceClass cls = device_class_of(device.kind());
+  const SyntheticRanges ranges =
+      options.ranges ? options.ranges(cls, kind, modelled) : default_ranges(cls, kind, modelled);
+  const auto specs = generate_specs(kind, ranges, options.max_points, options.seed);
+  const auto t0 = clock_type::now();
+  std::vector<Sample> samples;
+  TimingPolicy policy = options.timing;
+  for (std::size_t i = 0; i < specs.size(); ++i) {
+    const double elapsed = since(t0);
+    if (elapsed >= budget_s) break;
+    // Never let one point overrun what is left of this kernel's share.
+    policy.max_total_s = std::min(options.timing.max_total_s, std::max(0.05, (budget_s - elapsed) / 4));
+    PointBuffers bufs;
+    OpShape shape;
+    const hw::KernelLaunch launch = prepare(device, specs[i], timing_only.active(), bufs, shape);
+    const TimingResult r =
+        time_repeated([&] { return timed_launch(device, launch, options.clock); }, policy);
+    if (!(r.median_s > 0)) continue;  // a zero-time run (empty shape) carries no information
+    samples.push_back({shape, r.median_s});
+    if (options.on_progress) {
+      ProfileProgress p;
+      p.kind = kind;
+      p.point = static_cast<int>(samples.size());
+      p.max_points = static_cast<int>(specs.size());
+      p.kernel_elapsed_s = since(t0);
+      p.kernel_budget_s = budget_s;
+      p.total_elapsed_s = total_elapsed_s + p.kernel_elapsed_s;
+      p.total_budget_s = options.budget_s;
+      p.sample = &samples.back();
+      p.timing = &r;
+      options.on_progress(p);
+    }
+  }
+  return samples;
+}
+
+ModelStore profile_device(hw::Device& device, const std::string& device_model,
+                          const ProfileOptions& options) {
+  const auto t0 = clock_type::now();
+  ModelStore store;
+  store.device_model = device_model;
+  store.device_class = device_class_of(device.kind());
+  store.provenance = device.info().time_source == hw::TimeSource::modelled ? "modelled" : "measured";
+  const bool cpu_clock = options.clock == ProfileClock::cpu_time &&
+                         dynamic_cast<const hw::CpuDevice*>(&device) != nullptr &&
+                         device.info().time_source == hw::TimeSource::measured;
+  store.time_basis = cpu_clock ? "cpu_time" : (store.provenance == "modelled" ? "device" : "wall");
+  store.host = host_name() + " / " + device.info().model + " (" + device.name() + ")";
+  store.created = utc_now();
+  const FeatureParams params = feature_params_for(device);
+
+  std::vector<OpKind> kinds;
+  for (OpKind k : options.kernels) {
+    if (device.supports(k)) kinds.push_back(k);
+  }
+  // Fitting takes milliseconds; keep a small reserve anyway so the budget is a promise.
+  const double reserve_s = std::min(2.0, 0.02 * options.budget_s);
+  for (std::size_t i = 0; i < kinds.size(); ++i) {
+    const double left = options.budget_s - reserve_s - since(t0);
+    const double share = left / static_cast<double>(kinds.size() - i);  // unused time rolls over
+    const auto samples = collect_samples(device, kinds[i], options, share, since(t0));
+    const FeatureSet& fs = feature_set(kinds[i], store.device_class);
+    if (static_cast<int>(samples.size()) < fs.size() + 2) {
+      throw Error("profiling " + std::string(kernels::to_string(kinds[i])) + " on " +
+                  device.name() + ": only " + std::to_string(samples.size()) +
+                  " points fit in the budget, need at least " + std::to_string(fs.size() + 2) +
+                  " (raise --budget)");
+    }
+    const FitResult fit = fit_model(fs, params, samples, options.fit);
+    store.models.insert_or_assign(kinds[i], KernelModel(fs, params, fit, samples));
+  }
+  return store;
+}
+
+TimingResult time_spmm(hw::Device& dev, const kernels::CsrI32& a, std::int64_t n,
+                       const TimingPolicy& policy, ProfileClock clock) {
+  PointBuffers bufs;
+  const auto mode = hw::AllocMode::data;
+  auto& indptr = bufs.add(dev, sizeof(std::int32_t) * a.indptr.size(), mode);
+  auto& indices = bufs.add(dev, sizeof(std::int32_t) * a.indices.size(), mode);
+  auto& values = bufs.add(dev, sizeof(float) * a.values.size(), mode);
+  auto& x = bufs.add(dev, fbytes(a.cols * n), mode);
+  auto& y = bufs.add(dev, fbytes(a.rows * n), mode);
+  upload<std::int32_t>(dev, indptr, a.indptr);
+  upload<std::int32_t>(dev, indices, a.indices);
+  upload<float>(dev, values, a.values);
+  fill(dev, x, 0.5f);
+  const auto launch = hw::KernelLaunch::spmm(indptr, indices, values, x, y, a.rows, a.cols, n,
+                                             a.nnz(), 4, degree_skew(a));
+  return time_repeated([&] { return timed_launch(dev, launch, clock); }, policy);
+}
+
+}  // namespace dype::perf
