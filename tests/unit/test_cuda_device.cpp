@@ -67,8 +67,12 @@ std::vector<float> random_vec(std::size_t n, unsigned seed) {
   return v;
 }
 
-#define NEED_GPU()                                                                         \
-  if (gpus().configs.empty()) GTEST_SKIP() << "no CUDA device: " << gpus().why
+#define NEED_GPU()                                                   \
+  do {                                                               \
+    if (gpus().configs.empty()) {                                    \
+      GTEST_SKIP() << "no CUDA device: " << gpus().why;              \
+    }                                                                \
+  } while (0)
 
 }  // namespace
 
@@ -164,7 +168,9 @@ TEST(CudaDevice, WindowAttentionMatchesCpu) {
 }
 
 TEST(CudaDevice, PeerCopyBetweenTwoGpus) {
-  if (gpus().configs.size() < 2) GTEST_SKIP() << "needs two CUDA devices, found " << gpus().configs.size();
+  if (gpus().configs.size() < 2) {
+    GTEST_SKIP() << "needs two CUDA devices, found " << gpus().configs.size();
+  }
   auto a = make_gpu(0), b = make_gpu(1);
   const auto v = random_vec(1 << 20, 30);
   auto src = upload(*a, v);
