@@ -33,22 +33,27 @@ void spmm_fpga(const OpShape& s, const FeatureParams& p, double* f) {
 }
 
 // SpMM on CPU (chosen by measurement, see perfmodel/README.md): the multiply-add stream over nnz
-// rows of X, priced by where X lives (LLC or DRAM), the output write, per-nonzero index work,
-// per-row overhead and a fork/join constant. N is padded to the SIMD width because a row of X is
-// processed in whole vectors.
-constexpr std::string_view kSpmmCpuNames[] = {"nnz*Nv", "nnz*Nv*dram", "M*N", "nnz", "M", "1"};
-constexpr bool kSpmmCpuNonNeg[] = {true, true, true, true, true, true};
+// rows of X, priced by where X's rows come from: each cache level X overflows adds a cost per
+// gathered vector in proportion to the fraction of X that does not fit there (random row gathers).
+// Plus the output write, per-nonzero index work, per-row overhead and a fork/join constant. N is
+// padded to the SIMD width because a row of X is processed in whole vectors.
+constexpr std::string_view kSpmmCpuNames[] = {"nnz*Nv",        "nnz*Nv*missL1", "nnz*Nv*missL2",
+                                              "nnz*Nv*missLLC", "M*N",          "nnz",
+                                              "M",             "1"};
+constexpr bool kSpmmCpuNonNeg[] = {true, true, true, true, true, true, true, true};
 void spmm_cpu(const OpShape& s, const FeatureParams& p, double* f) {
   const double nv = std::ceil(d(s.n) / p.simd_floats) * p.simd_floats;
   const double x_bytes = 4.0 * d(s.k) * d(s.n);
-  // Fraction of gathers from X that miss the LLC when X is read at random rows.
-  const double dram = x_bytes > p.llc_bytes ? 1.0 - p.llc_bytes / x_bytes : 0.0;
-  f[0] = d(s.nnz) * nv;
-  f[1] = d(s.nnz) * nv * dram;
-  f[2] = d(s.m) * d(s.n);
-  f[3] = d(s.nnz);
-  f[4] = d(s.m);
-  f[5] = 1.0;
+  auto miss = [&](double cache) { return x_bytes > cache ? 1.0 - cache / x_bytes : 0.0; };
+  const double stream = d(s.nnz) * nv;
+  f[0] = stream;
+  f[1] = stream * miss(p.l1_bytes);
+  f[2] = stream * miss(p.l2_bytes);
+  f[3] = stream * miss(p.llc_bytes);
+  f[4] = d(s.m) * d(s.n);
+  f[5] = d(s.nnz);
+  f[6] = d(s.m);
+  f[7] = 1.0;
 }
 
 // GEMM, paper Eq. 8 (all device classes).
@@ -116,7 +121,7 @@ const FeatureSet kSets[] = {
             spmm_gpu),
     DYPE_FS("spmm.fpga.sextans", OpKind::spmm, DeviceClass::fpga, kSextansNames, kSextansNonNeg,
             0, spmm_fpga),
-    DYPE_FS("spmm.cpu.v1", OpKind::spmm, DeviceClass::cpu, kSpmmCpuNames, kSpmmCpuNonNeg, 0,
+    DYPE_FS("spmm.cpu.v2", OpKind::spmm, DeviceClass::cpu, kSpmmCpuNames, kSpmmCpuNonNeg, 0,
             spmm_cpu),
     DYPE_FS("gemm.gpu.eq8", OpKind::gemm, DeviceClass::gpu, kGemmNames, kGemmNonNeg, 5, gemm_eq8),
     DYPE_FS("gemm.fpga.eq8", OpKind::gemm, DeviceClass::fpga, kGemmNames, kGemmNonNeg, 5,

@@ -35,6 +35,7 @@ inline constexpr int kMaxFeatures = 12;
 struct FeatureParams {
   // CPU: last-level and per-core L2 cache sizes and the SIMD width in floats.
   double llc_bytes = 32.0 * 1024 * 1024;
+  double l1_bytes = 48.0 * 1024;
   double l2_bytes = 1024.0 * 1024;
   double simd_floats = 16;
   // FPGA SpMM, Sextans (paper Eq. under 7): F in MHz, N_M MAC units.

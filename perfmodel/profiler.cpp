@@ -212,6 +212,8 @@ FeatureParams feature_params_for(const hw::Device& device) {
     const long l2 = sysconf(_SC_LEVEL2_CACHE_SIZE);
     if (l3 > 0) p.llc_bytes = static_cast<double>(l3);
     if (l2 > 0) p.l2_bytes = static_cast<double>(l2);
+    const long l1 = sysconf(_SC_LEVEL1_DCACHE_SIZE);
+    if (l1 > 0) p.l1_bytes = static_cast<double>(l1);
     switch (kernels::cpu::active_isa()) {
       case kernels::cpu::Isa::avx512: p.simd_floats = 16; break;
       case kernels::cpu::Isa::avx2: p.simd_floats = 8; break;
