@@ -25,6 +25,11 @@ struct NormKernels {
   }
 
   static float sum(const float* x, std::int64_t n) {
+    if constexpr (W == 1) {  // one lane: accumulate in double (see simd_exp_sum)
+      double total = 0.0;
+      for (std::int64_t i = 0; i < n; ++i) total += x[i];
+      return static_cast<float>(total);
+    }
     // Two accumulators hide the add latency; tails are masked loads (zeros do not change a sum).
     reg a0 = S::zero();
     reg a1 = S::zero();
@@ -41,6 +46,14 @@ struct NormKernels {
   // Sum of (x - mean)^2: two passes instead of E[x^2] - mean^2, which cancels badly when
   // |mean| >> std.
   static float sq_dev(const float* x, std::int64_t n, float mean) {
+    if constexpr (W == 1) {
+      double total = 0.0;
+      for (std::int64_t i = 0; i < n; ++i) {
+        const double d = static_cast<double>(x[i]) - mean;
+        total += d * d;
+      }
+      return static_cast<float>(total);
+    }
     const reg vm = S::set1(mean);
     reg a0 = S::zero();
     reg a1 = S::zero();

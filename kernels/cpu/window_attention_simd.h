@@ -162,6 +162,15 @@ inline float simd_max(const float* x, std::int64_t n) {
 // x[i] = exp(scale * (x[i] - shift)) in place; returns the sum of the new values.
 inline float simd_exp_sum(float* x, std::int64_t n, float scale, float shift) {
   using S = Simd;
+  if constexpr (S::kWidth == 1) {
+    // One lane has no partial sums to spread rounding over: accumulate in double instead.
+    double sum = 0.0;
+    for (std::int64_t i = 0; i < n; ++i) {
+      x[i] = std::exp(scale * (x[i] - shift));
+      sum += x[i];
+    }
+    return static_cast<float>(sum);
+  }
   const typename S::reg vs = S::set1(scale);
   const typename S::reg vm = S::set1(shift);
   typename S::reg acc = S::zero();
