@@ -12,6 +12,25 @@
 // The Eigen peer and the bandwidth probe are compiled for AVX-512 here (the rest of dype picks its
 // ISA at run time), so Eigen is not held back to SSE2 by the baseline x86-64 flags; main() checks
 // the CPU first.
+// Standard library, Google Benchmark and oneTBB headers come before the AVX-512 region: their
+// always_inline functions must be compiled for the baseline target the rest of the file uses.
+#include <benchmark/benchmark.h>
+#include <oneapi/tbb/global_control.h>
+#include <oneapi/tbb/parallel_for.h>
+#include <oneapi/tbb/parallel_reduce.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cstdint>
+#include <cstdlib>
+#include <cstring>
+#include <complex>
+#include <iostream>
+#include <limits>
+#include <memory>
+#include <string>
+#include <vector>
+
 #pragma GCC push_options
 #pragma GCC target("avx2,fma,avx512f,avx512dq,avx512bw,avx512vl")
 #include <Eigen/Sparse>

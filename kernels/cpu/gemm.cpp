@@ -28,10 +28,12 @@
 namespace dype::kernels::cpu {
 namespace {
 
-// Rows per task: big enough that oneDNN's per-call cost and the weight packing it does per call
-// (k x n floats) are small next to the block's m_block x k x n multiply-adds, small enough to give
-// each thread several blocks to balance with.
-constexpr std::int64_t kBlockRows = 512;
+// Rows per task: big enough that oneDNN's per-call cost (~tens of us: memory objects, stream,
+// weight packing of k x n floats) is small next to the block's rows x k x n multiply-adds, small
+// enough to give each thread about kBlocksPerThread blocks to balance with.
+constexpr std::int64_t kMinBlockRows = 256;
+constexpr std::int64_t kMaxBlockRows = 2048;
+constexpr std::int64_t kBlocksPerThread = 8;
 
 // omp_set_num_threads() of the OpenMP runtime libdnnl is linked with. Looked up at run time
 // because dype does not link OpenMP itself (libgomp is already loaded as libdnnl's dependency).
@@ -156,16 +158,20 @@ void gemm(std::span<const float> x, std::span<const float> w, std::span<const fl
     }
     return;
   }
-  const std::int64_t blocks = (m + kBlockRows - 1) / kBlockRows;
+  const std::int64_t threads = std::max(1, tbb::this_task_arena::max_concurrency());
+  const std::int64_t block_rows = std::clamp((m + threads * kBlocksPerThread - 1) /
+                                                 (threads * kBlocksPerThread),
+                                             kMinBlockRows, kMaxBlockRows);
+  const std::int64_t blocks = (m + block_rows - 1) / block_rows;
   try {
-    if (blocks == 1 || tbb::this_task_arena::max_concurrency() == 1) {
+    if (blocks == 1 || threads == 1) {
       // One thread: a single call lets oneDNN pack W once for all rows.
       run_block(x.data(), w.data(), bias.data(), y.data(), m, k, n, epilogue);
       return;
     }
     tbb::parallel_for(std::int64_t{0}, blocks, [&](std::int64_t b) {
-      const std::int64_t r0 = b * kBlockRows;
-      const std::int64_t rows = std::min(kBlockRows, m - r0);
+      const std::int64_t r0 = b * block_rows;
+      const std::int64_t rows = std::min(block_rows, m - r0);
       run_block(x.data() + r0 * k, w.data(), bias.data(), y.data() + r0 * n, rows, k, n, epilogue);
     }, tbb::simple_partitioner{});
   } catch (const dnnl::error& e) {
