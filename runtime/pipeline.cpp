@@ -366,11 +366,11 @@ void Pipeline::process(StageState& st, Work& w, TransferCounters& tc) {
       } else {
         n.lo = part[j];
         n.hi = part[j + 1];
-        // Row-local kernels keep whatever (wider) rows the device already holds.
+        // Row-local kernels keep whatever valid (wider) rows the device already holds.
         if (w.act.shards.size() == c && w.act.shards[j].device == n.device &&
             w.act.shards[j].own_lo == n.own_lo && w.act.shards[j].own_hi == n.own_hi) {
-          n.lo = w.act.shards[j].held_lo;
-          n.hi = w.act.shards[j].held_hi;
+          n.lo = w.act.shards[j].valid_lo;
+          n.hi = w.act.shards[j].valid_hi;
         }
       }
     }
@@ -395,8 +395,8 @@ void Pipeline::process(StageState& st, Work& w, TransferCounters& tc) {
       out.own_lo = in.own_lo;
       out.own_hi = in.own_hi;
       if (step.op == OpKind::spmm) {
-        out.held_lo = in.own_lo;
-        out.held_hi = in.own_hi;
+        out.held_lo = out.valid_lo = in.own_lo;
+        out.held_hi = out.valid_hi = in.own_hi;
         const std::int64_t m = out.held_rows();
         hw::BufferPtr y = d.allocate(static_cast<std::size_t>(m * step.out_cols) * 4);
         events[j].push_back(d.launch(hw::KernelLaunch::spmm(*ds.indptr, *ds.indices, *ds.values, *in.tensors[0], *y, m, rows,
@@ -405,6 +405,10 @@ void Pipeline::process(StageState& st, Work& w, TransferCounters& tc) {
       } else if (step.op == OpKind::window_attention) {
         out.held_lo = in.held_lo;
         out.held_hi = in.held_hi;
+        // Rows near a cut edge saw a truncated band; only the owned rows are right (the halo
+        // covers window / 2 on each side of them).
+        out.valid_lo = in.own_lo;
+        out.valid_hi = in.own_hi;
         const std::int64_t m = out.held_rows();
         hw::BufferPtr y = d.allocate(static_cast<std::size_t>(m * step.out_cols) * 4);
         events[j].push_back(d.launch(hw::KernelLaunch::window_attention(
@@ -414,6 +418,8 @@ void Pipeline::process(StageState& st, Work& w, TransferCounters& tc) {
       } else {
         out.held_lo = in.held_lo;
         out.held_hi = in.held_hi;
+        out.valid_lo = in.valid_lo;
+        out.valid_hi = in.valid_hi;
         const std::int64_t m = out.held_rows();
         const auto& wb = ds.weights[static_cast<std::size_t>(k - st.spec.first)];
         for (int o = 0; o < step.outputs(); ++o) {

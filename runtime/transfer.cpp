@@ -46,7 +46,7 @@ bool TransferEngine::satisfied(const Activation& act, const std::vector<Need>& n
   for (std::size_t j = 0; j < needs.size(); ++j) {
     const Shard& s = act.shards[j];
     const Need& n = needs[j];
-    if (s.device != n.device || s.held_lo > n.lo || s.held_hi < n.hi || s.own_lo != n.own_lo ||
+    if (s.device != n.device || s.valid_lo > n.lo || s.valid_hi < n.hi || s.own_lo != n.own_lo ||
         s.own_hi != n.own_hi) {
       return false;
     }
@@ -68,6 +68,8 @@ Activation TransferEngine::upload(const HostTensor& x, const std::vector<Need>& 
     s.held_hi = n.hi;
     s.own_lo = n.own_lo;
     s.own_hi = n.own_hi;
+    s.valid_lo = n.lo;
+    s.valid_hi = n.hi;
     const std::size_t count = static_cast<std::size_t>((n.hi - n.lo) * x.cols);
     hw::BufferPtr b = n.device->allocate(count * sizeof(float));
     const auto after = n.device->info().time_source == hw::TimeSource::modelled ? modelled_after(not_before_s)
@@ -101,8 +103,10 @@ Activation TransferEngine::redistribute(Activation&& from, const std::vector<Nee
     dst.held_hi = n.hi;
     dst.own_lo = n.own_lo;
     dst.own_hi = n.own_hi;
+    dst.valid_lo = n.lo;
+    dst.valid_hi = n.hi;
     for (Shard& src : from.shards) {
-      if (src.tensors.empty() || src.held_lo != n.lo || src.held_hi != n.hi) continue;
+      if (src.tensors.empty() || src.held_lo != n.lo || src.held_hi != n.hi || !src.fully_valid()) continue;
       if (src.device == n.device) {
         dst.tensors = std::move(src.tensors);  // same rows, same device: hand the buffers over
         counters.moves++;
@@ -115,7 +119,7 @@ Activation TransferEngine::redistribute(Activation&& from, const std::vector<Nee
     if (done[j]) continue;
     const Need& n = needs[j];
     for (const Shard& src : from.shards) {
-      if (src.tensors.empty() || src.held_lo != n.lo || src.held_hi != n.hi) continue;
+      if (src.tensors.empty() || src.held_lo != n.lo || src.held_hi != n.hi || !src.fully_valid()) continue;
       Shard& dst = out.shards[j];
       for (std::size_t t = 0; t < nt; ++t) {
         hw::BufferPtr b = n.device->allocate(src.tensors[t]->size_bytes());

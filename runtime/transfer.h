@@ -26,7 +26,11 @@ struct Shard {
   std::vector<hw::BufferPtr> tensors;  // each [held_hi - held_lo, cols[t]]
   std::int64_t held_lo = 0, held_hi = 0;
   std::int64_t own_lo = 0, own_hi = 0;
+  // Rows whose values are right: all held rows after a transfer, only the owned ones after a
+  // window attention computed over a halo (its edge rows saw a truncated window).
+  std::int64_t valid_lo = 0, valid_hi = 0;
   std::int64_t held_rows() const { return held_hi - held_lo; }
+  bool fully_valid() const { return valid_lo <= held_lo && valid_hi >= held_hi; }
 };
 
 struct Activation {
