@@ -217,6 +217,43 @@ TEST(MtxReader, ValueOverflowingFloatRejected) {
   }
 }
 
+// Never a crash: every prefix of a valid file, and random byte corruptions of it, either parse or
+// raise InputError (an ASan build turns any out-of-bounds access here into a failure).
+TEST(MtxReader, TruncationsAndCorruptionsOnlyRaiseInputError) {
+  const std::string valid =
+      "%%MatrixMarket matrix coordinate real symmetric\n% c\n4 4 4\n1 1 1.5\n2 1 -2\n"
+      "3 2 3e1\n4 3 4.25\n";
+  int parsed = 0;
+  int rejected = 0;
+  auto attempt = [&](const std::string& text) {
+    try {
+      const EdgeList g = parse_mtx(text, "fuzz.mtx");
+      for (std::int64_t e = 0; e < g.num_edges(); ++e) {
+        ASSERT_LT(g.src[e], g.num_nodes);
+        ASSERT_LT(g.dst[e], g.num_nodes);
+      }
+      ++parsed;
+    } catch (const InputError& e) {
+      ASSERT_EQ(std::string(e.what()).rfind("fuzz.mtx:", 0), 0u) << e.what();
+      ++rejected;
+    }
+  };
+  for (std::size_t len = 0; len <= valid.size(); ++len) attempt(valid.substr(0, len));
+  std::uint64_t state = 12345;
+  const char alphabet[] = "0123456789 \t\n\r%.-+eEnaif";
+  for (int trial = 0; trial < 3000; ++trial) {
+    std::string text = valid;
+    for (int k = 0; k < 3; ++k) {
+      state = state * 6364136223846793005ull + 1442695040888963407ull;
+      const auto pos = static_cast<std::size_t>((state >> 33) % text.size());
+      text[pos] = alphabet[(state >> 13) % (sizeof(alphabet) - 1)];
+    }
+    attempt(text);
+  }
+  EXPECT_GT(parsed, 0);
+  EXPECT_GT(rejected, 0);
+}
+
 // A real graph shipped by a Debian package (python3-libpysal, in scripts/setup.sh): the queen
 // contiguity graph of Virginia's 136 counties, a symmetric relation stored as a general matrix.
 TEST(MtxReader, RealGraphFromDebianPackage) {
