@@ -49,6 +49,9 @@ Plan baseline(const std::string& name, const SystemSpec& system, const CostModel
       return done(only(static_cast<int>(t), system, model, objective), "best plan on " + system.kinds[t].name + " alone");
     }
   }
+  if (name.size() > 5 && name.ends_with("-only")) {
+    throw InfeasibleError(name + ": the system has no device kind '" + name.substr(0, name.size() - 5) + "'");
+  }
   if (name == "theoretical-additive") {
     double throughput = 0, power = 0;
     std::string parts;

@@ -318,6 +318,163 @@ Found run_pass(const CostTables& t, const Pass& pass) {
   return f;
 }
 
+// ---------------------------------------------------------------------------------------------
+// Exact min-period search (the perf pass when no latency cap applies).
+//
+// For a fixed period bound P the problem collapses to a scalar DP: among partial plans whose
+// closed stages all fit in P, the one whose open stage is shortest (min X_s + C_s) is best, since
+// the future only needs partial + X_{s+1} <= P. That check costs (states x groups) +
+// (states x kernels) plain double operations. P* is found exactly by a search on P that snaps to
+// real plan periods from above (a feasible check returns a plan, hi = its period) and to the next
+// event from below: an infeasible check at P also reports the smallest rejected stage time v_min,
+// and since every check with P' < v_min makes identical decisions, P* >= v_min. The search ends
+// when the check at lo succeeds (then P* = lo) or lo reaches hi. No tolerance is involved.
+// ---------------------------------------------------------------------------------------------
+class PeriodSearch {
+ public:
+  explicit PeriodSearch(const CostTables& t) : t_(t), u_(t) {
+    n_ = t.num_kernels();
+    kcs_ = t.num_kc();
+    const std::size_t states = static_cast<std::size_t>(n_ + 1) * u_.size * kcs_;
+    part_.resize(states);
+    pip_.resize(states);
+    pkp_.resize(states);
+  }
+
+  Found run(double hi_bound) {
+    Found best;
+    double lo = 0, hi = hi_bound;
+    bool test_lo = false;
+    for (int iter = 0; iter < 4096; ++iter) {
+      double p;
+      if (test_lo) {
+        p = lo;
+      } else if (hi < kInf) {
+        p = lo + 0.5 * (hi - lo);
+      } else {
+        p = kInf;  // no bound yet: any plan gives one
+      }
+      const Check c = check(p);
+      if (c.ok) {
+        best = c.found;
+        hi = c.found.fig.period;
+        if (test_lo || hi <= lo) break;  // P* >= lo and a plan with period <= lo exists
+      } else {
+        if (!(c.v_min < kInf)) break;  // nothing was rejected: no plan at all
+        lo = c.v_min;
+        if (lo >= hi) break;
+      }
+      test_lo = !test_lo;
+    }
+    if (!best.ok && hi < kInf) best = check(hi).found;  // lo met the caller's bound hi first
+    return best;
+  }
+
+ private:
+  struct Check {
+    bool ok = false;
+    double v_min = kInf;
+    Found found;
+  };
+
+  std::size_t state(int i, int u, int kc) const { return (static_cast<std::size_t>(i) * u_.size + u) * kcs_ + kc; }
+
+  Check check(double p_max) {
+    Check r;
+    std::fill(part_.begin(), part_.end(), kInf);
+    double v_min = kInf;
+    for (int ip = 0; ip < n_; ++ip) {
+      for (int u2 = 0; u2 < u_.size; ++u2) {
+        for (int kc = 0; kc < kcs_; ++kc) {
+          const DeviceGroup g = t_.group(kc);
+          if (u_.digits[u2][g.kind] < g.count) continue;
+          const int u1 = u2 - g.count * u_.stride[g.kind];
+          double best_x = kInf;
+          int best_kp = -1;
+          if (ip == 0) {
+            if (u1 != 0) continue;
+            best_x = 0;
+          } else {
+            const double* prev = &part_[state(ip, u1, 0)];
+            for (int kp = 0; kp < kcs_; ++kp) {
+              if (!(prev[kp] < kInf)) continue;
+              const double x = t_.transfer(ip - 1, kp, kc);
+              const double done = prev[kp] + x;
+              if (done > p_max) {
+                v_min = std::min(v_min, done);
+                continue;
+              }
+              if (x < best_x) {
+                best_x = x;
+                best_kp = kp;
+              }
+            }
+            if (!(best_x < kInf)) continue;
+          }
+          for (int i = ip + 1; i <= n_; ++i) {
+            const double v = best_x + t_.compute(ip, i - 1, kc);
+            if (!(v < kInf)) continue;
+            if (v > p_max) {
+              v_min = std::min(v_min, v);
+              continue;
+            }
+            const std::size_t s = state(i, u2, kc);
+            if (v < part_[s]) {
+              part_[s] = v;
+              pip_[s] = ip;
+              pkp_[s] = best_kp;
+            }
+          }
+        }
+      }
+    }
+    r.v_min = v_min;
+    std::size_t end = 0;
+    double best = kInf;
+    for (int u = 0; u < u_.size; ++u) {
+      for (int kc = 0; kc < kcs_; ++kc) {
+        const std::size_t s = state(n_, u, kc);
+        if (part_[s] < best) {
+          best = part_[s];
+          end = s;
+        }
+      }
+    }
+    if (!(best < kInf)) return r;
+    // Walk back: state (i, u, kc) came from (pip, u - group, pkp).
+    std::vector<StageSpec> st;
+    std::size_t s = end;
+    int i = n_;
+    int u = static_cast<int>((end / kcs_) % u_.size);
+    int kc = static_cast<int>(end % kcs_);
+    for (;;) {
+      const int ip = pip_[s];
+      st.push_back({ip, i - 1, kc});
+      const int kp = pkp_[s];
+      if (ip == 0) break;
+      const DeviceGroup g = t_.group(kc);
+      u -= g.count * u_.stride[g.kind];
+      i = ip;
+      kc = kp;
+      s = state(i, u, kc);
+    }
+    std::reverse(st.begin(), st.end());
+    r.ok = true;
+    r.found.stages = std::move(st);
+    r.found.fig = figures(r.found.stages, t_);
+    r.found.ok = true;
+    return r;
+  }
+
+  const CostTables& t_;
+  Usage u_;
+  int n_ = 0;
+  int kcs_ = 0;
+  std::vector<double> part_;
+  std::vector<int> pip_;
+  std::vector<int> pkp_;
+};
+
 // Best single-stage plan under the caps: a cheap feasible plan whose energy bounds the search.
 double seed_energy(const CostTables& t, double period_cap, double latency_cap) {
   double best = kInf;
@@ -394,6 +551,7 @@ Found solve_exact(const CostTables& t, const ObjectiveSpec& o, Caps& caps) {
       const double c = t.compute(0, t.num_kernels() - 1, kc);
       if (within(c, latency_cap)) ub = std::min(ub, c);
     }
+    if (!(latency_cap < kInf)) return PeriodSearch(t).run(ub);
     return run_pass(t, {Goal::period, kMaxT | kPartial | lat, ub, latency_cap, kInf});
   };
   auto cheapest = [&](double period_cap, double ub) {
@@ -405,8 +563,10 @@ Found solve_exact(const CostTables& t, const ObjectiveSpec& o, Caps& caps) {
       const Found p = fastest(caps.latency);
       if (!p.ok) return p;
       caps.period = p.fig.period;
-      // Among the fastest plans, the one that uses least energy.
-      Found e = cheapest(caps.period, p.fig.energy);
+      // Among the fastest plans, the one that uses least energy. The period is pinned to P*, so
+      // E = a + P* B(u) and max_t drops out of the dominance test.
+      Found e = run_pass(t, {Goal::energy, kPartial | kA | lat, caps.period, caps.latency,
+                             std::min(p.fig.energy, seed_energy(t, caps.period, caps.latency))});
       return e.ok ? e : p;
     }
     case Objective::energy: return cheapest(kInf, kInf);
