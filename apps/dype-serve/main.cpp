@@ -15,6 +15,7 @@
 #include <spdlog/spdlog.h>
 
 #include "runtime/daemon/engine_service.h"
+#include "runtime/daemon/grpc_server.h"
 #include "runtime/daemon/http_server.h"
 #include "runtime/observer.h"
 
@@ -74,15 +75,21 @@ int main(int argc, char** argv) {
     hooks.pareto = [&service](const std::string& m) { return service.pareto(m); };
     HttpServer http(service, graphs, metrics, ho, hooks);
     http.start();
-    if (grpc_port >= 0) spdlog::warn("gRPC front end is not built in this version; --grpc-port {} ignored", grpc_port);
+    std::unique_ptr<GrpcServer> grpc;
+    if (grpc_port >= 0) {
+      grpc = std::make_unique<GrpcServer>(service, graphs, metrics, http.admission(), ho.host, grpc_port,
+                                          ho.max_request_bytes);
+      grpc->start();
+    }
     for (const ModelInfo& m : service.models())
       spdlog::info("model {} ({}): plan {} [{}]", m.name, m.family, service.engine(m.name).current_label(),
                    rt::describe(service.engine(m.name).current_spec()));
-    spdlog::info("dype-serve: HTTP on {}:{}, metrics on port {}, mode {}", ho.host, http.http_port(),
-                 http.metrics_port(), service.mode());
+    spdlog::info("dype-serve: HTTP on {}:{}, gRPC on port {}, metrics on port {}, mode {}", ho.host, http.http_port(),
+                 grpc ? grpc->port() : -1, http.metrics_port(), service.mode());
     if (!port_file.empty()) {
       std::ofstream f(port_file + ".tmp");
-      f << "{\"http\": " << http.http_port() << ", \"metrics\": " << http.metrics_port() << "}\n";
+      f << "{\"http\": " << http.http_port() << ", \"grpc\": " << (grpc ? grpc->port() : -1)
+        << ", \"metrics\": " << http.metrics_port() << "}\n";
       f.close();
       std::rename((port_file + ".tmp").c_str(), port_file.c_str());  // readers see it whole
     }
@@ -93,6 +100,7 @@ int main(int argc, char** argv) {
     http.begin_shutdown();
     if (!http.wait_idle(exit_timeout_s)) spdlog::warn("exit timeout: requests still in flight after {} s", exit_timeout_s);
     service.drain();
+    if (grpc) grpc->stop(1.0);
     http.stop();
     if (!trace_file.empty()) trace->write(trace_file);
     spdlog::info("dype-serve: stopped");

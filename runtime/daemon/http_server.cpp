@@ -92,29 +92,14 @@ std::string string_field(const json& j, const char* key) {
 
 }  // namespace
 
-// Counts an admitted request for the lifetime of the handler; refuses beyond max_queue.
-struct HttpServer::Admission {
-  HttpServer& s;
-  explicit Admission(HttpServer& server) : s(server) {
-    std::lock_guard lock(s.idle_mu_);
-    if (s.draining_.load()) throw Unavailable("server is shutting down");
-    if (static_cast<std::size_t>(s.in_flight_) >= s.options_.max_queue)
-      throw Overloaded("queue full: " + std::to_string(s.in_flight_) + " requests in flight (limit " +
-                       std::to_string(s.options_.max_queue) + "); retry later");
-    ++s.in_flight_;
-    s.metrics_.set_in_flight(s.in_flight_);
-  }
-  ~Admission() {
-    std::lock_guard lock(s.idle_mu_);
-    --s.in_flight_;
-    s.metrics_.set_in_flight(s.in_flight_);
-    s.idle_cv_.notify_all();
-  }
-};
-
 HttpServer::HttpServer(InferenceService& service, GraphRegistry& graphs, Metrics& metrics, ServerOptions options,
                        AdminHooks hooks)
-    : service_(service), graphs_(graphs), metrics_(metrics), options_(std::move(options)), hooks_(std::move(hooks)) {
+    : service_(service),
+      graphs_(graphs),
+      metrics_(metrics),
+      options_(std::move(options)),
+      hooks_(std::move(hooks)),
+      admission_(options_.max_queue, metrics) {
   http_ = std::make_unique<httplib::Server>();
   const int threads = options_.threads;
   http_->new_task_queue = [threads] { return new httplib::ThreadPool(static_cast<std::size_t>(threads)); };
@@ -197,18 +182,13 @@ void HttpServer::routes() {
     std::string reason = guarded(res, [&] {
       if (req.matches[2].matched && req.matches[2].str() != "1")
         throw NotFound("model '" + model + "' has no version '" + req.matches[2].str() + "' (only 1)");
-      const ModelInfo info = service_.model(model);
-      Admission admitted(*this);
+      service_.model(model);  // 404 before admission
+      AdmissionControl::Ticket admitted(admission_);
       const InferRequest in = parse_infer_request(req.body, header_length(req, req.body.size()));
       bool binary = in.binary_output;
-      for (const RequestedOutput& o : in.outputs) {
-        if (o.name != "y") throw InputError("outputs", "model '" + model + "' has no output '" + o.name + "' (only y)");
-        binary = o.binary;
-      }
-      Request request = build_request(*info.model, in, graphs_);
-      HostTensor y = service_.infer(model, std::move(request)).get();
+      for (const RequestedOutput& o : in.outputs) binary = o.binary;
+      const Tensor out = run_infer(service_, graphs_, model, in);
       ResponseHeader h{.model_name = model, .id = in.id};
-      const Tensor out = Tensor::from_f32("y", {y.rows, y.cols}, y.data);
       EncodedBody body = encode_infer_response(h, {out}, {binary});
       if (body.header_length) res.set_header("Inference-Header-Content-Length", std::to_string(*body.header_length));
       res.status = 200;
@@ -219,7 +199,7 @@ void HttpServer::routes() {
 
   s.Post("/v2/dype/graphs", [this](const httplib::Request& req, httplib::Response& res) {
     guarded(res, [&] {
-      if (!ready()) throw Unavailable("server is shutting down");
+      admission_.check_serving();
       const InferRequest in = parse_infer_request(req.body, header_length(req, req.body.size()));
       kernels::EdgeList edges = edges_from_request(in, in.int_parameter("num_nodes"));
       const std::int64_t n = edges.num_nodes, e = edges.num_edges();
@@ -321,15 +301,12 @@ void HttpServer::start() {
   }
 }
 
-void HttpServer::begin_shutdown() { draining_.store(true); }
+void HttpServer::begin_shutdown() { admission_.begin_shutdown(); }
 
-bool HttpServer::wait_idle(double timeout_s) {
-  std::unique_lock lock(idle_mu_);
-  return idle_cv_.wait_for(lock, std::chrono::duration<double>(timeout_s), [this] { return in_flight_ == 0; });
-}
+bool HttpServer::wait_idle(double timeout_s) { return admission_.wait_idle(timeout_s); }
 
 void HttpServer::stop() {
-  draining_.store(true);
+  admission_.begin_shutdown();
   if (http_) http_->stop();
   if (metrics_http_) metrics_http_->stop();
   if (http_thread_.joinable()) http_thread_.join();

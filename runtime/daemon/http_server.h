@@ -24,6 +24,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "runtime/daemon/admission.h"
 #include "runtime/daemon/graph_registry.h"
 #include "runtime/daemon/metrics.h"
 #include "runtime/daemon/service.h"
@@ -66,7 +67,9 @@ class HttpServer {
   void start();
   int http_port() const { return http_port_; }
   int metrics_port() const { return metrics_port_; }
-  bool ready() const { return !draining_.load(); }
+  bool ready() const { return admission_.ready(); }
+  // Shared with the gRPC front end so both count against one queue and stop together.
+  AdmissionControl& admission() { return admission_; }
 
   void begin_shutdown();
   // True when every admitted request was answered within timeout_s.
@@ -78,7 +81,6 @@ class HttpServer {
 
  private:
   void routes();
-  struct Admission;
 
   InferenceService& service_;
   GraphRegistry& graphs_;
@@ -89,10 +91,7 @@ class HttpServer {
   std::unique_ptr<httplib::Server> metrics_http_;
   std::thread http_thread_, metrics_thread_;
   int http_port_ = -1, metrics_port_ = -1;
-  std::atomic<bool> draining_{false};
-  std::mutex idle_mu_;
-  std::condition_variable idle_cv_;
-  std::int64_t in_flight_ = 0;
+  AdmissionControl admission_;
   std::mutex admin_mu_;  // admin calls run one at a time
 };
 

@@ -110,4 +110,13 @@ Request build_request(const Model& model, const InferRequest& in, GraphRegistry&
   return r;
 }
 
+Tensor run_infer(InferenceService& service, GraphRegistry& graphs, const std::string& model, const InferRequest& in) {
+  const ModelInfo info = service.model(model);
+  for (const RequestedOutput& o : in.outputs)
+    if (o.name != "y") throw InputError("outputs", "model '" + model + "' has no output '" + o.name + "' (only y)");
+  Request request = build_request(*info.model, in, graphs);
+  HostTensor y = service.infer(model, std::move(request)).get();
+  return Tensor::from_f32("y", {y.rows, y.cols}, y.data);
+}
+
 }  // namespace dype::rt::daemon

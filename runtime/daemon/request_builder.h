@@ -6,6 +6,7 @@
 // Index checks come from kernels/graph/edge_index.h; NaN/Inf features are refused.
 #include "kernels/graph/edge_list.h"
 #include "runtime/daemon/graph_registry.h"
+#include "runtime/daemon/service.h"
 #include "runtime/daemon/tensor.h"
 #include "runtime/model.h"
 
@@ -16,5 +17,9 @@ Request build_request(const Model& model, const InferRequest& in, GraphRegistry&
 // Graph tensors only (edge_index or CSR), for registration. num_nodes: parameters.num_nodes or
 // inferred from the ids.
 kernels::EdgeList edges_from_request(const InferRequest& in, std::optional<std::int64_t> num_nodes);
+
+// The whole infer call both front ends make: checks the requested outputs, builds the request,
+// runs it on the service and waits; returns the output tensor "y" (FP32 [rows, cols]).
+Tensor run_infer(InferenceService& service, GraphRegistry& graphs, const std::string& model, const InferRequest& in);
 
 }  // namespace dype::rt::daemon

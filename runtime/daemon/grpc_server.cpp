@@ -1,0 +1,277 @@
+#include "runtime/daemon/grpc_server.h"
+
+#include <chrono>
+#include <condition_variable>
+#include <deque>
+#include <future>
+#include <thread>
+
+#include <grpcpp/grpcpp.h>
+
+#include "runtime/daemon/errors.h"
+#include "runtime/daemon/request_builder.h"
+#include "runtime/daemon/proto/grpc_service.grpc.pb.h"
+
+namespace dype::rt::daemon {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+namespace pb = inference;
+
+grpc::Status status_of(std::exception_ptr ep, std::string& reason) {
+  try {
+    std::rethrow_exception(ep);
+  } catch (const InputError& e) {
+    reason = "bad_input";
+    return {grpc::StatusCode::INVALID_ARGUMENT, e.what()};
+  } catch (const NotFound& e) {
+    reason = "not_found";
+    return {grpc::StatusCode::NOT_FOUND, e.what()};
+  } catch (const Overloaded& e) {
+    reason = "overloaded";
+    return {grpc::StatusCode::RESOURCE_EXHAUSTED, e.what()};
+  } catch (const Unavailable& e) {
+    reason = "unavailable";
+    return {grpc::StatusCode::UNAVAILABLE, e.what()};
+  } catch (const std::exception& e) {
+    reason = "internal";
+    return {grpc::StatusCode::INTERNAL, e.what()};
+  }
+}
+
+nlohmann::json param_json(const pb::InferParameter& p) {
+  switch (p.parameter_choice_case()) {
+    case pb::InferParameter::kBoolParam: return p.bool_param();
+    case pb::InferParameter::kInt64Param: return p.int64_param();
+    case pb::InferParameter::kStringParam: return p.string_param();
+    case pb::InferParameter::kDoubleParam: return p.double_param();
+    case pb::InferParameter::kUint64Param: return p.uint64_param();
+    default: return nullptr;
+  }
+}
+
+template <typename T, typename R>
+void append_raw(std::string& raw, const R& values) {
+  for (const auto& v : values) {
+    const T t = static_cast<T>(v);
+    raw.append(reinterpret_cast<const char*>(&t), sizeof(T));
+  }
+}
+
+}  // namespace
+
+InferRequest from_proto(const pb::ModelInferRequest& r) {
+  InferRequest in;
+  in.id = r.id();
+  for (const auto& [k, v] : r.parameters()) in.parameters[k] = param_json(v);
+  if (r.raw_input_contents_size() > 0 && r.raw_input_contents_size() != r.inputs_size())
+    throw InputError("raw_input_contents", std::to_string(r.raw_input_contents_size()) + " entries for " +
+                                               std::to_string(r.inputs_size()) + " inputs");
+  for (int i = 0; i < r.inputs_size(); ++i) {
+    const auto& t = r.inputs(i);
+    Tensor x;
+    x.name = t.name();
+    x.datatype = t.datatype();
+    x.shape.assign(t.shape().begin(), t.shape().end());
+    const std::string where = "inputs['" + x.name + "']";
+    for (const Tensor& prev : in.inputs)
+      if (prev.name == x.name) throw InputError(where, "given twice");
+    const std::size_t esize = datatype_size(x.datatype, where + ".datatype");
+    std::int64_t n = 1;
+    for (std::size_t d = 0; d < x.shape.size(); ++d) {
+      if (x.shape[d] < 0) throw InputError(where + ".shape[" + std::to_string(d) + "]", "is negative");
+      if (x.shape[d] != 0 && n > (std::int64_t{1} << 40) / x.shape[d]) throw InputError(where + ".shape", "too many elements");
+      n *= x.shape[d];
+    }
+    if (r.raw_input_contents_size() > 0) {
+      if (t.has_contents()) throw InputError(where, "has contents and raw_input_contents");
+      x.raw = r.raw_input_contents(i);
+    } else if (x.datatype == "FP32") {
+      append_raw<float>(x.raw, t.contents().fp32_contents());
+    } else if (x.datatype == "INT64") {
+      append_raw<std::int64_t>(x.raw, t.contents().int64_contents());
+    } else if (x.datatype == "INT32") {
+      append_raw<std::int32_t>(x.raw, t.contents().int_contents());
+    } else if (x.datatype == "FP64") {
+      append_raw<double>(x.raw, t.contents().fp64_contents());
+    } else {
+      throw InputError(where + ".datatype", x.datatype + " is accepted only as raw_input_contents");
+    }
+    if (x.raw.size() != static_cast<std::size_t>(n) * esize)
+      throw InputError(where, std::to_string(x.raw.size()) + " data bytes, " + x.datatype + " of " + std::to_string(n) +
+                                  " elements needs " + std::to_string(static_cast<std::size_t>(n) * esize));
+    in.inputs.push_back(std::move(x));
+  }
+  for (const auto& o : r.outputs()) in.outputs.push_back({o.name(), true});
+  return in;
+}
+
+void to_proto(const std::string& model, const std::string& id, const Tensor& y, pb::ModelInferResponse& resp) {
+  resp.set_model_name(model);
+  resp.set_model_version("1");
+  resp.set_id(id);
+  auto* o = resp.add_outputs();
+  o->set_name(y.name);
+  o->set_datatype(y.datatype);
+  for (std::int64_t d : y.shape) o->add_shape(d);
+  resp.add_raw_output_contents(y.raw);
+}
+
+struct GrpcServer::Impl final : public pb::GRPCInferenceService::Service {
+  InferenceService& service;
+  GraphRegistry& graphs;
+  Metrics& metrics;
+  AdmissionControl& admission;
+  std::unique_ptr<grpc::Server> server;
+
+  Impl(InferenceService& s, GraphRegistry& g, Metrics& m, AdmissionControl& a)
+      : service(s), graphs(g), metrics(m), admission(a) {}
+
+  // One request start to finish; the reason goes to the metrics.
+  grpc::Status infer_one(const pb::ModelInferRequest& req, pb::ModelInferResponse& resp) {
+    const auto t0 = Clock::now();
+    std::string reason = "ok";
+    grpc::Status st = grpc::Status::OK;
+    try {
+      service.model(req.model_name());
+      AdmissionControl::Ticket ticket(admission);
+      const InferRequest in = from_proto(req);
+      to_proto(req.model_name(), in.id, run_infer(service, graphs, req.model_name(), in), resp);
+    } catch (...) {
+      st = status_of(std::current_exception(), reason);
+    }
+    metrics.record(req.model_name(), reason, std::chrono::duration<double>(Clock::now() - t0).count());
+    return st;
+  }
+
+  grpc::Status ServerLive(grpc::ServerContext*, const pb::ServerLiveRequest*, pb::ServerLiveResponse* r) override {
+    r->set_live(true);
+    return grpc::Status::OK;
+  }
+  grpc::Status ServerReady(grpc::ServerContext*, const pb::ServerReadyRequest*, pb::ServerReadyResponse* r) override {
+    r->set_ready(admission.ready());
+    return grpc::Status::OK;
+  }
+  grpc::Status ModelReady(grpc::ServerContext*, const pb::ModelReadyRequest* q, pb::ModelReadyResponse* r) override {
+    std::string reason;
+    try {
+      r->set_ready(service.model_ready(q->name()) && admission.ready());
+      return grpc::Status::OK;
+    } catch (...) {
+      return status_of(std::current_exception(), reason);
+    }
+  }
+  grpc::Status ServerMetadata(grpc::ServerContext*, const pb::ServerMetadataRequest*,
+                              pb::ServerMetadataResponse* r) override {
+    r->set_name("dype");
+    r->set_version("0.1.0");
+    for (const char* e : {"binary_tensor_data", "dype_graphs", "dype_admin", "dype_plan"}) r->add_extensions(e);
+    return grpc::Status::OK;
+  }
+  grpc::Status ModelMetadata(grpc::ServerContext*, const pb::ModelMetadataRequest* q,
+                             pb::ModelMetadataResponse* r) override {
+    std::string reason;
+    try {
+      const ModelInfo m = service.model(q->name());
+      r->set_name(m.name);
+      r->add_versions("1");
+      r->set_platform("dype_" + m.family);
+      auto fill = [](const std::vector<TensorSpec>& specs, auto add) {
+        for (const TensorSpec& t : specs) {
+          auto* o = add();
+          o->set_name(t.name);
+          o->set_datatype(t.datatype);
+          for (std::int64_t d : t.shape) o->add_shape(d);
+        }
+      };
+      fill(m.inputs, [r] { return r->add_inputs(); });
+      fill(m.outputs, [r] { return r->add_outputs(); });
+      return grpc::Status::OK;
+    } catch (...) {
+      return status_of(std::current_exception(), reason);
+    }
+  }
+  grpc::Status ModelInfer(grpc::ServerContext*, const pb::ModelInferRequest* q, pb::ModelInferResponse* r) override {
+    return infer_one(*q, *r);
+  }
+
+  // Reads and runs requests concurrently with writing answers: up to `window` requests of one
+  // stream are in flight, answered in arrival order, so a stream keeps the pipeline busy.
+  grpc::Status ModelStreamInfer(
+      grpc::ServerContext* ctx,
+      grpc::ServerReaderWriter<pb::ModelStreamInferResponse, pb::ModelInferRequest>* stream) override {
+    constexpr std::size_t window = 8;
+    std::mutex mu;
+    std::condition_variable cv;
+    std::deque<std::future<pb::ModelStreamInferResponse>> pending;
+    bool reading_done = false;
+    std::thread writer([&] {
+      for (;;) {
+        std::future<pb::ModelStreamInferResponse> f;
+        {
+          std::unique_lock lock(mu);
+          cv.wait(lock, [&] { return !pending.empty() || reading_done; });
+          if (pending.empty()) return;
+          f = std::move(pending.front());
+          pending.pop_front();
+        }
+        cv.notify_all();
+        const pb::ModelStreamInferResponse resp = f.get();
+        stream->Write(resp);
+      }
+    });
+    pb::ModelInferRequest req;
+    while (!ctx->IsCancelled() && stream->Read(&req)) {
+      auto task = std::async(std::launch::async, [this, req] {
+        pb::ModelStreamInferResponse out;
+        const grpc::Status st = infer_one(req, *out.mutable_infer_response());
+        if (!st.ok()) {
+          out.set_error_message(st.error_message());
+          out.mutable_infer_response()->set_model_name(req.model_name());
+          out.mutable_infer_response()->set_id(req.id());
+        }
+        return out;
+      });
+      std::unique_lock lock(mu);
+      cv.wait(lock, [&] { return pending.size() < window; });
+      pending.push_back(std::move(task));
+      cv.notify_all();
+    }
+    {
+      std::lock_guard lock(mu);
+      reading_done = true;
+    }
+    cv.notify_all();
+    writer.join();
+    return grpc::Status::OK;
+  }
+};
+
+GrpcServer::GrpcServer(InferenceService& service, GraphRegistry& graphs, Metrics& metrics, AdmissionControl& admission,
+                       std::string host, int port, std::size_t max_message_bytes)
+    : impl_(std::make_unique<Impl>(service, graphs, metrics, admission)),
+      host_(std::move(host)),
+      requested_port_(port),
+      max_message_bytes_(max_message_bytes) {}
+
+GrpcServer::~GrpcServer() { stop(0.0); }
+
+void GrpcServer::start() {
+  grpc::ServerBuilder b;
+  b.AddListeningPort(host_ + ":" + std::to_string(requested_port_), grpc::InsecureServerCredentials(), &port_);
+  b.RegisterService(impl_.get());
+  b.SetMaxReceiveMessageSize(static_cast<int>(std::min<std::size_t>(max_message_bytes_, INT32_MAX)));
+  b.SetMaxSendMessageSize(INT32_MAX);
+  impl_->server = b.BuildAndStart();
+  if (!impl_->server || port_ <= 0) throw Error("cannot listen for gRPC on " + host_ + ":" + std::to_string(requested_port_));
+}
+
+void GrpcServer::stop(double deadline_s) {
+  if (!impl_ || !impl_->server) return;
+  impl_->server->Shutdown(std::chrono::system_clock::now() +
+                          std::chrono::duration_cast<std::chrono::system_clock::duration>(std::chrono::duration<double>(deadline_s)));
+  impl_->server->Wait();
+  impl_->server.reset();
+}
+
+}  // namespace dype::rt::daemon

@@ -1,0 +1,54 @@
+#pragma once
+// The gRPC front end: inference.GRPCInferenceService (KServe v2 / Triton) with ServerLive,
+// ServerReady, ModelReady, ServerMetadata, ModelMetadata, ModelInfer and Triton's bidirectional
+// ModelStreamInfer (requests are submitted as they arrive and answered in order, one response
+// each; a bad request gets a response with error_message and the stream goes on). Shares the
+// admission queue and shutdown switch with the HTTP front end.
+//
+//   GrpcServer grpc(service, graphs, metrics, http.admission(), "127.0.0.1", 0);
+//   grpc.start();  ... grpc.port() ...  grpc.stop();
+#include <memory>
+#include <string>
+
+#include "runtime/daemon/admission.h"
+#include "runtime/daemon/graph_registry.h"
+#include "runtime/daemon/metrics.h"
+#include "runtime/daemon/service.h"
+#include "runtime/daemon/tensor.h"
+
+namespace inference {
+class ModelInferRequest;
+class ModelInferResponse;
+}  // namespace inference
+
+namespace dype::rt::daemon {
+
+// Protobuf <-> protocol tensors (same checks as the JSON/binary path).
+InferRequest from_proto(const inference::ModelInferRequest& request);
+void to_proto(const std::string& model, const std::string& id, const Tensor& output,
+              inference::ModelInferResponse& response);
+
+class GrpcServer {
+ public:
+  GrpcServer(InferenceService& service, GraphRegistry& graphs, Metrics& metrics, AdmissionControl& admission,
+             std::string host, int port, std::size_t max_message_bytes = 256u << 20);
+  ~GrpcServer();
+  GrpcServer(const GrpcServer&) = delete;
+  GrpcServer& operator=(const GrpcServer&) = delete;
+
+  // Binds (Error naming host:port when it cannot) and serves on gRPC's own threads.
+  void start();
+  int port() const { return port_; }
+  // Cancels open streams after `deadline_s` and stops.
+  void stop(double deadline_s = 5.0);
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+  std::string host_;
+  int requested_port_;
+  int port_ = -1;
+  std::size_t max_message_bytes_;
+};
+
+}  // namespace dype::rt::daemon

@@ -1,0 +1,175 @@
+// dype-serve's gRPC front end (inference.GRPCInferenceService) over a real loopback socket:
+// unary infer equals the in-process reference, errors map to gRPC codes, and Triton's
+// ModelStreamInfer answers every request exactly once, in order, bad ones with error_message.
+#include <cmath>
+
+#include <grpcpp/grpcpp.h>
+#include <gtest/gtest.h>
+
+#include "runtime/daemon/engine_service.h"
+#include "runtime/daemon/grpc_server.h"
+#include "runtime/daemon/http_server.h"
+#include "runtime/daemon/proto/grpc_service.grpc.pb.h"
+
+using namespace dype;
+using namespace dype::rt::daemon;
+
+namespace {
+
+EngineServiceOptions small_models() {
+  EngineServiceOptions o;
+  o.system_config = std::string(DYPE_SOURCE_DIR) + "/configs/systems/paper-testbed-pcie4.yaml";
+  rt::ModelSpec gcn{.family = rt::ModelFamily::gcn, .layers = 2, .in_features = 8, .hidden = 16, .seed = 7};
+  o.models = {{"gcn", gcn, {.nodes = 100, .nnz = 500, .feature_len = 8}}};
+  return o;
+}
+
+struct Input {
+  std::int64_t n;
+  std::vector<std::int64_t> edge_index;
+  std::vector<float> x;
+};
+
+Input make_input(std::int64_t n, std::int64_t e, std::uint64_t seed) {
+  const kernels::EdgeList el = rt::random_graph(n, e, seed);
+  Input in{n, el.src, std::vector<float>(static_cast<std::size_t>(n * 8))};
+  in.edge_index.insert(in.edge_index.end(), el.dst.begin(), el.dst.end());
+  for (std::size_t i = 0; i < in.x.size(); ++i) in.x[i] = std::cos(static_cast<float>(i + seed));
+  return in;
+}
+
+inference::ModelInferRequest to_request(const Input& in, const std::string& id) {
+  inference::ModelInferRequest r;
+  r.set_model_name("gcn");
+  r.set_id(id);
+  auto* x = r.add_inputs();
+  x->set_name("x");
+  x->set_datatype("FP32");
+  x->add_shape(in.n);
+  x->add_shape(8);
+  r.add_raw_input_contents(std::string(reinterpret_cast<const char*>(in.x.data()), in.x.size() * 4));
+  auto* e = r.add_inputs();
+  e->set_name("edge_index");
+  e->set_datatype("INT64");
+  e->add_shape(2);
+  e->add_shape(static_cast<std::int64_t>(in.edge_index.size() / 2));
+  r.add_raw_input_contents(std::string(reinterpret_cast<const char*>(in.edge_index.data()), in.edge_index.size() * 8));
+  return r;
+}
+
+rt::HostTensor output_of(const inference::ModelInferResponse& r) {
+  const auto& o = r.outputs(0);
+  std::vector<float> v(r.raw_output_contents(0).size() / 4);
+  std::memcpy(v.data(), r.raw_output_contents(0).data(), v.size() * 4);
+  return rt::make_tensor(o.shape(0), o.shape(1), v);
+}
+
+class DaemonGrpc : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    service_ = std::make_unique<EngineService>(small_models());
+    http_ = std::make_unique<HttpServer>(*service_, graphs_, metrics_,
+                                         ServerOptions{.host = "127.0.0.1", .http_port = 0, .metrics_port = -1});
+    http_->start();
+    grpc_ = std::make_unique<GrpcServer>(*service_, graphs_, metrics_, http_->admission(), "127.0.0.1", 0);
+    grpc_->start();
+    auto channel = grpc::CreateChannel("127.0.0.1:" + std::to_string(grpc_->port()), grpc::InsecureChannelCredentials());
+    stub_ = inference::GRPCInferenceService::NewStub(channel);
+  }
+  void TearDown() override {
+    grpc_->stop(1.0);
+    http_->stop();
+  }
+  rt::HostTensor reference(const Input& in) {
+    kernels::EdgeList el;
+    el.num_nodes = in.n;
+    const auto e = static_cast<std::ptrdiff_t>(in.edge_index.size() / 2);
+    el.src.assign(in.edge_index.begin(), in.edge_index.begin() + e);
+    el.dst.assign(in.edge_index.begin() + e, in.edge_index.end());
+    return rt::reference_forward(*service_->model("gcn").model,
+                                 rt::Request::gnn(rt::Graph::from_edges(el, true), rt::make_tensor(in.n, 8, in.x)));
+  }
+
+  std::unique_ptr<EngineService> service_;
+  GraphRegistry graphs_;
+  Metrics metrics_;
+  std::unique_ptr<HttpServer> http_;
+  std::unique_ptr<GrpcServer> grpc_;
+  std::unique_ptr<inference::GRPCInferenceService::Stub> stub_;
+};
+
+}  // namespace
+
+TEST_F(DaemonGrpc, HealthMetadataAndUnaryInfer) {
+  {
+    grpc::ClientContext ctx;
+    inference::ServerLiveResponse r;
+    ASSERT_TRUE(stub_->ServerLive(&ctx, {}, &r).ok());
+    EXPECT_TRUE(r.live());
+  }
+  {
+    grpc::ClientContext ctx;
+    inference::ModelMetadataRequest q;
+    q.set_name("gcn");
+    inference::ModelMetadataResponse r;
+    ASSERT_TRUE(stub_->ModelMetadata(&ctx, q, &r).ok());
+    EXPECT_EQ(r.inputs(0).name(), "x");
+    EXPECT_EQ(r.inputs(0).shape(1), 8);
+  }
+  const Input in = make_input(60, 240, 3);
+  grpc::ClientContext ctx;
+  inference::ModelInferResponse resp;
+  const grpc::Status st = stub_->ModelInfer(&ctx, to_request(in, "u1"), &resp);
+  ASSERT_TRUE(st.ok()) << st.error_message();
+  EXPECT_EQ(resp.id(), "u1");
+  EXPECT_LT(rt::relative_error(output_of(resp), reference(in)), 1e-5);
+}
+
+TEST_F(DaemonGrpc, ErrorsMapToCodes) {
+  Input in = make_input(20, 40, 4);
+  in.edge_index[5] = 20;  // out of range
+  grpc::ClientContext ctx;
+  inference::ModelInferResponse resp;
+  const grpc::Status st = stub_->ModelInfer(&ctx, to_request(in, "bad"), &resp);
+  EXPECT_EQ(st.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_NE(st.error_message().find("out of range"), std::string::npos) << st.error_message();
+  auto req = to_request(make_input(20, 40, 4), "x");
+  req.set_model_name("nope");
+  grpc::ClientContext ctx2;
+  EXPECT_EQ(stub_->ModelInfer(&ctx2, req, &resp).error_code(), grpc::StatusCode::NOT_FOUND);
+  auto short_raw = to_request(make_input(20, 40, 4), "s");
+  short_raw.mutable_raw_input_contents(0)->resize(12);
+  grpc::ClientContext ctx3;
+  EXPECT_EQ(stub_->ModelInfer(&ctx3, short_raw, &resp).error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+}
+
+TEST_F(DaemonGrpc, StreamAnswersEveryRequestOnceInOrder) {
+  grpc::ClientContext ctx;
+  auto stream = stub_->ModelStreamInfer(&ctx);
+  constexpr int kRequests = 24;
+  std::vector<Input> inputs;
+  for (int i = 0; i < kRequests; ++i) inputs.push_back(make_input(40 + i, 160, 100 + static_cast<std::uint64_t>(i)));
+  std::thread writer([&] {
+    for (int i = 0; i < kRequests; ++i) {
+      Input in = inputs[static_cast<std::size_t>(i)];
+      if (i == 7) in.x[3] = NAN;  // one bad request mid-stream
+      stream->Write(to_request(in, "s" + std::to_string(i)));
+    }
+    stream->WritesDone();
+  });
+  inference::ModelStreamInferResponse r;
+  int got = 0;
+  while (stream->Read(&r)) {
+    EXPECT_EQ(r.infer_response().id(), "s" + std::to_string(got));
+    if (got == 7) {
+      EXPECT_NE(r.error_message().find("NaN"), std::string::npos) << r.error_message();
+    } else {
+      EXPECT_TRUE(r.error_message().empty()) << r.error_message();
+      EXPECT_LT(rt::relative_error(output_of(r.infer_response()), reference(inputs[static_cast<std::size_t>(got)])), 1e-5);
+    }
+    ++got;
+  }
+  writer.join();
+  EXPECT_TRUE(stream->Finish().ok());
+  EXPECT_EQ(got, kRequests);
+}
