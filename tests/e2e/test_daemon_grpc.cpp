@@ -68,8 +68,10 @@ class DaemonGrpc : public ::testing::Test {
  protected:
   void SetUp() override {
     service_ = std::make_unique<EngineService>(small_models());
-    http_ = std::make_unique<HttpServer>(*service_, graphs_, metrics_,
-                                         ServerOptions{.host = "127.0.0.1", .http_port = 0, .metrics_port = -1});
+    ServerOptions options;
+    options.http_port = 0;
+    options.metrics_port = -1;
+    http_ = std::make_unique<HttpServer>(*service_, graphs_, metrics_, options);
     http_->start();
     grpc_ = std::make_unique<GrpcServer>(*service_, graphs_, metrics_, http_->admission(), "127.0.0.1", 0);
     grpc_->start();
