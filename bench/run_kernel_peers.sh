@@ -78,18 +78,18 @@ def ratio(label, ours_ms, peer_ms, target):
     print(f"{label}: {r:.2f}x (target >= {target}x) {'PASS' if ok else 'FAIL'}")
 
 dram = spmm["BM_dram_read/real_time"]
-print(f"DRAM read bandwidth (1 GiB streaming sum, measured): {dram['GBps'] / 1e9:.1f} GB/s")
+print(f"DRAM read bandwidth (1 GiB streaming sum, measured): {dram['GBps']:.1f} GB/s")
 for arg, name in (("0", "uniform"), ("1", "rmat")):
     ours = spmm[f"BM_spmm_dype/{arg}/real_time"]
     eig = spmm[f"BM_spmm_eigen/{arg}/real_time"]
-    print(f"spmm {name}: dype {ours['real_time']:.2f} ms ({ours['gathered_GBps'] / 1e9:.1f} GB/s gathered), "
+    print(f"spmm {name}: dype {ours['real_time']:.2f} ms ({ours['gathered_GBps']:.1f} GB/s gathered), "
           f"eigen {eig['real_time']:.2f} ms, torch {torch_ms(name):.2f} ms (medians, measured)")
     ratio(f"spmm {name} vs torch", ours["real_time"], torch_ms(name), 3.0)
     ratio(f"spmm {name} vs eigen", ours["real_time"], eig["real_time"], 1.3)
 ours = gemm["BM_gemm_dype/real_time"]
 sg = gemm["BM_gemm_dnnl_sgemm/real_time"]
 eig = gemm["BM_gemm_eigen/real_time"]
-print(f"gemm 100000x128x128: dype {ours['real_time']:.2f} ms ({ours['GFLOPs'] / 1e9:.1f} GFLOP/s, bias+relu fused), "
+print(f"gemm 100000x128x128: dype {ours['real_time']:.2f} ms ({ours['GFLOPs']:.1f} GFLOP/s, bias+relu fused), "
       f"dnnl_sgemm {sg['real_time']:.2f} ms (no epilogue), eigen {eig['real_time']:.2f} ms, "
       f"torch {torch_ms('gemm'):.2f} ms (medians, measured)")
 ratio("gemm vs dnnl_sgemm", ours["real_time"], sg["real_time"], 0.95)

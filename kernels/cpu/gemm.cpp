@@ -32,7 +32,7 @@ namespace {
 // weight packing of k x n floats) is small next to the block's rows x k x n multiply-adds, small
 // enough to give each thread about kBlocksPerThread blocks to balance with.
 constexpr std::int64_t kMinBlockRows = 256;
-constexpr std::int64_t kMaxBlockRows = 2048;
+constexpr std::int64_t kMaxBlockRows = 16384;
 constexpr std::int64_t kBlocksPerThread = 8;
 
 // omp_set_num_threads() of the OpenMP runtime libdnnl is linked with. Looked up at run time
