@@ -26,8 +26,9 @@ bool usable(const hw::System& sys, const hw::Device* d, const std::set<std::stri
   return !excluded.count(d->name()) && (!cfg || cfg->schedulable);
 }
 
-// One device's time for a kernel (modelled from its device model); kInf when it cannot run it.
-double kernel_time_s(const hw::System& sys, const hw::Device& d, const kernels::OpShape& shape) {
+}  // namespace
+
+double modelled_kernel_time_s(const hw::System& sys, const hw::Device& d, const kernels::OpShape& shape) {
   if (!d.supports(shape.kind)) return sched::kInf;
   if (const auto* emu = dynamic_cast<const hw::EmuDevice*>(&d)) return emu->modelled_time_s(shape);
   const hw::DeviceConfig* cfg = sys.config().find(d.name());
@@ -41,19 +42,21 @@ double kernel_time_s(const hw::System& sys, const hw::Device& d, const kernels::
   return sched::kInf;
 }
 
-}  // namespace
-
 SchedPlanner::SchedPlanner(const Model& model, const hw::System& system, sched::SolverKind solver)
     : model_(model), system_(system), solver_(solver) {}
 
 sched::SystemSpec SchedPlanner::system_spec(const std::set<std::string>& excluded) const {
+  return scheduler_system_spec(system_, excluded);
+}
+
+sched::SystemSpec scheduler_systemspec(const hw::System& system, const std::set<std::string>& excluded) {
   sched::SystemSpec spec;
-  spec.name = system_.config().name;
-  spec.inter_socket_bw_bytes_per_s = system_.topology().inter_socket_bytes_per_s();
+  spec.name = system.config().name;
+  spec.inter_socket_bw_bytes_per_s = system.topology().inter_socket_bytes_per_s();
   for (hw::DeviceKind kind : kKinds) {
     std::vector<hw::Device*> ds;
-    for (hw::Device* d : system_.devices_of(kind))
-      if (usable(system_, d, excluded)) ds.push_back(d);
+    for (hw::Device* d : system.devices_of(kind))
+      if (usable(system, d, excluded)) ds.push_back(d);
     if (ds.empty()) continue;
     const hw::Device& d0 = *ds.front();
     sched::DeviceKindSpec k;
@@ -65,7 +68,7 @@ sched::SystemSpec SchedPlanner::system_spec(const std::set<std::string>& exclude
     k.power.xfer_w = std::max(d0.info().power.transfer_w, k.power.idle_w);
     const int ti = d0.topology_index();
     if (ti >= 0) {
-      const auto& td = system_.topology().device(ti);
+      const auto& td = system.topology().device(ti);
       k.link_bw_bytes_per_s = td.link.type == hw::LinkType::host ? td.link.host_bandwidth_bytes_per_s
                                                                  : td.link.bandwidth_bytes_per_s();
       k.link_latency_s = td.link.latency_s;
@@ -95,7 +98,7 @@ sched::AdditiveCostModel SchedPlanner::cost_model(const sched::SystemSpec& spec,
     for (const auto& kind : spec.kinds) {
       auto hk = hw::device_kind_from_string(kind.name);
       auto ds = system_.devices_of(*hk);
-      times[k].push_back(ds.empty() ? sched::kInf : kernel_time_s(system_, *ds.front(), shapes[k]));
+      times[k].push_back(ds.empty() ? sched::kInf : modelled_kernel_time_s(system_, *ds.front(), shapes[k]));
     }
   }
   return sched::AdditiveCostModel(spec, out, in, times);

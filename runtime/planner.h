@@ -55,6 +55,14 @@ class SchedPlanner : public Planner {
   sched::SolverKind solver_;
 };
 
+// The hw::System as the scheduler sees it: one kind per device kind with schedulable devices not
+// in `excluded` (count, power states of its first device, link from the topology).
+sched::SystemSpec scheduler_system_spec(const hw::System& system, const std::set<std::string>& excluded);
+
+// One device's time for a kernel from its device model (modelled); kInf when it cannot run it.
+double modelled_kernel_time_s(const hw::System& system, const hw::Device& device,
+                              const kernels::OpShape& shape);
+
 // sched::Plan -> concrete devices: stage s gets `count` devices of its kind, in system order,
 // skipping excluded ones. Throws Error when the system has too few.
 PipelineSpec to_pipeline_spec(const sched::Plan& plan, const hw::System& system,
