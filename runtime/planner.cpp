@@ -49,7 +49,7 @@ sched::SystemSpec SchedPlanner::system_spec(const std::set<std::string>& exclude
   return scheduler_system_spec(system_, excluded);
 }
 
-sched::SystemSpec scheduler_systemspec(const hw::System& system, const std::set<std::string>& excluded) {
+sched::SystemSpec scheduler_system_spec(const hw::System& system, const std::set<std::string>& excluded) {
   sched::SystemSpec spec;
   spec.name = system.config().name;
   spec.inter_socket_bw_bytes_per_s = system.topology().inter_socket_bytes_per_s();
