@@ -36,7 +36,7 @@ const std::set<std::string> kBackends = {"cpu", "emu", "cuda", "hip", "xrt"};
 
 SystemConfig load_system_config(const std::string& path) {
   const ConfigNode root = ConfigNode::load_file(path);
-  root.expect_keys({"system", "topology", "timing_only", "jitter", "devices", "power"});
+  root.expect_keys({"system", "topology", "timing_only", "jitter", "devices", "power", "baselines"});
   SystemConfig cfg;
   cfg.file = path;
   const auto sys = root.child("system");
@@ -65,6 +65,31 @@ SystemConfig load_system_config(const std::string& path) {
     p->expect_keys({"cpu", "gpu", "fpga"});
     for (DeviceKind k : {DeviceKind::cpu, DeviceKind::gpu, DeviceKind::fpga}) {
       if (auto n = p->optional_child(to_string(k))) kind_power.emplace(k, *n);
+    }
+  }
+
+  // Baseline plans' fixed mappings (scheduler baselines `static` and `fleetrec`); names are
+  // checked against the device kinds by the scheduler adapter, which knows which kinds exist.
+  if (auto b = root.optional_child("baselines")) {
+    b->expect_keys({"op_kind", "static_counts"});
+    if (auto m = b->optional_child("op_kind")) {
+      m->expect_map();
+      for (const auto& it : m->yaml()) {
+        const std::string op = it.first.as<std::string>();
+        const auto node = m->child(op);
+        if (!kernels::op_kind_from_string(op)) node.fail("unknown op '" + op + "'");
+        const std::string kind = node.as_string();
+        if (!device_kind_from_string(kind)) node.fail("must be cpu, gpu or fpga, got '" + kind + "'");
+        cfg.baseline_op_kind[op] = kind;
+      }
+    }
+    if (auto c = b->optional_child("static_counts")) {
+      c->expect_sequence();
+      for (std::size_t i = 0; i < c->size(); ++i) {
+        const auto v = c->at(i).as_int();
+        if (v < 1) c->at(i).fail("must be >= 1, got " + std::to_string(v));
+        cfg.baseline_static_counts.push_back(static_cast<int>(v));
+      }
     }
   }
 

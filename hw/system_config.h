@@ -26,6 +26,8 @@
 //   devices[i].power.{idle_w, execute_w, transfer_w} [the model's power]
 //   power.<cpu|gpu|fpga>.{idle_w, execute_w, transfer_w}  per-kind overrides for every device of
 //                               that kind (device-level power wins)
+//   baselines.op_kind.<op> [none]   device kind the `static`/`fleetrec` baseline plans pin an op to
+//   baselines.static_counts [even split]  devices per stage of the `static` baseline
 #include <cstdint>
 #include <map>
 #include <optional>
@@ -67,6 +69,8 @@ struct SystemConfig {
   double jitter_sigma = 0.0;
   std::uint64_t jitter_seed = 1;
   std::vector<DeviceConfig> devices;
+  std::map<std::string, std::string> baseline_op_kind;  // op name -> device kind name
+  std::vector<int> baseline_static_counts;
 
   const DeviceConfig* find(const std::string& device_name) const;
 };

@@ -101,7 +101,9 @@ sched::AdditiveCostModel SchedPlanner::cost_model(const sched::SystemSpec& spec,
       times[k].push_back(ds.empty() ? sched::kInf : modelled_kernel_time_s(system_, *ds.front(), shapes[k]));
     }
   }
-  return sched::AdditiveCostModel(spec, out, in, times);
+  std::vector<kernels::OpKind> ops;
+  for (const auto& sh : shapes) ops.push_back(sh.kind);
+  return sched::AdditiveCostModel(spec, out, in, times, 0.9, ops);
 }
 
 PipelineSpec to_pipeline_spec(const sched::Plan& plan, const hw::System& system,

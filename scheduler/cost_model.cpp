@@ -7,7 +7,7 @@ namespace dype::sched {
 AdditiveCostModel::AdditiveCostModel(SystemSpec system, std::vector<double> output_bytes,
                                      std::vector<double> input_bytes,
                                      std::vector<std::vector<double>> kernel_time_s,
-                                     double parallel_efficiency)
+                                     double parallel_efficiency, std::vector<kernels::OpKind> ops)
     : system_(std::move(system)),
       out_bytes_(std::move(output_bytes)),
       in_bytes_(std::move(input_bytes)),
@@ -18,6 +18,12 @@ AdditiveCostModel::AdditiveCostModel(SystemSpec system, std::vector<double> outp
   }
   if (!(efficiency_ > 0 && efficiency_ <= 1)) {
     throw InputError("AdditiveCostModel.parallel_efficiency", "must be in (0, 1]");
+  }
+  if (!ops.empty() && ops.size() != n) throw Error("AdditiveCostModel: ops table size != kernel count");
+  gathered_prefix_.assign(n + 1, 0.0);
+  for (std::size_t k = 0; k < n; ++k) {
+    const bool gathers = ops.empty() || ops[k] == kernels::OpKind::spmm;
+    gathered_prefix_[k + 1] = gathered_prefix_[k] + (gathers ? in_bytes_[k] : 0.0);
   }
   const std::size_t kinds = system_.kinds.size();
   prefix_.assign(kinds, std::vector<double>(n + 1, 0.0));
@@ -37,7 +43,9 @@ AdditiveCostModel AdditiveCostModel::from_gflops(const SystemSpec& system, const
                                                  double parallel_efficiency) {
   std::vector<double> out, in;
   std::vector<std::vector<double>> times;
+  std::vector<kernels::OpKind> ops;
   for (const Kernel& k : workload.kernels) {
+    ops.push_back(k.shape.kind);
     out.push_back(k.output_bytes);
     in.push_back(k.input_bytes);
     std::vector<double> row;
@@ -47,18 +55,25 @@ AdditiveCostModel AdditiveCostModel::from_gflops(const SystemSpec& system, const
     }
     times.push_back(std::move(row));
   }
-  return AdditiveCostModel(system, std::move(out), std::move(in), std::move(times), parallel_efficiency);
+  return AdditiveCostModel(system, std::move(out), std::move(in), std::move(times), parallel_efficiency,
+                           std::move(ops));
 }
 
 double AdditiveCostModel::compute_time_s(int first, int last, DeviceGroup g) const {
   if (unsupported_[g.kind][last + 1] != unsupported_[g.kind][first]) return kInf;
   const double one = prefix_[g.kind][last + 1] - prefix_[g.kind][first];
   if (g.count <= 1) return one;
-  // Rows split over the devices (balanced by nnz for SpMM); the input slice is scattered from the
-  // stage's receiving device and the output gathered back, over the kind's links.
+  // Rows split over the devices (balanced by nnz for SpMM); the all-gathers before SpMMs (see
+  // the class comment) run on every device's link at once.
+  const DeviceKindSpec& kind = system_.kinds[g.kind];
   const double c = g.count;
-  const double moved = (in_bytes_[first] + out_bytes_[last]) * (c - 1) / c;
-  return one / (c * efficiency_) + moved / system_.kinds[g.kind].link_bw_bytes_per_s;
+  const double gathered = gathered_prefix_[last + 1] - gathered_prefix_[first];
+  double exchange = 0.0;
+  if (!kind.host && gathered > 0) {
+    exchange = kind.p2p ? gathered * (c - 1) / c / kind.link_bw_bytes_per_s
+                        : gathered / kind.link_bw_bytes_per_s;  // slice up, the rest down
+  }
+  return one / (c * efficiency_) + exchange;
 }
 
 double AdditiveCostModel::transfer_time_s(int k, DeviceGroup from, DeviceGroup to) const {

@@ -28,16 +28,28 @@ class CostModel {
 };
 
 // Additive model: a stage's time is the sum of per-kernel times (prefix sums, O(1) a query),
-// divided over the devices with a parallel efficiency, plus the scatter of the stage's input and
-// the gather of its output over the devices' links. Transfers use SystemSpec::transfer_time_s.
-// Single-device kernel times come from a table (a perf model's predictions) or from the kinds'
-// effective GFLOP/s (`from_gflops`, a rough roofline for demos and benchmarks: modelled).
+// divided over the devices with a parallel efficiency, plus the intra-stage exchange that row
+// splitting needs (paper Section II-B: gather-scatter costs are part of f_perf):
+//  - the c devices of a stage each own a slice of rows (static graph and weights preloaded); the
+//    stage's input arrives already sliced, over the aggregate bandwidth of the devices (that is
+//    X_s, f_comm), and its output leaves sliced, so the stage pays nothing more for them;
+//  - row-local kernels (GEMM, softmax, layer norm; window attention up to a halo of w/2 rows,
+//    ignored) need only their own slice;
+//  - an SpMM reads every row of its dense input (a row's neighbours can be anywhere), so before it
+//    the devices all-gather: each receives the (c - 1) / c of the input it lacks over its own link,
+//    all in parallel (P2P), or staged through host memory (its slice up, the rest down); a host
+//    kind shares memory and pays nothing.
+// Transfers between stages use SystemSpec::transfer_time_s. Single-device kernel times come from
+// a table (a perf model's or a device model's predictions) or from the kinds' effective GFLOP/s
+// (`from_gflops`, a rough roofline for demos and benchmarks). All modelled.
 class AdditiveCostModel : public CostModel {
  public:
   // kernel_time_s[k][kind] = one-device time of kernel k on that kind; kInf = unsupported.
+  // ops[k] = kernel k's op (decides the all-gather above); empty = treat every kernel as an SpMM
+  // (the most exchange any kernel needs).
   AdditiveCostModel(SystemSpec system, std::vector<double> output_bytes,
                     std::vector<double> input_bytes, std::vector<std::vector<double>> kernel_time_s,
-                    double parallel_efficiency = 0.9);
+                    double parallel_efficiency = 0.9, std::vector<kernels::OpKind> ops = {});
   static AdditiveCostModel from_gflops(const SystemSpec& system, const Workload& workload,
                                        double parallel_efficiency = 0.9);
 
@@ -53,6 +65,7 @@ class AdditiveCostModel : public CostModel {
   std::vector<double> in_bytes_;
   std::vector<std::vector<double>> prefix_;       // [kind][k + 1] = sum of times of kernels < k+1
   std::vector<std::vector<int>> unsupported_;     // [kind][k + 1] = count of unsupported < k+1
+  std::vector<double> gathered_prefix_;           // [k + 1] = input bytes all-gathered by kernels < k+1
   double efficiency_;
 };
 

@@ -1,0 +1,262 @@
+// dype-schedule: plans one pipeline for a model, an input and a system, and says why.
+//
+//   dype-schedule --system configs/systems/paper-testbed-pcie4.yaml --model configs/models/gcn.yaml
+//       --dataset S1 --mode balanced --explain
+//   dype-schedule --system ... --model configs/models/swin-transformer.yaml --seq-len 8192
+//       --window 1024 --mode perf --json
+//   dype-schedule --system ... --model ... --graph g.mtx --features 128 --baseline static
+//
+// Prints the plan as the paper's mnemonic (3F2G) with each stage's kernels, device kind and count,
+// compute / transfer-in / transfer-out times, then period, throughput, latency and energy per
+// inference (all modelled by the cost model) and the solve time (measured). Exit status: 0 plan
+// printed, 2 bad input, 3 the objective's constraints cannot be met.
+#include <chrono>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <iostream>
+#include <string>
+#include <vector>
+
+#include <CLI/CLI.hpp>
+#include <nlohmann/json.hpp>
+
+#include "kernels/error.h"
+#include "kernels/graph/characteristics.h"
+#include "kernels/graph/generators.h"
+#include "kernels/graph/mtx_reader.h"
+#include "kernels/graph/snap_reader.h"
+#include "runtime/schedule_inputs.h"
+#include "scheduler/baselines.h"
+#include "scheduler/cost_tables.h"
+#include "scheduler/solver.h"
+
+namespace {
+
+using namespace dype;
+using nlohmann::json;
+
+struct Options {
+  std::string system_file, model_file, graph_file, dataset;
+  std::int64_t nodes = 0, edges = 0, features = 0, seq_len = 0, window = 0;
+  double skew = 0.0;
+  std::string mode = "perf", solver = "exact", baseline, dump_tables;
+  double ratio = 0.7, min_throughput = 0.0, max_latency = 0.0;
+  bool pareto = false, explain = false, as_json = false;
+};
+
+std::string ms(double s) {
+  if (!(s < sched::kInf)) return "-";
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.4g", s * 1e3);
+  return buf;
+}
+
+std::string num(double v) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.4g", v);
+  return buf;
+}
+
+// The input's characteristics from whichever of --graph / --dataset / explicit numbers was given.
+sched::InputCharacteristics characteristics(const Options& o, std::string& described) {
+  sched::InputCharacteristics in;
+  const bool explicit_graph = o.nodes > 0 || o.edges > 0;
+  const int sources = (o.graph_file.empty() ? 0 : 1) + (o.dataset.empty() ? 0 : 1) + (explicit_graph ? 1 : 0);
+  if (sources > 1) throw InputError("--graph/--dataset/--nodes", "give the graph one way only");
+  in.feature_len = o.features;
+  in.seq_len = o.seq_len;
+  in.window = o.window;
+  in.degree_skew = o.skew;
+  if (!o.graph_file.empty()) {
+    const std::filesystem::path p(o.graph_file);
+    kernels::EdgeList edges = p.extension() == ".mtx" ? kernels::read_mtx(p) : kernels::read_snap(p).edges;
+    const kernels::GraphCharacteristics c = kernels::characterize(edges);
+    in.nodes = c.nodes;
+    in.nnz = c.nnz;
+    if (in.degree_skew == 0.0) in.degree_skew = c.degree_skew;
+    described = o.graph_file + ": " + std::to_string(c.nodes) + " nodes, " + std::to_string(c.nnz) +
+                " nnz, degree skew " + num(c.degree_skew);
+  } else if (!o.dataset.empty()) {
+    const auto ds = kernels::paper_dataset_from_string(o.dataset);
+    if (!ds) throw InputError("--dataset", "unknown dataset '" + o.dataset + "' (S1..S4, ogbn-arxiv, ogbn-products)");
+    const kernels::GraphShape shape = kernels::paper_shape(*ds);
+    in.nodes = shape.nodes;
+    in.nnz = shape.edges;
+    if (in.feature_len == 0) in.feature_len = shape.feature_len;
+    described = "dataset " + shape.name + " (paper Table I): " + std::to_string(shape.nodes) + " nodes, " +
+                std::to_string(shape.edges) + " edges, " + std::to_string(in.feature_len) + " features";
+  } else if (explicit_graph) {
+    in.nodes = o.nodes;
+    in.nnz = o.edges;
+    described = std::to_string(o.nodes) + " nodes, " + std::to_string(o.edges) + " nnz";
+  }
+  if (in.seq_len > 0) {
+    described += (described.empty() ? "" : ", ") + std::string("seq_len ") + std::to_string(in.seq_len) +
+                 ", window " + std::to_string(in.window);
+  } else if (in.feature_len > 0 && o.dataset.empty()) {
+    described += ", " + std::to_string(in.feature_len) + " features";
+  }
+  return in;
+}
+
+std::string kernel_range(const sched::Workload& wl, const sched::Stage& st) {
+  const std::string& a = wl.kernels[st.first].name;
+  if (st.first == st.last) return a;
+  return a + " .. " + wl.kernels[st.last].name + " (" + std::to_string(st.last - st.first + 1) + ")";
+}
+
+json plan_json(const sched::Plan& plan, const sched::Workload& wl) {
+  json j = sched::to_json(plan);
+  for (std::size_t s = 0; s < plan.stages.size(); ++s) {
+    json names = json::array();
+    for (int k = plan.stages[s].first; k <= plan.stages[s].last; ++k) names.push_back(wl.kernels[k].name);
+    j["stages"][s]["kernel_names"] = names;
+  }
+  return j;
+}
+
+void print_plan(const sched::Plan& plan, const sched::Workload& wl, bool explain) {
+  std::printf("plan %s  (objective %s, solver %s, solved in %s us)\n", plan.mnemonic.c_str(),
+              plan.objective.c_str(), plan.solver.c_str(), num(plan.solve_time_s * 1e6).c_str());
+  if (!plan.note.empty()) std::printf("  note: %s\n", plan.note.c_str());
+  std::printf("  %-5s %-34s %-5s %5s %11s %11s %12s %10s\n", "stage", "kernels", "kind", "count",
+              "compute_ms", "xfer_in_ms", "xfer_out_ms", "stage_ms");
+  for (std::size_t s = 0; s < plan.stages.size(); ++s) {
+    const sched::Stage& st = plan.stages[s];
+    std::printf("  %-5zu %-34s %-5s %5d %11s %11s %12s %10s\n", s + 1, kernel_range(wl, st).c_str(),
+                plan.kind_names[st.kind].c_str(), st.count, ms(st.compute_s).c_str(),
+                ms(st.transfer_in_s).c_str(), ms(st.transfer_out_s).c_str(), ms(st.time_s()).c_str());
+    if (explain && !st.why.empty()) std::printf("        why: %s\n", st.why.c_str());
+  }
+  std::printf("  period %s ms, throughput %s inferences/s, latency %s ms, energy %s J/inference, "
+              "%d devices (modelled)\n",
+              ms(plan.period_s).c_str(), num(plan.throughput_per_s).c_str(), ms(plan.latency_s).c_str(),
+              num(plan.energy_j).c_str(), plan.devices_used);
+}
+
+// The one-kernel rows of the cost tables (each kernel alone on each (kind, count)), and the
+// output sizes that drive transfer costs. The full tables: --dump-tables.
+void print_tables(const sched::CostTables& t, const sched::Workload& wl) {
+  std::printf("cost tables (modelled): one-kernel compute time in ms per (kind, count); '-' = unsupported\n");
+  std::printf("  %-22s", "kernel");
+  for (int kc = 0; kc < t.num_kc(); ++kc) {
+    const auto g = t.group(kc);
+    std::printf(" %8s", (std::to_string(g.count) + t.letter(g.kind)).c_str());
+  }
+  std::printf(" %10s\n", "out_MB");
+  for (int k = 0; k < t.num_kernels(); ++k) {
+    std::printf("  %-22s", wl.kernels[k].name.c_str());
+    for (int kc = 0; kc < t.num_kc(); ++kc) std::printf(" %8s", ms(t.compute(k, k, kc)).c_str());
+    std::printf(" %10s\n", num(wl.kernels[k].output_bytes / 1e6).c_str());
+  }
+}
+
+int run(const Options& o) {
+  std::string described;
+  const sched::InputCharacteristics in = characteristics(o, described);
+  const rt::ScheduleInputs inputs = rt::load_schedule_inputs(o.system_file, o.model_file, in);
+  sched::ObjectiveSpec obj;
+  obj.objective = sched::objective_from_string(o.mode);
+  if (!(o.ratio > 0.0 && o.ratio <= 1.0)) throw InputError("--ratio", "must be in (0, 1], got " + num(o.ratio));
+  obj.balance_ratio = o.ratio;
+  if (o.min_throughput < 0.0) throw InputError("--min-throughput", "must be >= 0");
+  if (o.max_latency < 0.0) throw InputError("--max-latency", "must be >= 0");
+  obj.min_throughput_per_s = o.min_throughput;
+  obj.max_latency_s = o.max_latency > 0.0 ? o.max_latency : sched::kInf;
+  if ((o.min_throughput > 0.0 || o.max_latency > 0.0) && obj.objective != sched::Objective::qos) {
+    throw InputError("--min-throughput/--max-latency", "apply to --mode qos only");
+  }
+  const sched::SolverKind solver = o.solver == "paper" ? sched::SolverKind::paper : sched::SolverKind::exact;
+
+  const auto t0 = std::chrono::steady_clock::now();
+  const sched::CostTables tables(inputs.system, *inputs.model);
+  sched::Plan plan = o.baseline.empty()
+                         ? sched::solve(tables, obj, solver)
+                         : sched::baseline(o.baseline, inputs.system, *inputs.model, inputs.workload, obj);
+  if (o.baseline.empty()) {
+    plan.solve_time_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  }
+  if (plan.empty() && o.baseline != "theoretical-additive") {
+    throw sched::InfeasibleError("no plan can run every kernel of " + inputs.workload.model + " on this system");
+  }
+  if (o.explain && !plan.stages.empty()) sched::explain(plan, tables, obj);
+  std::vector<sched::Plan> front;
+  if (o.pareto) front = sched::pareto_front(tables);
+  if (!o.dump_tables.empty()) {
+    std::ofstream f(o.dump_tables);
+    if (!f) throw InputError("--dump-tables", "cannot write " + o.dump_tables);
+    f << tables.to_json().dump(1) << "\n";
+  }
+
+  if (o.as_json) {
+    json j = plan_json(plan, inputs.workload);
+    j["system"] = inputs.system.name;
+    j["model"] = inputs.workload.model;
+    j["input"] = described;
+    j["cost_source"] = inputs.cost_source;
+    if (o.explain) j["cost_tables"] = tables.to_json();
+    if (o.pareto) {
+      j["pareto"] = json::array();
+      for (const auto& p : front) j["pareto"].push_back(plan_json(p, inputs.workload));
+    }
+    std::cout << j.dump(2) << "\n";
+    return 0;
+  }
+  std::printf("dype-schedule: %s (%d kernels) on %s\n", inputs.workload.model.c_str(), inputs.workload.size(),
+              inputs.system.name.c_str());
+  std::printf("  input: %s\n  kernel times: %s\n", described.c_str(), inputs.cost_source.c_str());
+  std::string kinds;
+  for (const auto& k : inputs.system.kinds) kinds += (kinds.empty() ? "" : ", ") + std::to_string(k.count) + " x " + k.name;
+  std::printf("  devices: %s\n", kinds.c_str());
+  print_plan(plan, inputs.workload, o.explain);
+  if (o.explain) print_tables(tables, inputs.workload);
+  if (o.pareto) {
+    std::printf("pareto front (throughput up, energy down, devices down), %zu plans:\n", front.size());
+    std::printf("  %-24s %14s %12s %12s %8s\n", "mnemonic", "throughput/s", "period_ms", "J/inference", "devices");
+    for (const auto& p : front) {
+      std::printf("  %-24s %14s %12s %12s %8d\n", p.mnemonic.c_str(), num(p.throughput_per_s).c_str(),
+                  ms(p.period_s).c_str(), num(p.energy_j).c_str(), p.devices_used);
+    }
+  }
+  return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  Options o;
+  CLI::App app{"dype-schedule: plan a pipeline (DyPe scheduler) for a model, an input and a system"};
+  app.add_option("--system", o.system_file, "system file (configs/systems/*.yaml)")->required();
+  app.add_option("--model", o.model_file, "model config (configs/models/*.yaml)")->required();
+  app.add_option("--graph", o.graph_file, "graph file: Matrix Market (.mtx) or SNAP edge list");
+  app.add_option("--dataset", o.dataset, "a paper Table I shape: S1..S4, ogbn-arxiv, ogbn-products");
+  app.add_option("--nodes", o.nodes, "graph nodes");
+  app.add_option("--edges", o.edges, "graph edges (adjacency nnz)");
+  app.add_option("--features", o.features, "input feature length (GNN)");
+  app.add_option("--skew", o.skew, "degree skew: max row nnz / mean row nnz");
+  app.add_option("--seq-len", o.seq_len, "transformer sequence length");
+  app.add_option("--window", o.window, "transformer sliding window");
+  app.add_option("--mode", o.mode, "objective")->check(CLI::IsMember({"perf", "energy", "balanced", "qos"}));
+  app.add_option("--ratio", o.ratio, "balanced: throughput >= ratio x the perf optimum (default 0.7)");
+  app.add_option("--min-throughput", o.min_throughput, "qos: inferences per second at least");
+  app.add_option("--max-latency", o.max_latency, "qos: end-to-end latency in seconds at most");
+  app.add_option("--solver", o.solver, "exact (default) or paper (Algorithm 1 as published)")
+      ->check(CLI::IsMember({"exact", "paper"}));
+  app.add_option("--baseline", o.baseline,
+                 "a named baseline plan instead: gpu-only, fpga-only, cpu-only, theoretical-additive, static, fleetrec");
+  app.add_flag("--pareto", o.pareto, "also print the Pareto front (throughput, energy, devices)");
+  app.add_flag("--explain", o.explain, "say why each stage got its kind and count; print the cost tables");
+  app.add_flag("--json", o.as_json, "print one JSON object");
+  app.add_option("--dump-tables", o.dump_tables, "write the full cost tables as JSON to this file");
+  CLI11_PARSE(app, argc, argv);
+  try {
+    return run(o);
+  } catch (const sched::InfeasibleError& e) {
+    std::fprintf(stderr, "dype-schedule: infeasible: %s\n", e.what());
+    return 3;
+  } catch (const dype::Error& e) {
+    std::fprintf(stderr, "dype-schedule: %s\n", e.what());
+    return 2;
+  }
+}

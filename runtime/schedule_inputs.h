@@ -1,0 +1,41 @@
+#pragma once
+// Everything a scheduler solve needs, from the files an operator has: a system file and a model
+// config (configs/models/*.yaml) plus the input's characteristics. Used by `dype-schedule` and by
+// the tests that check plans on the paper's testbed.
+//
+// Two system file formats are accepted:
+//  - a device inventory (configs/systems/*.yaml, hw/system_config.h: `devices:`): each kind's
+//    kernel times come from its first schedulable device's model (emulated device models:
+//    Sextans/SWAT formulas for the U280, roofline for the MI210), links from the topology;
+//  - a scheduler-only description (scheduler/system.h, `kinds:` with effective GFLOP/s per op):
+//    kernel times from the kinds' GFLOP/s (a rough roofline).
+// Either way every time is a prediction (modelled).
+//
+//   auto in = rt::load_schedule_inputs("configs/systems/paper-testbed-pcie4.yaml",
+//                                      "configs/models/gcn.yaml", {.nodes = 230000, ...});
+//   sched::Plan p = sched::solve(in.system, *in.model, {.objective = sched::Objective::perf});
+#include <memory>
+#include <string>
+
+#include "scheduler/cost_model.h"
+#include "scheduler/system.h"
+#include "scheduler/workload.h"
+
+namespace dype::rt {
+
+struct ScheduleInputs {
+  sched::SystemSpec system;
+  sched::Workload workload;
+  std::unique_ptr<sched::CostModel> model;
+  std::string cost_source;  // where kernel times come from, for reports
+};
+
+// Throws InputError naming the file and key (or the characteristic) on bad input.
+ScheduleInputs load_schedule_inputs(const std::string& system_file, const std::string& model_file,
+                                    const sched::InputCharacteristics& input);
+
+// Same, with the model config already parsed.
+ScheduleInputs load_schedule_inputs(const std::string& system_file, const sched::ModelConfig& model,
+                                    const sched::InputCharacteristics& input);
+
+}  // namespace dype::rt
