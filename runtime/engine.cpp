@@ -1,6 +1,7 @@
 #include "runtime/engine.h"
 
 #include <algorithm>
+#include <chrono>
 #include <cmath>
 
 #include "hw/event.h"
@@ -19,8 +20,6 @@ bool same_layout(const PipelineSpec& a, const PipelineSpec& b) {
   }
   return true;
 }
-
-enum class SwapPolicy { if_gain, if_different, always };
 }  // namespace
 
 Engine::Engine(const Model& model, std::shared_ptr<Planner> planner, const Characteristics& initial,
@@ -28,7 +27,7 @@ Engine::Engine(const Model& model, std::shared_ptr<Planner> planner, const Chara
     : model_(model), planner_(std::move(planner)), options_(std::move(options)), mode_(options_.mode),
       drift_(options_.drift, initial) {
   if (!planner_) throw InputError("engine", "needs a planner");
-  PlannedPipeline p = planner_->plan(initial, mode_, excluded_);
+  PlannedPipeline p = planner_->plan(initial, mode_, left_out_locked());
   {
     std::lock_guard lock(submit_mu_);
     ReplanRecord r;
@@ -136,8 +135,14 @@ void Engine::install_locked(PipelineSpec spec, const std::string& label, ReplanR
   for (Observer* o : obs) o->on_replan(record);
 }
 
+std::set<std::string> Engine::left_out_locked() const {
+  std::set<std::string> out = excluded_;
+  out.insert(drained_.begin(), drained_.end());
+  return out;
+}
+
 void Engine::replan_locked(const std::string& cause, const std::string& detail, const Characteristics& target,
-                           bool force) {
+                           SwapPolicy policy) {
   const double t0 = hw::now_s();
   ReplanRecord r;
   r.cause = cause;
@@ -145,10 +150,9 @@ void Engine::replan_locked(const std::string& cause, const std::string& detail, 
   r.old_plan = current_label_;
   r.old_epoch = epoch_;
   r.at_request = next_seq_;
-  const SwapPolicy policy = force ? SwapPolicy::always : cause == "mode" ? SwapPolicy::if_different : SwapPolicy::if_gain;
   PlannedPipeline p;
   try {
-    p = planner_->plan(target, mode_, excluded_);
+    p = planner_->plan(target, mode_, left_out_locked());
   } catch (const std::exception& e) {
     r.detail += std::string(" (no plan: ") + e.what() + ")";
     r.swapped = false;
@@ -156,7 +160,7 @@ void Engine::replan_locked(const std::string& cause, const std::string& detail, 
       std::lock_guard lock(mu_);
       records_.push_back(r);
     }
-    if (force) throw;
+    if (policy != SwapPolicy::if_gain) throw;
     std::lock_guard lock(drift_mu_);
     drift_.rebase(target, next_seq_);
     return;
@@ -204,14 +208,31 @@ void Engine::submit_job_locked(std::uint64_t seq, std::shared_ptr<const Request>
     std::lock_guard lock(mu_);
     nb = release_vt_;
   }
-  std::vector<double> predicted;
-  for (const auto& st : current_->spec().stages) predicted.push_back(st.predicted_s);
+  std::vector<double> predicted, power_w;
+  for (const auto& st : current_->spec().stages) {
+    predicted.push_back(st.predicted_s);
+    // Execute power of the stage's devices (per device: its highest over the stage's ops).
+    double w = 0.0;
+    for (const hw::Device* d : st.devices) {
+      double dw = 0.0;
+      for (int k = st.first; k <= st.last; ++k) dw = std::max(dw, d->info().power.execute_w_for(model_.step(k).op));
+      w += dw;
+    }
+    power_w.push_back(w);
+  }
   Job job;
   job.seq = seq;
   job.request = std::move(request);
   job.not_before_s = nb;
-  job.done = [this, predicted = std::move(predicted)](Completion&& c) {
+  job.done = [this, predicted = std::move(predicted), power_w = std::move(power_w)](Completion&& c) {
     if (!c.error) {
+      double joules = 0.0;
+      for (std::size_t s = 0; s < power_w.size() && s < c.stage_modelled_s.size(); ++s)
+        if (c.stage_modelled_s[s] > 0) joules += c.stage_modelled_s[s] * power_w[s];
+      {
+        std::lock_guard lock(mu_);
+        stats_.modelled_energy_j += joules;
+      }
       std::lock_guard lock(drift_mu_);
       for (std::size_t s = 0; s < predicted.size() && s < c.stage_modelled_s.size(); ++s)
         drift_.observe_stage_time(static_cast<int>(s), predicted[s], c.stage_modelled_s[s]);
@@ -239,7 +260,7 @@ std::future<HostTensor> Engine::submit(Request request, ResponseCallback callbac
   }
   if (sig) {
     try {
-      replan_locked("drift", sig->detail, sig->target, false);
+      replan_locked("drift", sig->detail, sig->target, SwapPolicy::if_gain);
     } catch (const std::exception&) {
       // Keep serving on the current plan; the record says why no swap happened.
     }
@@ -336,7 +357,7 @@ void Engine::recovery_loop() {
       try {
         replan_locked("fault", "device " + c.failed_device + " failed (" + why +
                                    "); re-planning without it and re-running in-flight requests",
-                      planned_for_, true);
+                      planned_for_, SwapPolicy::always);
       } catch (const std::exception& e) {
         std::lock_guard lock(mu_);
         auto it = entries_.find(c.seq);
@@ -369,12 +390,13 @@ void Engine::recovery_loop() {
   }
 }
 
-void Engine::swap_to(PipelineSpec spec, const std::string& label) {
+void Engine::swap_to(PipelineSpec spec, const std::string& label, const std::string& cause,
+                     const std::string& detail) {
   std::lock_guard sl(submit_mu_);
   const double t0 = hw::now_s();
   ReplanRecord r;
-  r.cause = "manual";
-  r.detail = "swap_to " + (spec.label.empty() ? describe(spec) : spec.label);
+  r.cause = cause;
+  r.detail = detail.empty() ? "swap_to " + (spec.label.empty() ? describe(spec) : spec.label) : detail;
   r.old_plan = current_label_;
   try {
     r.predicted_gain = planner_ ? planner_->predict_period_s(current_->spec(), planned_for_) /
@@ -396,7 +418,88 @@ void Engine::set_mode(const std::string& mode) {
   std::lock_guard sl(submit_mu_);
   const std::string old = mode_;
   mode_ = mode;
-  replan_locked("mode", "mode " + old + " -> " + mode, planned_for_, false);
+  try {
+    replan_locked("mode", "mode " + old + " -> " + mode, planned_for_, SwapPolicy::if_different);
+  } catch (...) {
+    mode_ = old;  // no plan for the new objective: keep serving under the old one
+    throw;
+  }
+}
+
+namespace {
+bool uses_device(const PipelineSpec& spec, const std::string& device) {
+  for (const auto& st : spec.stages)
+    for (const hw::Device* d : st.devices)
+      if (d->name() == device) return true;
+  return false;
+}
+}  // namespace
+
+bool Engine::drain_device(const std::string& device, const std::string& cause, const std::string& detail,
+                          double timeout_s) {
+  {
+    std::lock_guard sl(submit_mu_);
+    if (drained_.insert(device).second) {
+      try {
+        replan_locked(cause, detail.empty() ? "operator drained " + device : detail, planned_for_,
+                      SwapPolicy::if_different);
+      } catch (...) {
+        drained_.erase(device);  // still serving on it: the current plan stands
+        throw;
+      }
+    }
+  }
+  return wait_device_idle(device, timeout_s);
+}
+
+void Engine::undrain_device(const std::string& device, const std::string& cause, const std::string& detail) {
+  std::lock_guard sl(submit_mu_);
+  if (!drained_.erase(device)) return;
+  try {
+    replan_locked(cause, detail.empty() ? "operator undrained " + device : detail, planned_for_,
+                  SwapPolicy::if_different);
+  } catch (...) {
+    drained_.insert(device);
+    throw;
+  }
+}
+
+void Engine::replan(const std::string& cause, const std::string& detail) {
+  std::lock_guard sl(submit_mu_);
+  replan_locked(cause, detail, planned_for_, SwapPolicy::if_different);
+}
+
+bool Engine::wait_device_idle(const std::string& device, double timeout_s) {
+  const double deadline = hw::now_s() + timeout_s;
+  for (;;) {
+    bool busy = false;
+    {
+      std::lock_guard sl(submit_mu_);
+      if (current_ && uses_device(current_->spec(), device)) {
+        // The current pipeline is idle on it only when nothing is in flight at all.
+        std::lock_guard lock(mu_);
+        busy = in_flight_ > 0;
+      }
+      for (const auto& r : retired_) busy = busy || (uses_device(r->spec(), device) && !r->finished());
+    }
+    if (!busy) return true;
+    if (hw::now_s() >= deadline) return false;
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+}
+
+void Engine::restore(PipelineSpec spec, const std::string& label, std::set<std::string> drained,
+                     const std::string& detail) {
+  {
+    std::lock_guard sl(submit_mu_);
+    drained_ = std::move(drained);
+  }
+  swap_to(std::move(spec), label, "rollback", detail);
+}
+
+std::set<std::string> Engine::drained_devices() const {
+  std::lock_guard sl(submit_mu_);
+  return drained_;
 }
 
 void Engine::drain() {

@@ -17,6 +17,10 @@
 // A DeviceError marks the device failed: the engine re-plans without it and re-runs every request
 // that failed; if no plan is left the request fails with the device's name.
 //
+// Operators drain a device (drain_device: re-plan without it; requests already in a pipeline that
+// uses it finish there, so none is lost) and let it back in (undrain_device), e.g. around an FPGA
+// bitstream swap, where the device's kernels change while it is out of every plan.
+//
 // Callbacks run on a pipeline thread, in order; they must not block or submit.
 #include <condition_variable>
 #include <cstdint>
@@ -59,6 +63,9 @@ struct EngineStats {
   double max_pause_s = 0.0;      // measured
   double total_pause_s = 0.0;    // measured
   double modelled_makespan_s = 0.0;  // latest modelled completion (emulated devices)
+  // Modelled energy of the answered requests: per stage, its modelled busy time times the execute
+  // power of its devices (emulated device models; idle power of unused devices not included).
+  double modelled_energy_j = 0.0;
   std::vector<std::string> failed_devices;
 };
 
@@ -76,8 +83,27 @@ class Engine {
 
   // Validates (InputError at once), then queues; blocks while max_in_flight are outstanding.
   std::future<HostTensor> submit(Request request, ResponseCallback callback = {});
-  // Swaps to `spec` now (cause "manual"), whatever the predicted gain.
-  void swap_to(PipelineSpec spec, const std::string& label = "manual");
+  // Swaps to `spec` now (cause "manual" unless given), whatever the predicted gain.
+  void swap_to(PipelineSpec spec, const std::string& label = "manual", const std::string& cause = "manual",
+               const std::string& detail = "");
+  // Leaves `device` out of every plan until undrain_device: re-plans without it now (cause
+  // "drain" unless given; swaps only when the current pipeline uses it), then waits up to timeout_s until no
+  // pipeline that uses it has work left. Throws dype::Error, with the device still in service,
+  // when no plan exists without it. Returns false when the wait timed out.
+  bool drain_device(const std::string& device, const std::string& cause = "drain", const std::string& detail = "",
+                    double timeout_s = 60.0);
+  // Lets a drained device back in and re-plans (cause, e.g. "undrain" or "bitstream"; swaps when
+  // the plan differs). Throws dype::Error, with the device drained again, when no plan exists.
+  void undrain_device(const std::string& device, const std::string& cause = "undrain", const std::string& detail = "");
+  // Re-plans now for the current characteristics (swaps when the plan differs), e.g. after the
+  // kernels a device offers changed.
+  void replan(const std::string& cause, const std::string& detail);
+  // True when no pipeline (current or retired) that uses `device` still has work; waits up to timeout_s.
+  bool wait_device_idle(const std::string& device, double timeout_s);
+  std::set<std::string> drained_devices() const;
+  // Rollback of an operator change: the drained set and the pipeline as they were (cause
+  // "rollback"), without asking the planner.
+  void restore(PipelineSpec spec, const std::string& label, std::set<std::string> drained, const std::string& detail);
   // Changes the objective and re-plans at once.
   void set_mode(const std::string& mode);
   // Waits until every submitted request has been answered.
@@ -107,8 +133,12 @@ class Engine {
   // Under submit_mu_.
   void install_locked(PipelineSpec spec, const std::string& label, ReplanRecord record,
                       const Characteristics& planned_for);
+  // if_gain: drift (hysteresis); if_different: operator changes; always: faults (rebuild).
+  enum class SwapPolicy { if_gain, if_different, always };
+  // Throws when no plan exists and the policy is not if_gain (drift keeps the current plan).
   void replan_locked(const std::string& cause, const std::string& detail, const Characteristics& target,
-                     bool force);
+                     SwapPolicy policy);
+  std::set<std::string> left_out_locked() const;  // failed + drained
   void submit_job_locked(std::uint64_t seq, std::shared_ptr<const Request> request);
   void on_complete(Completion&& c);
   void release_ready_locked();
@@ -125,7 +155,8 @@ class Engine {
   std::vector<std::shared_ptr<Pipeline>> retired_;
   std::uint64_t epoch_ = 0;
   std::uint64_t next_seq_ = 0;
-  std::set<std::string> excluded_;
+  std::set<std::string> excluded_;  // failed devices
+  std::set<std::string> drained_;   // left out by an operator
   std::string mode_;
   std::shared_ptr<const Graph> last_graph_;
   Characteristics planned_for_;

@@ -1,5 +1,6 @@
-// dype-serve: the DyPe inference daemon. Open Inference Protocol (KServe v2) over HTTP, Prometheus
-// metrics on their own port, authenticated admin API. Flags follow Triton's tritonserver.
+// dype-serve: the DyPe inference daemon. Open Inference Protocol (KServe v2) over HTTP and gRPC,
+// Prometheus metrics on their own port, authenticated admin API over both (plans, mode, device
+// drain, FPGA bitstream swaps confined to --bitstream-dir). Flags follow Triton's tritonserver.
 //
 //   dype-serve --system configs/systems/paper-testbed-pcie4.yaml --mode balanced --http-port 8000
 //
@@ -71,14 +72,12 @@ int main(int argc, char** argv) {
       for (const ModelInfo& m : service.models()) service.engine(m.name).add_observer(trace);
     GraphRegistry graphs;
     Metrics metrics;
-    AdminHooks hooks;
-    hooks.pareto = [&service](const std::string& m) { return service.pareto(m); };
-    HttpServer http(service, graphs, metrics, ho, hooks);
+    HttpServer http(service, graphs, metrics, ho, admin_hooks(service));
     http.start();
     std::unique_ptr<GrpcServer> grpc;
     if (grpc_port >= 0) {
       grpc = std::make_unique<GrpcServer>(service, graphs, metrics, http.admission(), ho.host, grpc_port,
-                                          ho.max_request_bytes);
+                                          ho.max_request_bytes, &http.admin());
       grpc->start();
     }
     for (const ModelInfo& m : service.models())

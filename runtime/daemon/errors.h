@@ -37,4 +37,17 @@ class Unauthorized : public Error {
   using Error::Error;
 };
 
+// An operator change failed part-way and was undone (previous bitstream and plans restored):
+// 409 / ABORTED.
+class RolledBack : public Error {
+ public:
+  using Error::Error;
+};
+
+// The operation exists in the protocol but not in this server: 501 / UNIMPLEMENTED.
+class NotSupported : public Error {
+ public:
+  using Error::Error;
+};
+
 }  // namespace dype::rt::daemon

@@ -4,12 +4,14 @@
 #include <condition_variable>
 #include <deque>
 #include <future>
+#include <optional>
 #include <thread>
 
 #include <grpcpp/grpcpp.h>
 
 #include "runtime/daemon/errors.h"
 #include "runtime/daemon/request_builder.h"
+#include "runtime/daemon/proto/dype_admin.grpc.pb.h"
 #include "runtime/daemon/proto/grpc_service.grpc.pb.h"
 
 namespace dype::rt::daemon {
@@ -33,6 +35,18 @@ grpc::Status status_of(std::exception_ptr ep, std::string& reason) {
   } catch (const Unavailable& e) {
     reason = "unavailable";
     return {grpc::StatusCode::UNAVAILABLE, e.what()};
+  } catch (const Unauthorized& e) {
+    reason = "unauthorized";
+    return {grpc::StatusCode::UNAUTHENTICATED, e.what()};
+  } catch (const RolledBack& e) {
+    reason = "rolled_back";
+    return {grpc::StatusCode::ABORTED, e.what()};
+  } catch (const NotSupported& e) {
+    reason = "not_supported";
+    return {grpc::StatusCode::UNIMPLEMENTED, e.what()};
+  } catch (const TooLarge& e) {
+    reason = "too_large";
+    return {grpc::StatusCode::RESOURCE_EXHAUSTED, e.what()};
   } catch (const std::exception& e) {
     reason = "internal";
     return {grpc::StatusCode::INTERNAL, e.what()};
@@ -247,9 +261,61 @@ struct GrpcServer::Impl final : public pb::GRPCInferenceService::Service {
   }
 };
 
+// dype.admin.DypeAdmin: each RPC checks the token from the "authorization" metadata and answers
+// AdminApi's JSON document.
+struct GrpcServer::AdminImpl final : public dype::admin::DypeAdmin::Service {
+  AdminApi& api;
+  explicit AdminImpl(AdminApi& a) : api(a) {}
+
+  template <typename F>
+  grpc::Status run(grpc::ServerContext* ctx, dype::admin::AdminResponse* r, F&& f) {
+    std::string reason;
+    try {
+      std::string auth;
+      const auto& md = ctx->client_metadata();
+      if (auto it = md.find("authorization"); it != md.end()) auth.assign(it->second.data(), it->second.size());
+      api.authorize(auth);
+      r->set_json(f().dump());
+      return grpc::Status::OK;
+    } catch (...) {
+      return status_of(std::current_exception(), reason);
+    }
+  }
+  static std::optional<std::string> opt(const std::string& s) {
+    return s.empty() ? std::nullopt : std::optional<std::string>(s);
+  }
+  using Req = dype::admin::AdminRequest;
+  using Resp = dype::admin::AdminResponse;
+  grpc::Status Plan(grpc::ServerContext* c, const Req* q, Resp* r) override {
+    return run(c, r, [&] { return api.plan(opt(q->model())); });
+  }
+  grpc::Status SetMode(grpc::ServerContext* c, const Req* q, Resp* r) override {
+    return run(c, r, [&] { return api.set_mode(q->mode()); });
+  }
+  grpc::Status Pareto(grpc::ServerContext* c, const Req* q, Resp* r) override {
+    return run(c, r, [&] { return api.pareto(opt(q->model())); });
+  }
+  grpc::Status Devices(grpc::ServerContext* c, const Req*, Resp* r) override {
+    return run(c, r, [&] { return api.devices(); });
+  }
+  grpc::Status DrainDevice(grpc::ServerContext* c, const Req* q, Resp* r) override {
+    return run(c, r, [&] { return api.drain_device(q->device(), true); });
+  }
+  grpc::Status UndrainDevice(grpc::ServerContext* c, const Req* q, Resp* r) override {
+    return run(c, r, [&] { return api.drain_device(q->device(), false); });
+  }
+  grpc::Status LoadBitstream(grpc::ServerContext* c, const Req* q, Resp* r) override {
+    return run(c, r, [&] { return api.load_bitstream(q->device(), q->path()); });
+  }
+  grpc::Status UnloadBitstream(grpc::ServerContext* c, const Req* q, Resp* r) override {
+    return run(c, r, [&] { return api.unload_bitstream(q->device()); });
+  }
+};
+
 GrpcServer::GrpcServer(InferenceService& service, GraphRegistry& graphs, Metrics& metrics, AdmissionControl& admission,
-                       std::string host, int port, std::size_t max_message_bytes)
+                       std::string host, int port, std::size_t max_message_bytes, AdminApi* admin)
     : impl_(std::make_unique<Impl>(service, graphs, metrics, admission)),
+      admin_(admin ? std::make_unique<AdminImpl>(*admin) : nullptr),
       host_(std::move(host)),
       requested_port_(port),
       max_message_bytes_(max_message_bytes) {}
@@ -260,6 +326,7 @@ void GrpcServer::start() {
   grpc::ServerBuilder b;
   b.AddListeningPort(host_ + ":" + std::to_string(requested_port_), grpc::InsecureServerCredentials(), &port_);
   b.RegisterService(impl_.get());
+  if (admin_) b.RegisterService(admin_.get());
   b.SetMaxReceiveMessageSize(static_cast<int>(std::min<std::size_t>(max_message_bytes_, INT32_MAX)));
   b.SetMaxSendMessageSize(INT32_MAX);
   impl_->server = b.BuildAndStart();

@@ -3,13 +3,15 @@
 // ServerReady, ModelReady, ServerMetadata, ModelMetadata, ModelInfer and Triton's bidirectional
 // ModelStreamInfer (requests are submitted as they arrive and answered in order, one response
 // each; a bad request gets a response with error_message and the stream goes on). Shares the
-// admission queue and shutdown switch with the HTTP front end.
+// admission queue and shutdown switch with the HTTP front end. With an AdminApi it also serves
+// dype.admin.DypeAdmin (runtime/daemon/proto/dype_admin.proto), the HTTP admin API's twin.
 //
 //   GrpcServer grpc(service, graphs, metrics, http.admission(), "127.0.0.1", 0);
 //   grpc.start();  ... grpc.port() ...  grpc.stop();
 #include <memory>
 #include <string>
 
+#include "runtime/daemon/admin.h"
 #include "runtime/daemon/admission.h"
 #include "runtime/daemon/graph_registry.h"
 #include "runtime/daemon/metrics.h"
@@ -31,7 +33,7 @@ void to_proto(const std::string& model, const std::string& id, const Tensor& out
 class GrpcServer {
  public:
   GrpcServer(InferenceService& service, GraphRegistry& graphs, Metrics& metrics, AdmissionControl& admission,
-             std::string host, int port, std::size_t max_message_bytes = 256u << 20);
+             std::string host, int port, std::size_t max_message_bytes = 256u << 20, AdminApi* admin = nullptr);
   ~GrpcServer();
   GrpcServer(const GrpcServer&) = delete;
   GrpcServer& operator=(const GrpcServer&) = delete;
@@ -44,7 +46,9 @@ class GrpcServer {
 
  private:
   struct Impl;
+  struct AdminImpl;
   std::unique_ptr<Impl> impl_;
+  std::unique_ptr<AdminImpl> admin_;
   std::string host_;
   int requested_port_;
   int port_ = -1;

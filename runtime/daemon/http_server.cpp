@@ -49,6 +49,12 @@ std::string guarded(httplib::Response& res, F&& f) {
   } catch (const Unauthorized& e) {
     send_error(res, 401, e.what());
     return "unauthorized";
+  } catch (const RolledBack& e) {
+    send_error(res, 409, e.what());
+    return "rolled_back";
+  } catch (const NotSupported& e) {
+    send_error(res, 501, e.what());
+    return "not_supported";
   } catch (const std::exception& e) {
     send_error(res, 500, e.what());
     return "internal";
@@ -98,8 +104,8 @@ HttpServer::HttpServer(InferenceService& service, GraphRegistry& graphs, Metrics
       graphs_(graphs),
       metrics_(metrics),
       options_(std::move(options)),
-      hooks_(std::move(hooks)),
-      admission_(options_.max_queue, metrics) {
+      admission_(options_.max_queue, metrics),
+      admin_(service, std::move(hooks), options_.admin_token, options_.bitstream_dir) {
   http_ = std::make_unique<httplib::Server>();
   const int threads = options_.threads;
   http_->new_task_queue = [threads] { return new httplib::ThreadPool(static_cast<std::size_t>(threads)); };
@@ -108,20 +114,6 @@ HttpServer::HttpServer(InferenceService& service, GraphRegistry& graphs, Metrics
 }
 
 HttpServer::~HttpServer() { stop(); }
-
-std::string HttpServer::confine_bitstream_path(const std::string& path) const {
-  namespace fs = std::filesystem;
-  if (options_.bitstream_dir.empty()) throw InputError("path", "no --bitstream-dir configured; bitstream loading is off");
-  std::error_code ec;
-  const fs::path root = fs::weakly_canonical(options_.bitstream_dir, ec);
-  const fs::path p = fs::path(path).is_absolute() ? fs::path(path) : fs::path(options_.bitstream_dir) / path;
-  const fs::path full = fs::weakly_canonical(p, ec);
-  if (ec) throw InputError("path", "'" + path + "' cannot be resolved: " + ec.message());
-  auto [r, f] = std::mismatch(root.begin(), root.end(), full.begin(), full.end());
-  if (r != root.end()) throw InputError("path", "'" + path + "' is outside the bitstream dir " + root.string());
-  if (!fs::is_regular_file(full)) throw InputError("path", "'" + path + "' is not a file in " + root.string());
-  return full.string();
-}
 
 void HttpServer::routes() {
   httplib::Server& s = *http_;
@@ -214,70 +206,33 @@ void HttpServer::routes() {
     });
   });
 
-  // Admin: token checked first, then one call at a time.
+  // Admin: token checked first; AdminApi runs one call at a time.
   auto admin = [this](auto&& body) {
     return [this, body](const httplib::Request& req, httplib::Response& res) {
       guarded(res, [&] {
-        const std::string auth = req.get_header_value("Authorization");
-        const std::string want = "Bearer " + options_.admin_token;
-        // Compare every byte so the time taken does not reveal a matching prefix.
-        bool ok = !options_.admin_token.empty() && auth.size() == want.size();
-        unsigned char diff = 0;
-        for (std::size_t i = 0; ok && i < want.size(); ++i) diff |= static_cast<unsigned char>(auth[i] ^ want[i]);
-        if (!ok || diff != 0) throw Unauthorized("missing or wrong admin token (Authorization: Bearer <token>)");
-        std::lock_guard lock(admin_mu_);
-        body(req, res);
+        admin_.authorize(req.get_header_value("Authorization"));
+        send_json(res, 200, body(req));
       });
     };
   };
-  auto models_of = [this](const httplib::Request& req) {
-    std::vector<std::string> names;
-    if (req.has_param("model")) names.push_back(req.get_param_value("model"));
-    else for (const ModelInfo& m : service_.models()) names.push_back(m.name);
-    return names;
+  auto model_param = [](const httplib::Request& req) {
+    return req.has_param("model") ? std::optional<std::string>(req.get_param_value("model")) : std::nullopt;
   };
-  s.Get("/v2/dype/admin/plan", admin([this, models_of](const httplib::Request& req, httplib::Response& res) {
-    json out = json::array();
-    for (const std::string& m : models_of(req)) out.push_back(service_.plan(m));
-    send_json(res, 200, {{"mode", service_.mode()}, {"plans", out}});
+  s.Get("/v2/dype/admin/plan", admin([this, model_param](const httplib::Request& req) { return admin_.plan(model_param(req)); }));
+  s.Post("/v2/dype/admin/mode", admin([this](const httplib::Request& req) {
+    return admin_.set_mode(string_field(body_json(req), "mode"));
   }));
-  s.Post("/v2/dype/admin/mode", admin([this](const httplib::Request& req, httplib::Response& res) {
-    const std::string mode = string_field(body_json(req), "mode");
-    service_.set_mode(mode);
-    send_json(res, 200, {{"mode", service_.mode()}});
+  s.Get("/v2/dype/admin/pareto", admin([this, model_param](const httplib::Request& req) { return admin_.pareto(model_param(req)); }));
+  s.Get("/v2/dype/admin/devices", admin([this](const httplib::Request&) { return admin_.devices(); }));
+  s.Post("/v2/dype/admin/devices/([^/]+)/(drain|undrain)", admin([this](const httplib::Request& req) {
+    return admin_.drain_device(req.matches[1], req.matches[2] == "drain");
   }));
-  s.Get("/v2/dype/admin/pareto", admin([this, models_of](const httplib::Request& req, httplib::Response& res) {
-    if (!hooks_.pareto) throw Error("Pareto front not available in this server");
-    json out = json::array();
-    for (const std::string& m : models_of(req)) {
-      service_.model(m);
-      out.push_back(hooks_.pareto(m));
-    }
-    send_json(res, 200, {{"fronts", out}});
-  }));
-  s.Post("/v2/dype/admin/devices/([^/]+)/(drain|undrain)", admin([this](const httplib::Request& req, httplib::Response& res) {
-    if (!hooks_.drain_device) {
-      send_error(res, 501, "device drain is not supported by this runtime");
-      return;
-    }
-    send_json(res, 200, hooks_.drain_device(req.matches[1], req.matches[2] == "drain"));
-  }));
-  s.Post("/v2/dype/admin/bitstreams/load", admin([this](const httplib::Request& req, httplib::Response& res) {
+  s.Post("/v2/dype/admin/bitstreams/load", admin([this](const httplib::Request& req) {
     const json j = body_json(req);
-    const std::string path = confine_bitstream_path(string_field(j, "path"));
-    if (!hooks_.load_bitstream) {
-      send_error(res, 501, "bitstream loading is not supported by this runtime");
-      return;
-    }
-    send_json(res, 200, hooks_.load_bitstream(string_field(j, "device"), path));
+    return admin_.load_bitstream(string_field(j, "device"), string_field(j, "path"));
   }));
-  s.Post("/v2/dype/admin/bitstreams/unload", admin([this](const httplib::Request& req, httplib::Response& res) {
-    const json j = body_json(req);
-    if (!hooks_.unload_bitstream) {
-      send_error(res, 501, "bitstream unloading is not supported by this runtime");
-      return;
-    }
-    send_json(res, 200, hooks_.unload_bitstream(string_field(j, "device")));
+  s.Post("/v2/dype/admin/bitstreams/unload", admin([this](const httplib::Request& req) {
+    return admin_.unload_bitstream(string_field(body_json(req), "device"));
   }));
 }
 

@@ -10,9 +10,12 @@
 //
 // Routes: GET /v2/health/live, /v2/health/ready, /v2, /v2/models/{m}[/versions/{v}],
 // /v2/models/{m}[/versions/{v}]/ready; POST /v2/models/{m}[/versions/{v}]/infer;
-// POST /v2/dype/graphs, DELETE /v2/dype/graphs/{id}; admin under /v2/dype/admin/ (Bearer token).
-// Errors are {"error": "..."}: 400 bad input, 401 bad token, 404 unknown model/graph, 413 body too
-// large, 429 admission queue full, 503 shutting down, 500 otherwise.
+// POST /v2/dype/graphs, DELETE /v2/dype/graphs/{id}; admin under /v2/dype/admin/ (Bearer token):
+// GET plan[?model=], POST mode {"mode"}, GET pareto[?model=], GET devices,
+// POST devices/{d}/drain|undrain, POST bitstreams/load {"device","path"}, POST bitstreams/unload {"device"}.
+// Errors are {"error": "..."}: 400 bad input, 401 bad token, 404 unknown model/graph/device, 409 an
+// admin change failed and was rolled back, 413 body too large, 429 admission queue full, 501 not
+// supported, 503 shutting down, 500 otherwise.
 #include <atomic>
 #include <condition_variable>
 #include <cstdint>
@@ -24,6 +27,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "runtime/daemon/admin.h"
 #include "runtime/daemon/admission.h"
 #include "runtime/daemon/graph_registry.h"
 #include "runtime/daemon/metrics.h"
@@ -46,15 +50,6 @@ struct ServerOptions {
   std::string bitstream_dir;                   // admin bitstream paths must resolve inside it
 };
 
-// Admin operations beyond what InferenceService offers, provided by the host program (dype-serve)
-// when it has them. Each gets the parsed JSON body and returns the JSON answer; unset -> 501.
-struct AdminHooks {
-  std::function<nlohmann::json(const std::string& device, bool drain)> drain_device;
-  std::function<nlohmann::json(const std::string& model)> pareto;
-  std::function<nlohmann::json(const std::string& device, const std::string& path)> load_bitstream;
-  std::function<nlohmann::json(const std::string& device)> unload_bitstream;
-};
-
 class HttpServer {
  public:
   HttpServer(InferenceService& service, GraphRegistry& graphs, Metrics& metrics, ServerOptions options,
@@ -70,6 +65,8 @@ class HttpServer {
   bool ready() const { return admission_.ready(); }
   // Shared with the gRPC front end so both count against one queue and stop together.
   AdmissionControl& admission() { return admission_; }
+  // Shared with the gRPC front end's admin service (one token, one call at a time).
+  AdminApi& admin() { return admin_; }
 
   void begin_shutdown();
   // True when every admitted request was answered within timeout_s.
@@ -77,7 +74,7 @@ class HttpServer {
   void stop();
 
   // Resolves `path` inside the bitstream dir (InputError when it escapes or does not exist).
-  std::string confine_bitstream_path(const std::string& path) const;
+  std::string confine_bitstream_path(const std::string& path) const { return admin_.confine_bitstream_path(path); }
 
  private:
   void routes();
@@ -86,13 +83,12 @@ class HttpServer {
   GraphRegistry& graphs_;
   Metrics& metrics_;
   ServerOptions options_;
-  AdminHooks hooks_;
   std::unique_ptr<httplib::Server> http_;
   std::unique_ptr<httplib::Server> metrics_http_;
   std::thread http_thread_, metrics_thread_;
   int http_port_ = -1, metrics_port_ = -1;
   AdmissionControl admission_;
-  std::mutex admin_mu_;  // admin calls run one at a time
+  AdminApi admin_;
 };
 
 }  // namespace dype::rt::daemon

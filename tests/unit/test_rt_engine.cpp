@@ -2,6 +2,7 @@
 // changes, device faults re-plan and re-run, tracing as an observer.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <atomic>
 #include <mutex>
 #include <thread>
@@ -245,6 +246,56 @@ TEST(RtEngine, FaultWithNoDeviceLeftNamesTheDevice) {
     EXPECT_NE(std::string(err.what()).find("gpu0"), std::string::npos);
   }
   EXPECT_EQ(e.stats().failed, 1u);
+}
+
+TEST(RtEngine, DrainDeviceUnderLoadLosesNothingAndUndrainReadmits) {
+  auto sys = testing::emu_system(3, 0);
+  Model m = Model::gcn({.layers = 2, .in_features = 16, .hidden = 8, .seed = 23});
+  auto g = Graph::from_edges(random_graph(150, 900, 9), true);
+  const Request req = gnn_request(m, g, 4);
+  const HostTensor expect = reference_forward(m, req);
+  auto gpu = sys.devices_of(hw::DeviceKind::gpu);
+  Engine e(m, std::make_shared<SchedPlanner>(m, sys), PipelineSpec{{{0, 1, {gpu[0]}, 0}, {2, 3, {gpu[1]}, 0}}, "1G1G"},
+           req.characteristics(), eo(1, 6));
+  constexpr int kRequests = 120;
+  std::atomic<int> answered{0}, wrong{0};
+  std::atomic<std::uint64_t> next{0};
+  std::atomic<bool> ordered{true};
+  std::thread producer([&] {
+    for (int i = 0; i < kRequests; ++i)
+      e.submit(req, [&](std::uint64_t seq, const HostTensor* y, std::exception_ptr err) {
+        if (seq != next.fetch_add(1)) ordered = false;
+        if (err || !y || relative_error(*y, expect) > 1e-5) wrong++;
+        answered++;
+      });
+  });
+  // Drain gpu1 while requests stream: once drain_device returns no pipeline with work uses it.
+  while (answered.load() < 10) std::this_thread::yield();
+  EXPECT_TRUE(e.drain_device("gpu1"));
+  for (const auto& st : e.current_spec().stages)
+    for (auto* d : st.devices) EXPECT_NE(d->name(), "gpu1");
+  EXPECT_TRUE(e.wait_device_idle("gpu1", 0.0));
+  EXPECT_EQ(e.drained_devices(), std::set<std::string>{"gpu1"});
+  e.undrain_device("gpu1");
+  producer.join();
+  e.drain();
+  EXPECT_EQ(answered.load(), kRequests);
+  EXPECT_EQ(wrong.load(), 0);
+  EXPECT_TRUE(ordered.load());
+  EXPECT_TRUE(e.drained_devices().empty());
+  std::vector<std::string> causes;
+  for (const auto& r : e.replans()) causes.push_back(r.cause);
+  EXPECT_NE(std::find(causes.begin(), causes.end(), "drain"), causes.end());
+  EXPECT_NE(std::find(causes.begin(), causes.end(), "undrain"), causes.end());
+  // The modelled energy of every answered request is counted.
+  EXPECT_GT(e.stats().modelled_energy_j, 0.0);
+
+  // Draining the last device leaves no plan: refused, the device stays in service.
+  auto one = testing::emu_system(1, 0);
+  Engine e1(m, std::make_shared<SchedPlanner>(m, one), req.characteristics());
+  EXPECT_THROW(e1.drain_device("gpu0"), Error);
+  EXPECT_TRUE(e1.drained_devices().empty());
+  EXPECT_LE(relative_error(e1.submit(req).get(), expect), 1e-5);
 }
 
 TEST(RtEngine, ChromeTraceObserver) {

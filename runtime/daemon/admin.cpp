@@ -1,0 +1,101 @@
+#include "runtime/daemon/admin.h"
+
+#include <filesystem>
+
+#include "runtime/daemon/errors.h"
+
+namespace dype::rt::daemon {
+
+using json = nlohmann::json;
+
+AdminApi::AdminApi(InferenceService& service, AdminHooks hooks, std::string token, std::string bitstream_dir)
+    : service_(service), hooks_(std::move(hooks)), token_(std::move(token)), bitstream_dir_(std::move(bitstream_dir)) {}
+
+void AdminApi::authorize(const std::string& authorization) const {
+  const std::string want = "Bearer " + token_;
+  // Compare every byte so the time taken does not reveal a matching prefix.
+  bool ok = !token_.empty() && authorization.size() == want.size();
+  unsigned char diff = 0;
+  for (std::size_t i = 0; ok && i < want.size(); ++i)
+    diff |= static_cast<unsigned char>(authorization[i] ^ want[i]);
+  if (!ok || diff != 0) throw Unauthorized("missing or wrong admin token (Authorization: Bearer <token>)");
+}
+
+std::vector<std::string> AdminApi::models_of(const std::optional<std::string>& model) const {
+  std::vector<std::string> names;
+  if (model && !model->empty()) {
+    service_.model(*model);  // NotFound
+    names.push_back(*model);
+  } else {
+    for (const ModelInfo& m : service_.models()) names.push_back(m.name);
+  }
+  return names;
+}
+
+json AdminApi::plan(const std::optional<std::string>& model) {
+  std::lock_guard lock(mu_);
+  json out = json::array();
+  for (const std::string& m : models_of(model)) out.push_back(service_.plan(m));
+  return {{"mode", service_.mode()}, {"plans", out}};
+}
+
+json AdminApi::set_mode(const std::string& mode) {
+  std::lock_guard lock(mu_);
+  service_.set_mode(mode);
+  json plans = json::object();
+  for (const ModelInfo& m : service_.models()) plans[m.name] = service_.plan(m.name)["label"];
+  return {{"mode", service_.mode()}, {"plans", plans}};
+}
+
+json AdminApi::pareto(const std::optional<std::string>& model) {
+  std::lock_guard lock(mu_);
+  if (!hooks_.pareto) throw NotSupported("the Pareto front is not available in this server");
+  json out = json::array();
+  for (const std::string& m : models_of(model)) out.push_back(hooks_.pareto(m));
+  return {{"fronts", out}};
+}
+
+json AdminApi::drain_device(const std::string& device, bool drain) {
+  std::lock_guard lock(mu_);
+  if (!hooks_.drain_device) throw NotSupported("device drain is not supported by this runtime");
+  return hooks_.drain_device(device, drain);
+}
+
+json AdminApi::devices() {
+  std::lock_guard lock(mu_);
+  if (!hooks_.devices) throw NotSupported("device listing is not supported by this runtime");
+  return hooks_.devices();
+}
+
+json AdminApi::load_bitstream(const std::string& device, const std::string& path) {
+  const std::string file = confine_bitstream_path(path);  // refuse before taking the lock
+  std::lock_guard lock(mu_);
+  if (!hooks_.load_bitstream) throw NotSupported("bitstream loading is not supported by this runtime");
+  return hooks_.load_bitstream(device, file);
+}
+
+json AdminApi::unload_bitstream(const std::string& device) {
+  std::lock_guard lock(mu_);
+  if (!hooks_.unload_bitstream) throw NotSupported("bitstream unloading is not supported by this runtime");
+  return hooks_.unload_bitstream(device);
+}
+
+std::string AdminApi::confine_bitstream_path(const std::string& path) const {
+  namespace fs = std::filesystem;
+  if (bitstream_dir_.empty()) throw InputError("path", "no --bitstream-dir configured; bitstream loading is off");
+  if (path.empty()) throw InputError("path", "is empty");
+  std::error_code ec;
+  const fs::path root = fs::canonical(bitstream_dir_, ec);
+  if (ec) throw InputError("--bitstream-dir", "'" + bitstream_dir_ + "' cannot be resolved: " + ec.message());
+  const fs::path given(path);
+  // canonical resolves symlinks too, so a link inside the dir pointing out of it is refused.
+  const fs::path full = fs::weakly_canonical(given.is_absolute() ? given : root / given, ec);
+  if (ec) throw InputError("path", "'" + path + "' cannot be resolved: " + ec.message());
+  const fs::path rel = full.lexically_relative(root);
+  if (rel.empty() || *rel.begin() == "..")
+    throw InputError("path", "'" + path + "' is outside the bitstream dir " + root.string());
+  if (!fs::is_regular_file(full, ec)) throw InputError("path", "'" + path + "' is not a file in " + root.string());
+  return full.string();
+}
+
+}  // namespace dype::rt::daemon

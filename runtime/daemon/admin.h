@@ -1,0 +1,61 @@
+#pragma once
+// The admin API behind both front ends (HTTP /v2/dype/admin/*, gRPC dype.admin.DypeAdmin): token
+// check, one call at a time, bitstream paths confined to --bitstream-dir. Every answer is a JSON
+// document, the same over both protocols.
+//
+//   AdminApi admin(service, admin_hooks(engine_service), "s3cret", "configs/bitstreams");
+//   admin.authorize(request_header("Authorization"));   // Unauthorized unless "Bearer s3cret"
+//   json j = admin.load_bitstream("fpga0", "u280-sextans-gemm.yaml");
+#include <functional>
+#include <mutex>
+#include <optional>
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+#include "runtime/daemon/service.h"
+
+namespace dype::rt::daemon {
+
+// Device operations beyond InferenceService, provided by the host program (dype-serve wires
+// EngineService's); an unset hook answers NotSupported (501 / UNIMPLEMENTED).
+struct AdminHooks {
+  std::function<nlohmann::json(const std::string& device, bool drain)> drain_device;
+  std::function<nlohmann::json(const std::string& model)> pareto;
+  std::function<nlohmann::json(const std::string& device, const std::string& path)> load_bitstream;
+  std::function<nlohmann::json(const std::string& device)> unload_bitstream;
+  std::function<nlohmann::json()> devices;
+};
+
+class AdminApi {
+ public:
+  // token empty: every call is refused (Unauthorized).
+  AdminApi(InferenceService& service, AdminHooks hooks, std::string token, std::string bitstream_dir);
+
+  // Unauthorized unless `authorization` is "Bearer <token>" (compared in constant time).
+  void authorize(const std::string& authorization) const;
+
+  nlohmann::json plan(const std::optional<std::string>& model);
+  nlohmann::json set_mode(const std::string& mode);
+  nlohmann::json pareto(const std::optional<std::string>& model);
+  nlohmann::json drain_device(const std::string& device, bool drain);
+  nlohmann::json devices();
+  // `path` relative to the bitstream dir (or absolute inside it).
+  nlohmann::json load_bitstream(const std::string& device, const std::string& path);
+  nlohmann::json unload_bitstream(const std::string& device);
+
+  // Resolves `path` inside the bitstream dir; InputError("path", ...) when it escapes the dir
+  // (.., absolute paths, symlinks), does not exist, or no dir is configured.
+  std::string confine_bitstream_path(const std::string& path) const;
+
+ private:
+  std::vector<std::string> models_of(const std::optional<std::string>& model) const;
+
+  InferenceService& service_;
+  AdminHooks hooks_;
+  std::string token_;
+  std::string bitstream_dir_;
+  std::mutex mu_;  // admin calls run one at a time
+};
+
+}  // namespace dype::rt::daemon
