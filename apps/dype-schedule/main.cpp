@@ -10,6 +10,7 @@
 // compute / transfer-in / transfer-out times, then period, throughput, latency and energy per
 // inference (all modelled by the cost model) and the solve time (measured). Exit status: 0 plan
 // printed, 2 bad input, 3 the objective's constraints cannot be met.
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <filesystem>
@@ -155,7 +156,22 @@ void print_tables(const sched::CostTables& t, const sched::Workload& wl) {
 int run(const Options& o) {
   std::string described;
   const sched::InputCharacteristics in = characteristics(o, described);
-  const rt::ScheduleInputs inputs = rt::load_schedule_inputs(o.system_file, o.model_file, in);
+  const sched::ModelConfig config = sched::load_model_config(o.model_file);
+  if (config.family == "gnn" && in.feature_len <= 0) {
+    throw InputError("--features", "model '" + config.name + "' is a GNN: give the input feature length (> 0)");
+  }
+  if (config.family == "transformer" && (in.seq_len <= 0 || in.window <= 0)) {
+    throw InputError("--seq-len/--window", "model '" + config.name + "' is a transformer: give both (> 0)");
+  }
+  const rt::ScheduleInputs inputs = rt::load_schedule_inputs(o.system_file, config, in);
+  if (!o.baseline.empty()) {
+    const auto names = sched::baseline_names(inputs.system);
+    if (std::find(names.begin(), names.end(), o.baseline) == names.end()) {
+      std::string list;
+      for (const auto& n : names) list += (list.empty() ? "" : ", ") + n;
+      throw InputError("--baseline", "unknown baseline '" + o.baseline + "' (this system has: " + list + ")");
+    }
+  }
   sched::ObjectiveSpec obj;
   obj.objective = sched::objective_from_string(o.mode);
   if (!(o.ratio > 0.0 && o.ratio <= 1.0)) throw InputError("--ratio", "must be in (0, 1], got " + num(o.ratio));

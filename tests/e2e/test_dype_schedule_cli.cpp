@@ -1,0 +1,119 @@
+// `dype-schedule` as an operator runs it: the built executable, its text and JSON output, and its
+// answers to bad input (exit 2 naming the flag or key) and impossible targets (exit 3 saying
+// which constraint and by how much).
+#include <gtest/gtest.h>
+#include <sys/wait.h>
+
+#include <array>
+#include <cstdio>
+#include <fstream>
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+namespace {
+
+const std::string kExe = std::string(DYPE_BINARY_DIR) + "/apps/dype-schedule";
+const std::string kSys = std::string(DYPE_SOURCE_DIR) + "/configs/systems/paper-testbed-pcie4.yaml";
+const std::string kGcn = std::string(DYPE_SOURCE_DIR) + "/configs/models/gcn.yaml";
+const std::string kSwin = std::string(DYPE_SOURCE_DIR) + "/configs/models/swin-transformer.yaml";
+
+struct Result {
+  int status = -1;
+  std::string out;  // stdout and stderr
+};
+
+Result run(const std::string& args) {
+  Result r;
+  const std::string cmd = kExe + " " + args + " 2>&1";
+  FILE* p = popen(cmd.c_str(), "r");
+  if (!p) return r;
+  std::array<char, 4096> buf{};
+  while (std::fgets(buf.data(), buf.size(), p)) r.out += buf.data();
+  const int st = pclose(p);
+  r.status = WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+  return r;
+}
+
+TEST(DypeScheduleCli, JsonHasEveryDocumentedField) {
+  const Result r = run("--system " + kSys + " --model " + kGcn + " --dataset S1 --mode balanced --json");
+  ASSERT_EQ(r.status, 0) << r.out;
+  const auto j = nlohmann::json::parse(r.out);
+  for (const char* key : {"mnemonic", "stages", "period_s", "throughput_per_s", "latency_s",
+                          "energy_j_per_inference", "solve_time_s", "objective", "solver"}) {
+    EXPECT_TRUE(j.contains(key)) << key << " missing in " << r.out;
+  }
+  EXPECT_EQ(j["objective"], "balanced");
+  EXPECT_EQ(j["solver"], "exact");
+  ASSERT_FALSE(j["stages"].empty());
+  int kernels = 0;
+  for (const auto& st : j["stages"]) {
+    EXPECT_GE(st["count"].get<int>(), 1);
+    EXPECT_TRUE(st["kind"] == "gpu" || st["kind"] == "fpga") << st.dump();
+    kernels += static_cast<int>(st["kernel_names"].size());
+  }
+  EXPECT_EQ(kernels, 4);  // GCN: 2 x (SpMM, GEMM)
+  EXPECT_NEAR(j["throughput_per_s"].get<double>() * j["period_s"].get<double>(), 1.0, 1e-9);
+}
+
+TEST(DypeScheduleCli, TextExplainParetoAndBaselines) {
+  Result r = run("--system " + kSys + " --model " + kGcn + " --dataset S4 --mode perf --explain --pareto");
+  ASSERT_EQ(r.status, 0) << r.out;
+  EXPECT_NE(r.out.find("plan "), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("why: "), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("cost tables"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("pareto front"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("modelled"), std::string::npos) << r.out;
+
+  r = run("--system " + kSys + " --model " + kGcn + " --nodes 169343 --edges 1166243 --features 128 "
+          "--baseline static --json");
+  ASSERT_EQ(r.status, 0) << r.out;
+  const auto j = nlohmann::json::parse(r.out);
+  EXPECT_EQ(j["solver"], "static");
+  // Static pins SpMM to FPGAs and GEMM to GPUs: four alternating stages.
+  EXPECT_EQ(j["stages"].size(), 4u) << r.out;
+
+  r = run("--system " + kSys + " --model " + kSwin + " --seq-len 4096 --window 512 --mode energy --solver paper");
+  ASSERT_EQ(r.status, 0) << r.out;
+  EXPECT_NE(r.out.find("solver paper"), std::string::npos) << r.out;
+}
+
+TEST(DypeScheduleCli, GraphFileInput) {
+  const std::string path = testing::TempDir() + "/dype_schedule_cli.mtx";
+  {
+    std::ofstream f(path);
+    f << "%%MatrixMarket matrix coordinate pattern general\n4 4 5\n1 2\n2 3\n3 4\n4 1\n1 3\n";
+  }
+  const Result r = run("--system " + kSys + " --model " + kGcn + " --graph " + path + " --features 16 --json");
+  ASSERT_EQ(r.status, 0) << r.out;
+  const auto j = nlohmann::json::parse(r.out);
+  EXPECT_NE(j["input"].get<std::string>().find("4 nodes, 5 nnz"), std::string::npos) << r.out;
+}
+
+TEST(DypeScheduleCli, BadInputNamesTheFlagOrKey) {
+  struct Case {
+    std::string args, expect;
+    int status;
+  };
+  const std::string base = "--system " + kSys + " --model " + kGcn;
+  const Case cases[] = {
+      {base + " --dataset S9", "--dataset", 2},
+      {base + " --dataset S1 --nodes 5 --edges 4", "one way only", 2},
+      {base + " --nodes 100 --edges 300", "feature", 2},
+      {base + " --dataset S1 --ratio 1.5", "--ratio", 2},
+      {base + " --dataset S1 --min-throughput 5", "--mode qos", 2},
+      {base + " --dataset S1 --baseline nosuch", "nosuch", 2},
+      {base + " --graph /nonexistent/g.mtx --features 8", "/nonexistent/g.mtx", 2},
+      {"--system " + kGcn + " --model " + kGcn + " --dataset S1", "gcn.yaml", 2},
+      {base + " --dataset S1 --mode fastest", "--mode", 105},  // CLI11's validation error
+      {base + " --dataset S1 --mode qos --min-throughput 1e9", "min throughput", 3},
+      {base + " --dataset S1 --mode qos --max-latency 1e-9", "max latency", 3},
+  };
+  for (const Case& c : cases) {
+    const Result r = run(c.args);
+    EXPECT_EQ(r.status, c.status) << c.args << "\n" << r.out;
+    EXPECT_NE(r.out.find(c.expect), std::string::npos) << c.args << "\n" << r.out;
+  }
+}
+
+}  // namespace
