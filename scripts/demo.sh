@@ -1,8 +1,107 @@
 #!/usr/bin/env bash
-# Sets up a fresh Debian 12 machine and runs the main job.
+# The main job on a fresh Debian 12 machine: set up, build dype-serve and dype-client, start the
+# daemon in balanced mode on the emulated DyPe paper testbed, stream a drifting GNN workload through
+# it with dype-client while an operator drains a GPU and swaps an FPGA's bitstream mid-stream (the
+# plan changes; drift re-plans are recorded with their causes), print the re-plans, and stop the
+# daemon with SIGTERM (in-flight requests finish, exit status 0).
+#
+#   bash scripts/demo.sh                      # everything
+#   DYPE_BUILD_DIR=build/dev bash scripts/demo.sh   # reuse an existing build, skip set-up
+#
+# Device times and energy come from emulated MI210/U280 models (modelled); latencies and
+# throughput printed by the client are measured on this machine.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-bash scripts/setup.sh
-cmake --preset release >/dev/null
-cmake --build --preset release -j "$(nproc)" --target dype-demo
-./build/release/apps/dype-demo --system configs/systems/paper-testbed-pcie4.yaml "$@"
+
+if [[ -z "${DYPE_BUILD_DIR:-}" ]]; then
+  bash scripts/setup.sh
+  cmake --preset release >/dev/null
+  cmake --build --preset release -j "$(nproc)" --target dype-serve dype-client
+  DYPE_BUILD_DIR=build/release
+fi
+bin="$DYPE_BUILD_DIR/apps"
+work=$(mktemp -d)
+pid=""
+cleanup() {
+  if [[ -n "$pid" ]] && kill -0 "$pid" 2>/dev/null; then kill -TERM "$pid"; wait "$pid" || true; fi
+  rm -rf "$work"
+}
+trap cleanup EXIT
+
+head -c 24 /dev/urandom | od -An -tx1 | tr -d ' \n' > "$work/token"
+echo "== starting dype-serve --mode balanced on configs/systems/paper-testbed-pcie4.yaml"
+"$bin/dype-serve" --system configs/systems/paper-testbed-pcie4.yaml --mode balanced \
+  --http-port 0 --grpc-port 0 --metrics-port 0 --port-file "$work/ports.json" \
+  --admin-token-file "$work/token" --bitstream-dir configs/bitstreams > "$work/serve.log" 2>&1 &
+pid=$!
+for _ in $(seq 1 600); do
+  [[ -s "$work/ports.json" ]] && break
+  kill -0 "$pid" 2>/dev/null || { cat "$work/serve.log"; echo "dype-serve exited early" >&2; exit 1; }
+  sleep 0.2
+done
+[[ -s "$work/ports.json" ]] || { cat "$work/serve.log"; echo "dype-serve did not start" >&2; exit 1; }
+port() { python3 -c "import json,sys; print(json.load(open(sys.argv[1]))[sys.argv[2]])" "$work/ports.json" "$1"; }
+http=$(port http)
+metrics=$(port metrics)
+client=("$bin/dype-client" --http-port "$http" --metrics-port "$metrics")
+admin=("${client[@]}" admin --token-file "$work/token")
+sed 's/^/  serve| /' "$work/serve.log"
+
+# Pretty-printers for the admin API's JSON answers.
+cat > "$work/show.py" <<'PY'
+import json, sys
+what, j = sys.argv[1], json.load(sys.stdin)
+if "error" in j:
+    print("   error:", j["error"])
+elif what == "plan":
+    p = j["plans"][0]
+    print(f"  gcn plan epoch {p['epoch']}: {p['label']}  [{p['pipeline']}]  (mode {p['mode']})")
+elif what == "replans":
+    for r in j["plans"][0]["replans"]:
+        if r["cause"] == "initial":
+            continue
+        sw = "swapped" if r["swapped"] else "kept (not better)"
+        print(f"  at request {r['at_request']:>4}  {r['cause']:<9} {r['old_plan']:>8} -> {r['new_plan']:<8} {sw}; {r['detail']}")
+elif what == "drain":
+    print(f"   {j['device']}: drained={j['drained']}, plans {j['plans']}")
+elif what == "load":
+    print(f"   fpga0: {j['previous']} -> {j['bitstream']}, load {j['load_time_s']} s ({j['load_time_source']}), "
+          f"swap took {j['swap_s'] * 1e3:.1f} ms ({j['swap_source']}), held out {j['held_out']}, plans {j['plans']}")
+PY
+plans() { "${admin[@]}" --model gcn plan | python3 "$work/show.py" plan; }
+echo "== plan before the stream"
+plans
+
+# Drift schedule: small graphs, then 10x larger ones, then small again. Meanwhile the operator
+# drains gpu0 (the plan moves off it), swaps fpga0's bitstream, and lets gpu0 back in.
+echo "== streaming 300 requests (4 concurrent) with a drift schedule; admin changes mid-stream"
+( sleep 4
+  echo "-- admin: drain gpu0"
+  "${admin[@]}" drain gpu0 | python3 "$work/show.py" drain
+  sleep 4
+  echo "-- admin: load-bitstream fpga0 u280-sextans-gemm.yaml (drain fpga0, load, re-plan)"
+  "${admin[@]}" load-bitstream fpga0 u280-sextans-gemm.yaml | python3 "$work/show.py" load
+  sleep 4
+  echo "-- admin: undrain gpu0"
+  "${admin[@]}" undrain gpu0 | python3 "$work/show.py" drain
+) &
+swapper=$!
+"${client[@]}" stream --model gcn --requests 300 --concurrency 4 \
+  --drift "0:2000x16000,100:20000x200000,200:2000x16000"
+wait "$swapper"
+
+echo "== re-plans of gcn (cause: old -> new)"
+"${admin[@]}" --model gcn plan | python3 "$work/show.py" replans
+echo "== plan after the stream"
+plans
+echo "== energy (modelled) from /metrics"
+curl -s "http://127.0.0.1:$metrics/metrics" | grep -E '^dype_inference_energy_joules(_total)?\{model="gcn"' | sed 's/^/  /'
+
+echo "== SIGTERM: readiness off, in-flight requests finish, exit 0"
+kill -TERM "$pid"
+status=0
+wait "$pid" || status=$?
+pid=""
+tail -n 3 "$work/serve.log" | sed 's/^/  serve| /'
+echo "dype-serve exit status: $status"
+exit "$status"

@@ -4,7 +4,7 @@
 //   dype-client infer  --model gcn --nodes 2000 --edges 20000
 //   dype-client stream --model gcn --requests 400 --rate 50 --concurrency 4
 //                      --drift 0:2000x8000,200:4000x120000    (at request 200 the graph changes)
-//   dype-client admin  --token-file tok plan | mode energy | pareto | drain gpu0 | undrain gpu0 |
+//   dype-client admin  --token-file tok plan | mode energy | pareto | devices | drain gpu0 | undrain gpu0 |
 //                      load-bitstream fpga0 u280-sextans-swat.yaml | unload-bitstream fpga0
 //
 // Latencies are measured at the client (wall clock, request sent to response parsed).
@@ -90,12 +90,23 @@ double percentile(std::vector<double> v, double p) {
   return v[static_cast<std::size_t>(std::min<double>(v.size() - 1, std::floor(p * static_cast<double>(v.size()))))];
 }
 
-// Plan epoch per model from the metrics port (public, no token), -1 when unreachable.
-long plan_epoch(const Endpoint& e, const std::string& model) {
+// Plan epoch per model from the metrics port (public, no token), -1 when unreachable; `label`
+// gets the plan's mnemonic and devices when given.
+long plan_epoch(const Endpoint& e, const std::string& model, std::string* label = nullptr) {
   httplib::Client m(e.host, e.metrics_port);
   m.set_read_timeout(2, 0);
   auto r = m.Get("/metrics");
   if (!r || r->status != 200) return -1;
+  if (label) {
+    const std::string info = "dype_plan_info{model=\"" + model + "\",plan=\"";
+    if (const auto i = r->body.find(info); i != std::string::npos) {
+      const auto a = i + info.size();
+      *label = r->body.substr(a, r->body.find('"', a) - a);
+      const std::string pk = "pipeline=\"";
+      if (const auto pi = r->body.find(pk, a); pi != std::string::npos && pi < r->body.find('\n', a))
+        *label += " [" + r->body.substr(pi + pk.size(), r->body.find('"', pi + pk.size()) - pi - pk.size()) + "]";
+    }
+  }
   const std::string key = "dype_plan_epoch{model=\"" + model + "\"} ";
   const auto p = r->body.find(key);
   return p == std::string::npos ? -1 : std::stol(r->body.substr(p + key.size()));
@@ -143,7 +154,7 @@ int main(int argc, char** argv) {
   std::vector<std::string> admin_args;
   admin->add_option("--token-file", token_file)->required();
   admin->add_option("--model", admin_model, "limit plan/pareto to one model");
-  admin->add_option("command", admin_args, "plan | mode M | pareto | drain DEV | undrain DEV | load-bitstream DEV PATH | unload-bitstream DEV")
+  admin->add_option("command", admin_args, "plan | mode M | pareto | devices | drain DEV | undrain DEV | load-bitstream DEV PATH | unload-bitstream DEV")
       ->required();
   CLI11_PARSE(app, argc, argv);
 
@@ -255,10 +266,11 @@ int main(int argc, char** argv) {
             std::lock_guard lock(mu);
             snapshot = lat_ms;
           }
-          const long e = plan_epoch(ep, model);
+          std::string label;
+          const long e = plan_epoch(ep, model, &label);
           std::cout << "[" << std::chrono::duration<double>(Clock::now() - start).count() << " s] " << now - last
                     << " req/s, p50 " << percentile(snapshot, 0.5) << " ms, p99 " << percentile(snapshot, 0.99)
-                    << " ms, plan epoch " << e << (e != last_epoch ? " (changed)" : "") << "\n"
+                    << " ms, plan epoch " << e << " " << label << (e != last_epoch ? " (changed)" : "") << "\n"
                     << std::flush;
           last = now;
           last_epoch = e;
@@ -288,6 +300,7 @@ int main(int argc, char** argv) {
       const std::string q = admin_model.empty() ? "" : "?model=" + admin_model;
       auto send = [&]() -> httplib::Result {
         if (cmd == "plan") return c->Get(("/v2/dype/admin/plan" + q).c_str(), h);
+        if (cmd == "devices") return c->Get("/v2/dype/admin/devices", h);
         if (cmd == "pareto") return c->Get(("/v2/dype/admin/pareto" + q).c_str(), h);
         if (cmd == "mode") {
           need(1);
