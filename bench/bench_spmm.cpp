@@ -72,6 +72,7 @@ inline std::uint64_t sum_words(const std::uint64_t* p, std::size_t count) {
 #include <fstream>
 #include <iostream>
 #include <memory>
+#include <new>
 #include <string>
 
 #include "kernels/cpu/isa.h"
@@ -89,10 +90,30 @@ constexpr std::int64_t kNnz = 2000000;
 constexpr std::int64_t kFeatures = 128;
 int g_threads = 2;
 
+// X and Y start on a cache line, as the runtime's CPU buffers (hw/cpu/cpu_buffer.cpp) and torch's
+// tensors do: a std::vector this large comes from mmap 16 bytes past a page start, and then every
+// 512-byte feature row straddles 9 cache lines instead of 8.
+template <typename T>
+struct CacheLineAllocator {
+  using value_type = T;
+  CacheLineAllocator() = default;
+  template <typename U>
+  explicit CacheLineAllocator(const CacheLineAllocator<U>&) {}
+  T* allocate(std::size_t count) {
+    const std::size_t bytes = (count * sizeof(T) + 63) / 64 * 64;
+    void* p = std::aligned_alloc(64, bytes);
+    if (p == nullptr) throw std::bad_alloc();
+    return static_cast<T*>(p);
+  }
+  void deallocate(T* p, std::size_t) { std::free(p); }
+  bool operator==(const CacheLineAllocator&) const { return true; }
+};
+using AlignedFloats = std::vector<float, CacheLineAllocator<float>>;
+
 struct Problem {
   CsrI32 a;
-  std::vector<float> x;
-  std::vector<float> y;
+  AlignedFloats x;
+  AlignedFloats y;
 };
 
 Problem make_problem(bool rmat) {
@@ -101,7 +122,8 @@ Problem make_problem(bool rmat) {
                     : generate_uniform(kNodes, kNnz, 1);
   // Values of a GCN layer without the self loops (D^-1/2 A D^-1/2): realistic, not all ones.
   Problem p{gcn_norm<std::int32_t>(g, {.add_self_loops = false}), {}, {}};
-  p.x = generate_features(kNodes, kFeatures, 2);
+  const std::vector<float> features = generate_features(kNodes, kFeatures, 2);
+  p.x.assign(features.begin(), features.end());
   p.y.assign(static_cast<std::size_t>(kNodes * kFeatures), 0.0f);
   return p;
 }
