@@ -189,6 +189,7 @@ void Engine::replan_locked(const std::string& cause, const std::string& detail, 
       for (const auto& o : observers_) obs.push_back(o.get());
     }
     for (Observer* o : obs) o->on_replan(r);
+    planned_for_ = target;  // later operator re-plans start from what the stream looks like now
     std::lock_guard lock(drift_mu_);
     drift_.rebase(target, next_seq_);  // the current plan stands for these characteristics
     return;

@@ -6,6 +6,7 @@
 #include <filesystem>
 #include <fstream>
 #include <latch>
+#include <map>
 #include <thread>
 
 #include <gtest/gtest.h>
@@ -492,6 +493,72 @@ TEST_F(DaemonHttp, AdminDrainAndBitstreamSwapWithRollback) {
   EXPECT_TRUE(service_->engine("gcn").drained_devices().empty());
   infer_ok();
   fs::remove_all(dir);
+}
+
+// A stream during which the plan changes (drift, an operator drain) and fpga0's bitstream is
+// swapped: every request is answered exactly once, in full, equal to the in-process reference.
+TEST_F(DaemonHttp, StreamWithReplanAndBitstreamSwapMidStream) {
+  ServerOptions o;
+  o.bitstream_dir = std::string(DYPE_SOURCE_DIR) + "/configs/bitstreams";
+  start(o, admin_hooks(*service_));
+  const httplib::Headers auth{{"Authorization", "Bearer s3cret"}};
+  const Graph a = make_graph(150, 600, 16, 31), b = make_graph(600, 9000, 16, 32);
+  const rt::HostTensor ref_a = reference(a), ref_b = reference(b);
+  const std::size_t replans0 = service_->engine("gcn").replans().size();
+  constexpr int kRequests = 80;
+  std::vector<int> status(kRequests, 0);
+  std::vector<std::string> ids(kRequests);
+  std::atomic<int> wrong{0}, sent{0};
+  std::vector<std::thread> clients;
+  for (int w = 0; w < 2; ++w)
+    clients.emplace_back([&, w] {
+      httplib::Client c("127.0.0.1", server_->http_port());
+      c.set_read_timeout(60, 0);
+      for (int i = w; i < kRequests; i += 2) {
+        const Graph& g = i < kRequests / 2 ? a : b;
+        EncodedBody body = encode_infer_request("r" + std::to_string(i),
+                                                {Tensor::from_f32("x", {g.n, 16}, g.x),
+                                                 Tensor::from_i64("edge_index", {2, static_cast<std::int64_t>(g.edge_index.size() / 2)}, g.edge_index)},
+                                                {}, true, true);
+        ++sent;
+        auto r = c.Post("/v2/models/gcn/infer", {{"Inference-Header-Content-Length", std::to_string(*body.header_length)}},
+                        body.body, "application/octet-stream");
+        status[static_cast<std::size_t>(i)] = r ? r->status : -1;
+        if (!r || r->status != 200) continue;
+        std::optional<std::size_t> hl;
+        if (r->has_header("Inference-Header-Content-Length")) hl = std::stoul(r->get_header_value("Inference-Header-Content-Length"));
+        const InferResponse resp = parse_infer_response(r->body, hl);
+        ids[static_cast<std::size_t>(i)] = resp.id;
+        const Tensor& y = resp.outputs.at(0);
+        if (rt::relative_error(rt::make_tensor(y.shape[0], y.shape[1], y.f32()), i < kRequests / 2 ? ref_a : ref_b) > 1e-5) ++wrong;
+      }
+    });
+  auto when_sent = [&](int n) {
+    while (sent.load() < n) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  };
+  when_sent(15);
+  ASSERT_EQ(client_->Post("/v2/dype/admin/devices/gpu0/drain", auth, "", "application/json")->status, 200);
+  when_sent(30);
+  auto l = client_->Post("/v2/dype/admin/bitstreams/load", auth,
+                         R"({"device":"fpga0","path":"u280-sextans-gemm.yaml"})", "application/json");
+  ASSERT_EQ(l->status, 200) << l->body;
+  when_sent(50);
+  ASSERT_EQ(client_->Post("/v2/dype/admin/devices/gpu0/undrain", auth, "", "application/json")->status, 200);
+  for (auto& t : clients) t.join();
+  for (int i = 0; i < kRequests; ++i) {
+    EXPECT_EQ(status[static_cast<std::size_t>(i)], 200) << i;
+    EXPECT_EQ(ids[static_cast<std::size_t>(i)], "r" + std::to_string(i));
+  }
+  EXPECT_EQ(wrong.load(), 0);
+  std::map<std::string, int> swapped_by_cause;
+  const auto records = service_->engine("gcn").replans();
+  for (std::size_t k = replans0; k < records.size(); ++k)
+    if (records[k].swapped) ++swapped_by_cause[records[k].cause];
+  EXPECT_GE(swapped_by_cause["drain"], 1);  // the plan left gpu0 mid-stream
+  EXPECT_GE(swapped_by_cause["bitstream"] + swapped_by_cause["undrain"], 1);
+  // Back to the starting image for the other tests.
+  ASSERT_EQ(client_->Post("/v2/dype/admin/bitstreams/load", auth,
+                          R"({"device":"fpga0","path":"u280-sextans-swat.yaml"})", "application/json")->status, 200);
 }
 
 TEST_F(DaemonHttp, CurlAndMetrics) {
