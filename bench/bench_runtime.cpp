@@ -29,6 +29,7 @@
 #include "kernels/graph/generators.h"
 #include "runtime/engine.h"
 #include "runtime/planner.h"
+#include "scheduler/solver.h"
 
 using namespace dype;
 
@@ -99,6 +100,38 @@ RunResult run(const std::string& variant, const rt::Model& model, const std::vec
   return r;
 }
 
+// Steady-state modelled period of one plan in the runtime (fresh emulated devices).
+double runtime_period_s(const rt::Model& model, const Phase& phase, const sched::Plan& plan) {
+  hw::System sys = testbed();
+  return rt::modelled_period_s(model, rt::to_pipeline_spec(plan, sys, {}), make_request(model, phase), 8, 32);
+}
+
+// For one phase: the cost model's best plans (predicted period) beside the period the runtime
+// reaches with each of them on the emulated devices. Both are modelled; a gap means the planner's
+// cost model and the runtime disagree about what a plan costs.
+void check_plans(const rt::Model& model, const Phase& phase, int top) {
+  hw::System sys = testbed();
+  rt::SchedPlanner planner(model, sys);
+  const rt::Request req = make_request(model, phase);
+  const auto spec = planner.system_spec({});
+  const auto cm = planner.cost_model(spec, req.characteristics());
+  const sched::CostTables tables(spec, cm);
+  auto all = sched::enumerate_plans(tables);
+  std::sort(all.begin(), all.end(), [](const auto& a, const auto& b) { return a.period_s < b.period_s; });
+  std::printf("phase %s: %zu plans; best %d by predicted period (MODELLED both)\n", phase.name.c_str(), all.size(), top);
+  std::printf("  %-14s %14s %14s %8s   stages (kernels:group predicted compute/in/out ms)\n", "plan", "predicted_ms", "runtime_ms", "ratio");
+  for (int i = 0; i < top && i < static_cast<int>(all.size()); ++i) {
+    const sched::Plan p = sched::evaluate(all[static_cast<std::size_t>(i)].stages, tables);
+    const double rt_s = runtime_period_s(model, phase, p);
+    std::string st;
+    for (const auto& s : p.stages)
+      st += std::to_string(s.first) + "-" + std::to_string(s.last) + ":" + std::to_string(s.count) + p.kind_names[s.kind][0] + " " +
+            std::to_string(s.compute_s * 1e3).substr(0, 6) + "/" + std::to_string(s.transfer_in_s * 1e3).substr(0, 6) + "/" +
+            std::to_string(s.transfer_out_s * 1e3).substr(0, 6) + "  ";
+    std::printf("  %-14s %14.3f %14.3f %8.2f   %s\n", p.mnemonic.c_str(), p.period_s * 1e3, rt_s * 1e3, rt_s / p.period_s, st.c_str());
+  }
+}
+
 double median(std::vector<double> v) {
   std::sort(v.begin(), v.end());
   return v.empty() ? 0.0 : v[v.size() / 2];
@@ -107,7 +140,7 @@ double median(std::vector<double> v) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  int per_phase = 200, overhead_n = 3000, tf_layers = 4;
+  int per_phase = 200, overhead_n = 3000, tf_layers = 4, check_top = 0;
   std::string json_path;
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
@@ -122,6 +155,7 @@ int main(int argc, char** argv) {
     else if (a == "--overhead-requests") overhead_n = std::stoi(next());
     else if (a == "--tf-layers") tf_layers = std::stoi(next());
     else if (a == "--json") json_path = next();
+    else if (a == "--check-plans") check_top = std::stoi(next());
     else {
       std::fprintf(stderr, "unknown argument %s\n", a.c_str());
       return 2;
@@ -151,6 +185,11 @@ int main(int argc, char** argv) {
   const rt::Model tf = rt::Model::transformer(ts);
   std::vector<Phase> tf_phases = {{"seq1k", nullptr, 1024, 256}, {"seq4k", nullptr, 4096, 256}, {"seq16k", nullptr, 16384, 256}};
 
+  if (check_top > 0) {
+    for (const auto& p : gnn_phases) check_plans(gcn, p, check_top);
+    for (const auto& p : tf_phases) check_plans(tf, p, check_top);
+    return 0;
+  }
   std::printf("drift benchmark (MODELLED: emulated paper testbed, timing-only, %d requests per phase)\n", per_phase);
   std::printf("GCN phases: ");
   for (const auto& p : gnn_phases) std::printf("%s(nodes=%lld nnz=%lld) ", p.name.c_str(), static_cast<long long>(p.graph->nodes), static_cast<long long>(p.graph->nnz));

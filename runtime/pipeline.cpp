@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <condition_variable>
 #include <set>
 
 #include <tbb/parallel_for.h>
@@ -59,6 +60,13 @@ struct Pipeline::StageState {
   std::vector<DeviceState> devs;
   bool has_spmm = false;
   std::string names;
+  // Requests this stage's worker has taken (worker only) and has issued every operation of,
+  // its outgoing transfer included (read by the stage before it, under issue_mu).
+  std::uint64_t taken = 0;
+  std::mutex issue_mu;
+  std::condition_variable issue_cv;
+  std::uint64_t issued = 0;
+  std::mutex part_mu;  // the row split cache: read by this stage and by the one before it
   std::uint64_t part_graph = 0;
   std::int64_t part_rows = -1;
   std::vector<std::int64_t> part;
@@ -172,6 +180,7 @@ void Pipeline::join() {
 }
 
 std::vector<std::int64_t> Pipeline::partition(StageState& st, const Request& r) {
+  std::lock_guard lock(st.part_mu);
   const std::int64_t rows = r.rows();
   const std::int64_t c = std::min<std::int64_t>(static_cast<std::int64_t>(st.devs.size()), std::max<std::int64_t>(1, rows));
   const bool by_nnz = st.has_spmm && r.graph();
@@ -252,6 +261,7 @@ void Pipeline::worker(int s) {
       return;
     }
     std::unique_ptr<Work> w(raw);
+    st.taken++;
     const auto depth = std::max<std::ptrdiff_t>(0, queues_[s]->size());
     const double t0 = wall_now_s();
     double m0 = -1, m1 = -1;
@@ -318,6 +328,11 @@ void Pipeline::worker(int s) {
       ev.failed = w->failed;
       for (Observer* o : options_.observers) o->on_stage(ev);
     }
+    {
+      std::lock_guard lock(st.issue_mu);
+      st.issued++;
+    }
+    st.issue_cv.notify_all();
     if (!last) {
       queues_[s + 1]->push(w.release());
     } else {
@@ -327,6 +342,38 @@ void Pipeline::worker(int s) {
       if (done) done(std::move(c));
     }
   }
+}
+
+std::vector<Need> Pipeline::needs_for(const StageState& st, const std::vector<std::int64_t>& part, int k,
+                                      const Request& req, const Activation* held) const {
+  const std::size_t c = part.size() - 1;
+  const std::int64_t rows = req.rows();
+  const std::int64_t halo = req.window() / 2;
+  const Step& step = model_.step(k);
+  std::vector<Need> needs(c);
+  for (std::size_t j = 0; j < c; ++j) {
+    Need& n = needs[j];
+    n.device = st.devs[j].dev;
+    n.own_lo = part[j];
+    n.own_hi = part[j + 1];
+    if (step.op == OpKind::spmm) {
+      n.lo = 0;
+      n.hi = rows;
+    } else if (step.op == OpKind::window_attention) {
+      n.lo = std::max<std::int64_t>(0, part[j] - halo);
+      n.hi = std::min<std::int64_t>(rows, part[j + 1] + halo);
+    } else {
+      n.lo = part[j];
+      n.hi = part[j + 1];
+      // Row-local kernels keep whatever valid (wider) rows the device already holds.
+      if (held && held->shards.size() == c && held->shards[j].device == n.device &&
+          held->shards[j].own_lo == n.own_lo && held->shards[j].own_hi == n.own_hi) {
+        n.lo = held->shards[j].valid_lo;
+        n.hi = held->shards[j].valid_hi;
+      }
+    }
+  }
+  return needs;
 }
 
 void Pipeline::process(StageState& st, Work& w, TransferCounters& tc) {
@@ -348,32 +395,9 @@ void Pipeline::process(StageState& st, Work& w, TransferCounters& tc) {
         preload(st, ds, *req.graph(), part[j], part[j + 1]);
     }
   }
-  const std::int64_t halo = req.window() / 2;
   for (int k = st.spec.first; k <= st.spec.last; ++k) {
     const Step& step = model_.step(k);
-    std::vector<Need> needs(c);
-    for (std::size_t j = 0; j < c; ++j) {
-      Need& n = needs[j];
-      n.device = st.devs[j].dev;
-      n.own_lo = part[j];
-      n.own_hi = part[j + 1];
-      if (step.op == OpKind::spmm) {
-        n.lo = 0;
-        n.hi = rows;
-      } else if (step.op == OpKind::window_attention) {
-        n.lo = std::max<std::int64_t>(0, part[j] - halo);
-        n.hi = std::min<std::int64_t>(rows, part[j + 1] + halo);
-      } else {
-        n.lo = part[j];
-        n.hi = part[j + 1];
-        // Row-local kernels keep whatever valid (wider) rows the device already holds.
-        if (w.act.shards.size() == c && w.act.shards[j].device == n.device &&
-            w.act.shards[j].own_lo == n.own_lo && w.act.shards[j].own_hi == n.own_hi) {
-          n.lo = w.act.shards[j].valid_lo;
-          n.hi = w.act.shards[j].valid_hi;
-        }
-      }
-    }
+    const std::vector<Need> needs = needs_for(st, part, k, req, &w.act);
     if (k == st.spec.first && st.index == 0) {
       w.act = xfer_.upload(req.input(), needs, w.job.not_before_s, tc);
     } else if (!TransferEngine::satisfied(w.act, needs)) {
@@ -443,6 +467,22 @@ void Pipeline::process(StageState& st, Work& w, TransferCounters& tc) {
   if (st.index + 1 == static_cast<int>(stages_.size())) {
     w.c.output = xfer_.download(w.act, tc, end);
     w.act = Activation{};
+  } else {
+    // Hand the output to the next stage now, from this worker: the transfer occupies this stage
+    // right after its compute (T_s = X_s + C_s + X_{s+1}, the paper's conflict-free order), so
+    // the virtual timeline does not depend on when the next stage's thread gets to it.
+    StageState& next = *stages_[static_cast<std::size_t>(st.index) + 1];
+    // The next stage's devices receive this request only once they have been given everything
+    // of the previous one (a transfer occupies both ends and never cuts into their work), so each
+    // device sees its operations in one fixed order and the modelled timeline does not depend on
+    // thread timing. The next stage never waits on this one, so this cannot deadlock.
+    {
+      std::unique_lock lock(next.issue_mu);
+      next.issue_cv.wait(lock, [&] { return next.issued + 1 >= st.taken; });
+    }
+    const auto next_part = partition(next, req);
+    const std::vector<Need> needs = needs_for(next, next_part, next.spec.first, req, nullptr);
+    if (!TransferEngine::satisfied(w.act, needs)) w.act = xfer_.redistribute(std::move(w.act), needs, tc);
   }
   if (mend >= 0) {
     w.c.stage_modelled_s.push_back(mend - mstart);
@@ -472,6 +512,37 @@ std::vector<std::string> Pipeline::dead_devices() const {
     if (!st->dead_device.empty()) out.push_back(st->dead_reason);
   }
   return out;
+}
+
+double modelled_period_s(const Model& model, const PipelineSpec& spec, const Request& request, int warmup, int n) {
+  if (warmup < 1 || n < 1) throw InputError("modelled_period_s", "warmup and n must be >= 1");
+  auto req = std::make_shared<const Request>(request);
+  PipelineOptions o;
+  o.preload_graph = request.graph();
+  std::mutex mu;
+  std::vector<double> ends;
+  std::exception_ptr error;
+  {
+    Pipeline p(model, spec, o);
+    for (int i = 0; i < warmup + n; ++i) {
+      Job j;
+      j.seq = static_cast<std::uint64_t>(i);
+      j.request = req;
+      j.done = [&](Completion&& c) {
+        std::lock_guard lock(mu);
+        if (c.error && !error) error = c.error;
+        ends.push_back(c.modelled_end_s);
+      };
+      p.submit(std::move(j));
+    }
+    p.close();
+    p.join();
+  }
+  if (error) std::rethrow_exception(error);
+  // Completions arrive in order (one worker per stage).
+  if (ends.size() != static_cast<std::size_t>(warmup + n) || ends[static_cast<std::size_t>(warmup) - 1] < 0)
+    throw Error("modelled_period_s: the pipeline has a device without a modelled clock");
+  return (ends.back() - ends[static_cast<std::size_t>(warmup) - 1]) / static_cast<double>(n);
 }
 
 }  // namespace dype::rt

@@ -122,6 +122,9 @@ class Pipeline {
   void process(StageState& st, Work& w, TransferCounters& tc);
   void preload(StageState& st, DeviceState& ds, const Graph& g, std::int64_t r0, std::int64_t r1);
   std::vector<std::int64_t> partition(StageState& st, const Request& r);
+  // What each device of `st` must hold before kernel k (held: the activation already on them).
+  std::vector<Need> needs_for(const StageState& st, const std::vector<std::int64_t>& part, int k, const Request& req,
+                              const Activation* held) const;
 
   const Model& model_;
   PipelineSpec spec_;
@@ -135,5 +138,12 @@ class Pipeline {
   double build_s_ = 0.0;
   double preload_end_s_ = 0.0;
 };
+
+// Steady-state period of `spec` on emulated devices (modelled seconds): `warmup + n` copies of
+// `request` enter at virtual time 0 (open loop, so the pipeline is never starved) and the period
+// is the spacing of the last n completions. Advances the devices' virtual clocks; the figure does
+// not depend on where they started. Throws when a request fails or a device is not modelled.
+double modelled_period_s(const Model& model, const PipelineSpec& spec, const Request& request, int warmup = 8,
+                         int n = 32);
 
 }  // namespace dype::rt

@@ -2,6 +2,7 @@
 
 #include "hw/emu/emu_device.h"
 #include "hw/emu/emu_timing.h"
+#include "hw/topology.h"
 #include "kernels/error.h"
 #include "scheduler/cost_tables.h"
 #include "scheduler/plan.h"
@@ -43,7 +44,12 @@ double modelled_kernel_time_s(const hw::System& sys, const hw::Device& d, const 
 }
 
 SchedPlanner::SchedPlanner(const Model& model, const hw::System& system, sched::SolverKind solver)
-    : model_(model), system_(system), solver_(solver) {}
+    : model_(model), system_(system), solver_(solver) {
+  const hw::System* sys = &system;
+  kernel_time_ = [sys](const hw::Device& d, const kernels::OpShape& shape) {
+    return modelled_kernel_time_s(*sys, d, shape);
+  };
+}
 
 sched::SystemSpec SchedPlanner::system_spec(const std::set<std::string>& excluded) const {
   return scheduler_system_spec(system_, excluded);
@@ -85,25 +91,183 @@ sched::SystemSpec scheduler_system_spec(const hw::System& system, const std::set
   return spec;
 }
 
-sched::AdditiveCostModel SchedPlanner::cost_model(const sched::SystemSpec& spec, const Characteristics& c) const {
-  const auto shapes = model_.kernel_shapes(c);
-  const int n = model_.num_kernels();
-  std::vector<double> out(static_cast<std::size_t>(n)), in(static_cast<std::size_t>(n));
-  std::vector<std::vector<double>> times(static_cast<std::size_t>(n));
-  const double input_bytes = 4.0 * static_cast<double>(model_.is_gnn() ? c.nodes : c.seq_len) *
-                             static_cast<double>(model_.is_gnn() ? model_.spec().in_features : model_.spec().d_model);
-  for (int k = 0; k < n; ++k) {
-    out[k] = model_.output_bytes(k, c);
-    in[k] = k == 0 ? input_bytes : out[k - 1];
-    for (const auto& kind : spec.kinds) {
-      auto hk = hw::device_kind_from_string(kind.name);
-      auto ds = system_.devices_of(*hk);
-      times[k].push_back(ds.empty() ? sched::kInf : modelled_kernel_time_s(system_, *ds.front(), shapes[k]));
+// ---- RuntimeCostModel ---------------------------------------------------------------------------
+
+namespace {
+
+std::int64_t ceil_div(std::int64_t a, std::int64_t b) { return (a + b - 1) / b; }
+
+// Kernel k's shape on one device of a c-device stage (even row split; an SpMM's shard keeps every
+// column of A and 1/c of its nnz; a window attention's shard carries a halo of window / 2 rows).
+kernels::OpShape shard_shape(kernels::OpShape s, std::int64_t rows, std::int64_t window, int c) {
+  if (c <= 1) return s;
+  const std::int64_t own = ceil_div(rows, c);
+  switch (s.kind) {
+    case kernels::OpKind::spmm:
+      s.m = own;
+      s.nnz = ceil_div(s.nnz, c);
+      break;
+    case kernels::OpKind::window_attention:
+      s.m = s.seq_len = std::min(rows, own + 2 * (window / 2));
+      break;
+    default:
+      s.m = own;
+      break;
+  }
+  return s;
+}
+
+}  // namespace
+
+RuntimeCostModel::RuntimeCostModel(const Model& model, const hw::System& system, const sched::SystemSpec& spec,
+                                   const std::set<std::string>& excluded, const Characteristics& c,
+                                   const KernelTimeFn& kernel_time)
+    : model_(model), topo_(system.topology()), c_(c), n_(model.num_kernels()) {
+  rows_ = model.is_gnn() ? c.nodes : c.seq_len;
+  const auto shapes = model.kernel_shapes(c);
+  const double input_bytes = 4.0 * static_cast<double>(rows_) *
+                             static_cast<double>(model.is_gnn() ? model.spec().in_features : model.spec().d_model);
+  for (int k = 0; k < n_; ++k) {
+    out_.push_back(model.output_bytes(k, c));
+    in_.push_back(k == 0 ? input_bytes : model.output_bytes(k - 1, c));
+    in_tensors_.push_back(k == 0 ? 1 : model.step(k - 1).outputs());
+  }
+  for (const auto& kind : spec.kinds) {
+    offset_.push_back(groups_.size());
+    const auto hk = hw::device_kind_from_string(kind.name);
+    std::vector<hw::Device*> ds;
+    if (hk) {
+      for (hw::Device* d : system.devices_of(*hk))
+        if (usable(system, d, excluded)) ds.push_back(d);
+    }
+    kind_topo_.emplace_back();
+    for (hw::Device* d : ds) kind_topo_.back().push_back(d->topology_index());
+    for (int cnt = 1; cnt <= kind.count; ++cnt) {
+      Group g;
+      for (int j = 0; j < cnt && j < static_cast<int>(ds.size()); ++j) g.topo.push_back(ds[static_cast<std::size_t>(j)]->topology_index());
+      for (int k = 0; k < n_; ++k) {
+        const Step& step = model.step(k);
+        double t = sched::kInf;
+        if (!ds.empty()) {
+          kernels::OpShape sh = shard_shape(shapes[static_cast<std::size_t>(k)], rows_, c.window, cnt);
+          // A QKV step launches one GEMM per output.
+          if (step.outputs() > 1) sh.n = step.out_cols;
+          t = kernel_time(*ds.front(), sh);
+          if (t < sched::kInf) t *= step.outputs();
+        }
+        g.kernel_s.push_back(t);
+        double x = 0.0;
+        if (cnt > 1 && (step.op == kernels::OpKind::spmm || step.op == kernels::OpKind::window_attention)) {
+          // Through host memory: own rows up from every device, then the rows each needs down.
+          const int nt = in_tensors_[static_cast<std::size_t>(k)];
+          x = up_s(g, in_[static_cast<std::size_t>(k)] / cnt, nt) + down_s(g, need_bytes(k, cnt), nt);
+        }
+        g.exchange_s.push_back(x);
+      }
+      g.upload_s = down_s(g, need_bytes(0, cnt), 1);
+      g.download_s = up_s(g, out_.back() / cnt, 1);
+      groups_.push_back(std::move(g));
     }
   }
-  std::vector<kernels::OpKind> ops;
-  for (const auto& sh : shapes) ops.push_back(sh.kind);
-  return sched::AdditiveCostModel(spec, out, in, times, 0.9, ops);
+}
+
+const RuntimeCostModel::Group& RuntimeCostModel::group(sched::DeviceGroup g) const {
+  return groups_.at(offset_.at(static_cast<std::size_t>(g.kind)) + static_cast<std::size_t>(g.count - 1));
+}
+
+double RuntimeCostModel::need_bytes(int k, int c) const {
+  const double all = in_[static_cast<std::size_t>(k)];
+  if (c <= 1 || rows_ <= 0) return all;
+  const kernels::OpKind op = model_.step(k).op;
+  if (op == kernels::OpKind::spmm) return all;
+  const double own = static_cast<double>(ceil_div(rows_, c));
+  const double rows = op == kernels::OpKind::window_attention
+                          ? std::min<double>(static_cast<double>(rows_), own + 2.0 * static_cast<double>(c_.window / 2))
+                          : own;
+  return all * rows / static_cast<double>(rows_);
+}
+
+// Devices -> host memory, every device of the group at once (each on its own link).
+double RuntimeCostModel::up_s(const Group& g, double bytes, int tensors) const {
+  double t = 0.0;
+  const auto per = static_cast<std::size_t>(bytes / std::max(1, tensors));
+  for (int d : g.topo) {
+    if (d < 0) continue;
+    t = std::max(t, tensors * topo_.estimate_to_host(std::span<const int>(&d, 1), per).time_s);
+  }
+  return t;
+}
+
+double RuntimeCostModel::down_s(const Group& g, double bytes, int tensors) const {
+  double t = 0.0;
+  const auto per = static_cast<std::size_t>(bytes / std::max(1, tensors));
+  for (int d : g.topo) {
+    if (d < 0) continue;
+    t = std::max(t, tensors * topo_.estimate_host_to(std::span<const int>(&d, 1), per).time_s);
+  }
+  return t;
+}
+
+double RuntimeCostModel::compute_time_s(int first, int last, sched::DeviceGroup gr) const {
+  const Group& g = group(gr);
+  double t = 0.0;
+  for (int k = first; k <= last; ++k) {
+    const double kt = g.kernel_s[static_cast<std::size_t>(k)];
+    if (!(kt < sched::kInf)) return sched::kInf;
+    t += kt;
+    if (k > first) t += g.exchange_s[static_cast<std::size_t>(k)];
+  }
+  if (first == 0) t += g.upload_s;
+  if (last == n_ - 1) t += g.download_s;
+  return t;
+}
+
+double RuntimeCostModel::transfer_time_s(int k, sched::DeviceGroup from, sched::DeviceGroup to) const {
+  const Group& a = group(from);
+  Group b_other;
+  if (from.kind == to.kind) {
+    // Same kind: the next stage gets the next devices of that kind (to_pipeline_spec's order).
+    const auto& all = kind_topo_.at(static_cast<std::size_t>(to.kind));
+    for (int j = from.count; j < from.count + to.count && j < static_cast<int>(all.size()); ++j)
+      b_other.topo.push_back(all[static_cast<std::size_t>(j)]);
+  }
+  const Group& b = from.kind == to.kind ? b_other : group(to);
+  const double bytes = out_[static_cast<std::size_t>(k)];
+  const int nt = model_.step(k).outputs();
+  const kernels::OpKind next = model_.step(k + 1).op;
+  const bool row_local = next != kernels::OpKind::spmm && next != kernels::OpKind::window_attention;
+  // Shard-to-shard peer copies: both sides hold the same rows (1 -> 1, or equal counts with the
+  // same even split: models without an SpMM, whose stages split by nnz instead).
+  bool has_spmm = false;
+  for (const Step& s : model_.steps()) has_spmm |= s.op == kernels::OpKind::spmm;
+  if (from.count == 1 && (to.count == 1 || next == kernels::OpKind::spmm)) {
+    // Every destination needs the whole tensor, which one source shard holds: one peer copy per
+    // destination device, one after the other on the source.
+    double t = 0.0;
+    const auto per = static_cast<std::size_t>(bytes / nt);
+    for (std::size_t j = 0; j < b.topo.size() && !a.topo.empty(); ++j) {
+      const int s = a.topo[0], d = b.topo[j];
+      if (s < 0 || d < 0) continue;
+      t += nt * topo_.estimate(std::span<const int>(&s, 1), std::span<const int>(&d, 1), per).time_s;
+    }
+    return t;
+  }
+  if (from.count == to.count && row_local && !has_spmm) {
+    double t = 0.0;
+    const auto per = static_cast<std::size_t>(bytes / from.count / nt);
+    for (std::size_t j = 0; j < a.topo.size() && j < b.topo.size(); ++j) {
+      const int s = a.topo[j], d = b.topo[j];
+      if (s < 0 || d < 0) continue;
+      t = std::max(t, nt * topo_.estimate(std::span<const int>(&s, 1), std::span<const int>(&d, 1), per).time_s);
+    }
+    return t;
+  }
+  return std::max(up_s(a, bytes / from.count, nt), down_s(b, need_bytes(k + 1, to.count), nt));
+}
+
+RuntimeCostModel SchedPlanner::cost_model(const sched::SystemSpec& spec, const Characteristics& c,
+                                          const std::set<std::string>& excluded) const {
+  return RuntimeCostModel(model_, system_, spec, excluded, c, kernel_time_);
 }
 
 PipelineSpec to_pipeline_spec(const sched::Plan& plan, const hw::System& system,
@@ -135,7 +299,7 @@ PipelineSpec to_pipeline_spec(const sched::Plan& plan, const hw::System& system,
 PlannedPipeline SchedPlanner::plan(const Characteristics& c, const std::string& mode,
                                    const std::set<std::string>& excluded) {
   const sched::SystemSpec spec = system_spec(excluded);
-  const auto model = cost_model(spec, c);
+  const auto model = cost_model(spec, c, excluded);
   sched::ObjectiveSpec obj;
   obj.objective = sched::objective_from_string(mode);
   const sched::Plan p = sched::solve(spec, model, obj, solver_);

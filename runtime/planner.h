@@ -1,14 +1,15 @@
 #pragma once
 // Planner: how the runtime asks for a plan. SchedPlanner is the adapter onto the DyPe scheduler
 // (scheduler/solver.h): it describes the hw::System to the scheduler as device kinds with counts,
-// power and links (sched::SystemSpec), times every kernel of the model on one device of each kind
-// for the given characteristics (the emulated device model's time, i.e. modelled), solves for the
-// objective (perf | energy | balanced | qos), and turns the sched::Plan's (kind, count) stages
-// into concrete devices. Devices marked failed are left out.
-//
+// power and links (sched::SystemSpec), builds a cost model of what this runtime does with a plan
+// (RuntimeCostModel: kernel times for each stage's shards, host I/O, intra-stage gathers and
+// hand-offs as the transfer engine performs them), solves for the objective (perf | energy |
+// balanced | qos), and turns the sched::Plan's (kind, count) stages into concrete devices.
+// Devices marked failed are left out. Kernel times come from the devices' own models (modelled).
 //   auto planner = std::make_shared<rt::SchedPlanner>(model, system);
 //   rt::PlannedPipeline p = planner->plan(req.characteristics(), "balanced", {});
 //   std::cout << p.mnemonic << " " << rt::describe(p.spec);
+#include <functional>
 #include <memory>
 #include <set>
 #include <string>
@@ -37,8 +38,68 @@ class Planner {
   virtual double predict_period_s(const PipelineSpec& spec, const Characteristics& c) = 0;
 };
 
+// One device's time for one kernel shape (seconds, a prediction); kInf when it cannot run it.
+using KernelTimeFn = std::function<double(const hw::Device&, const kernels::OpShape&)>;
+
+// The scheduler's cost model for what this runtime does with a plan (pipeline.cpp, transfer.cpp),
+// on the devices a plan would get (to_pipeline_spec's choice), with link times from hw::Topology:
+//  - a stage of c devices splits the rows evenly (SpMM stages by nnz; modelled as even) and each
+//    device runs its shard: the kernel time is that of the shard's shape (launch overheads and
+//    per-row terms do not shrink with c, unlike time / c);
+//  - inside a stage, an SpMM needs every row of its input and a window attention its rows plus a
+//    halo of window / 2; the transfer engine gathers them through host memory (each device sends
+//    its own rows up, then receives what it needs): that exchange is part of the stage's f_perf
+//    (paper Section II-B);
+//  - the first stage receives the request's input from host memory (all of it on every device
+//    when the first kernel is an SpMM) and the last stage returns its output rows to host memory:
+//    part of those stages' time (the paper's Figure 4 counts the CPU<->device legs too);
+//  - between stages, a 1-device stage hands its whole tensor to each device that needs all of it
+//    (a 1-device stage, or every device of an SpMM stage) with one peer copy each, one after the
+//    other (P2P when the topology allows, else host-staged; a copy occupies both ends); equal
+//    counts with the same row split and a row-local next kernel copy shard to shard; anything else is
+//    gathered through host memory (rows up on the source devices, the rows each destination
+//    needs down on it). The scheduler charges one X to both sides, so a staged hand-off costs
+//    max(up leg, down leg): each side's own leg is at most that.
+// Exchange legs are counted as compute for the energy figure (the device is busy either way).
+class RuntimeCostModel : public sched::CostModel {
+ public:
+  RuntimeCostModel(const Model& model, const hw::System& system, const sched::SystemSpec& spec,
+                   const std::set<std::string>& excluded, const Characteristics& c,
+                   const KernelTimeFn& kernel_time);
+  int num_kernels() const override { return n_; }
+  double compute_time_s(int first, int last, sched::DeviceGroup group) const override;
+  double output_bytes(int k) const override { return out_[static_cast<std::size_t>(k)]; }
+  double transfer_time_s(int k, sched::DeviceGroup from, sched::DeviceGroup to) const override;
+
+ private:
+  struct Group {
+    std::vector<int> topo;                 // topology indices of its devices
+    std::vector<double> kernel_s;          // [k] shard time
+    std::vector<double> exchange_s;        // [k] gather before k when k is not the stage's first
+    double upload_s = 0.0;                 // host -> devices, kernel 0's input
+    double download_s = 0.0;               // devices -> host, the last kernel's output
+  };
+  const Group& group(sched::DeviceGroup g) const;
+  double up_s(const Group& g, double bytes_per_device, int tensors) const;
+  double down_s(const Group& g, double bytes_per_device, int tensors) const;
+  // Bytes one device of a c-device stage must hold of kernel k's input (rows it needs).
+  double need_bytes(int k, int c) const;
+
+  const Model& model_;
+  const hw::Topology& topo_;
+  Characteristics c_;
+  int n_ = 0;
+  std::int64_t rows_ = 0;
+  std::vector<double> out_, in_;
+  std::vector<int> in_tensors_;
+  std::vector<std::size_t> offset_;  // per kind: index of (kind, count 1) in groups_
+  std::vector<Group> groups_;
+  std::vector<std::vector<int>> kind_topo_;  // per kind: topology indices in system order
+};
+
 class SchedPlanner : public Planner {
  public:
+  // Kernel times from the devices' models (EmuDevice ground truth, modelled_kernel_time_s).
   SchedPlanner(const Model& model, const hw::System& system,
                sched::SolverKind solver = sched::SolverKind::exact);
   PlannedPipeline plan(const Characteristics& c, const std::string& mode,
@@ -47,12 +108,18 @@ class SchedPlanner : public Planner {
 
   // The scheduler's inputs for these characteristics (kinds = schedulable devices not excluded).
   sched::SystemSpec system_spec(const std::set<std::string>& excluded) const;
-  sched::AdditiveCostModel cost_model(const sched::SystemSpec& spec, const Characteristics& c) const;
+  RuntimeCostModel cost_model(const sched::SystemSpec& spec, const Characteristics& c,
+                              const std::set<std::string>& excluded = {}) const;
+
+ protected:
+  // Where single-kernel times come from (subclasses: fitted performance models).
+  void set_kernel_time(KernelTimeFn fn) { kernel_time_ = std::move(fn); }
 
  private:
   const Model& model_;
   const hw::System& system_;
   sched::SolverKind solver_;
+  KernelTimeFn kernel_time_;
 };
 
 // The hw::System as the scheduler sees it: one kind per device kind with schedulable devices not

@@ -1,0 +1,100 @@
+// The runtime planner: its cost model against what the pipeline really does on emulated devices,
+// and the plans it picks.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+
+#include "runtime/pipeline.h"
+#include "runtime/planner.h"
+#include "scheduler/solver.h"
+#include "test_rt_common.h"
+
+namespace dype::rt {
+namespace {
+
+Request gnn_request(const Model& m, std::int64_t nodes, std::int64_t nnz) {
+  return Request::gnn(Graph::shape_only(nodes, nnz), HostTensor::shape_only(nodes, m.spec().in_features));
+}
+
+Request transformer_request(const Model& m, std::int64_t seq_len, std::int64_t window) {
+  return Request::transformer(HostTensor::shape_only(seq_len, m.spec().d_model), window);
+}
+
+// Every plan the scheduler can produce for `req`: the planner's predicted period vs the period the
+// pipeline reaches on fresh timing-only emulated devices (both modelled). It must never
+// underestimate (beyond rounding); it may overestimate hand-offs whose two ends are busy for
+// different times (host-staged: up on one side, down on the other; one source copying to several
+// SpMM devices), because the scheduler charges one transfer time to both sides.
+void expect_cost_model_matches_runtime(const Model& model, const Request& req, const std::string& bitstream) {
+  hw::System sys = testing::emu_system(2, 3, true, bitstream);
+  SchedPlanner planner(model, sys);
+  const auto spec = planner.system_spec({});
+  const auto cm = planner.cost_model(spec, req.characteristics());
+  const sched::CostTables tables(spec, cm);
+  const auto all = sched::enumerate_plans(tables);
+  ASSERT_GT(all.size(), 5u);
+  double best_runtime = sched::kInf, chosen_runtime = sched::kInf;
+  const PlannedPipeline chosen = planner.plan(req.characteristics(), "perf", {});
+  for (const auto& e : all) {
+    const sched::Plan p = sched::evaluate(e.stages, tables);
+    hw::System fresh = testing::emu_system(2, 3, true, bitstream);
+    const double runtime = modelled_period_s(model, to_pipeline_spec(p, fresh, {}), req, 4, 12);
+    EXPECT_GT(runtime / p.period_s, 0.70) << p.mnemonic << " " << to_json(p).dump();
+    EXPECT_LT(runtime / p.period_s, 1.02) << p.mnemonic << " " << to_json(p).dump();
+    best_runtime = std::min(best_runtime, runtime);
+    if (p.mnemonic == chosen.mnemonic && std::abs(p.period_s - chosen.period_s) <= 1e-12 * p.period_s)
+      chosen_runtime = runtime;
+  }
+  // The plan the planner picks is (close to) the best one the runtime can run.
+  ASSERT_LT(chosen_runtime, sched::kInf);
+  EXPECT_LE(chosen_runtime, best_runtime * 1.10) << chosen.mnemonic;
+}
+
+TEST(RtPlanner, CostModelMatchesTheRuntimeOnEveryGcnPlan) {
+  ModelSpec s;
+  s.layers = 2;
+  s.in_features = 64;
+  s.hidden = 64;
+  s.materialize_weights = false;
+  const Model m = Model::gcn(s);
+  // Host transfers dominate (big, sparse) and compute dominates (dense): both regimes.
+  expect_cost_model_matches_runtime(m, gnn_request(m, 1'000'000, 3'000'000), "u280-sextans-gemm.yaml");
+  expect_cost_model_matches_runtime(m, gnn_request(m, 100'000, 40'000'000), "u280-sextans-gemm.yaml");
+}
+
+TEST(RtPlanner, CostModelMatchesTheRuntimeOnEveryTransformerPlan) {
+  ModelSpec s;
+  s.layers = 1;
+  s.d_model = 256;
+  s.heads = 4;
+  s.ffn = 512;
+  s.materialize_weights = false;
+  const Model m = Model::transformer(s);
+  expect_cost_model_matches_runtime(m, transformer_request(m, 8192, 256), "u280-sextans-swat.yaml");
+}
+
+TEST(RtPlanner, HostTransfersCountInTheFirstAndLastStage) {
+  // The same GCN on one GPU: the request's features go up and its output comes back over PCIe,
+  // which the runtime charges to the pipeline's end stages; the planner must too.
+  ModelSpec s;
+  s.layers = 1;
+  s.in_features = 128;
+  s.hidden = 128;
+  s.materialize_weights = false;
+  const Model m = Model::gcn(s);
+  hw::System sys = testing::emu_system(1, 0, true);
+  SchedPlanner planner(m, sys);
+  const Request req = gnn_request(m, 2'000'000, 4'000'000);
+  const PlannedPipeline p = planner.plan(req.characteristics(), "perf", {});
+  ASSERT_EQ(p.mnemonic, "1G");
+  const double bytes_in = 4.0 * 2e6 * 128, bytes_out = bytes_in;
+  const auto& gpu = sys.device("gpu0");
+  const double pcie = sys.topology().device(gpu.topology_index()).link.bandwidth_bytes_per_s();
+  EXPECT_GT(p.period_s, (bytes_in + bytes_out) / pcie);
+  hw::System fresh = testing::emu_system(1, 0, true);
+  const double runtime = modelled_period_s(m, PipelineSpec{{{0, 1, {&fresh.device("gpu0")}, 0.0}}, "1G"}, req, 2, 6);
+  EXPECT_NEAR(runtime / p.period_s, 1.0, 0.02);
+}
+
+}  // namespace
+}  // namespace dype::rt
