@@ -112,7 +112,7 @@ nlohmann::json EngineService::pareto(const std::string& model, std::optional<Cha
   const Served& s = find(model);
   const Characteristics ch = c ? *c : s.plan_for;
   const sched::SystemSpec spec = s.planner->system_spec({});
-  const sched::AdditiveCostModel cm = s.planner->cost_model(spec, ch);
+  const auto cm = s.planner->cost_model(spec, ch);
   const sched::CostTables tables(spec, cm);
   nlohmann::json plans = nlohmann::json::array();
   for (const sched::Plan& p : sched::pareto_front(tables)) plans.push_back(sched::to_json(p));
