@@ -165,13 +165,14 @@ void Engine::replan_locked(const std::string& cause, const std::string& detail, 
     drift_.rebase(target, next_seq_);
     return;
   }
-  double old_period = sched::kInf;
+  // Gain in the objective of the mode (period for perf, energy per inference otherwise).
+  double old_score = sched::kInf;
   try {
-    if (current_) old_period = planner_->predict_period_s(current_->spec(), target);
+    if (current_) old_score = planner_->predict_score(current_->spec(), target, mode_);
   } catch (const std::exception&) {
   }
   r.new_plan = p.mnemonic;
-  r.predicted_gain = (std::isfinite(old_period) && p.period_s > 0) ? old_period / p.period_s - 1.0 : INFINITY;
+  r.predicted_gain = (std::isfinite(old_score) && p.score > 0) ? old_score / p.score - 1.0 : INFINITY;
   const bool differs = !current_ || !same_layout(current_->spec(), p.spec);
   bool take = false;
   switch (policy) {

@@ -37,7 +37,7 @@ struct ReplanRecord {
   std::string detail;          // "nnz 1.2e6 -> 4.1e6 (+240%) sustained 8 requests"
   std::string old_plan;        // mnemonic / label
   std::string new_plan;
-  double predicted_gain = 0.0;  // old period / new period - 1 under the new characteristics (modelled)
+  double predicted_gain = 0.0;  // old / new objective score - 1 under the new characteristics (modelled; perf: period, else energy)
   bool swapped = false;         // false: the new plan was not better by the hysteresis
   double build_s = 0.0;         // measured: building + preloading the new pipeline
   double pause_s = 0.0;         // measured: how long the submitting client was held

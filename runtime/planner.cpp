@@ -309,20 +309,41 @@ PlannedPipeline SchedPlanner::plan(const Characteristics& c, const std::string& 
   out.mnemonic = p.mnemonic;
   out.period_s = p.period_s;
   out.energy_j = p.energy_j;
+  out.score = p.score;
   return out;
 }
 
-double SchedPlanner::predict_period_s(const PipelineSpec& ps, const Characteristics& c) {
+sched::Plan SchedPlanner::evaluate(const PipelineSpec& ps, const Characteristics& c) const {
   const sched::SystemSpec spec = system_spec({});
   const auto model = cost_model(spec, c);
   const sched::CostTables tables(spec, model);
   std::vector<sched::StageSpec> stages;
   for (const auto& st : ps.stages) {
     const int kind = spec.kind_index(std::string(hw::to_string(st.devices.front()->kind())));
-    if (kind < 0) return sched::kInf;
+    if (kind < 0) return {};
     stages.push_back({st.first, st.last, tables.kc({kind, static_cast<int>(st.devices.size())})});
   }
-  return sched::evaluate(stages, tables).period_s;
+  return sched::evaluate(stages, tables);
+}
+
+double SchedPlanner::predict_period_s(const PipelineSpec& ps, const Characteristics& c) {
+  return evaluate(ps, c).period_s;
+}
+
+double SchedPlanner::predict_score(const PipelineSpec& ps, const Characteristics& c, const std::string& mode) {
+  const sched::Plan p = evaluate(ps, c);
+  const sched::Objective obj = sched::objective_from_string(mode);
+  if (obj == sched::Objective::perf || !(p.period_s < sched::kInf)) return p.period_s;
+  if (obj == sched::Objective::balanced) {
+    // The constraint the balanced plan was chosen under: throughput >= ratio x the perf optimum.
+    const sched::SystemSpec spec = system_spec({});
+    const auto model = cost_model(spec, c);
+    sched::ObjectiveSpec perf;
+    const sched::Plan best = sched::solve(spec, model, perf, solver_);
+    const double ratio = sched::ObjectiveSpec{}.balance_ratio;
+    if (!best.empty() && !sched::within(p.period_s, best.period_s / ratio)) return sched::kInf;
+  }
+  return p.energy_j;
 }
 
 }  // namespace dype::rt

@@ -26,6 +26,7 @@ struct PlannedPipeline {
   std::string mnemonic;         // "3F2G"
   double period_s = 0.0;        // predicted (modelled)
   double energy_j = 0.0;        // predicted per inference (modelled)
+  double score = 0.0;           // the objective's value (period for perf, energy otherwise)
 };
 
 class Planner {
@@ -36,6 +37,15 @@ class Planner {
                                const std::set<std::string>& excluded_devices) = 0;
   // Predicted period of an existing pipeline under (possibly new) characteristics.
   virtual double predict_period_s(const PipelineSpec& spec, const Characteristics& c) = 0;
+  // The objective's value for an existing pipeline (lower is better, comparable with
+  // PlannedPipeline::score): period for perf, energy per inference otherwise; kInf when the
+  // pipeline breaks the objective's constraint (balanced: throughput below its share of the
+  // perf optimum). Re-planning compares this with the new plan's score, so a hysteresis margin
+  // means "this much better in the objective the operator asked for".
+  virtual double predict_score(const PipelineSpec& spec, const Characteristics& c, const std::string& mode) {
+    (void)mode;
+    return predict_period_s(spec, c);
+  }
 };
 
 // One device's time for one kernel shape (seconds, a prediction); kInf when it cannot run it.
@@ -105,6 +115,7 @@ class SchedPlanner : public Planner {
   PlannedPipeline plan(const Characteristics& c, const std::string& mode,
                        const std::set<std::string>& excluded_devices) override;
   double predict_period_s(const PipelineSpec& spec, const Characteristics& c) override;
+  double predict_score(const PipelineSpec& spec, const Characteristics& c, const std::string& mode) override;
 
   // The scheduler's inputs for these characteristics (kinds = schedulable devices not excluded).
   sched::SystemSpec system_spec(const std::set<std::string>& excluded) const;
@@ -112,6 +123,8 @@ class SchedPlanner : public Planner {
                               const std::set<std::string>& excluded = {}) const;
 
  protected:
+  // The plan `spec` stands for, costed for `c` (period kInf when a kind is gone).
+  sched::Plan evaluate(const PipelineSpec& spec, const Characteristics& c) const;
   // Where single-kernel times come from (subclasses: fitted performance models).
   void set_kernel_time(KernelTimeFn fn) { kernel_time_ = std::move(fn); }
 
