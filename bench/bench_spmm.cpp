@@ -73,10 +73,12 @@ inline std::uint64_t sum_words(const std::uint64_t* p, std::size_t count) {
 #include <iostream>
 #include <memory>
 #include <new>
+#include <span>
 #include <string>
 
 #include "kernels/cpu/isa.h"
 #include "kernels/cpu/spmm.h"
+#include "kernels/cpu/spmm_kernels.h"
 #include "kernels/graph/builders.h"
 #include "kernels/graph/generators.h"
 #include "kernels/graph/partition.h"
@@ -150,7 +152,24 @@ void BM_spmm_dype(benchmark::State& state) {
   }
   set_counters(state, p.a);
   state.SetLabel(std::string(state.range(0) == 1 ? "rmat" : "uniform") + " isa=" +
-                 std::string(cpu::to_string(cpu::active_isa())));
+                 std::string(cpu::to_string(cpu::active_isa())) + " panel=" +
+                 std::to_string(cpu::detail::spmm_default_panel(kNodes, kFeatures)));
+}
+
+// Panel-width sweep (not part of the peer comparison): range(1) columns per pass over A.
+void BM_spmm_dype_panel(benchmark::State& state) {
+  Problem& p = problem(state.range(0) == 1);
+  const std::int64_t panel = state.range(1);
+  for (auto _ : state) {
+    cpu::detail::spmm_panels(p.a.view(), std::span<const float>(p.x), kFeatures,
+                             std::span<float>(p.y), panel);
+    benchmark::ClobberMemory();
+  }
+  set_counters(state, p.a);
+  state.SetLabel(std::string(state.range(0) == 1 ? "rmat" : "uniform") + " panel=" +
+                 std::to_string(panel) + " (default " +
+                 std::to_string(cpu::detail::spmm_default_panel(kNodes, kFeatures)) +
+                 ")");
 }
 
 void BM_spmm_eigen(benchmark::State& state) {
@@ -209,6 +228,10 @@ void dump(const std::string& dir, const char* name, const CsrI32& a) {
 }  // namespace
 
 BENCHMARK(BM_spmm_dype)->Arg(0)->Arg(1)->Unit(benchmark::kMillisecond)->UseRealTime();
+BENCHMARK(BM_spmm_dype_panel)
+    ->ArgsProduct({{0, 1}, {32, 48, 64, 128}})
+    ->Unit(benchmark::kMillisecond)
+    ->UseRealTime();
 BENCHMARK(BM_spmm_eigen)->Arg(0)->Arg(1)->Unit(benchmark::kMillisecond)->UseRealTime();
 BENCHMARK(BM_dram_read)->Unit(benchmark::kMillisecond)->UseRealTime();
 

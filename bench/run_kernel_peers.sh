@@ -45,7 +45,9 @@ trap 'rm -rf "$tmp"' EXIT
 gbench=(--benchmark_repetitions="$reps" --benchmark_report_aggregates_only=true
         --benchmark_format=json)
 
-"$build/bench/bench_spmm" --threads="$threads" --dump_dir="$tmp" "${gbench[@]}" >"$tmp/spmm.json"
+# The panel-width sweep (BM_spmm_dype_panel) is for tuning, not part of the comparison.
+"$build/bench/bench_spmm" --threads="$threads" --dump_dir="$tmp" "${gbench[@]}" \
+  --benchmark_filter='BM_spmm_dype/|BM_spmm_eigen|BM_dram_read' >"$tmp/spmm.json"
 for name in uniform rmat; do
   "$python" "$root/bench/peers/spmm_torch.py" "$tmp" "$name" "$threads" "$reps" | tee "$tmp/torch_$name.txt"
 done
@@ -82,7 +84,8 @@ print(f"DRAM read bandwidth (1 GiB streaming sum, measured): {dram['GBps']:.1f} 
 for arg, name in (("0", "uniform"), ("1", "rmat")):
     ours = spmm[f"BM_spmm_dype/{arg}/real_time"]
     eig = spmm[f"BM_spmm_eigen/{arg}/real_time"]
-    print(f"spmm {name}: dype {ours['real_time']:.2f} ms ({ours['gathered_GBps']:.1f} GB/s gathered), "
+    print(f"spmm {name}: dype {ours['real_time']:.2f} ms ({ours['gathered_GBps']:.1f} GB/s gathered, "
+          f"{ours.get('label', '')}), "
           f"eigen {eig['real_time']:.2f} ms, torch {torch_ms(name):.2f} ms (medians, measured)")
     ratio(f"spmm {name} vs torch", ours["real_time"], torch_ms(name), 3.0)
     ratio(f"spmm {name} vs eigen", ours["real_time"], eig["real_time"], 1.3)

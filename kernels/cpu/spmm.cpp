@@ -9,6 +9,8 @@
 #include <string>
 #include <vector>
 
+#include <unistd.h>
+
 #include "kernels/cpu/isa.h"
 #include "kernels/cpu/spmm_kernels.h"
 #include "kernels/error.h"
@@ -72,7 +74,7 @@ void check_shapes(const CsrView<Index>& a, std::span<const float> x, std::int64_
 // summing into its own partial row, then the partials are added in piece order.
 template <typename Index>
 void heavy_row(SpmmRowsFn<Index> fn, const SpmmOperands<Index>& op, std::int64_t row,
-               std::int64_t piece_nnz, float* y_row) {
+               std::int64_t piece_nnz, std::int64_t c0, std::int64_t c1, float* y_row) {
   const std::int64_t b = op.indptr[row];
   const std::int64_t e = op.indptr[row + 1];
   const std::int64_t pieces = (e - b + piece_nnz - 1) / piece_nnz;
@@ -81,19 +83,48 @@ void heavy_row(SpmmRowsFn<Index> fn, const SpmmOperands<Index>& op, std::int64_t
   tbb::parallel_for(std::int64_t{0}, pieces, [&](std::int64_t p) {
     const std::int64_t lo = b + p * piece_nnz;
     const std::int64_t hi = std::min(e, lo + piece_nnz);
-    fn(op, row, row + 1, lo, hi, p == 0 ? y_row : partial.data() + (p - 1) * n);
+    fn(op, row, row + 1, lo, hi, c0, c1, p == 0 ? y_row : partial.data() + (p - 1) * n);
   }, tbb::simple_partitioner{});
   for (std::int64_t p = 1; p < pieces; ++p) {
     const float* part = partial.data() + (p - 1) * n;
-    for (std::int64_t c = 0; c < n; ++c) y_row[c] += part[c];
+    for (std::int64_t c = c0; c < c1; ++c) y_row[c] += part[c];
   }
 }
 
+}  // namespace
+
+namespace detail {
+
+std::int64_t spmm_panel_width(std::int64_t cols, std::int64_t n, std::int64_t cache_bytes) {
+  const std::int64_t col_bytes = std::max<std::int64_t>(cols, 1) * std::int64_t{sizeof(float)};
+  if (n <= kMinPanel || col_bytes * n <= cache_bytes) return n;
+  // Widest multiple of kPanelStep whose panel of X fits; none fits: panels would only re-read A.
+  const std::int64_t fit = cache_bytes / col_bytes / kPanelStep * kPanelStep;
+  if (fit < kMinPanel) return n;
+  return std::min(fit, n);
+}
+
+std::int64_t llc_bytes() {
+  static const std::int64_t bytes = [] {
+    const long l3 = sysconf(_SC_LEVEL3_CACHE_SIZE);
+    const long l2 = sysconf(_SC_LEVEL2_CACHE_SIZE);
+    const long best = std::max(l3, l2);
+    return best > 0 ? static_cast<std::int64_t>(best) : std::int64_t{8} << 20;
+  }();
+  return bytes;
+}
+
+std::int64_t spmm_default_panel(std::int64_t cols, std::int64_t n) {
+  // Three quarters of the LLC: the rest holds the streamed A and Y lines passing through.
+  return spmm_panel_width(cols, n, llc_bytes() / 4 * 3);
+}
+
 template <typename Index>
-void spmm_impl(const CsrView<Index>& a, std::span<const float> x, std::int64_t n,
-               std::span<float> y) {
+void spmm_panels(const CsrView<Index>& a, std::span<const float> x, std::int64_t n,
+                 std::span<float> y, std::int64_t panel) {
   check_shapes(a, x, n, y);
   if (n == 0 || a.rows == 0) return;
+  if (panel <= 0) throw InputError("spmm: panel", "must be positive, got " + std::to_string(panel));
   const SpmmRowsFn<Index> fn = pick_kernel<Index>(active_isa());
   const SpmmOperands<Index> op{a.indptr.data(), a.indices.data(), a.values.data(), x.data(), n};
   const std::int64_t rows = a.rows;
@@ -105,7 +136,7 @@ void spmm_impl(const CsrView<Index>& a, std::span<const float> x, std::int64_t n
   const std::int64_t tasks = std::clamp<std::int64_t>(total_cost * n / kMinTaskFlops, 1,
                                                       threads * kTasksPerThread);
   if (tasks == 1) {
-    fn(op, 0, rows, 0, nnz, y_data);
+    for (std::int64_t c0 = 0; c0 < n; c0 += panel) fn(op, 0, rows, 0, nnz, c0, std::min(n, c0 + panel), y_data);
     return;
   }
   const std::int64_t task_cost = (total_cost + tasks - 1) / tasks;
@@ -122,18 +153,39 @@ void spmm_impl(const CsrView<Index>& a, std::span<const float> x, std::int64_t n
     }
     return lo;
   };
-  tbb::parallel_for(std::int64_t{0}, tasks, [&](std::int64_t t) {
-    const std::int64_t r0 = row_at_cost(t * task_cost);
-    const std::int64_t r1 = t + 1 == tasks ? rows : row_at_cost((t + 1) * task_cost);
-    std::int64_t r = r0;
-    while (r < r1) {
-      std::int64_t h = r;
-      while (h < r1 && a.indptr[h + 1] - a.indptr[h] <= heavy_nnz) ++h;
-      if (h > r) fn(op, r, h, 0, nnz, y_data + r * n);
-      if (h < r1) heavy_row(fn, op, h, heavy_nnz, y_data + h * n);
-      r = h + 1;
-    }
-  }, tbb::simple_partitioner{});
+  std::vector<std::int64_t> bounds(static_cast<std::size_t>(tasks + 1));
+  for (std::int64_t t = 0; t < tasks; ++t) bounds[t] = row_at_cost(t * task_cost);
+  bounds[tasks] = rows;
+  // Panels run one after the other, so all threads gather from the same panel of X at a time.
+  for (std::int64_t c0 = 0; c0 < n; c0 += panel) {
+    const std::int64_t c1 = std::min(n, c0 + panel);
+    tbb::parallel_for(std::int64_t{0}, tasks, [&](std::int64_t t) {
+      const std::int64_t r1 = bounds[t + 1];
+      std::int64_t r = bounds[t];
+      while (r < r1) {
+        std::int64_t h = r;
+        while (h < r1 && a.indptr[h + 1] - a.indptr[h] <= heavy_nnz) ++h;
+        if (h > r) fn(op, r, h, 0, nnz, c0, c1, y_data + r * n);
+        if (h < r1) heavy_row(fn, op, h, heavy_nnz, c0, c1, y_data + h * n);
+        r = h + 1;
+      }
+    }, tbb::simple_partitioner{});
+  }
+}
+
+template void spmm_panels<std::int32_t>(const CsrView<std::int32_t>&, std::span<const float>,
+                                        std::int64_t, std::span<float>, std::int64_t);
+template void spmm_panels<std::int64_t>(const CsrView<std::int64_t>&, std::span<const float>,
+                                        std::int64_t, std::span<float>, std::int64_t);
+
+}  // namespace detail
+
+namespace {
+
+template <typename Index>
+void spmm_impl(const CsrView<Index>& a, std::span<const float> x, std::int64_t n,
+               std::span<float> y) {
+  detail::spmm_panels(a, x, n, y, detail::spmm_default_panel(a.cols, n));
 }
 
 }  // namespace

@@ -29,13 +29,13 @@ struct Avx2 {
 
 template <typename Index>
 void spmm_rows_avx2(const SpmmOperands<Index>& op, std::int64_t r0, std::int64_t r1,
-                    std::int64_t lo, std::int64_t hi, float* y) {
-  simd::spmm_rows<Avx2>(op, r0, r1, lo, hi, y);
+                    std::int64_t lo, std::int64_t hi, std::int64_t c0, std::int64_t c1, float* y) {
+  simd::spmm_rows<Avx2>(op, r0, r1, lo, hi, c0, c1, y);
 }
 
-template void spmm_rows_avx2<std::int32_t>(const SpmmOperands<std::int32_t>&, std::int64_t,
-                                           std::int64_t, std::int64_t, std::int64_t, float*);
-template void spmm_rows_avx2<std::int64_t>(const SpmmOperands<std::int64_t>&, std::int64_t,
-                                           std::int64_t, std::int64_t, std::int64_t, float*);
+template void spmm_rows_avx2<std::int32_t>(const SpmmOperands<std::int32_t>&,
+    std::int64_t, std::int64_t, std::int64_t, std::int64_t, std::int64_t, std::int64_t, float*);
+template void spmm_rows_avx2<std::int64_t>(const SpmmOperands<std::int64_t>&,
+    std::int64_t, std::int64_t, std::int64_t, std::int64_t, std::int64_t, std::int64_t, float*);
 
 }  // namespace dype::kernels::cpu::detail

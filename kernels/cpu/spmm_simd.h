@@ -83,29 +83,31 @@ inline void row_tail_block(int vecs, const SpmmOperands<Index>& op, std::int64_t
 
 template <class V, typename Index>
 void spmm_rows(const SpmmOperands<Index>& op, std::int64_t r0, std::int64_t r1, std::int64_t lo,
-               std::int64_t hi, float* y) {
+               std::int64_t hi, std::int64_t c0, std::int64_t c1, float* y) {
   constexpr std::int64_t W = V::kWidth;
   constexpr std::int64_t kBlock = W * V::kMaxVecs;
   const std::int64_t n = op.n;
-  const std::int64_t full_blocks = n / kBlock;
-  const std::int64_t rem = n % kBlock;
+  const std::int64_t width = c1 - c0;
+  const std::int64_t full_blocks = width / kBlock;
+  const std::int64_t rem = width % kBlock;
   const int rem_vecs = static_cast<int>((rem + W - 1) / W);
   const bool rem_masked = rem % W != 0;
   const typename V::Mask rem_mask = V::tail_mask(static_cast<int>(rem_masked ? rem % W : W));
   const typename V::Mask full_mask = V::tail_mask(static_cast<int>(W));
+  const std::int64_t tail_c0 = c0 + full_blocks * kBlock;
   for (std::int64_t r = r0; r < r1; ++r) {
     float* out = y + (r - r0) * n;
     const std::int64_t b = std::max<std::int64_t>(op.indptr[r], lo);
     const std::int64_t e = std::min<std::int64_t>(op.indptr[r + 1], hi);
     for (std::int64_t blk = 0; blk < full_blocks; ++blk) {
-      row_block<V, V::kMaxVecs, false>(op, b, e, hi, blk * kBlock, full_mask, out + blk * kBlock);
+      const std::int64_t cb = c0 + blk * kBlock;
+      row_block<V, V::kMaxVecs, false>(op, b, e, hi, cb, full_mask, out + cb);
     }
     if (rem == 0) continue;
-    const std::int64_t c0 = full_blocks * kBlock;
     if (rem_masked) {
-      row_tail_block<V, true>(rem_vecs, op, b, e, hi, c0, rem_mask, out + c0);
+      row_tail_block<V, true>(rem_vecs, op, b, e, hi, tail_c0, rem_mask, out + tail_c0);
     } else {
-      row_tail_block<V, false>(rem_vecs, op, b, e, hi, c0, rem_mask, out + c0);
+      row_tail_block<V, false>(rem_vecs, op, b, e, hi, tail_c0, rem_mask, out + tail_c0);
     }
   }
 }

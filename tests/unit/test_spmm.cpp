@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "kernels/cpu/isa.h"
+#include "kernels/cpu/spmm_kernels.h"
 #include "kernels/csr.h"
 #include "kernels/error.h"
 
@@ -48,12 +49,18 @@ std::vector<float> random_dense(std::int64_t count, std::uint64_t seed) {
   return v;
 }
 
-// Checks spmm(a, x) against the reference within a bound scaled by sum |a_ij x_jc|.
+// Checks spmm(a, x) against the reference within a bound scaled by sum |a_ij x_jc|. panel > 0
+// forces that column-panel width (spmm() itself only uses panels when X outgrows the cache).
 template <typename Index>
-void expect_matches_reference(const Csr<Index>& a, std::int64_t n, const std::string& what) {
+void expect_matches_reference(const Csr<Index>& a, std::int64_t n, const std::string& what,
+                              std::int64_t panel = 0) {
   const std::vector<float> x = random_dense(a.cols * n, 7);
   std::vector<float> y(static_cast<std::size_t>(a.rows * n), std::nanf(""));  // must be overwritten
-  spmm(a.view(), x, n, y);
+  if (panel > 0) {
+    detail::spmm_panels(a.view(), std::span<const float>(x), n, std::span<float>(y), panel);
+  } else {
+    spmm(a.view(), x, n, y);
+  }
   std::vector<double> ref(static_cast<std::size_t>(n)), mag(static_cast<std::size_t>(n));
   for (std::int64_t r = 0; r < a.rows; ++r) {
     std::fill(ref.begin(), ref.end(), 0.0);
@@ -71,7 +78,7 @@ void expect_matches_reference(const Csr<Index>& a, std::int64_t n, const std::st
       if (!(std::abs(got - ref[c]) <= 1e-5 * mag[c] + 1e-6)) {
         ASSERT_NEAR(got, ref[c], 1e-5 * mag[c] + 1e-6)
             << what << " isa=" << to_string(active_isa()) << " row " << r << " col " << c
-            << " n=" << n;
+            << " n=" << n << " panel=" << panel;
       }
     }
   }
@@ -170,6 +177,38 @@ TEST_P(SpmmTest, PowerLawDegrees) {
     d = std::min<std::int64_t>(static_cast<std::int64_t>(std::pow(u(rng), -1.5)) - 1, 6000);
   }
   expect_matches_reference(make_csr<std::int32_t>(4000, 4000, row_nnz, 11), 128, "power law");
+}
+
+TEST_P(SpmmTest, ColumnPanelsOfAnyWidthCoverEveryColumn) {
+  // Panels narrower than n, not multiples of the vector width, and with a ragged last panel; the
+  // heavy row checks that the partial rows of a split row are summed per panel.
+  std::vector<std::int64_t> row_nnz(600, 5);
+  row_nnz[10] = 0;
+  row_nnz[300] = 9000;
+  const auto a32 = make_csr<std::int32_t>(600, 700, row_nnz, 14);
+  const auto a64 = make_csr<std::int64_t>(600, 700, row_nnz, 14);
+  for (std::int64_t n : {1, 17, 64, 130}) {
+    for (std::int64_t panel : {1, 7, 16, 32, 48, 129, 1000}) {
+      expect_matches_reference(a32, n, "panels int32", panel);
+      expect_matches_reference(a64, n, "panels int64", panel);
+    }
+  }
+}
+
+TEST(SpmmPanelWidth, PanelsOnlyWhenXOutgrowsTheCacheAndAPanelFits) {
+  constexpr std::int64_t kMiB = 1 << 20;
+  // X of 100k x 128 floats = 51 MB against 16 MiB of cache: 32-column panels (12.8 MB).
+  EXPECT_EQ(detail::spmm_panel_width(100000, 128, 16 * kMiB), 32);
+  EXPECT_EQ(detail::spmm_panel_width(100000, 128, 24 * kMiB), 48);
+  // X fits: one pass over A.
+  EXPECT_EQ(detail::spmm_panel_width(100000, 128, 64 * kMiB), 128);
+  EXPECT_EQ(detail::spmm_panel_width(1000, 512, 16 * kMiB), 512);
+  // Not even the narrowest panel fits: panels would only re-read A.
+  EXPECT_EQ(detail::spmm_panel_width(2400000, 100, 16 * kMiB), 100);
+  // Narrow features are never cut.
+  EXPECT_EQ(detail::spmm_panel_width(100000000, 32, 1 * kMiB), 32);
+  EXPECT_EQ(detail::spmm_panel_width(0, 64, 0), 64);
+  EXPECT_GT(detail::llc_bytes(), 0);
 }
 
 TEST_P(SpmmTest, DegenerateShapesAreNoOps) {
