@@ -43,6 +43,18 @@ CostTables::CostTables(const SystemSpec& system, const CostModel& model, const S
       }
     }
   }
+  for (int first = 0; first < n_ && ranges_grow_; ++first) {
+    for (int last = first; last + 1 < n_ && ranges_grow_; ++last) {
+      for (std::size_t kc = 0; kc < kcs_; ++kc) {
+        const int k = static_cast<int>(kc);
+        if (compute(first, last + 1, k) < compute(first, last, k) ||
+            (first > 0 && compute(first - 1, last, k) < compute(first, last, k))) {
+          ranges_grow_ = false;
+          break;
+        }
+      }
+    }
+  }
   transfer_.assign(n > 1 ? (n - 1) * kcs_ * kcs_ : 0, 0.0);
   for (int k = 0; k + 1 < n_; ++k) {
     for (std::size_t a = 0; a < kcs_; ++a) {

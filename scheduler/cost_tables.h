@@ -42,11 +42,18 @@ class CostTables {
     return transfer_[(static_cast<std::size_t>(k) * kcs_ + kc_from) * kcs_ + kc_to];
   }
 
+  // True when a stage never gets faster by taking one more kernel on either side (compute(a, b + 1)
+  // and compute(a - 1, b) >= compute(a, b) for every group, kInf included): true for the additive
+  // models. The solvers then stop extending a stage once it breaks a bound, and bound the period
+  // by each kernel's fastest time alone; otherwise they scan every range.
+  bool ranges_grow() const { return ranges_grow_; }
+
   nlohmann::json to_json() const;
 
  private:
   int n_ = 0;
   std::size_t kcs_ = 0;
+  bool ranges_grow_ = true;
   std::vector<int> max_count_;
   std::vector<int> offset_;
   std::vector<DeviceGroup> kc_group_;

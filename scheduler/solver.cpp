@@ -136,6 +136,7 @@ struct Pass {
   double period_cap = kInf;
   double latency_cap = kInf;
   double energy_ub = kInf;
+  int max_group = 1 << 30;  // largest device count per stage considered (a restricted pre-pass)
 };
 
 inline bool dominates(const Label& x, const Label& y, unsigned dims) {
@@ -149,6 +150,7 @@ class LabelDp {
     n_ = t.num_kernels();
     kcs_ = t.num_kc();
     lists_.assign(static_cast<std::size_t>(n_ + 1) * u_.size * std::max(kcs_, 1), {});
+    if (pass_.energy_ub < kInf) rest_energy_lb();
     run();
   }
 
@@ -215,11 +217,50 @@ class LabelDp {
     return (static_cast<std::size_t>(i) * u_.size + u) * kcs_ + kc;
   }
 
-  bool keep(const Label& l, int u) const {
-    if (!within(l.partial, pass_.period_cap) || !within(l.max_t, pass_.period_cap)) return false;
-    if (!within(l.lat, pass_.latency_cap)) return false;
+  // Lower bounds on what kernels [i, n) still add, for pruning against a known plan's energy:
+  //  rest_[i]: energy of the devices that will run them: a stage on c new devices draws at least
+  //    c p_exec C (its compute, plus idle power over a period >= C; transfers add >= 0 as
+  //    p_xfer >= p_idle), with no device limits;
+  //  rest_dyn_[i]: the same above idle power, c (p_exec - p_idle) C, for when the first of those
+  //    stages is being opened on devices already counted in the label's usage;
+  //  rest_period_[i]: the period they force: a kernel runs in some stage, and when stages only
+  //    grow (ranges_grow) that stage takes at least the kernel's fastest single-kernel time.
+  void rest_energy_lb() {
+    rest_.assign(static_cast<std::size_t>(n_ + 1), kInf);
+    rest_dyn_ = rest_;
+    rest_period_.assign(static_cast<std::size_t>(n_ + 1), 0.0);
+    rest_[n_] = rest_dyn_[n_] = 0;
+    for (int i = n_ - 1; i >= 0; --i) {
+      double fastest = kInf;
+      for (int j = i + 1; j <= n_; ++j) {
+        if (!(rest_[j] < kInf)) continue;
+        for (int kc = 0; kc < kcs_; ++kc) {
+          const double c = t_.compute(i, j - 1, kc);
+          if (!(c < kInf)) continue;
+          const DeviceGroup g = t_.group(kc);
+          const PowerStates& p = t_.power(g.kind);
+          rest_[i] = std::min(rest_[i], g.count * p.exec_w * c + rest_[j]);
+          if (rest_dyn_[j] < kInf) rest_dyn_[i] = std::min(rest_dyn_[i], g.count * (p.exec_w - p.idle_w) * c + rest_dyn_[j]);
+          if (j == i + 1) fastest = std::min(fastest, c);
+        }
+      }
+      rest_period_[i] = std::max(rest_period_[i + 1], t_.ranges_grow() && fastest < kInf ? fastest : 0.0);
+    }
+  }
+
+  // Whether a label for kernels [0, i) can still lead to an admissible plan. The caps' tests are
+  // monotone in the open stage's compute time: a stage that fails them cannot pass by growing.
+  bool within_caps(const Label& l) const {
+    return within(l.partial, pass_.period_cap) && within(l.max_t, pass_.period_cap) &&
+           within(l.lat, pass_.latency_cap);
+  }
+
+  // opening: the label opens a stage at i on devices already in u.
+  bool keep(const Label& l, int u, int i, bool opening = false) const {
+    if (!within_caps(l)) return false;
     if (pass_.energy_ub < kInf) {
-      const double lb = l.a + std::max(l.max_t, l.partial) * u_.idle_w[u];
+      const double rest = opening ? rest_dyn_[i] : rest_[i];
+      const double lb = l.a + rest + std::max({l.max_t, l.partial, rest_period_[i]}) * u_.idle_w[u];
       if (!within(lb, pass_.energy_ub)) return false;
     }
     return true;
@@ -251,7 +292,7 @@ class LabelDp {
       for (int u2 = 0; u2 < u_.size; ++u2) {
         for (int kc = 0; kc < kcs_; ++kc) {
           const DeviceGroup g = t_.group(kc);
-          if (u_.digits[u2][g.kind] < g.count) continue;
+          if (u_.digits[u2][g.kind] < g.count || g.count > pass_.max_group) continue;
           const int u1 = u2 - g.count * u_.stride[g.kind];
           const PowerStates& p = t_.power(g.kind);
           const double xfer_w = g.count * (p.xfer_w - p.idle_w);
@@ -269,7 +310,7 @@ class LabelDp {
                 const Label& l = arena_[id];
                 Label o{std::max(l.max_t, l.partial + x), x, l.a + (xfer_wp + xfer_w) * x, l.lat + x,
                         id, 0, 0, kc};
-                if (!keep(o, u2)) continue;
+                if (!keep(o, u2, ip, true)) continue;
                 insert(opening, o, pass_.dims);
               }
             }
@@ -277,15 +318,23 @@ class LabelDp {
           if (opening.empty()) continue;
           // Step 2: the new stage runs kernels [ip, i - 1].
           const double exec_w = g.count * (p.exec_w - p.idle_w);
+          const bool grow = t_.ranges_grow();
           for (int i = ip + 1; i <= n_; ++i) {
             const double c = t_.compute(ip, i - 1, kc);
-            if (!(c < kInf)) continue;
+            if (!(c < kInf)) {
+              if (grow) break;
+              continue;
+            }
             const std::size_t s = state(i, u2, kc);
+            bool capped = true;
             for (const Label& o : opening) {
               Label l{o.max_t, o.partial + c, o.a + exec_w * c, o.lat + c, o.parent, ip, i - 1, kc};
-              if (!keep(l, u2)) continue;
+              if (!within_caps(l)) continue;
+              capped = false;
+              if (!keep(l, u2, i)) continue;
               insert_state(s, l);
             }
+            if (capped && grow) break;  // a longer stage breaks the caps too
           }
         }
       }
@@ -299,6 +348,9 @@ class LabelDp {
   int kcs_ = 0;
   std::vector<Label> arena_;
   std::vector<std::vector<int>> lists_;
+  std::vector<double> rest_;
+  std::vector<double> rest_dyn_;
+  std::vector<double> rest_period_;
 };
 
 struct Found {
@@ -339,6 +391,7 @@ class PeriodSearch {
     part_.resize(states);
     pip_.resize(states);
     pkp_.resize(states);
+    live_.resize(static_cast<std::size_t>(n_ + 1) * u_.size);
   }
 
   Found run(double hi_bound) {
@@ -382,8 +435,12 @@ class PeriodSearch {
   Check check(double p_max) {
     Check r;
     std::fill(part_.begin(), part_.end(), kInf);
+    std::fill(live_.begin(), live_.end(), 0);
+    live_[0] = 1;
+    const bool grow = t_.ranges_grow();
     double v_min = kInf;
     for (int ip = 0; ip < n_; ++ip) {
+      if (ip > 0) drop_dominated_usage(ip);
       for (int u2 = 0; u2 < u_.size; ++u2) {
         for (int kc = 0; kc < kcs_; ++kc) {
           const DeviceGroup g = t_.group(kc);
@@ -395,6 +452,7 @@ class PeriodSearch {
             if (u1 != 0) continue;
             best_x = 0;
           } else {
+            if (!live_[static_cast<std::size_t>(ip) * u_.size + u1]) continue;  // nothing ends here
             const double* prev = &part_[state(ip, u1, 0)];
             for (int kp = 0; kp < kcs_; ++kp) {
               if (!(prev[kp] < kInf)) continue;
@@ -413,9 +471,13 @@ class PeriodSearch {
           }
           for (int i = ip + 1; i <= n_; ++i) {
             const double v = best_x + t_.compute(ip, i - 1, kc);
-            if (!(v < kInf)) continue;
+            if (!(v < kInf)) {
+              if (grow) break;
+              continue;
+            }
             if (v > p_max) {
               v_min = std::min(v_min, v);
+              if (grow) break;  // longer ranges only get slower
               continue;
             }
             const std::size_t s = state(i, u2, kc);
@@ -423,6 +485,7 @@ class PeriodSearch {
               part_[s] = v;
               pip_[s] = ip;
               pkp_[s] = best_kp;
+              live_[static_cast<std::size_t>(i) * u_.size + u2] = 1;
             }
           }
         }
@@ -466,13 +529,48 @@ class PeriodSearch {
     return r;
   }
 
+  // States (i, u, kc) are final once the sweep reaches i. A state whose open stage is no shorter
+  // than that of some (i, u', kc) with u' <= u (fewer devices of every kind) cannot lead anywhere
+  // the smaller one cannot, so it is dropped. Usages ascend numerically along every u' <= u chain,
+  // so one pass carries the best value below each u (best_below_).
+  void drop_dominated_usage(int i) {
+    const int kinds = static_cast<int>(u_.stride.size());
+    bool any = false;
+    for (int u = 0; u < u_.size; ++u) {
+      if (!live_[static_cast<std::size_t>(i) * u_.size + u]) continue;
+      any = true;
+      break;
+    }
+    if (!any) return;
+    best_below_.resize(static_cast<std::size_t>(u_.size) * kcs_);
+    for (int u = 0; u < u_.size; ++u) {
+      double* below = &best_below_[static_cast<std::size_t>(u) * kcs_];
+      double* own = &part_[state(i, u, 0)];
+      std::fill(below, below + kcs_, kInf);
+      for (int t = 0; t < kinds; ++t) {
+        if (u_.digits[u][t] == 0) continue;
+        const double* sub = &best_below_[static_cast<std::size_t>(u - u_.stride[t]) * kcs_];
+        for (int kc = 0; kc < kcs_; ++kc) below[kc] = std::min(below[kc], sub[kc]);
+      }
+      bool live = false;
+      for (int kc = 0; kc < kcs_; ++kc) {
+        if (own[kc] < kInf && below[kc] <= own[kc]) own[kc] = kInf;
+        below[kc] = std::min(below[kc], own[kc]);
+        live = live || own[kc] < kInf;
+      }
+      live_[static_cast<std::size_t>(i) * u_.size + u] = live ? 1 : 0;
+    }
+  }
+
   const CostTables& t_;
   Usage u_;
   int n_ = 0;
   int kcs_ = 0;
+  std::vector<double> best_below_;
   std::vector<double> part_;
   std::vector<int> pip_;
   std::vector<int> pkp_;
+  std::vector<char> live_;  // [i][u]: some state (i, u, *) is reachable under the bound
 };
 
 // Best single-stage plan under the caps: a cheap feasible plan whose energy bounds the search.
@@ -556,7 +654,12 @@ Found solve_exact(const CostTables& t, const ObjectiveSpec& o, Caps& caps) {
   };
   auto cheapest = [&](double period_cap, double ub) {
     ub = std::min(ub, seed_energy(t, period_cap, caps.latency));
-    return run_pass(t, {Goal::energy, kMaxT | kPartial | kA | lat, period_cap, caps.latency, ub});
+    // The best plan with one device per stage is found fast (few groups, few labels) and its
+    // energy bounds the full search, which then prunes most multi-device labels.
+    const Found one = run_pass(t, {Goal::energy, kMaxT | kPartial | kA | lat, period_cap, caps.latency, ub, 1});
+    if (one.ok) ub = std::min(ub, one.fig.energy);
+    const Found all = run_pass(t, {Goal::energy, kMaxT | kPartial | kA | lat, period_cap, caps.latency, ub});
+    return all.ok ? all : one;
   };
   switch (o.objective) {
     case Objective::perf: {
