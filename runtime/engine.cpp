@@ -27,6 +27,7 @@ Engine::Engine(const Model& model, std::shared_ptr<Planner> planner, const Chara
     : model_(model), planner_(std::move(planner)), options_(std::move(options)), mode_(options_.mode),
       drift_(options_.drift, initial) {
   if (!planner_) throw InputError("engine", "needs a planner");
+  observers_ = options_.observers;
   PlannedPipeline p = planner_->plan(initial, mode_, left_out_locked());
   {
     std::lock_guard lock(submit_mu_);
@@ -35,6 +36,7 @@ Engine::Engine(const Model& model, std::shared_ptr<Planner> planner, const Chara
     r.detail = "planned for the first characteristics, mode " + mode_;
     r.new_plan = p.mnemonic;
     r.swapped = true;
+    r.cost_source = p.cost_source;
     install_locked(std::move(p.spec), p.mnemonic, r, initial);
   }
   recovery_ = std::thread([this] { recovery_loop(); });
@@ -44,6 +46,7 @@ Engine::Engine(const Model& model, std::shared_ptr<Planner> planner, PipelineSpe
                const Characteristics& planned_for, EngineOptions options)
     : model_(model), planner_(std::move(planner)), options_(std::move(options)), mode_(options_.mode),
       drift_(options_.drift, planned_for) {
+  observers_ = options_.observers;
   {
     std::lock_guard lock(submit_mu_);
     ReplanRecord r;
@@ -172,6 +175,7 @@ void Engine::replan_locked(const std::string& cause, const std::string& detail, 
   } catch (const std::exception&) {
   }
   r.new_plan = p.mnemonic;
+  r.cost_source = p.cost_source;
   r.predicted_gain = (std::isfinite(old_score) && p.score > 0) ? old_score / p.score - 1.0 : INFINITY;
   const bool differs = !current_ || !same_layout(current_->spec(), p.spec);
   bool take = false;
@@ -265,6 +269,12 @@ std::future<HostTensor> Engine::submit(Request request, ResponseCallback callbac
       replan_locked("drift", sig->detail, sig->target, SwapPolicy::if_gain);
     } catch (const std::exception&) {
       // Keep serving on the current plan; the record says why no swap happened.
+    }
+  } else if (auto why = planner_ ? planner_->take_recheck() : std::nullopt) {
+    // The planner's models changed (online refinement): is the running plan still the best?
+    try {
+      replan_locked("model", *why, planned_for_, SwapPolicy::if_gain);
+    } catch (const std::exception&) {
     }
   }
   const std::uint64_t seq = next_seq_++;

@@ -49,6 +49,9 @@ struct EngineOptions {
   std::string mode = "perf";       // perf | energy | balanced | qos
   DriftOptions drift;
   int max_retries = 3;             // re-runs of one request after device faults
+  // Observers from the first pipeline on (add_observer reaches only pipelines built after it),
+  // e.g. a PerfModelPlanner refining its models from every request's kernel times.
+  std::vector<std::shared_ptr<Observer>> observers;
 };
 
 using ResponseCallback = std::function<void(std::uint64_t seq, const HostTensor* output, std::exception_ptr error)>;

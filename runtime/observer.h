@@ -9,10 +9,22 @@
 //   trace->write("trace.json");   // open in Perfetto / chrome://tracing
 #include <cstdint>
 #include <mutex>
+
+#include "kernels/op.h"
 #include <string>
 #include <vector>
 
 namespace dype::rt {
+
+// One kernel launch on one device of a stage: the shape it ran (the device's shard) and how long
+// the device took (modelled on emulated devices, measured otherwise).
+struct KernelTiming {
+  int kernel = 0;            // index in the model's chain
+  std::string device;        // "gpu0"
+  kernels::OpShape shape;
+  double seconds = 0.0;
+  bool modelled = false;
+};
 
 // One request's pass through one stage. Wall times are measured (steady clock, seconds);
 // modelled times come from emulated devices' virtual clocks (negative when none).
@@ -27,6 +39,7 @@ struct StageEvent {
   double modelled_end_s = -1.0;
   double predicted_s = 0.0;  // the plan's stage time (modelled)
   bool failed = false;
+  std::vector<KernelTiming> kernels;  // every launch of the stage (filled only for observers)
 };
 
 // Why and how a re-plan happened. Every swap has one.
@@ -42,6 +55,7 @@ struct ReplanRecord {
   double build_s = 0.0;         // measured: building + preloading the new pipeline
   double pause_s = 0.0;         // measured: how long the submitting client was held
   std::uint64_t at_request = 0;
+  std::string cost_source;      // where the planner's kernel times came from (fitted models / device models)
 };
 
 class Observer {

@@ -83,6 +83,7 @@ struct Pipeline::Work {
   Activation act;
   Completion c;
   bool failed = false;
+  std::vector<KernelTiming> timings;  // this stage's launches (only when observers listen)
 };
 
 Pipeline::Pipeline(const Model& model, PipelineSpec spec, PipelineOptions options)
@@ -262,6 +263,7 @@ void Pipeline::worker(int s) {
     }
     std::unique_ptr<Work> w(raw);
     st.taken++;
+    w->timings.clear();
     const auto depth = std::max<std::ptrdiff_t>(0, queues_[s]->size());
     const double t0 = wall_now_s();
     double m0 = -1, m1 = -1;
@@ -326,6 +328,7 @@ void Pipeline::worker(int s) {
       ev.modelled_end_s = m1;
       ev.predicted_s = st.spec.predicted_s;
       ev.failed = w->failed;
+      ev.kernels = std::move(w->timings);
       for (Observer* o : options_.observers) o->on_stage(ev);
     }
     {
@@ -410,6 +413,14 @@ void Pipeline::process(StageState& st, Work& w, TransferCounters& tc) {
     next.cols.assign(static_cast<std::size_t>(step.outputs()), step.out_cols);
     next.shards.resize(c);
     std::vector<std::vector<hw::Event>> events(c);
+    std::vector<std::vector<KernelTiming>> timings(c);
+    const bool timed = !options_.observers.empty();
+    auto launch = [&](std::size_t j, hw::Device& d, const hw::KernelLaunch& l) {
+      const hw::Event e = d.launch(l);
+      events[j].push_back(e);
+      if (timed)
+        timings[j].push_back({k, d.name(), l.shape, e.end_s - e.start_s, e.source == hw::TimeSource::modelled});
+    };
     auto run = [&](std::size_t j) {
       DeviceState& ds = st.devs[j];
       hw::Device& d = *ds.dev;
@@ -423,8 +434,8 @@ void Pipeline::process(StageState& st, Work& w, TransferCounters& tc) {
         out.held_hi = out.valid_hi = in.own_hi;
         const std::int64_t m = out.held_rows();
         hw::BufferPtr y = d.allocate(static_cast<std::size_t>(m * step.out_cols) * 4);
-        events[j].push_back(d.launch(hw::KernelLaunch::spmm(*ds.indptr, *ds.indices, *ds.values, *in.tensors[0], *y, m, rows,
-                                                            step.in_cols, ds.g_nnz, 4, req.graph()->degree_skew)));
+        launch(j, d, hw::KernelLaunch::spmm(*ds.indptr, *ds.indices, *ds.values, *in.tensors[0], *y, m, rows, step.in_cols,
+                                            ds.g_nnz, 4, req.graph()->degree_skew));
         out.tensors.push_back(std::move(y));
       } else if (step.op == OpKind::window_attention) {
         out.held_lo = in.held_lo;
@@ -435,9 +446,9 @@ void Pipeline::process(StageState& st, Work& w, TransferCounters& tc) {
         out.valid_hi = in.own_hi;
         const std::int64_t m = out.held_rows();
         hw::BufferPtr y = d.allocate(static_cast<std::size_t>(m * step.out_cols) * 4);
-        events[j].push_back(d.launch(hw::KernelLaunch::window_attention(
-            *in.tensors[0], *in.tensors[1], *in.tensors[2], *y, m, model_.spec().heads,
-            model_.spec().d_model / model_.spec().heads, req.window())));
+        launch(j, d, hw::KernelLaunch::window_attention(*in.tensors[0], *in.tensors[1], *in.tensors[2], *y, m,
+                                                        model_.spec().heads, model_.spec().d_model / model_.spec().heads,
+                                                        req.window()));
         out.tensors.push_back(std::move(y));
       } else {
         out.held_lo = in.held_lo;
@@ -448,8 +459,8 @@ void Pipeline::process(StageState& st, Work& w, TransferCounters& tc) {
         const auto& wb = ds.weights[static_cast<std::size_t>(k - st.spec.first)];
         for (int o = 0; o < step.outputs(); ++o) {
           hw::BufferPtr y = d.allocate(static_cast<std::size_t>(m * step.out_cols) * 4);
-          events[j].push_back(d.launch(hw::KernelLaunch::gemm(*in.tensors[0], *wb[2 * o], wb[2 * o + 1].get(), *y, m,
-                                                              step.in_cols, step.out_cols, step.epilogue)));
+          launch(j, d, hw::KernelLaunch::gemm(*in.tensors[0], *wb[2 * o], wb[2 * o + 1].get(), *y, m, step.in_cols,
+                                              step.out_cols, step.epilogue));
           out.tensors.push_back(std::move(y));
         }
       }
@@ -461,6 +472,7 @@ void Pipeline::process(StageState& st, Work& w, TransferCounters& tc) {
     }
     for (const auto& ev : events)
       for (const auto& e : ev) note(e);
+    for (auto& t : timings) w.timings.insert(w.timings.end(), t.begin(), t.end());
     w.act = std::move(next);
   }
   double end = mend;

@@ -310,6 +310,7 @@ PlannedPipeline SchedPlanner::plan(const Characteristics& c, const std::string& 
   out.period_s = p.period_s;
   out.energy_j = p.energy_j;
   out.score = p.score;
+  out.cost_source = "device models (modelled ground truth)";
   return out;
 }
 

@@ -11,6 +11,7 @@
 //   std::cout << p.mnemonic << " " << rt::describe(p.spec);
 #include <functional>
 #include <memory>
+#include <optional>
 #include <set>
 #include <string>
 
@@ -27,6 +28,7 @@ struct PlannedPipeline {
   double period_s = 0.0;        // predicted (modelled)
   double energy_j = 0.0;        // predicted per inference (modelled)
   double score = 0.0;           // the objective's value (period for perf, energy otherwise)
+  std::string cost_source;      // where the kernel times came from ("device models", fitted models...)
 };
 
 class Planner {
@@ -46,6 +48,10 @@ class Planner {
     (void)mode;
     return predict_period_s(spec, c);
   }
+  // A reason to re-check the running plan that is not in the requests (e.g. the performance
+  // models were refined from measured stage times since the last plan); empty otherwise. Taking
+  // it clears it. The engine polls it from its submit path.
+  virtual std::optional<std::string> take_recheck() { return std::nullopt; }
 };
 
 // One device's time for one kernel shape (seconds, a prediction); kInf when it cannot run it.
