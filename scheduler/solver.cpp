@@ -288,20 +288,32 @@ class LabelDp {
   void run() {
     arena_.push_back({0, 0, 0, 0, -1, -1, -1, -1});  // the empty pipeline
     std::vector<Label> opening;
+    std::vector<int> live_kp;
     for (int ip = 0; ip < n_; ++ip) {
-      for (int u2 = 0; u2 < u_.size; ++u2) {
+      // Rows (ip, u1) in order, skipping empty ones; each group kc that still fits opens a stage
+      // on top of them, at usage u2 = u1 + kc.
+      for (int u1 = 0; u1 < u_.size; ++u1) {
+        live_kp.clear();
+        if (ip == 0) {
+          if (u1 != 0) continue;
+        } else {
+          for (int kp = 0; kp < kcs_; ++kp) {
+            if (!lists_[state(ip, u1, kp)].empty()) live_kp.push_back(kp);
+          }
+          if (live_kp.empty()) continue;
+        }
         for (int kc = 0; kc < kcs_; ++kc) {
           const DeviceGroup g = t_.group(kc);
-          if (u_.digits[u2][g.kind] < g.count || g.count > pass_.max_group) continue;
-          const int u1 = u2 - g.count * u_.stride[g.kind];
+          if (u_.digits[u1][g.kind] + g.count > t_.max_count(g.kind) || g.count > pass_.max_group) continue;
+          const int u2 = u1 + g.count * u_.stride[g.kind];
           const PowerStates& p = t_.power(g.kind);
           const double xfer_w = g.count * (p.xfer_w - p.idle_w);
           // Step 1: close the previous stage with its transfer into g.
           opening.clear();
           if (ip == 0) {
-            if (u1 == 0) opening.push_back({0, 0, 0, 0, 0, 0, 0, kc});
+            opening.push_back({0, 0, 0, 0, 0, 0, 0, kc});
           } else {
-            for (int kp = 0; kp < kcs_; ++kp) {
+            for (int kp : live_kp) {
               const DeviceGroup gp = t_.group(kp);
               const PowerStates& pp = t_.power(gp.kind);
               const double xfer_wp = gp.count * (pp.xfer_w - pp.idle_w);
@@ -380,10 +392,15 @@ Found run_pass(const CostTables& t, const Pass& pass) {
 // real plan periods from above (a feasible check returns a plan, hi = its period) and to the next
 // event from below: an infeasible check at P also reports the smallest rejected stage time v_min,
 // and since every check with P' < v_min makes identical decisions, P* >= v_min. The search ends
-// when the check at lo succeeds (then P* = lo) or lo reaches hi. No tolerance is involved.
+// when the check at lo succeeds (then P* = lo) or lo reaches hi, or when a check just below the
+// best period found fails (then no plan is faster by more than a relative 1e-12).
 // ---------------------------------------------------------------------------------------------
 class PeriodSearch {
  public:
+  // Relative margin of the "below the best period" probe: far above summation-order rounding (so
+  // the check's sums and figures()' cannot disagree across it), far below any real difference.
+  static constexpr double kBelow = 1e-12;
+
   explicit PeriodSearch(const CostTables& t) : t_(t), u_(t) {
     n_ = t.num_kernels();
     kcs_ = t.num_kc();
@@ -397,29 +414,37 @@ class PeriodSearch {
   Found run(double hi_bound) {
     Found best;
     double lo = 0, hi = hi_bound;
-    bool test_lo = false;
+    // Probes cycle: the midpoint, lo (P* is often exactly the next event), and just below the best
+    // period found (one failed check there proves it optimal, instead of bisecting lo up to it).
+    enum class Probe { mid, lo, below_hi } probe = Probe::mid;
     for (int iter = 0; iter < 4096; ++iter) {
       double p;
-      if (test_lo) {
-        p = lo;
-      } else if (hi < kInf) {
-        p = lo + 0.5 * (hi - lo);
-      } else {
+      if (!(hi < kInf)) {
         p = kInf;  // no bound yet: any plan gives one
+      } else if (probe == Probe::lo) {
+        p = lo;
+      } else if (probe == Probe::below_hi) {
+        p = hi * (1 - kBelow);
+      } else {
+        p = lo + 0.5 * (hi - lo);
       }
       const Check c = check(p);
       if (c.ok) {
+        const double found = c.found.fig.period;
+        const bool progress = found < hi * (1 - kBelow);
         best = c.found;
-        hi = c.found.fig.period;
-        if (test_lo || hi <= lo) break;  // P* >= lo and a plan with period <= lo exists
+        hi = found;
+        if (probe == Probe::lo || hi <= lo) break;  // P* >= lo and a plan with period <= lo exists
+        if (probe == Probe::below_hi && !progress) break;  // same period up to rounding
       } else {
+        if (probe == Probe::below_hi && best.ok) break;  // no plan beats hi by more than kBelow
         if (!(c.v_min < kInf)) break;  // nothing was rejected: no plan at all
         lo = c.v_min;
         if (lo >= hi) break;
       }
-      test_lo = !test_lo;
+      probe = probe == Probe::mid ? Probe::lo : probe == Probe::lo ? Probe::below_hi : Probe::mid;
     }
-    if (!best.ok && hi < kInf) best = check(hi).found;  // lo met the caller's bound hi first
+  if (!best.ok && hi < kInf) best = check(hi).found;  // lo met the caller's bound hi first
     return best;
   }
 
@@ -441,21 +466,26 @@ class PeriodSearch {
     double v_min = kInf;
     for (int ip = 0; ip < n_; ++ip) {
       if (ip > 0) drop_dominated_usage(ip);
-      for (int u2 = 0; u2 < u_.size; ++u2) {
+      // Rows (ip, u1) in order; each group kc that still fits sends them to (ip, u1 + kc).
+      for (int u1 = 0; u1 < u_.size; ++u1) {
+        if (ip == 0 ? u1 != 0 : !live_[static_cast<std::size_t>(ip) * u_.size + u1]) continue;
+        const double* prev = &part_[state(ip, u1, 0)];
+        live_kp_.clear();
+        if (ip > 0) {
+          for (int kp = 0; kp < kcs_; ++kp) {
+            if (prev[kp] < kInf) live_kp_.push_back(kp);
+          }
+        }
         for (int kc = 0; kc < kcs_; ++kc) {
           const DeviceGroup g = t_.group(kc);
-          if (u_.digits[u2][g.kind] < g.count) continue;
-          const int u1 = u2 - g.count * u_.stride[g.kind];
+          if (u_.digits[u1][g.kind] + g.count > t_.max_count(g.kind)) continue;
+          const int u2 = u1 + g.count * u_.stride[g.kind];
           double best_x = kInf;
           int best_kp = -1;
           if (ip == 0) {
-            if (u1 != 0) continue;
             best_x = 0;
           } else {
-            if (!live_[static_cast<std::size_t>(ip) * u_.size + u1]) continue;  // nothing ends here
-            const double* prev = &part_[state(ip, u1, 0)];
-            for (int kp = 0; kp < kcs_; ++kp) {
-              if (!(prev[kp] < kInf)) continue;
+            for (int kp : live_kp_) {
               const double x = t_.transfer(ip - 1, kp, kc);
               const double done = prev[kp] + x;
               if (done > p_max) {
@@ -571,6 +601,7 @@ class PeriodSearch {
   std::vector<int> pip_;
   std::vector<int> pkp_;
   std::vector<char> live_;  // [i][u]: some state (i, u, *) is reachable under the bound
+  std::vector<int> live_kp_;
 };
 
 // Best single-stage plan under the caps: a cheap feasible plan whose energy bounds the search.
