@@ -99,7 +99,7 @@ InferRequest from_proto(const pb::ModelInferRequest& r) {
     }
     if (r.raw_input_contents_size() > 0) {
       if (t.has_contents()) throw InputError(where, "has contents and raw_input_contents");
-      x.raw = r.raw_input_contents(i);
+      x.view = std::string_view(r.raw_input_contents(i));  // in place: the request outlives `in`
     } else if (x.datatype == "FP32") {
       append_raw<float>(x.raw, t.contents().fp32_contents());
     } else if (x.datatype == "INT64") {
@@ -111,8 +111,8 @@ InferRequest from_proto(const pb::ModelInferRequest& r) {
     } else {
       throw InputError(where + ".datatype", x.datatype + " is accepted only as raw_input_contents");
     }
-    if (x.raw.size() != static_cast<std::size_t>(n) * esize)
-      throw InputError(where, std::to_string(x.raw.size()) + " data bytes, " + x.datatype + " of " + std::to_string(n) +
+    if (x.bytes().size() != static_cast<std::size_t>(n) * esize)
+      throw InputError(where, std::to_string(x.bytes().size()) + " data bytes, " + x.datatype + " of " + std::to_string(n) +
                                   " elements needs " + std::to_string(static_cast<std::size_t>(n) * esize));
     in.inputs.push_back(std::move(x));
   }
@@ -128,7 +128,7 @@ void to_proto(const std::string& model, const std::string& id, const Tensor& y, 
   o->set_name(y.name);
   o->set_datatype(y.datatype);
   for (std::int64_t d : y.shape) o->add_shape(d);
-  resp.add_raw_output_contents(y.raw);
+  resp.add_raw_output_contents(std::string(y.bytes()));
 }
 
 struct GrpcServer::Impl final : public pb::GRPCInferenceService::Service {
@@ -150,7 +150,9 @@ struct GrpcServer::Impl final : public pb::GRPCInferenceService::Service {
       service.model(req.model_name());
       AdmissionControl::Ticket ticket(admission);
       const InferRequest in = from_proto(req);
-      to_proto(req.model_name(), in.id, run_infer(service, graphs, req.model_name(), in), resp);
+      double engine_s = 0.0;
+      to_proto(req.model_name(), in.id, run_infer(service, graphs, req.model_name(), in, &engine_s), resp);
+      (*resp.mutable_parameters())["dype_engine_time_us"].set_double_param(engine_s * 1e6);
     } catch (...) {
       st = status_of(std::current_exception(), reason);
     }

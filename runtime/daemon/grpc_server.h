@@ -25,7 +25,8 @@ class ModelInferResponse;
 
 namespace dype::rt::daemon {
 
-// Protobuf <-> protocol tensors (same checks as the JSON/binary path).
+// Protobuf <-> protocol tensors (same checks as the JSON/binary path). raw_input_contents are
+// viewed in place (Tensor::view): `request` must outlive the result.
 InferRequest from_proto(const inference::ModelInferRequest& request);
 void to_proto(const std::string& model, const std::string& id, const Tensor& output,
               inference::ModelInferResponse& response);

@@ -1,5 +1,6 @@
 #include "runtime/daemon/request_builder.h"
 
+#include <chrono>
 #include <cmath>
 #include <span>
 
@@ -33,12 +34,14 @@ HostTensor features(const Tensor& x, std::int64_t cols_expected, const char* col
   return make_tensor(x.shape[0], x.shape[1], std::move(v));
 }
 
-std::optional<std::vector<float>> optional_f32(const InferRequest& in, const char* name, std::int64_t expected) {
+// Views the request's bytes in place where it can (see Tensor::f32_span); scratch holds a copy otherwise.
+std::optional<std::span<const float>> optional_f32(const InferRequest& in, const char* name, std::int64_t expected,
+                                                   std::vector<float>& scratch) {
   const Tensor* t = in.find(name);
   if (!t) return std::nullopt;
   if (t->shape.size() != 1 || t->shape[0] != expected)
     throw InputError(std::string("input '") + name + "'", "must have shape [" + std::to_string(expected) + "]");
-  return t->f32();
+  return t->f32_span(scratch);
 }
 
 }  // namespace
@@ -46,14 +49,14 @@ std::optional<std::vector<float>> optional_f32(const InferRequest& in, const cha
 kernels::EdgeList edges_from_request(const InferRequest& in, std::optional<std::int64_t> num_nodes) {
   if (const Tensor* ei = in.find("edge_index")) {
     if (in.find("indptr") || in.find("indices")) throw InputError("inputs", "give edge_index or indptr/indices, not both");
-    const std::vector<std::int64_t> idx = ei->i64();
-    std::optional<std::vector<float>> w;
+    std::vector<std::int64_t> idx_scratch;
+    const std::span<const std::int64_t> idx = ei->i64_span(idx_scratch);
+    std::vector<float> w_scratch;
+    std::optional<std::span<const float>> ws;
     if (in.find("edge_weight")) {
       if (ei->shape.size() != 2) throw InputError("input 'edge_index'", "must have shape [2, E]");
-      w = optional_f32(in, "edge_weight", ei->shape[1]);
+      ws = optional_f32(in, "edge_weight", ei->shape[1], w_scratch);
     }
-    std::optional<std::span<const float>> ws;
-    if (w) ws = std::span<const float>(*w);
     return kernels::edge_index_to_edge_list(idx, ei->shape, num_nodes, ws);
   }
   if (in.find("indptr") || in.find("indices")) {
@@ -62,10 +65,10 @@ kernels::EdgeList edges_from_request(const InferRequest& in, std::optional<std::
     if (ip.shape.size() != 1) throw InputError("input 'indptr'", "must have rank 1");
     if (ix.shape.size() != 1) throw InputError("input 'indices'", "must have rank 1");
     const std::int64_t n = num_nodes ? *num_nodes : ip.shape[0] - 1;
-    std::optional<std::vector<float>> v = optional_f32(in, "values", ix.shape[0]);
-    std::optional<std::span<const float>> vs;
-    if (v) vs = std::span<const float>(*v);
-    return kernels::csr_input_to_edge_list(ip.i64(), ix.i64(), n, vs);
+    std::vector<float> v_scratch;
+    const std::optional<std::span<const float>> vs = optional_f32(in, "values", ix.shape[0], v_scratch);
+    std::vector<std::int64_t> ip_scratch, ix_scratch;
+    return kernels::csr_input_to_edge_list(ip.i64_span(ip_scratch), ix.i64_span(ix_scratch), n, vs);
   }
   throw InputError("inputs", "a graph needs edge_index [2, E] or indptr + indices");
 }
@@ -110,12 +113,15 @@ Request build_request(const Model& model, const InferRequest& in, GraphRegistry&
   return r;
 }
 
-Tensor run_infer(InferenceService& service, GraphRegistry& graphs, const std::string& model, const InferRequest& in) {
+Tensor run_infer(InferenceService& service, GraphRegistry& graphs, const std::string& model, const InferRequest& in,
+                 double* engine_seconds) {
   const ModelInfo info = service.model(model);
   for (const RequestedOutput& o : in.outputs)
     if (o.name != "y") throw InputError("outputs", "model '" + model + "' has no output '" + o.name + "' (only y)");
   Request request = build_request(*info.model, in, graphs);
+  const auto t0 = std::chrono::steady_clock::now();
   HostTensor y = service.infer(model, std::move(request)).get();
+  if (engine_seconds) *engine_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   return Tensor::from_f32("y", {y.rows, y.cols}, y.data);
 }
 

@@ -20,6 +20,9 @@ kernels::EdgeList edges_from_request(const InferRequest& in, std::optional<std::
 
 // The whole infer call both front ends make: checks the requested outputs, builds the request,
 // runs it on the service and waits; returns the output tensor "y" (FP32 [rows, cols]).
-Tensor run_infer(InferenceService& service, GraphRegistry& graphs, const std::string& model, const InferRequest& in);
+// engine_seconds: set to the time from submitting to the engine until its answer (measured), so
+// front ends can report it and protocol overhead can be told apart from inference.
+Tensor run_infer(InferenceService& service, GraphRegistry& graphs, const std::string& model, const InferRequest& in,
+                 double* engine_seconds = nullptr);
 
 }  // namespace dype::rt::daemon

@@ -101,7 +101,7 @@ std::optional<std::int64_t> binary_size_param(const json& t, const std::string& 
 
 // Parses the tensors of "inputs"/"outputs" from a JSON header plus the binary section.
 std::vector<Tensor> parse_tensors(const json& arr, const std::string& field, std::string_view binary,
-                                  bool data_required) {
+                                  bool data_required, bool borrow) {
   std::vector<Tensor> out;
   if (!arr.is_array()) throw InputError(field, "must be an array");
   std::size_t offset = 0;
@@ -133,7 +133,8 @@ std::vector<Tensor> parse_tensors(const json& arr, const std::string& field, std
         throw InputError(where + ".parameters.binary_data_size",
                          "runs past the end of the binary data (" + std::to_string(offset + want) + " > " +
                              std::to_string(binary.size()) + " bytes)");
-      x.raw.assign(binary.substr(offset, want));
+      if (borrow) x.view = binary.substr(offset, want);
+      else x.raw.assign(binary.substr(offset, want));
       offset += want;
     } else if (t.contains("data")) {
       std::int64_t index = 0;
@@ -188,33 +189,62 @@ std::int64_t Tensor::elements() const { return element_count(shape, "tensor '" +
 
 std::vector<float> Tensor::f32() const {
   if (datatype != "FP32") throw InputError("input '" + name + "'", "datatype is " + datatype + ", expected FP32");
-  std::vector<float> v(raw.size() / sizeof(float));
-  std::memcpy(v.data(), raw.data(), v.size() * sizeof(float));
+  const std::string_view b = bytes();
+  std::vector<float> v(b.size() / sizeof(float));
+  std::memcpy(v.data(), b.data(), v.size() * sizeof(float));
   return v;
 }
 
 std::vector<std::int64_t> Tensor::i64() const {
+  const std::string_view b = bytes();
   if (datatype == "INT64") {
-    std::vector<std::int64_t> v(raw.size() / 8);
-    std::memcpy(v.data(), raw.data(), v.size() * 8);
+    std::vector<std::int64_t> v(b.size() / 8);
+    std::memcpy(v.data(), b.data(), v.size() * 8);
     return v;
   }
   if (datatype == "INT32") {
-    std::vector<std::int32_t> w(raw.size() / 4);
-    std::memcpy(w.data(), raw.data(), w.size() * 4);
-    return {w.begin(), w.end()};
+    std::vector<std::int64_t> v(b.size() / 4);
+    for (std::size_t i = 0; i < v.size(); ++i) {
+      std::int32_t w;
+      std::memcpy(&w, b.data() + 4 * i, 4);
+      v[i] = w;
+    }
+    return v;
   }
   throw InputError("input '" + name + "'", "datatype is " + datatype + ", expected INT64");
 }
 
+namespace {
+template <typename T>
+bool aligned_for(std::string_view b) {
+  return reinterpret_cast<std::uintptr_t>(b.data()) % alignof(T) == 0;
+}
+}  // namespace
+
+std::span<const float> Tensor::f32_span(std::vector<float>& scratch) const {
+  const std::string_view b = bytes();
+  if (datatype == "FP32" && aligned_for<float>(b))
+    return {reinterpret_cast<const float*>(b.data()), b.size() / sizeof(float)};
+  scratch = f32();
+  return scratch;
+}
+
+std::span<const std::int64_t> Tensor::i64_span(std::vector<std::int64_t>& scratch) const {
+  const std::string_view b = bytes();
+  if (datatype == "INT64" && aligned_for<std::int64_t>(b))
+    return {reinterpret_cast<const std::int64_t*>(b.data()), b.size() / sizeof(std::int64_t)};
+  scratch = i64();
+  return scratch;
+}
+
 Tensor Tensor::from_f32(std::string name, std::vector<std::int64_t> shape, const std::vector<float>& v) {
-  Tensor t{std::move(name), "FP32", std::move(shape), {}};
+  Tensor t{std::move(name), "FP32", std::move(shape), {}, std::nullopt};
   t.raw.assign(reinterpret_cast<const char*>(v.data()), v.size() * sizeof(float));
   return t;
 }
 
 Tensor Tensor::from_i64(std::string name, std::vector<std::int64_t> shape, const std::vector<std::int64_t>& v) {
-  Tensor t{std::move(name), "INT64", std::move(shape), {}};
+  Tensor t{std::move(name), "INT64", std::move(shape), {}, std::nullopt};
   t.raw.assign(reinterpret_cast<const char*>(v.data()), v.size() * sizeof(std::int64_t));
   return t;
 }
@@ -243,7 +273,8 @@ std::optional<std::string> InferRequest::string_parameter(const std::string& key
   return parameters[key].get<std::string>();
 }
 
-InferRequest parse_infer_request(std::string_view body, std::optional<std::size_t> header_length) {
+InferRequest parse_infer_request(std::string_view body, std::optional<std::size_t> header_length,
+                                 bool borrow_binary) {
   std::string_view binary;
   const json j = parse_header(body, header_length, binary);
   InferRequest r;
@@ -260,7 +291,7 @@ InferRequest parse_infer_request(std::string_view body, std::optional<std::size_
     }
   }
   if (!j.contains("inputs")) throw InputError("inputs", "missing");
-  r.inputs = parse_tensors(j["inputs"], "inputs", binary, true);
+  r.inputs = parse_tensors(j["inputs"], "inputs", binary, true, borrow_binary);
   if (j.contains("outputs")) {
     if (!j["outputs"].is_array()) throw InputError("outputs", "must be an array");
     for (std::size_t i = 0; i < j["outputs"].size(); ++i) {
@@ -279,15 +310,17 @@ InferRequest parse_infer_request(std::string_view body, std::optional<std::size_
 }
 
 namespace {
+// The binary sections are appended straight after the JSON header in one buffer sized up front,
+// so each tensor's bytes are copied once.
 EncodedBody encode(json header, const char* field, const std::vector<Tensor>& tensors, const std::vector<bool>& binary) {
-  std::string bin;
+  std::size_t bin_size = 0;
   json arr = json::array();
   for (std::size_t i = 0; i < tensors.size(); ++i) {
     const Tensor& t = tensors[i];
     json o = {{"name", t.name}, {"datatype", t.datatype}, {"shape", t.shape}};
     if (i < binary.size() && binary[i]) {
-      o["parameters"] = {{"binary_data_size", t.raw.size()}};
-      bin += t.raw;
+      o["parameters"] = {{"binary_data_size", t.bytes().size()}};
+      bin_size += t.bytes().size();
     } else {
       o["data"] = t.data_json();
     }
@@ -296,9 +329,11 @@ EncodedBody encode(json header, const char* field, const std::vector<Tensor>& te
   header[field] = std::move(arr);
   EncodedBody out;
   out.body = header.dump();
-  if (!bin.empty()) {
+  if (bin_size > 0) {
     out.header_length = out.body.size();
-    out.body += bin;
+    out.body.reserve(out.body.size() + bin_size);
+    for (std::size_t i = 0; i < tensors.size(); ++i)
+      if (i < binary.size() && binary[i]) out.body += tensors[i].bytes();
     out.content_type = "application/octet-stream";
   }
   return out;
@@ -332,7 +367,7 @@ InferResponse parse_infer_response(std::string_view body, std::optional<std::siz
   if (j.contains("id") && j["id"].is_string()) r.id = j["id"].get<std::string>();
   if (j.contains("parameters")) r.parameters = j["parameters"];
   if (!j.contains("outputs")) throw InputError("response", "has no outputs");
-  r.outputs = parse_tensors(j["outputs"], "outputs", binary, true);
+  r.outputs = parse_tensors(j["outputs"], "outputs", binary, true, false);
   return r;
 }
 

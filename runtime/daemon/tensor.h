@@ -12,6 +12,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <optional>
+#include <span>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -28,11 +29,19 @@ struct Tensor {
   std::string datatype;              // KServe name: FP32, INT64, ...
   std::vector<std::int64_t> shape;
   std::string raw;                   // little-endian element bytes, elements() * size
+  // When set, the element bytes instead: a slice of a request body the caller keeps alive
+  // (parse_infer_request with borrow_binary), so a large binary tensor is not copied to get here.
+  std::optional<std::string_view> view = std::nullopt;
 
+  std::string_view bytes() const { return view ? *view : std::string_view(raw); }
   std::int64_t elements() const;
   // Typed copies; InputError naming the tensor when the datatype differs. i64() also widens INT32.
   std::vector<float> f32() const;
   std::vector<std::int64_t> i64() const;
+  // Typed views of the bytes in place when the datatype matches and they are aligned for T;
+  // otherwise a copy into `scratch` (INT32 widened for i64). Same checks as f32()/i64().
+  std::span<const float> f32_span(std::vector<float>& scratch) const;
+  std::span<const std::int64_t> i64_span(std::vector<std::int64_t>& scratch) const;
 
   static Tensor from_f32(std::string name, std::vector<std::int64_t> shape, const std::vector<float>& v);
   static Tensor from_i64(std::string name, std::vector<std::int64_t> shape,
@@ -59,8 +68,11 @@ struct InferRequest {
   std::optional<std::string> string_parameter(const std::string& key) const;
 };
 
-// header_length: the Inference-Header-Content-Length header, when present.
-InferRequest parse_infer_request(std::string_view body, std::optional<std::size_t> header_length);
+// header_length: the Inference-Header-Content-Length header, when present. borrow_binary: binary
+// tensors view `body` (Tensor::view) instead of copying it; the caller keeps body alive while the
+// request is used.
+InferRequest parse_infer_request(std::string_view body, std::optional<std::size_t> header_length,
+                                 bool borrow_binary = false);
 
 struct EncodedBody {
   std::string body;
