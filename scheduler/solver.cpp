@@ -400,6 +400,7 @@ class PeriodSearch {
   // Relative margin of the "below the best period" probe: far above summation-order rounding (so
   // the check's sums and figures()' cannot disagree across it), far below any real difference.
   static constexpr double kBelow = 1e-12;
+  static constexpr double kNarrow = 1e-3;  // bisect until hi - lo <= kNarrow * hi
 
   explicit PeriodSearch(const CostTables& t) : t_(t), u_(t) {
     n_ = t.num_kernels();
@@ -414,10 +415,18 @@ class PeriodSearch {
   Found run(double hi_bound) {
     Found best;
     double lo = 0, hi = hi_bound;
-    // Probes cycle: the midpoint, lo (P* is often exactly the next event), and just below the best
-    // period found (one failed check there proves it optimal, instead of bisecting lo up to it).
+    // Probes: the midpoint while [lo, hi] is wide; then a cycle of just below the best period
+    // found (one failed check there proves it optimal, instead of bisecting lo up to it), lo (P*
+    // is often exactly the next event) and the midpoint.
     enum class Probe { mid, lo, below_hi } probe = Probe::mid;
+    Probe next_narrow = Probe::below_hi;
     for (int iter = 0; iter < 4096; ++iter) {
+      if (hi < kInf && hi - lo > kNarrow * hi) {
+        probe = Probe::mid;
+      } else {
+        probe = next_narrow;
+        next_narrow = probe == Probe::below_hi ? Probe::lo : probe == Probe::lo ? Probe::mid : Probe::below_hi;
+      }
       double p;
       if (!(hi < kInf)) {
         p = kInf;  // no bound yet: any plan gives one
@@ -442,7 +451,6 @@ class PeriodSearch {
         lo = c.v_min;
         if (lo >= hi) break;
       }
-      probe = probe == Probe::mid ? Probe::lo : probe == Probe::lo ? Probe::below_hi : Probe::mid;
     }
   if (!best.ok && hi < kInf) best = check(hi).found;  // lo met the caller's bound hi first
     return best;
