@@ -48,10 +48,24 @@ dype_resolve_backend(CUDA _cuda_found)
 
 find_program(DYPE_HIPCC hipcc)
 set(_hip_found OFF)
-if(DYPE_HIPCC)
-  set(_hip_found ON)
+if(DYPE_HIPCC AND NOT DYPE_WITH_HIP STREQUAL "OFF")
+  # hipcc alone is not enough: the host side needs the runtime and rocSPARSE (Debian's
+  # libamdhip64-dev and librocsparse-dev). ROCm SMI is loaded at run time (hw/hip/hip_smi.cpp).
+  find_path(HIP_INCLUDE_DIR hip/hip_runtime_api.h PATHS /opt/rocm/include)
+  find_path(ROCSPARSE_INCLUDE_DIR rocsparse/rocsparse.h PATHS /opt/rocm/include)
+  find_library(AMDHIP64_LIBRARY amdhip64 PATHS /opt/rocm/lib)
+  find_library(ROCSPARSE_LIBRARY rocsparse PATHS /opt/rocm/lib)
+  if(HIP_INCLUDE_DIR AND ROCSPARSE_INCLUDE_DIR AND AMDHIP64_LIBRARY AND ROCSPARSE_LIBRARY)
+    set(_hip_found ON)
+  else()
+    message(STATUS "hipcc found but HIP runtime/rocSPARSE headers or libraries missing "
+                   "(libamdhip64-dev, librocsparse-dev)")
+  endif()
 endif()
 dype_resolve_backend(HIP _hip_found)
+# GPU targets of the HIP kernels (MI210/MI250 are gfx90a). Each extra target adds a device
+# compile of every kernel file.
+set(DYPE_HIP_ARCHS gfx90a CACHE STRING "AMD GPU targets for kernels/hip (--offload-arch), ;-separated")
 
 # Debian's xrt.pc is broken: look for the headers and libraries directly.
 find_path(XRT_INCLUDE_DIR xrt/xrt_device.h PATHS /usr/include/xrt /opt/xilinx/xrt/include)

@@ -5,6 +5,9 @@
 #if DYPE_HAVE_CUDA
 #include "hw/cuda/cuda_backend.h"
 #endif
+#if DYPE_HAVE_HIP
+#include "hw/hip/hip_backend.h"
+#endif
 #if DYPE_HAVE_XRT
 #include "hw/xrt/xrt_backend.h"
 #endif
@@ -19,6 +22,9 @@ const std::vector<Backend>& backends() {
       emu_backend(),
 #if DYPE_HAVE_CUDA
       cuda_backend(),
+#endif
+#if DYPE_HAVE_HIP
+      hip_backend(),
 #endif
 #if DYPE_HAVE_XRT
       xrt_backend(),

@@ -1,0 +1,30 @@
+#pragma once
+// The HIP backend's own kernels (kernels/hip/kernels.hip): the tiled FP32 GEMM with a fused
+// bias/ReLU epilogue (rocBLAS is not packaged in Debian 12), row softmax, and sliding-window
+// attention (banded SDDMM + softmax + SpMM fused per query row). Each enqueues on `stream` and
+// returns hipGetLastError() of the launch; geometry comes from kernels/hip/launch_plan.h.
+// Built by hipcc; the host side includes only the runtime API header.
+#include <cstddef>
+#include <cstdint>
+
+#include <hip/hip_runtime_api.h>
+
+#include "kernels/hip/launch_plan.h"
+
+namespace dype::kernels::hip {
+
+// Row-major y[m x n] = x[m x k] w[k x n], then + bias[n] when bias is not null, then max(0, .)
+// when relu. Sizes are checked by gemm_grid (throws InputError).
+hipError_t gemm(const float* x, const float* w, const float* bias, float* y, std::int64_t m,
+                std::int64_t k, std::int64_t n, bool relu, hipStream_t stream);
+
+// In place over x[m x n], numerically stable (max subtracted).
+hipError_t row_softmax(float* x, std::int64_t m, std::int64_t n, int warp_size, hipStream_t stream);
+
+// q, k, v, out: [seq_len, heads * head_dim] row-major, head h in columns [h*head_dim, ...).
+// Token i attends to j with |i - j| <= window / 2, scaled by 1/sqrt(head_dim) (same semantics as
+// kernels/cpu/window_attention.h).
+hipError_t window_attention(const float* q, const float* k, const float* v, float* out,
+                            const WindowDims& dims, hipStream_t stream, std::size_t max_shared_bytes);
+
+}  // namespace dype::kernels::hip
