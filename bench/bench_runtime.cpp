@@ -10,8 +10,13 @@
 // 2. Per-request overhead (measured): a tiny graph through the engine on the local CPU device
 //    (one request in flight) vs calling the kernels directly (the reference forward pass).
 //
-//   ./build/h7-rel/bench/bench_runtime [--phase-requests 200] [--overhead-requests 3000]
-//                                      [--tf-layers 4] [--json out.json]
+//   ./build/h2/bench/bench_runtime [--phase-requests 200] [--overhead-requests 3000]
+//                                  [--tf-layers 4] [--json out.json] [--check-plans N]
+//                                  [--perfmodels configs/perfmodels/amd-mi210.json,...]
+// --check-plans N: for each phase, the N best plans by the planner's cost model beside the period
+// the pipeline really reaches with them on the emulated devices (both modelled), then exits.
+// --perfmodels: plan on fitted performance models (dype-profile output) instead of the devices'
+// own models, refined online; the re-plan records say which source each kernel time came from.
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -28,12 +33,25 @@
 #include "hw/system.h"
 #include "kernels/graph/generators.h"
 #include "runtime/engine.h"
+#include "runtime/perf_planner.h"
 #include "runtime/planner.h"
 #include "scheduler/solver.h"
 
 using namespace dype;
 
 namespace {
+
+// Fitted performance models (--perfmodels): when given, the planner predicts kernel times with
+// them (refined online from the runs' kernel times) instead of the emulated devices' own models.
+std::vector<perf::ModelStore> g_stores;
+
+std::shared_ptr<rt::SchedPlanner> make_planner(const rt::Model& model, const hw::System& sys,
+                                               std::vector<std::shared_ptr<rt::Observer>>* observers = nullptr) {
+  if (g_stores.empty()) return std::make_shared<rt::SchedPlanner>(model, sys);
+  auto p = std::make_shared<rt::PerfModelPlanner>(model, sys, g_stores);
+  if (observers) observers->push_back(p);
+  return p;
+}
 
 struct Phase {
   std::string name;
@@ -67,8 +85,8 @@ struct RunResult {
 RunResult run(const std::string& variant, const rt::Model& model, const std::vector<Phase>& phases, int per_phase,
               const std::string& mode = "perf") {
   hw::System sys = testbed();
-  auto planner = std::make_shared<rt::SchedPlanner>(model, sys);
   rt::EngineOptions o;
+  auto planner = make_planner(model, sys, &o.observers);
   o.mode = mode;
   o.queue_capacity = 2;
   o.max_in_flight = 8;
@@ -112,7 +130,8 @@ RunResult run(const std::string& variant, const rt::Model& model, const std::vec
   for (const auto& rec : e.replans()) {
     r.replans.push_back({{"cause", rec.cause}, {"detail", rec.detail}, {"old", rec.old_plan}, {"new", rec.new_plan},
                          {"predicted_gain_modelled", rec.predicted_gain}, {"swapped", rec.swapped},
-                         {"pause_us_measured", rec.pause_s * 1e6}, {"at_request", rec.at_request}});
+                         {"pause_us_measured", rec.pause_s * 1e6}, {"at_request", rec.at_request},
+                         {"cost_source", rec.cost_source}});
   }
   return r;
 }
@@ -173,6 +192,14 @@ int main(int argc, char** argv) {
     else if (a == "--tf-layers") tf_layers = std::stoi(next());
     else if (a == "--json") json_path = next();
     else if (a == "--check-plans") check_top = std::stoi(next());
+    else if (a == "--perfmodels") {
+      std::string list = next();
+      for (std::size_t at = 0; at <= list.size();) {
+        const std::size_t comma = std::min(list.find(',', at), list.size());
+        if (comma > at) g_stores.push_back(perf::ModelStore::load(list.substr(at, comma - at)));
+        at = comma + 1;
+      }
+    }
     else {
       std::fprintf(stderr, "unknown argument %s\n", a.c_str());
       return 2;
@@ -208,6 +235,8 @@ int main(int argc, char** argv) {
     return 0;
   }
   std::printf("drift benchmark (MODELLED: emulated paper testbed, timing-only, %d requests per phase)\n", per_phase);
+  std::printf("planner kernel times: %s\n", g_stores.empty() ? "the emulated devices' own models"
+                                                             : "fitted perf models (--perfmodels), refined online");
   std::printf("GCN phases: ");
   for (const auto& p : gnn_phases) std::printf("%s(nodes=%lld nnz=%lld) ", p.name.c_str(), static_cast<long long>(p.graph->nodes), static_cast<long long>(p.graph->nnz));
   std::printf("\ntransformer (%d layers, d=512, 8 heads, window 256) phases: seq_len 1024 -> 4096 -> 16384\n", tf_layers);

@@ -259,8 +259,11 @@ std::vector<Sample> collect_samples(hw::Device& device, OpKind kind, const Profi
   TimingOnlyScope timing_only(device);
   const bool modelled = device.info().time_source == hw::TimeSource::modelled;
   const DeviceClass cls = device_class_of(device.kind());
-  const SyntheticRanges ranges =
+  SyntheticRanges ranges =
       options.ranges ? options.ranges(cls, kind, modelled) : default_ranges(cls, kind, modelled);
+  // Leave room for what the device already holds (and allocator slack).
+  if (ranges.max_device_bytes <= 0 && device.info().memory_bytes > 0)
+    ranges.max_device_bytes = 0.8 * static_cast<double>(device.info().memory_bytes);
   const auto specs = generate_specs(kind, ranges, options.max_points, options.seed);
   const auto t0 = clock_type::now();
   std::vector<Sample> samples;

@@ -131,6 +131,7 @@ std::vector<InputSpec> generate_specs(OpKind kind, const SyntheticRanges& ranges
       spec.shape = draw(kind, ranges, rng, spec);
       spec.seed = rng.next();
       if (work_of(spec.shape) > ranges.max_work) continue;
+      if (ranges.max_device_bytes > 0 && bytes_of(spec.shape) > ranges.max_device_bytes) continue;
       spec.timing_only = bytes_of(spec.shape) > ranges.max_bytes;
       if (spec.timing_only && !ranges.allow_timing_only) continue;
       specs.push_back(spec);

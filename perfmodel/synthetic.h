@@ -44,6 +44,9 @@ struct SyntheticRanges {
   double max_work = 2e10;
   double max_bytes = 512.0 * 1024 * 1024;
   bool allow_timing_only = false;
+  // Operands of one point must fit in the device's memory even when timing-only (an emulated
+  // device still accounts for the size of size-only buffers); 0 = no cap. Redrawn otherwise.
+  double max_device_bytes = 0;
   double power_law_share = 0.5;  // fraction of SpMM specs with power-law degrees
 };
 
