@@ -40,6 +40,7 @@ void DriftDetector::rebase(const Characteristics& baseline, std::uint64_t reques
   streak_sign_ = 0;
   streak_field_.clear();
   last_signal_ = request_index;
+  rebased_at_ = request_index;
   signalled_once_ = true;
   for (auto& s : stages_) {
     s.samples.clear();
@@ -118,8 +119,9 @@ std::optional<DriftSignal> DriftDetector::observe(const Characteristics& c, std:
   return std::nullopt;
 }
 
-void DriftDetector::observe_stage_time(int stage, double predicted_s, double measured_s) {
+void DriftDetector::observe_stage_time(int stage, double predicted_s, double measured_s, std::uint64_t request_index) {
   if (!options_.enabled || predicted_s <= 0.0 || measured_s <= 0.0 || stage < 0) return;
+  if (request_index != UINT64_MAX && request_index < rebased_at_) return;
   if (static_cast<int>(stages_.size()) <= stage) stages_.resize(static_cast<std::size_t>(stage) + 1);
   StageRatio& s = stages_[static_cast<std::size_t>(stage)];
   const double ratio = measured_s / predicted_s;

@@ -38,7 +38,11 @@ class DriftDetector {
   // Called per request, in submission order (not thread-safe; the engine serialises).
   std::optional<DriftSignal> observe(const Characteristics& c, std::uint64_t request_index);
   // Measured (or modelled, on emulated devices) vs predicted time of one stage for one request.
-  void observe_stage_time(int stage, double predicted_s, double measured_s);
+  // `request_index`: the request's submission index; samples of requests submitted before the
+  // last rebase ran on the previous plan (or were predicted for other characteristics) and are
+  // ignored, so they cannot become the new plan's baseline. Omitted: always counted.
+  void observe_stage_time(int stage, double predicted_s, double measured_s,
+                          std::uint64_t request_index = UINT64_MAX);
   // The plan now matches `baseline` (after a swap or a rejected re-plan).
   void rebase(const Characteristics& baseline, std::uint64_t request_index);
   const Characteristics& baseline() const { return baseline_; }
@@ -52,6 +56,7 @@ class DriftDetector {
   int streak_sign_ = 0;
   std::string streak_field_;
   std::uint64_t last_signal_ = 0;
+  std::uint64_t rebased_at_ = 0;  // first request index of the current plan
   bool signalled_once_ = false;
   // Stage-time ratios: baseline established from the first `window` samples after a rebase.
   struct StageRatio {

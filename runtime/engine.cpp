@@ -241,7 +241,7 @@ void Engine::submit_job_locked(std::uint64_t seq, std::shared_ptr<const Request>
       }
       std::lock_guard lock(drift_mu_);
       for (std::size_t s = 0; s < predicted.size() && s < c.stage_modelled_s.size(); ++s)
-        drift_.observe_stage_time(static_cast<int>(s), predicted[s], c.stage_modelled_s[s]);
+        drift_.observe_stage_time(static_cast<int>(s), predicted[s], c.stage_modelled_s[s], c.seq);
     }
     on_complete(std::move(c));
   };

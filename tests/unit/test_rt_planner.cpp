@@ -4,6 +4,7 @@
 
 #include <algorithm>
 
+#include "runtime/drift.h"
 #include "runtime/pipeline.h"
 #include "runtime/planner.h"
 #include "scheduler/solver.h"
@@ -94,6 +95,27 @@ TEST(RtPlanner, HostTransfersCountInTheFirstAndLastStage) {
   hw::System fresh = testing::emu_system(1, 0, true);
   const double runtime = modelled_period_s(m, PipelineSpec{{{0, 1, {&fresh.device("gpu0")}, 0.0}}, "1G"}, req, 2, 6);
   EXPECT_NEAR(runtime / p.period_s, 1.0, 0.02);
+}
+
+TEST(RtDrift, StageSamplesFromBeforeARebaseAreIgnored) {
+  // After a swap, requests of the old plan still complete; their measured/predicted ratios (old
+  // plan, old characteristics) must not become the new plan's baseline, or the new plan's first
+  // normal samples look like drift.
+  DriftOptions o;
+  o.window = 4;
+  o.sustain = 2;
+  o.min_requests_between = 0;
+  DriftDetector d(o, {.nodes = 10});
+  d.rebase({.nodes = 20}, 100);
+  for (std::uint64_t i = 90; i < 100; ++i) d.observe_stage_time(0, 1.0, 6.0, i);  // old plan's requests
+  for (std::uint64_t i = 100; i < 110; ++i) d.observe_stage_time(0, 1.0, 1.0, i);
+  EXPECT_FALSE(d.observe({.nodes = 20}, 110));
+  // Without the index every sample counts: the stale ratios set the baseline and 1.0 is drift.
+  DriftDetector stale(o, {.nodes = 10});
+  stale.rebase({.nodes = 20}, 100);
+  for (int i = 0; i < 4; ++i) stale.observe_stage_time(0, 1.0, 6.0);
+  for (int i = 0; i < 4; ++i) stale.observe_stage_time(0, 1.0, 1.0);
+  EXPECT_TRUE(stale.observe({.nodes = 20}, 110));
 }
 
 }  // namespace
