@@ -166,6 +166,7 @@ HipDevice::HipDevice(DeviceInfo info, int ordinal, HipOptions options)
 
 HipDevice::~HipDevice() {
   (void)hipSetDevice(ordinal_);
+  for (const auto& w : windows_) (void)hipHostUnregister(const_cast<std::byte*>(w.first));
   queues_.clear();
   staging_.reset();
 }
@@ -427,6 +428,68 @@ Event HipDevice::copy_to_peer(const Buffer& src, Buffer& dst, std::span<const Ev
   hip_check(name(), same ? "hipMemcpyAsync(D2D)" : "hipMemcpyPeerAsync", rc);
   hip_check(name(), "hipStreamSynchronize", hipStreamSynchronize(staging_->stream));
   e.end_s = now_s();
+  d.mark_written();
+  return e;
+}
+
+namespace {
+Event instant() {
+  Event e;
+  e.start_s = e.end_s = now_s();
+  return e;
+}
+}  // namespace
+
+void HipDevice::register_window(const std::byte* base, std::size_t bytes) {
+  std::lock_guard lock(windows_mutex_);
+  for (const auto& w : windows_) {
+    if (base >= w.first && base + bytes <= w.first + w.second) return;  // inside a registered one
+  }
+  const hipError_t rc =
+      hipHostRegister(const_cast<std::byte*>(base), bytes, hipHostRegisterMapped | hipHostRegisterIoMemory);
+  if (rc == hipErrorHostMemoryAlreadyRegistered) {
+    (void)hipGetLastError();  // registered by someone else in this process: usable as it is
+    return;
+  }
+  hip_check(name(), "hipHostRegister(mapped window of " + std::to_string(bytes) + " bytes)", rc);
+  windows_.emplace_back(base, bytes);
+}
+
+Event HipDevice::copy_mapped(void* to, const void* from, std::size_t bytes) {
+  std::lock_guard lock(staging_mutex_);
+  Event e;
+  e.start_s = now_s();
+  // hipMemcpyDefault: the runtime resolves both addresses (device memory, registered window).
+  hip_check(name(), "hipMemcpyAsync(mapped window)", hipMemcpyAsync(to, from, bytes, hipMemcpyDefault, staging_->stream));
+  hip_check(name(), "hipStreamSynchronize", hipStreamSynchronize(staging_->stream));
+  e.end_s = now_s();
+  return e;
+}
+
+Event HipDevice::copy_to_mapped(const Buffer& src, std::span<std::byte> window, std::size_t src_offset) {
+  auto& s = on_device(&src, *this, "copy_to_mapped src");
+  if (src_offset + window.size() > src.size_bytes()) {
+    throw InputError(name() + ": copy_to_mapped", "copy of " + std::to_string(window.size()) + " bytes at offset " +
+                                                      std::to_string(src_offset) + " overruns a buffer of " +
+                                                      std::to_string(src.size_bytes()));
+  }
+  if (window.empty()) return instant();
+  set_current();
+  register_window(window.data(), window.size());
+  return copy_mapped(window.data(), s.ptr<const std::byte>() + src_offset, window.size());
+}
+
+Event HipDevice::copy_from_mapped(Buffer& dst, std::span<const std::byte> window, std::size_t dst_offset) {
+  auto& d = on_device(&dst, *this, "copy_from_mapped dst");
+  if (dst_offset + window.size() > dst.size_bytes()) {
+    throw InputError(name() + ": copy_from_mapped", "copy of " + std::to_string(window.size()) +
+                                                        " bytes at offset " + std::to_string(dst_offset) +
+                                                        " overruns a buffer of " + std::to_string(dst.size_bytes()));
+  }
+  if (window.empty()) return instant();
+  set_current();
+  register_window(window.data(), window.size());
+  Event e = copy_mapped(d.ptr<std::byte>() + dst_offset, window.data(), window.size());
   d.mark_written();
   return e;
 }

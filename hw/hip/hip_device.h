@@ -15,6 +15,7 @@
 #include <mutex>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include <hip/hip_runtime_api.h>
@@ -52,6 +53,14 @@ class HipDevice final : public Device {
   Event copy_to_peer(const Buffer& src, Buffer& dst, std::span<const Event> after = {}) override;
   std::optional<EnergyReport> energy() const override;
 
+  // Direct copies between this GPU and a peer's PCIe memory window mapped into the process (an
+  // FPGA's flags::p2p xrt::bo, bo.map()): the paper's MI210 <-> U280 path, hipMemcpy on a mapped
+  // address. The window is registered once with hipHostRegister (IoMemory: it is device memory
+  // behind a BAR, not RAM) and unregistered when this device goes away. Throws InputError when
+  // the copy overruns the buffer, DeviceError when HIP refuses the window.
+  Event copy_to_mapped(const Buffer& src, std::span<std::byte> window, std::size_t src_offset = 0);
+  Event copy_from_mapped(Buffer& dst, std::span<const std::byte> window, std::size_t dst_offset = 0);
+
   // Whether hipMemcpyPeerAsync to `peer` is used (hardware peer access and config allow it).
   bool can_copy_peer(const HipDevice& peer) const;
   // SpMM plans built so far (rocsparse_spmm preprocess stages): reused while the graph is unchanged.
@@ -65,6 +74,8 @@ class HipDevice final : public Device {
   Queue& queue(int index);
   void set_current() const;
   Event timed(Queue& q, const std::function<void()>& enqueue);
+  void register_window(const std::byte* base, std::size_t bytes);
+  Event copy_mapped(void* to, const void* from, std::size_t bytes);
   void run_spmm(Queue& q, const KernelLaunch& l);
   void run_gemm(Queue& q, const KernelLaunch& l);
 
@@ -79,6 +90,8 @@ class HipDevice final : public Device {
   std::string pci_bus_id_;
   std::mutex peers_mutex_;
   std::vector<int> peers_enabled_;
+  std::mutex windows_mutex_;
+  std::vector<std::pair<const std::byte*, std::size_t>> windows_;  // registered mapped windows
   double energy_at_start_j_ = 0.0;
   std::atomic<int> spmm_plans_built_{0};
 };

@@ -5,6 +5,8 @@
 #include <gtest/gtest.h>
 
 #include <cstdio>
+#include <cstdlib>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <random>
@@ -240,6 +242,28 @@ TEST(HipDevice, PeerCopyBetweenTwoGpus) {
   auto dst = b->allocate(v.size() * 4);
   a->copy_to_peer(*src, *dst);  // P2P when hipDeviceCanAccessPeer allows, else staged
   EXPECT_EQ(download(*b, *dst), v);
+}
+
+TEST(HipDevice, MappedWindowCopiesRoundTrip) {
+  NEED_GPU();
+  auto gpu = make_gpu(0);
+  auto* hip = dynamic_cast<hw::HipDevice*>(gpu.get());
+  // Page-aligned host memory stands in for an FPGA's mapped P2P window (same registration and
+  // copy path; a real window needs an FPGA with a flags::p2p buffer).
+  const std::size_t n = 1 << 18;
+  const auto v = random_vec(n, 40);
+  auto src = upload(*gpu, v);
+  void* mem = std::aligned_alloc(4096, n * sizeof(float));
+  ASSERT_NE(mem, nullptr);
+  std::span<std::byte> window(static_cast<std::byte*>(mem), n * sizeof(float));
+  hip->copy_to_mapped(*src, window);
+  EXPECT_EQ(std::memcmp(mem, v.data(), window.size()), 0);
+  auto back = gpu->allocate(window.size());
+  hip->copy_from_mapped(*back, window);
+  EXPECT_EQ(download(*gpu, *back), v);
+  EXPECT_THROW(hip->copy_to_mapped(*src, window, 4), dype::InputError);  // overruns src
+  gpu.reset();  // unregisters the window before it is freed
+  std::free(mem);
 }
 
 TEST(HipDevice, EnergyFromRocmSmiWhenAvailable) {
