@@ -39,7 +39,7 @@ void expect_cost_model_matches_runtime(const Model& model, const Request& req, c
   for (const auto& e : all) {
     const sched::Plan p = sched::evaluate(e.stages, tables);
     hw::System fresh = testing::emu_system(2, 3, true, bitstream);
-    const double runtime = modelled_period_s(model, to_pipeline_spec(p, fresh, {}), req, 4, 12);
+    const double runtime = modelled_period_s(model, to_pipeline_spec(p, fresh, {}), req, 4, 6);
     EXPECT_GT(runtime / p.period_s, 0.70) << p.mnemonic << " " << to_json(p).dump();
     EXPECT_LT(runtime / p.period_s, 1.02) << p.mnemonic << " " << to_json(p).dump();
     best_runtime = std::min(best_runtime, runtime);
