@@ -282,8 +282,14 @@ void HttpServer::start() {
     if (p < 0) throw Error("cannot listen on " + options_.host + ":" + std::to_string(port));
     return p;
   };
+  // httplib's stop() does nothing until the listen loop is running, so a stop() right after
+  // start() would leave the thread blocked in accept() forever: return once it runs.
+  auto wait_running = [](const httplib::Server& s) {
+    for (int i = 0; i < 10000 && !s.is_running(); ++i) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  };
   http_port_ = bind(*http_, options_.http_port);
   http_thread_ = std::thread([this] { http_->listen_after_bind(); });
+  wait_running(*http_);
   if (options_.metrics_port >= 0) {
     metrics_http_ = std::make_unique<httplib::Server>();
     metrics_http_->new_task_queue = [] { return new httplib::ThreadPool(2); };
@@ -293,6 +299,7 @@ void HttpServer::start() {
     });
     metrics_port_ = bind(*metrics_http_, options_.metrics_port);
     metrics_thread_ = std::thread([this] { metrics_http_->listen_after_bind(); });
+    wait_running(*metrics_http_);
   }
 }
 

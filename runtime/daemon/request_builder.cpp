@@ -113,16 +113,24 @@ Request build_request(const Model& model, const InferRequest& in, GraphRegistry&
   return r;
 }
 
-Tensor run_infer(InferenceService& service, GraphRegistry& graphs, const std::string& model, const InferRequest& in,
-                 double* engine_seconds) {
+std::future<HostTensor> submit_infer(InferenceService& service, GraphRegistry& graphs, const std::string& model,
+                                     const InferRequest& in, std::chrono::steady_clock::time_point* submitted) {
   const ModelInfo info = service.model(model);
   for (const RequestedOutput& o : in.outputs)
     if (o.name != "y") throw InputError("outputs", "model '" + model + "' has no output '" + o.name + "' (only y)");
   Request request = build_request(*info.model, in, graphs);
-  const auto t0 = std::chrono::steady_clock::now();
-  HostTensor y = service.infer(model, std::move(request)).get();
+  if (submitted) *submitted = std::chrono::steady_clock::now();
+  return service.infer(model, std::move(request));
+}
+
+Tensor output_tensor(const HostTensor& y) { return Tensor::from_f32("y", {y.rows, y.cols}, y.data); }
+
+Tensor run_infer(InferenceService& service, GraphRegistry& graphs, const std::string& model, const InferRequest& in,
+                 double* engine_seconds) {
+  std::chrono::steady_clock::time_point t0;
+  HostTensor y = submit_infer(service, graphs, model, in, &t0).get();
   if (engine_seconds) *engine_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-  return Tensor::from_f32("y", {y.rows, y.cols}, y.data);
+  return output_tensor(y);
 }
 
 }  // namespace dype::rt::daemon

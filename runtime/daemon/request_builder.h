@@ -4,6 +4,8 @@
 //                 indptr + indices INT64 (+ values FP32), or parameters.graph_id (registered).
 //   transformer:  x FP32 [seq_len, d_model] and parameters.window (or input window INT64 [1]).
 // Index checks come from kernels/graph/edge_index.h; NaN/Inf features are refused.
+#include <chrono>
+
 #include "kernels/graph/edge_list.h"
 #include "runtime/daemon/graph_registry.h"
 #include "runtime/daemon/service.h"
@@ -24,5 +26,14 @@ kernels::EdgeList edges_from_request(const InferRequest& in, std::optional<std::
 // front ends can report it and protocol overhead can be told apart from inference.
 Tensor run_infer(InferenceService& service, GraphRegistry& graphs, const std::string& model, const InferRequest& in,
                  double* engine_seconds = nullptr);
+
+// run_infer's first half, for callers that wait elsewhere (the gRPC stream): checks the requested
+// outputs, builds the request (copying what it needs out of `in`) and submits it; `submitted`, when
+// given, is set to when the engine got it.
+std::future<HostTensor> submit_infer(InferenceService& service, GraphRegistry& graphs, const std::string& model,
+                                     const InferRequest& in,
+                                     std::chrono::steady_clock::time_point* submitted = nullptr);
+// The protocol's output tensor "y" (FP32 [rows, cols]) of an answer.
+Tensor output_tensor(const HostTensor& y);
 
 }  // namespace dype::rt::daemon
