@@ -6,7 +6,9 @@
 //             measured by the server and returned as response parameters (dype_server_time_us:
 //             handler entry, body read included, to the output tensor; dype_engine_time_us: submit
 //             to answer), and, as an upper bound including the client and the loopback socket,
-//             client round trip - engine time. Issue 6 target: median <= 100 us.
+//             client round trip - engine time; and the handler thread's CPU time per request
+//             (dype_server_cpu_us), which waiting for a core on a loaded machine does not inflate.
+//             Issue 6 target: median <= 100 us.
 //   large     one ~100 MB request (x FP32 [N, 256] + edge_index), to a GCN with 256 input features
 //             and 16 hidden so the payload, not the activations, dominates memory. Peak RSS growth
 //             of the whole request vs the payload, minus the engine's own peak growth for the same
@@ -197,7 +199,7 @@ void overhead(InferenceService& service, HttpServer& http, GraphRegistry& graphs
   variants.push_back({"registered graph (x + parameters.graph_id)",
                       encode_infer_request("", {x}, {{"graph_id", gid}}, true, true)});
   for (const Variant& v : variants) {
-    std::vector<double> client, server, engine, over_server, over_client;
+    std::vector<double> client, server, engine, over_server, over_client, server_cpu;
     const int warmup = std::max(50, requests / 10);
     for (int i = 0; i < warmup + requests; ++i) {
       const Posted p = post(c, "gcn", v.body);
@@ -206,6 +208,7 @@ void overhead(InferenceService& service, HttpServer& http, GraphRegistry& graphs
       if (i < warmup) continue;  // re-plans for the request size happen here
       const double e = r.parameters.at("dype_engine_time_us").get<double>();
       const double s = r.parameters.at("dype_server_time_us").get<double>();
+      server_cpu.push_back(r.parameters.at("dype_server_cpu_us").get<double>());
       client.push_back(p.client_us);
       server.push_back(s);
       engine.push_back(e);
@@ -224,9 +227,12 @@ void overhead(InferenceService& service, HttpServer& http, GraphRegistry& graphs
     row("engine time (measured, in response)", engine);
     row("overhead = server - engine", over_server);
     row("overhead incl. client+socket = rtt - engine", over_client);
-    std::printf("  target <= 100 us median: server - engine %.1f us -> %s (%.2fx of target); rtt - engine %.1f us -> %s\n",
+    row("handler-thread CPU (measured, in response)", server_cpu);
+    std::printf("  target <= 100 us median: server - engine %.1f us -> %s (%.2fx of target); rtt - engine %.1f us -> %s;\n"
+                "  handler-thread CPU %.1f us -> %s (CPU time does not count waiting for a core on a loaded machine)\n",
                 pct(over_server, 0.5), pct(over_server, 0.5) <= 100.0 ? "MET" : "NOT MET", pct(over_server, 0.5) / 100.0,
-                pct(over_client, 0.5), pct(over_client, 0.5) <= 100.0 ? "MET" : "NOT MET");
+                pct(over_client, 0.5), pct(over_client, 0.5) <= 100.0 ? "MET" : "NOT MET", pct(server_cpu, 0.5),
+                pct(server_cpu, 0.5) <= 100.0 ? "MET" : "NOT MET");
   }
   std::printf("  load average after: %s\n", loadavg().c_str());
 }

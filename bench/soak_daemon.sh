@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # Soak test of dype-serve: start the daemon on the emulated paper testbed (balanced mode), drive it
 # with `dype-client stream` for MINUTES minutes (a drifting GCN workload over HTTP, the graphs
-# registered once per client run), sample the daemon's RSS every SOAK_SAMPLE_S seconds and print it
-# over time with first/last/max. Exits non-zero when, after the warm-up, RSS grows by more than
+# registered once per client run and deleted after it), sample the daemon's RSS every
+# SOAK_SAMPLE_S seconds and print it over time with first/last/max. Exits non-zero when, after the warm-up, RSS grows by more than
 # SOAK_MAX_GROWTH_PCT percent plus SOAK_SLACK_MB (median of the last 5 samples vs median of the
 # first 5 samples after warm-up), when any request fails, or when the daemon does not stop cleanly.
 #
@@ -61,6 +61,7 @@ deadline=$(( $(date +%s) + minutes * 60 ))
 # near run_s and the soak ends near its deadline.
 (
   run=0
+  graphs=0
   achieved=$rate
   while (( $(date +%s) < deadline )); do
     left=$(( deadline - $(date +%s) ))
@@ -79,6 +80,12 @@ deadline=$(( $(date +%s) + minutes * 60 ))
       echo "$run" >>"$work/failed_runs"
     fi
     grep -h '^summary' "$work/client_$run.log" | sed "s/^/  run $run: /" >>"$work/summaries"
+    # dype-client registers one graph per phase and leaves them registered; delete them (ids are
+    # g1, g2, ... in order) so RSS measures what the daemon keeps, not what it was asked to keep.
+    for (( g = graphs + 1; g <= graphs + 2; g++ )); do
+      curl -s -o /dev/null -X DELETE "http://127.0.0.1:$http_port/v2/dype/graphs/g$g" || true
+    done
+    graphs=$(( graphs + 2 ))
     got=$(grep -ho '[0-9.]* req/s' "$work/client_$run.log" | tail -1 | cut -d' ' -f1 | cut -d. -f1)
     [[ -n $got ]] && (( got >= 1 && got < rate )) && achieved=$got || achieved=$rate
   done

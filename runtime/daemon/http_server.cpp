@@ -2,6 +2,7 @@
 
 #include <charconv>
 #include <chrono>
+#include <ctime>
 #include <filesystem>
 
 #include <httplib.h>
@@ -15,6 +16,14 @@ namespace {
 
 using json = nlohmann::json;
 using Clock = std::chrono::steady_clock;
+
+// CPU time of the calling thread: the handler thread blocks while the engine runs, so its CPU time
+// over a request is the front end's own work, unaffected by waiting for a core on a busy machine.
+double thread_cpu_us() {
+  timespec ts{};
+  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+  return static_cast<double>(ts.tv_sec) * 1e6 + static_cast<double>(ts.tv_nsec) / 1e3;
+}
 
 void send_json(httplib::Response& res, int status, const json& body) {
   res.status = status;
@@ -178,6 +187,7 @@ void HttpServer::routes() {
   s.Post(model_re + "/infer", [this](const httplib::Request& req, httplib::Response& res,
                                      const httplib::ContentReader& content_reader) {
     const auto t0 = Clock::now();
+    const double cpu0 = thread_cpu_us();
     const std::string model = req.matches[1];
     std::string buffer;
     std::size_t pad = 0;
@@ -217,10 +227,12 @@ void HttpServer::routes() {
       for (const RequestedOutput& o : in.outputs) binary = o.binary;
       double engine_s = 0.0;
       const Tensor out = run_infer(service_, graphs_, model, in, &engine_s);
-      // Measured: engine = submit to answer; server = handler entry (body read included) to here.
+      // Measured: engine = submit to answer; server = handler entry (body read included) to here;
+      // server CPU = this thread's CPU time over the same span.
       ResponseHeader h{.model_name = model, .id = in.id,
                        .parameters = {{"dype_engine_time_us", engine_s * 1e6},
-                                      {"dype_server_time_us", std::chrono::duration<double, std::micro>(Clock::now() - t0).count()}}};
+                                      {"dype_server_time_us", std::chrono::duration<double, std::micro>(Clock::now() - t0).count()},
+                                      {"dype_server_cpu_us", thread_cpu_us() - cpu0}}};
       EncodedBody body = encode_infer_response(h, {out}, {binary});
       if (body.header_length) res.set_header("Inference-Header-Content-Length", std::to_string(*body.header_length));
       res.status = 200;
