@@ -65,6 +65,19 @@ ScheduleInputs load_schedule_inputs(const std::string& system_file, const sched:
   out.system = scheduler_system_spec(system, {});
   out.system.name = cfg.name;
   apply_baselines(cfg, out.system);
+  // Each kind is timed on its first schedulable device (the kinds are homogeneous).
+  std::vector<const hw::Device*> first;
+  for (const auto& kind : out.system.kinds) {
+    const hw::Device* f = nullptr;
+    for (const hw::Device* d : system.devices_of(*hw::device_kind_from_string(kind.name))) {
+      const hw::DeviceConfig* dc = cfg.find(d->name());
+      if (!dc || dc->schedulable) {
+        f = d;
+        break;
+      }
+    }
+    first.push_back(f);
+  }
   const int n = out.workload.size();
   std::vector<double> out_bytes(n), in_bytes(n);
   std::vector<std::vector<double>> times(n);
@@ -74,17 +87,8 @@ ScheduleInputs load_schedule_inputs(const std::string& system_file, const sched:
     ops[k] = kernel.shape.kind;
     out_bytes[k] = kernel.output_bytes;
     in_bytes[k] = kernel.input_bytes;
-    for (const auto& kind : out.system.kinds) {
-      const auto hk = hw::device_kind_from_string(kind.name);
-      const hw::Device* first = nullptr;
-      for (const hw::Device* d : system.devices_of(*hk)) {
-        const hw::DeviceConfig* dc = cfg.find(d->name());
-        if (!dc || dc->schedulable) {
-          first = d;
-          break;
-        }
-      }
-      times[k].push_back(first ? modelled_kernel_time_s(system, *first, kernel.shape) : sched::kInf);
+    for (const hw::Device* d : first) {
+      times[k].push_back(d ? modelled_kernel_time_s(system, *d, kernel.shape) : sched::kInf);
     }
   }
   out.model = std::make_unique<sched::AdditiveCostModel>(out.system, out_bytes, in_bytes, times, 0.9, ops);
