@@ -4,6 +4,8 @@
 // saying why.
 #include <gtest/gtest.h>
 
+#include "../test_temp_dir.h"
+
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -106,7 +108,7 @@ TEST(HipDevice, DetectionIsEmptyWithReasonOrListsGpus) {
 
 TEST(HipDevice, SystemConfigWithHipBackend) {
   namespace fs = std::filesystem;
-  const fs::path root = fs::temp_directory_path() / "dype_test_hip_device";
+  const fs::path root = dype::test::process_temp_dir("dype_test_hip_device");
   fs::create_directories(root / "systems");
   fs::create_directories(root / "devices");
   for (const auto& f : fs::directory_iterator(std::string(DYPE_SOURCE_DIR) + "/configs/devices")) {

@@ -3,6 +3,8 @@
 // stage prediction.
 #include <gtest/gtest.h>
 
+#include "../test_temp_dir.h"
+
 #include <chrono>
 #include <cmath>
 #include <filesystem>
@@ -63,7 +65,7 @@ std::string error_of(const std::string& text, std::string_view expected = "amd-m
 
 TEST(PerfStore, RoundTripsThroughAFile) {
   const ModelStore st = sample_store();
-  const auto dir = std::filesystem::temp_directory_path() / "dype_perf_store_test";
+  const auto dir = dype::test::process_temp_dir("dype_perf_store_test");
   const auto path = ModelStore::default_path(dir, st.device_model);
   st.save(path);
   const ModelStore back = ModelStore::load(path, "amd-mi210");

@@ -6,6 +6,8 @@
 
 #include <gtest/gtest.h>
 
+#include "../test_temp_dir.h"
+
 #include "hw/system.h"
 #include "hw/system_config.h"
 #include "kernels/error.h"
@@ -20,7 +22,7 @@ std::string configs() { return std::string(DYPE_SOURCE_DIR) + "/configs"; }
 
 // Writes a system file into a temporary configs/systems folder that sees the real device models.
 std::string write_system(const std::string& name, const std::string& text) {
-  const fs::path dir = fs::temp_directory_path() / "dype_test_system_config" / "systems";
+  const fs::path dir = dype::test::process_temp_dir("dype_test_system_config") / "systems";
   fs::create_directories(dir);
   fs::create_directories(dir.parent_path() / "devices");
   fs::create_directories(dir.parent_path() / "bitstreams");

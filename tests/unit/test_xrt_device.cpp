@@ -5,6 +5,8 @@
 // a programmed board need hardware and are not run here.
 #include <gtest/gtest.h>
 
+#include "../test_temp_dir.h"
+
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
@@ -74,7 +76,7 @@ Noop& noop() {
   } while (0)
 
 fs::path write_file(const std::string& name, const std::string& text) {
-  const fs::path p = fs::temp_directory_path() / name;
+  const fs::path p = dype::test::process_temp_dir("dype_xrt_files") / name;
   std::ofstream(p) << text;
   return p;
 }
