@@ -4,8 +4,11 @@
 //
 //   overhead  1k-node GCN requests. Protocol overhead per request = server time - engine time, both
 //             measured by the server and returned as response parameters (dype_server_time_us:
-//             handler entry, body read included, to the output tensor; dype_engine_time_us: submit
-//             to answer), and, as an upper bound including the client and the loopback socket,
+//             from httplib handing over the parsed request line and headers, i.e. routing and the
+//             body read included, to the response header encoded -- the output's bytes are then
+//             sent from the engine's answer as they lie; dype_engine_time_us: submit to answer;
+//             phases dype_receive_us, dype_parse_us, dype_build_us), and, as an upper bound
+//             including the client and the loopback socket,
 //             client round trip - engine time; and the handler thread's CPU time per request
 //             (dype_server_cpu_us), which waiting for a core on a loaded machine does not inflate.
 //             Issue 6 target: median <= 100 us.
@@ -199,7 +202,7 @@ void overhead(InferenceService& service, HttpServer& http, GraphRegistry& graphs
   variants.push_back({"registered graph (x + parameters.graph_id)",
                       encode_infer_request("", {x}, {{"graph_id", gid}}, true, true)});
   for (const Variant& v : variants) {
-    std::vector<double> client, server, engine, over_server, over_client, server_cpu;
+    std::vector<double> client, server, engine, over_server, over_client, server_cpu, receive, parse, build, rest;
     const int warmup = std::max(50, requests / 10);
     for (int i = 0; i < warmup + requests; ++i) {
       const Posted p = post(c, "gcn", v.body);
@@ -209,6 +212,10 @@ void overhead(InferenceService& service, HttpServer& http, GraphRegistry& graphs
       const double e = r.parameters.at("dype_engine_time_us").get<double>();
       const double s = r.parameters.at("dype_server_time_us").get<double>();
       server_cpu.push_back(r.parameters.at("dype_server_cpu_us").get<double>());
+      receive.push_back(r.parameters.at("dype_receive_us").get<double>());
+      parse.push_back(r.parameters.at("dype_parse_us").get<double>());
+      build.push_back(r.parameters.at("dype_build_us").get<double>());
+      rest.push_back(s - e - receive.back() - parse.back() - build.back());
       client.push_back(p.client_us);
       server.push_back(s);
       engine.push_back(e);
@@ -228,6 +235,11 @@ void overhead(InferenceService& service, HttpServer& http, GraphRegistry& graphs
     row("overhead = server - engine", over_server);
     row("overhead incl. client+socket = rtt - engine", over_client);
     row("handler-thread CPU (measured, in response)", server_cpu);
+    std::printf("  phases of server - engine (measured, in response):\n");
+    row("  receive (body read)", receive);
+    row("  parse (admission, JSON header, tensor views)", parse);
+    row("  build (x copy + checks, graph normalisation)", build);
+    row("  rest (routing, output header encoding)", rest);
     std::printf("  target <= 100 us median: server - engine %.1f us -> %s (%.2fx of target); rtt - engine %.1f us -> %s;\n"
                 "  handler-thread CPU %.1f us -> %s (CPU time does not count waiting for a core on a loaded machine)\n",
                 pct(over_server, 0.5), pct(over_server, 0.5) <= 100.0 ? "MET" : "NOT MET", pct(over_server, 0.5) / 100.0,
@@ -324,6 +336,7 @@ int main(int argc, char** argv) {
     const std::int64_t nodes = std::stoll(arg(argc, argv, "--nodes", "1000"));
     const std::int64_t edges = std::stoll(arg(argc, argv, "--edges", "10000"));
     const double large_mb = std::stod(arg(argc, argv, "--large-mb", "100"));
+    configure_allocator_for_serving();  // as dype-serve does
     EngineServiceOptions so;
     so.system_config = arg(argc, argv, "--system", std::string(DYPE_SOURCE_DIR) + "/configs/systems/paper-testbed-pcie4.yaml");
     so.mode = "perf";

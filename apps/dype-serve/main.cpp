@@ -48,6 +48,7 @@ int main(int argc, char** argv) {
   app.add_option("--exit-timeout", exit_timeout_s, "seconds to let in-flight requests finish on shutdown");
   app.add_option("--port-file", port_file, "write the bound ports as JSON here once serving (for ephemeral ports)");
   CLI11_PARSE(app, argc, argv);
+  configure_allocator_for_serving();
   spdlog::set_level(spdlog::level::from_str(log_level));
 
   // Block the stop signals in every thread; the main thread takes them with sigwait.

@@ -2,8 +2,11 @@
 
 #include <charconv>
 #include <chrono>
+#include <cstdio>
 #include <ctime>
 #include <filesystem>
+
+#include <malloc.h>
 
 #include <httplib.h>
 
@@ -83,6 +86,40 @@ std::optional<std::size_t> header_length(const httplib::Request& req, std::size_
   return n;
 }
 
+// When httplib has parsed a request's line and headers (its pre-routing hook, on the thread that
+// then runs the handler): the start of the server time an infer response reports.
+struct Arrival {
+  Clock::time_point wall = Clock::now();
+  double cpu_us = 0.0;
+};
+thread_local Arrival tl_arrival;
+
+// Receive buffer kept per worker thread between requests: a fresh buffer for every body page-faults
+// on each 4 KiB page the kernel copies into (measured: most of the receive time for a 400 KB
+// body). Above kKeepBodyBytes it is freed after the request so idle threads hold little memory.
+constexpr std::size_t kKeepBodyBytes = 16u << 20;
+struct BodyBuffer {
+  std::string s;
+};
+thread_local BodyBuffer tl_body;
+
+// Placeholders for values known only once the response header is encoded: distinctive doubles
+// whose JSON text (23 characters) is overwritten by the value, right-aligned (JSON allows the
+// leading spaces), so the reported time covers the encoding too.
+constexpr double kServerTimeSlot = 1.2345678901234567e+300;
+constexpr double kServerCpuSlot = 1.2345678901234567e+301;
+
+void fill_slot(std::string& body, double slot, double value) {
+  const std::string placeholder = json(slot).dump();
+  const std::size_t at = body.find(placeholder);
+  if (at == std::string::npos) throw Error("response header lost its placeholder " + placeholder);
+  char text[64];
+  const int n = std::snprintf(text, sizeof text, "%*.1f", static_cast<int>(placeholder.size()), value);
+  if (n < 0 || static_cast<std::size_t>(n) != placeholder.size())
+    throw Error("value " + std::to_string(value) + " does not fit its response placeholder");
+  body.replace(at, placeholder.size(), text, placeholder.size());
+}
+
 json tensor_specs(const std::vector<TensorSpec>& specs) {
   json a = json::array();
   for (const TensorSpec& t : specs) a.push_back({{"name", t.name}, {"datatype", t.datatype}, {"shape", t.shape}});
@@ -106,6 +143,14 @@ std::string string_field(const json& j, const char* key) {
 }
 
 }  // namespace
+
+void configure_allocator_for_serving() {
+  // 32 MiB is the largest mmap threshold glibc accepts; bigger blocks (a 100 MB request) are still
+  // mapped and returned at once. Setting it also stops glibc raising it on its own. The trim
+  // threshold above it keeps freed blocks of that size for reuse instead of returning the pages.
+  mallopt(M_MMAP_THRESHOLD, 32 << 20);
+  mallopt(M_TRIM_THRESHOLD, 64 << 20);
+}
 
 HttpServer::HttpServer(InferenceService& service, GraphRegistry& graphs, Metrics& metrics, ServerOptions options,
                        AdminHooks hooks)
@@ -142,6 +187,10 @@ void HttpServer::routes() {
     }
     return httplib::Server::HandlerResponse::Handled;
   }));
+  s.set_pre_routing_handler([](const httplib::Request&, httplib::Response&) {
+    tl_arrival = Arrival{Clock::now(), thread_cpu_us()};
+    return httplib::Server::HandlerResponse::Unhandled;
+  });
   s.set_exception_handler([](const httplib::Request&, httplib::Response& res, std::exception_ptr ep) {
     try {
       std::rethrow_exception(ep);
@@ -184,12 +233,13 @@ void HttpServer::routes() {
   // body would be re-copied by every reallocation): one buffer sized from Content-Length, with
   // the binary section starting on a 64-byte boundary so INT64/FP32 tensors can be read in
   // place. Binary tensors then view this buffer; only x is copied, once, into the engine's tensor.
+  // A binary output is sent from the engine's answer as it lies, after the JSON header.
   s.Post(model_re + "/infer", [this](const httplib::Request& req, httplib::Response& res,
                                      const httplib::ContentReader& content_reader) {
-    const auto t0 = Clock::now();
-    const double cpu0 = thread_cpu_us();
+    const Arrival arrival = tl_arrival;
     const std::string model = req.matches[1];
-    std::string buffer;
+    std::string& buffer = tl_body.s;
+    buffer.clear();
     std::size_t pad = 0;
     const bool received = [&] {
       std::optional<std::size_t> hl;
@@ -210,6 +260,7 @@ void HttpServer::routes() {
         return true;
       });
     }();
+    const auto t_read = Clock::now();
     const std::string_view request_body = std::string_view(buffer).substr(pad);
     std::string reason = guarded(res, [&] {
       if (!received) {
@@ -223,22 +274,50 @@ void HttpServer::routes() {
       AdmissionControl::Ticket admitted(admission_);
       const InferRequest in =
           parse_infer_request(request_body, header_length(req, request_body.size()), /*borrow_binary=*/true);
+      const auto t_parse = Clock::now();
       bool binary = in.binary_output;
       for (const RequestedOutput& o : in.outputs) binary = o.binary;
-      double engine_s = 0.0;
-      const Tensor out = run_infer(service_, graphs_, model, in, &engine_s);
-      // Measured: engine = submit to answer; server = handler entry (body read included) to here;
-      // server CPU = this thread's CPU time over the same span.
+      Clock::time_point t_submit;
+      std::future<HostTensor> answer = submit_infer(service_, graphs_, model, in, &t_submit);
+      const auto y = std::make_shared<const HostTensor>(answer.get());
+      const auto t_answer = Clock::now();
+      const Tensor out = output_view(*y);
+      // Measured: engine = submit to answer; server = arrival (after httplib parsed the request
+      // line and headers, before routing) to the response header encoded, body read included;
+      // server CPU = this thread's CPU time over the same span. Both are written last, over
+      // placeholders in the encoded header, so they include its encoding. Phases: receive (body
+      // read), parse (admission + JSON header + tensor views), build (engine request: x copy,
+      // graph normalisation); the rest of server - engine is output encoding and routing.
+      auto us = [](Clock::duration d) { return std::chrono::duration<double, std::micro>(d).count(); };
       ResponseHeader h{.model_name = model, .id = in.id,
-                       .parameters = {{"dype_engine_time_us", engine_s * 1e6},
-                                      {"dype_server_time_us", std::chrono::duration<double, std::micro>(Clock::now() - t0).count()},
-                                      {"dype_server_cpu_us", thread_cpu_us() - cpu0}}};
-      EncodedBody body = encode_infer_response(h, {out}, {binary});
-      if (body.header_length) res.set_header("Inference-Header-Content-Length", std::to_string(*body.header_length));
+                       .parameters = {{"dype_engine_time_us", us(t_answer - t_submit)},
+                                      {"dype_server_time_us", kServerTimeSlot},
+                                      {"dype_server_cpu_us", kServerCpuSlot},
+                                      {"dype_receive_us", us(t_read - arrival.wall)},
+                                      {"dype_parse_us", us(t_parse - t_read)},
+                                      {"dype_build_us", us(t_submit - t_parse)}}};
+      EncodedBody body = encode_infer_response_header(h, {out}, {binary});
+      fill_slot(body.body, kServerTimeSlot, us(Clock::now() - arrival.wall));
+      fill_slot(body.body, kServerCpuSlot, thread_cpu_us() - arrival.cpu_us);
       res.status = 200;
-      res.set_content(std::move(body.body), body.content_type);
+      if (!body.header_length) {
+        res.set_content(std::move(body.body), body.content_type);
+        return;
+      }
+      res.set_header("Inference-Header-Content-Length", std::to_string(*body.header_length));
+      auto header = std::make_shared<const std::string>(std::move(body.body));
+      const std::string_view data = out.bytes();
+      res.set_content_provider(
+          header->size() + data.size(), body.content_type,
+          [header, y, data](std::size_t offset, std::size_t, httplib::DataSink& sink) {
+            const std::size_t hs = header->size();
+            if (offset < hs && !sink.write(header->data() + offset, hs - offset)) return false;
+            const std::size_t from = offset > hs ? offset - hs : 0;
+            return sink.write(data.data() + from, data.size() - from);
+          });
     });
-    metrics_.record(model, reason, std::chrono::duration<double>(Clock::now() - t0).count());
+    if (buffer.capacity() > kKeepBodyBytes) std::string().swap(buffer);
+    metrics_.record(model, reason, std::chrono::duration<double>(Clock::now() - arrival.wall).count());
   });
 
   s.Post("/v2/dype/graphs", [this](const httplib::Request& req, httplib::Response& res) {

@@ -35,5 +35,7 @@ std::future<HostTensor> submit_infer(InferenceService& service, GraphRegistry& g
                                      std::chrono::steady_clock::time_point* submitted = nullptr);
 // The protocol's output tensor "y" (FP32 [rows, cols]) of an answer.
 Tensor output_tensor(const HostTensor& y);
+// The same tensor viewing y's data (Tensor::view) instead of copying it; y must outlive it.
+Tensor output_view(const HostTensor& y);
 
 }  // namespace dype::rt::daemon

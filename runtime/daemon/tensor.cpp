@@ -310,10 +310,10 @@ InferRequest parse_infer_request(std::string_view body, std::optional<std::size_
 }
 
 namespace {
-// The binary sections are appended straight after the JSON header in one buffer sized up front,
-// so each tensor's bytes are copied once.
-EncodedBody encode(json header, const char* field, const std::vector<Tensor>& tensors, const std::vector<bool>& binary) {
-  std::size_t bin_size = 0;
+// The JSON header with each binary tensor's size; bin_size: the bytes that follow it.
+std::string encode_header(json header, const char* field, const std::vector<Tensor>& tensors,
+                          const std::vector<bool>& binary, std::size_t& bin_size) {
+  bin_size = 0;
   json arr = json::array();
   for (std::size_t i = 0; i < tensors.size(); ++i) {
     const Tensor& t = tensors[i];
@@ -327,8 +327,15 @@ EncodedBody encode(json header, const char* field, const std::vector<Tensor>& te
     arr.push_back(std::move(o));
   }
   header[field] = std::move(arr);
+  return header.dump();
+}
+
+// The binary sections are appended straight after the JSON header in one buffer sized up front,
+// so each tensor's bytes are copied once.
+EncodedBody encode(json header, const char* field, const std::vector<Tensor>& tensors, const std::vector<bool>& binary) {
+  std::size_t bin_size = 0;
   EncodedBody out;
-  out.body = header.dump();
+  out.body = encode_header(std::move(header), field, tensors, binary, bin_size);
   if (bin_size > 0) {
     out.header_length = out.body.size();
     out.body.reserve(out.body.size() + bin_size);
@@ -338,14 +345,30 @@ EncodedBody encode(json header, const char* field, const std::vector<Tensor>& te
   }
   return out;
 }
+
+json response_json(const ResponseHeader& h) {
+  json header = {{"model_name", h.model_name}, {"model_version", h.model_version}};
+  if (!h.id.empty()) header["id"] = h.id;
+  if (!h.parameters.empty()) header["parameters"] = h.parameters;
+  return header;
+}
 }  // namespace
 
 EncodedBody encode_infer_response(const ResponseHeader& h, const std::vector<Tensor>& outputs,
                                   const std::vector<bool>& binary) {
-  json header = {{"model_name", h.model_name}, {"model_version", h.model_version}};
-  if (!h.id.empty()) header["id"] = h.id;
-  if (!h.parameters.empty()) header["parameters"] = h.parameters;
-  return encode(std::move(header), "outputs", outputs, binary);
+  return encode(response_json(h), "outputs", outputs, binary);
+}
+
+EncodedBody encode_infer_response_header(const ResponseHeader& h, const std::vector<Tensor>& outputs,
+                                         const std::vector<bool>& binary) {
+  std::size_t bin_size = 0;
+  EncodedBody out;
+  out.body = encode_header(response_json(h), "outputs", outputs, binary, bin_size);
+  if (bin_size > 0) {
+    out.header_length = out.body.size();
+    out.content_type = "application/octet-stream";
+  }
+  return out;
 }
 
 EncodedBody encode_infer_request(const std::string& id, const std::vector<Tensor>& inputs,

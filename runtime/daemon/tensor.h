@@ -90,6 +90,11 @@ struct ResponseHeader {
 // binary: per output, whether its data goes in the binary section.
 EncodedBody encode_infer_response(const ResponseHeader& header, const std::vector<Tensor>& outputs,
                                   const std::vector<bool>& binary);
+// The same response's JSON header alone (body = header; header_length and content_type as above):
+// the binary tensors' bytes, in output order, are the caller's to send after it from where they
+// lie, so a large output is not copied into a body first.
+EncodedBody encode_infer_response_header(const ResponseHeader& header, const std::vector<Tensor>& outputs,
+                                         const std::vector<bool>& binary);
 // The client side: same body format as a request (inputs in binary when binary is true).
 EncodedBody encode_infer_request(const std::string& id, const std::vector<Tensor>& inputs,
                                  const nlohmann::json& parameters, bool binary, bool binary_output);

@@ -71,6 +71,22 @@ TEST(DaemonProtocol, ResponseEncodingBothForms) {
   }
 }
 
+// The header-only encoding plus the tensor bytes sent after it (from a view of the answer, as the
+// HTTP front end does) is byte for byte the one-buffer body.
+TEST(DaemonProtocol, ResponseHeaderThenViewedBytesEqualsWholeBody) {
+  rt::HostTensor answer = rt::make_tensor(2, 3, {1, 2, 3, 4, 5, 6});
+  const Tensor view = output_view(answer);
+  ASSERT_TRUE(view.view);
+  EXPECT_EQ(view.view->data(), reinterpret_cast<const char*>(answer.data.data()));
+  for (bool binary : {false, true}) {
+    const EncodedBody whole = encode_infer_response({.model_name = "gcn", .id = "7"}, {output_tensor(answer)}, {binary});
+    const EncodedBody head = encode_infer_response_header({.model_name = "gcn", .id = "7"}, {view}, {binary});
+    EXPECT_EQ(head.header_length, whole.header_length);
+    EXPECT_EQ(head.content_type, whole.content_type);
+    EXPECT_EQ(head.body + (binary ? std::string(view.bytes()) : std::string()), whole.body);
+  }
+}
+
 TEST(DaemonProtocol, PreciseErrors) {
   EXPECT_NE(error_of("{not json").find("malformed JSON"), std::string::npos);
   EXPECT_NE(error_of(R"({"inputs":[{"name":"x","datatype":"FP33","shape":[1],"data":[1]}]})").find("unknown datatype 'FP33'"),
