@@ -151,6 +151,7 @@ class LabelDp {
     kcs_ = t.num_kc();
     lists_.assign(static_cast<std::size_t>(n_ + 1) * u_.size * std::max(kcs_, 1), {});
     if (pass_.energy_ub < kInf) rest_energy_lb();
+    if (pass_.period_cap < kInf) completion_bounds();
     run();
   }
 
@@ -248,6 +249,55 @@ class LabelDp {
     }
   }
 
+  // Backward pass for a period cap P: from the end, the largest open-stage value each state can
+  // carry and still be completed with every later stage within P on the devices left:
+  //   q_(i, u, kc): a label there (open stage on kc, kernels [0, i) done) needs partial <= q_;
+  //   r_(i, u, kc): a stage opened at i on kc (u counting its devices) needs its transfer-in <= r_.
+  // q_(n, .) = P; r_(i, u, kc) = max_j q_(j, u, kc) - C(i, j - 1, kc); q_(i, u, kc) = P - the
+  // smallest X(i - 1, kc, kc') <= r_(i, u + kc', kc'). A label over these bounds has no completion
+  // under the cap, so dropping it loses nothing; the cap is widened by 1e-8 relative (far above
+  // summation-order rounding, so the forward within() tests can never accept what this rejected).
+  // Costs about one PeriodSearch check; in the perf tie-break pass at P* nearly every label fails.
+  void completion_bounds() {
+    const double cap = pass_.period_cap * (1 + 1e-8);
+    const bool grow = t_.ranges_grow();
+    const std::size_t states = static_cast<std::size_t>(n_ + 1) * u_.size * kcs_;
+    q_.assign(states, -kInf);
+    r_.assign(states, -kInf);
+    std::fill(q_.begin() + static_cast<std::ptrdiff_t>(state(n_, 0, 0)), q_.end(), cap);
+    for (int i = n_ - 1; i >= 0; --i) {
+      for (int u = 0; u < u_.size; ++u) {
+        for (int kc = 0; kc < kcs_; ++kc) {
+          const DeviceGroup g = t_.group(kc);
+          if (u_.digits[u][g.kind] < g.count) continue;
+          double best = -kInf;
+          for (int j = i + 1; j <= n_; ++j) {
+            const double c = t_.compute(i, j - 1, kc);
+            if (!(c <= cap)) {
+              if (grow) break;
+              continue;
+            }
+            best = std::max(best, q_[state(j, u, kc)] - c);
+          }
+          r_[state(i, u, kc)] = best;
+        }
+      }
+      if (i == 0) break;
+      for (int u = 0; u < u_.size; ++u) {
+        for (int kc = 0; kc < kcs_; ++kc) {
+          double best_x = kInf;
+          for (int k2 = 0; k2 < kcs_; ++k2) {
+            const DeviceGroup g2 = t_.group(k2);
+            if (u_.digits[u][g2.kind] + g2.count > t_.max_count(g2.kind)) continue;
+            const double x = t_.transfer(i - 1, kc, k2);
+            if (x < best_x && x <= r_[state(i, u + g2.count * u_.stride[g2.kind], k2)]) best_x = x;
+          }
+          q_[state(i, u, kc)] = best_x < kInf ? cap - best_x : -kInf;
+        }
+      }
+    }
+  }
+
   // Whether a label for kernels [0, i) can still lead to an admissible plan. The caps' tests are
   // monotone in the open stage's compute time: a stage that fails them cannot pass by growing.
   bool within_caps(const Label& l) const {
@@ -311,7 +361,7 @@ class LabelDp {
           // Step 1: close the previous stage with its transfer into g.
           opening.clear();
           if (ip == 0) {
-            opening.push_back({0, 0, 0, 0, 0, 0, 0, kc});
+            if (r_.empty() || r_[state(0, u2, kc)] >= 0) opening.push_back({0, 0, 0, 0, 0, 0, 0, kc});
           } else {
             for (int kp : live_kp) {
               const DeviceGroup gp = t_.group(kp);
@@ -322,7 +372,7 @@ class LabelDp {
                 const Label& l = arena_[id];
                 Label o{std::max(l.max_t, l.partial + x), x, l.a + (xfer_wp + xfer_w) * x, l.lat + x,
                         id, 0, 0, kc};
-                if (!keep(o, u2, ip, true)) continue;
+                if (!keep(o, u2, ip, true) || (!r_.empty() && x > r_[state(ip, u2, kc)])) continue;
                 insert(opening, o, pass_.dims);
               }
             }
@@ -343,7 +393,7 @@ class LabelDp {
               Label l{o.max_t, o.partial + c, o.a + exec_w * c, o.lat + c, o.parent, ip, i - 1, kc};
               if (!within_caps(l)) continue;
               capped = false;
-              if (!keep(l, u2, i)) continue;
+              if (!keep(l, u2, i) || (!q_.empty() && l.partial > q_[s])) continue;
               insert_state(s, l);
             }
             if (capped && grow) break;  // a longer stage breaks the caps too
@@ -363,6 +413,8 @@ class LabelDp {
   std::vector<double> rest_;
   std::vector<double> rest_dyn_;
   std::vector<double> rest_period_;
+  std::vector<double> q_;
+  std::vector<double> r_;
 };
 
 struct Found {
