@@ -218,34 +218,78 @@ class LabelDp {
     return (static_cast<std::size_t>(i) * u_.size + u) * kcs_ + kc;
   }
 
-  // Lower bounds on what kernels [i, n) still add, for pruning against a known plan's energy:
-  //  rest_[i]: energy of the devices that will run them: a stage on c new devices draws at least
-  //    c p_exec C (its compute, plus idle power over a period >= C; transfers add >= 0 as
-  //    p_xfer >= p_idle), with no device limits;
-  //  rest_dyn_[i]: the same above idle power, c (p_exec - p_idle) C, for when the first of those
-  //    stages is being opened on devices already counted in the label's usage;
-  //  rest_period_[i]: the period they force: a kernel runs in some stage, and when stages only
-  //    grow (ranges_grow) that stage takes at least the kernel's fastest single-kernel time.
+  // Lower bounds on what a label still adds to its final energy, for pruning against a known
+  // plan's energy. The final figure is E = a + (open stage's X_out share) + sum over later stages
+  // of c (dE C + dX (X_in + X_out)) + P B(u_final), with d = above idle; as P >= every later
+  // stage's own time T = X_in + C + X_out and P >= the label's own M = max(max_t, partial, the
+  // period the rest forces), P B(u_final) >= M B(u) + sum over later stages of c p_idle T, so
+  //   E >= a + M B(u) + [c_open dX_open X_out + sum later c (p_exec C + p_xfer (X_in + X_out))].
+  // The bracket's minimum over completions that fit in the devices left is an exact backward DP
+  // over the label states (about one PeriodSearch check's cost); it counts transfers and device
+  // limits, so it is far tighter than per-kernel bounds, and kInf where nothing completes:
+  //  w_delta_(i, u, kc): a label whose open stage on kc ended at i - 1;
+  //  v_delta_(i, u, kc): a stage being opened at i on kc (devices in u; it pays c dE C, its own
+  //    idle share is in M B(u));
+  //  rest_period_[i]: the period kernels [i, n) force: each runs in some stage, and when stages
+  //    only grow (ranges_grow) that stage takes at least the kernel's fastest single-kernel time.
+  // Needs p_exec, p_xfer >= p_idle (SystemSpec::validate).
   void rest_energy_lb() {
-    rest_.assign(static_cast<std::size_t>(n_ + 1), kInf);
-    rest_dyn_ = rest_;
     rest_period_.assign(static_cast<std::size_t>(n_ + 1), 0.0);
-    rest_[n_] = rest_dyn_[n_] = 0;
     for (int i = n_ - 1; i >= 0; --i) {
       double fastest = kInf;
-      for (int j = i + 1; j <= n_; ++j) {
-        if (!(rest_[j] < kInf)) continue;
+      for (int kc = 0; kc < kcs_; ++kc) fastest = std::min(fastest, t_.compute(i, i, kc));
+      rest_period_[i] = std::max(rest_period_[i + 1], t_.ranges_grow() && fastest < kInf ? fastest : 0.0);
+    }
+    const bool grow = t_.ranges_grow();
+    const std::size_t states = static_cast<std::size_t>(n_ + 1) * u_.size * kcs_;
+    std::vector<double> w_full(states, kInf);  // as w_delta_, the source stage paying full p_xfer
+    w_delta_.assign(states, kInf);
+    v_delta_.assign(states, kInf);
+    std::vector<double> v_full(static_cast<std::size_t>(u_.size) * kcs_);  // later stage opened at i
+    std::fill(w_full.begin() + static_cast<std::ptrdiff_t>(state(n_, 0, 0)), w_full.end(), 0.0);
+    std::fill(w_delta_.begin() + static_cast<std::ptrdiff_t>(state(n_, 0, 0)), w_delta_.end(), 0.0);
+    for (int i = n_ - 1; i >= 0; --i) {
+      for (int u = 0; u < u_.size; ++u) {
         for (int kc = 0; kc < kcs_; ++kc) {
-          const double c = t_.compute(i, j - 1, kc);
-          if (!(c < kInf)) continue;
           const DeviceGroup g = t_.group(kc);
-          const PowerStates& p = t_.power(g.kind);
-          rest_[i] = std::min(rest_[i], g.count * p.exec_w * c + rest_[j]);
-          if (rest_dyn_[j] < kInf) rest_dyn_[i] = std::min(rest_dyn_[i], g.count * (p.exec_w - p.idle_w) * c + rest_dyn_[j]);
-          if (j == i + 1) fastest = std::min(fastest, c);
+          double best_f = kInf, best_d = kInf;
+          if (u_.digits[u][g.kind] >= g.count) {
+            const PowerStates& p = t_.power(g.kind);
+            const double full = g.count * p.exec_w, delta = g.count * (p.exec_w - p.idle_w);
+            for (int j = i + 1; j <= n_; ++j) {
+              const double c = t_.compute(i, j - 1, kc);
+              if (!(c < kInf)) {
+                if (grow) break;
+                continue;
+              }
+              best_f = std::min(best_f, full * c + w_full[state(j, u, kc)]);
+              best_d = std::min(best_d, delta * c + w_delta_[state(j, u, kc)]);
+            }
+          }
+          v_full[static_cast<std::size_t>(u) * kcs_ + kc] = best_f;
+          v_delta_[state(i, u, kc)] = best_d;
         }
       }
-      rest_period_[i] = std::max(rest_period_[i + 1], t_.ranges_grow() && fastest < kInf ? fastest : 0.0);
+      if (i == 0) break;
+      for (int u = 0; u < u_.size; ++u) {
+        for (int kc = 0; kc < kcs_; ++kc) {
+          const DeviceGroup g = t_.group(kc);
+          const PowerStates& p = t_.power(g.kind);
+          const double full = g.count * p.xfer_w, delta = g.count * (p.xfer_w - p.idle_w);
+          double best_f = kInf, best_d = kInf;
+          for (int k2 = 0; k2 < kcs_; ++k2) {
+            const DeviceGroup g2 = t_.group(k2);
+            if (u_.digits[u][g2.kind] + g2.count > t_.max_count(g2.kind)) continue;
+            const double x = t_.transfer(i - 1, kc, k2);
+            const double rest = g2.count * t_.power(g2.kind).xfer_w * x +
+                                v_full[static_cast<std::size_t>(u + g2.count * u_.stride[g2.kind]) * kcs_ + k2];
+            best_f = std::min(best_f, full * x + rest);
+            best_d = std::min(best_d, delta * x + rest);
+          }
+          w_full[state(i, u, kc)] = best_f;
+          w_delta_[state(i, u, kc)] = best_d;
+        }
+      }
     }
   }
 
@@ -306,10 +350,10 @@ class LabelDp {
   }
 
   // opening: the label opens a stage at i on devices already in u.
-  bool keep(const Label& l, int u, int i, bool opening = false) const {
+  bool keep(const Label& l, int u, int i, int kc, bool opening = false) const {
     if (!within_caps(l)) return false;
     if (pass_.energy_ub < kInf) {
-      const double rest = opening ? rest_dyn_[i] : rest_[i];
+      const double rest = opening ? v_delta_[state(i, u, kc)] : w_delta_[state(i, u, kc)];
       const double lb = l.a + rest + std::max({l.max_t, l.partial, rest_period_[i]}) * u_.idle_w[u];
       if (!within(lb, pass_.energy_ub)) return false;
     }
@@ -372,7 +416,7 @@ class LabelDp {
                 const Label& l = arena_[id];
                 Label o{std::max(l.max_t, l.partial + x), x, l.a + (xfer_wp + xfer_w) * x, l.lat + x,
                         id, 0, 0, kc};
-                if (!keep(o, u2, ip, true) || (!r_.empty() && x > r_[state(ip, u2, kc)])) continue;
+                if (!keep(o, u2, ip, kc, true) || (!r_.empty() && x > r_[state(ip, u2, kc)])) continue;
                 insert(opening, o, pass_.dims);
               }
             }
@@ -393,7 +437,7 @@ class LabelDp {
               Label l{o.max_t, o.partial + c, o.a + exec_w * c, o.lat + c, o.parent, ip, i - 1, kc};
               if (!within_caps(l)) continue;
               capped = false;
-              if (!keep(l, u2, i) || (!q_.empty() && l.partial > q_[s])) continue;
+              if (!keep(l, u2, i, kc) || (!q_.empty() && l.partial > q_[s])) continue;
               insert_state(s, l);
             }
             if (capped && grow) break;  // a longer stage breaks the caps too
@@ -410,8 +454,8 @@ class LabelDp {
   int kcs_ = 0;
   std::vector<Label> arena_;
   std::vector<std::vector<int>> lists_;
-  std::vector<double> rest_;
-  std::vector<double> rest_dyn_;
+  std::vector<double> w_delta_;
+  std::vector<double> v_delta_;
   std::vector<double> rest_period_;
   std::vector<double> q_;
   std::vector<double> r_;
