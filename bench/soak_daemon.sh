@@ -61,7 +61,6 @@ deadline=$(( $(date +%s) + minutes * 60 ))
 # near run_s and the soak ends near its deadline.
 (
   run=0
-  graphs=0
   achieved=$rate
   while (( $(date +%s) < deadline )); do
     left=$(( deadline - $(date +%s) ))
@@ -80,12 +79,6 @@ deadline=$(( $(date +%s) + minutes * 60 ))
       echo "$run" >>"$work/failed_runs"
     fi
     grep -h '^summary' "$work/client_$run.log" | sed "s/^/  run $run: /" >>"$work/summaries"
-    # dype-client registers one graph per phase and leaves them registered; delete them (ids are
-    # g1, g2, ... in order) so RSS measures what the daemon keeps, not what it was asked to keep.
-    for (( g = graphs + 1; g <= graphs + 2; g++ )); do
-      curl -s -o /dev/null -X DELETE "http://127.0.0.1:$http_port/v2/dype/graphs/g$g" || true
-    done
-    graphs=$(( graphs + 2 ))
     got=$(grep -ho '[0-9.]* req/s' "$work/client_$run.log" | tail -1 | cut -d' ' -f1 | cut -d. -f1)
     [[ -n $got ]] && (( got >= 1 && got < rate )) && achieved=$got || achieved=$rate
   done

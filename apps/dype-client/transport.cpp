@@ -1,0 +1,237 @@
+#include "transport.h"
+
+#include <cstring>
+
+#include <grpcpp/grpcpp.h>
+#include <httplib.h>
+
+#include "kernels/error.h"
+#include "runtime/daemon/proto/grpc_service.grpc.pb.h"
+
+namespace dype::client {
+
+using json = nlohmann::json;
+using rt::daemon::InferResponse;
+using rt::daemon::Tensor;
+
+namespace {
+
+std::unique_ptr<httplib::Client> http_client(const Endpoint& e, int port) {
+  auto c = std::make_unique<httplib::Client>(e.host, port);
+  c->set_read_timeout(300, 0);
+  c->set_write_timeout(300, 0);
+  return c;
+}
+
+json get_json(httplib::Client& c, const std::string& path) {
+  auto r = c.Get(path.c_str());
+  if (!r) throw Error("no response from server: " + httplib::to_string(r.error()));
+  if (r->status != 200) throw Error("HTTP " + std::to_string(r->status) + ": " + r->body);
+  return json::parse(r->body);
+}
+
+class HttpTransport final : public Transport {
+ public:
+  explicit HttpTransport(const Endpoint& e) : c_(http_client(e, e.http_port)) {}
+
+  InferResponse infer(const std::string& model, const std::vector<Tensor>& inputs, const json& params) override {
+    const rt::daemon::EncodedBody b = rt::daemon::encode_infer_request("", inputs, params, true, true);
+    const httplib::Headers h{{"Inference-Header-Content-Length", std::to_string(*b.header_length)}};
+    auto r = c_->Post(("/v2/models/" + model + "/infer").c_str(), h, b.body, "application/octet-stream");
+    if (!r) throw Error("no response from server: " + httplib::to_string(r.error()));
+    if (r->status != 200) throw Error("HTTP " + std::to_string(r->status) + ": " + r->body);
+    std::optional<std::size_t> hl;
+    if (r->has_header("Inference-Header-Content-Length"))
+      hl = std::stoul(r->get_header_value("Inference-Header-Content-Length"));
+    return rt::daemon::parse_infer_response(r->body, hl);
+  }
+
+  ModelInfo model_info(const std::string& model) override {
+    const json m = get_json(*c_, "/v2/models/" + model);
+    return {m.value("platform", "") == "dype_transformer", m.at("inputs").at(0).at("shape").at(1).get<int>()};
+  }
+
+ private:
+  std::unique_ptr<httplib::Client> c_;
+};
+
+inference::InferParameter to_param(const json& v) {
+  inference::InferParameter p;
+  if (v.is_boolean()) p.set_bool_param(v.get<bool>());
+  else if (v.is_number_integer()) p.set_int64_param(v.get<std::int64_t>());
+  else if (v.is_number()) p.set_double_param(v.get<double>());
+  else if (v.is_string()) p.set_string_param(v.get<std::string>());
+  else throw InputError("parameters", "only bool, integer, number and string parameters travel over gRPC");
+  return p;
+}
+
+json from_param(const inference::InferParameter& p) {
+  switch (p.parameter_choice_case()) {
+    case inference::InferParameter::kBoolParam: return p.bool_param();
+    case inference::InferParameter::kInt64Param: return p.int64_param();
+    case inference::InferParameter::kStringParam: return p.string_param();
+    case inference::InferParameter::kDoubleParam: return p.double_param();
+    case inference::InferParameter::kUint64Param: return p.uint64_param();
+    default: return nullptr;
+  }
+}
+
+inference::ModelInferRequest to_request(const std::string& model, const std::vector<Tensor>& inputs, const json& params) {
+  inference::ModelInferRequest r;
+  r.set_model_name(model);
+  for (const Tensor& t : inputs) {
+    auto* in = r.add_inputs();
+    in->set_name(t.name);
+    in->set_datatype(t.datatype);
+    for (std::int64_t d : t.shape) in->add_shape(d);
+    r.add_raw_input_contents(std::string(t.bytes()));
+  }
+  for (const auto& [k, v] : params.items()) (*r.mutable_parameters())[k] = to_param(v);
+  return r;
+}
+
+InferResponse from_response(const inference::ModelInferResponse& r) {
+  InferResponse out;
+  out.model_name = r.model_name();
+  out.id = r.id();
+  for (const auto& [k, v] : r.parameters()) out.parameters[k] = from_param(v);
+  if (r.raw_output_contents_size() != r.outputs_size())
+    throw Error("gRPC response: " + std::to_string(r.outputs_size()) + " outputs but " +
+                std::to_string(r.raw_output_contents_size()) + " raw_output_contents");
+  for (int i = 0; i < r.outputs_size(); ++i) {
+    const auto& o = r.outputs(i);
+    Tensor t;
+    t.name = o.name();
+    t.datatype = o.datatype();
+    t.shape.assign(o.shape().begin(), o.shape().end());
+    t.raw = r.raw_output_contents(i);
+    const std::size_t want = static_cast<std::size_t>(t.elements()) * rt::daemon::datatype_size(t.datatype, "outputs[" + std::to_string(i) + "]");
+    if (t.raw.size() != want)
+      throw Error("gRPC response: output '" + t.name + "' has " + std::to_string(t.raw.size()) + " bytes, shape needs " +
+                  std::to_string(want));
+    out.outputs.push_back(std::move(t));
+  }
+  return out;
+}
+
+std::string grpc_error(const grpc::Status& s) {
+  return "gRPC " + std::to_string(static_cast<int>(s.error_code())) + ": " + s.error_message();
+}
+
+class GrpcTransport final : public Transport {
+ public:
+  GrpcTransport(const Endpoint& e, bool streaming) : streaming_(streaming) {
+    grpc::ChannelArguments args;
+    args.SetMaxReceiveMessageSize(-1);
+    args.SetMaxSendMessageSize(-1);
+    stub_ = inference::GRPCInferenceService::NewStub(grpc::CreateCustomChannel(
+        e.host + ":" + std::to_string(e.grpc_port), grpc::InsecureChannelCredentials(), args));
+  }
+  ~GrpcTransport() override { close_stream(); }
+
+  InferResponse infer(const std::string& model, const std::vector<Tensor>& inputs, const json& params) override {
+    const inference::ModelInferRequest q = to_request(model, inputs, params);
+    if (!streaming_) {
+      grpc::ClientContext ctx;
+      inference::ModelInferResponse r;
+      const grpc::Status s = stub_->ModelInfer(&ctx, q, &r);
+      if (!s.ok()) throw Error(grpc_error(s));
+      return from_response(r);
+    }
+    if (!stream_) {
+      ctx_ = std::make_unique<grpc::ClientContext>();
+      stream_ = stub_->ModelStreamInfer(ctx_.get());
+    }
+    inference::ModelStreamInferResponse r;
+    if (!stream_->Write(q) || !stream_->Read(&r)) {
+      const grpc::Status s = close_stream();
+      throw Error("gRPC stream closed: " + grpc_error(s));
+    }
+    // A failed request is answered in the stream (Triton's convention); the stream stays open.
+    if (!r.error_message().empty()) throw Error("gRPC stream: " + r.error_message());
+    return from_response(r.infer_response());
+  }
+
+  ModelInfo model_info(const std::string& model) override {
+    grpc::ClientContext ctx;
+    inference::ModelMetadataRequest q;
+    q.set_name(model);
+    inference::ModelMetadataResponse r;
+    const grpc::Status s = stub_->ModelMetadata(&ctx, q, &r);
+    if (!s.ok()) throw Error(grpc_error(s));
+    if (r.inputs_size() == 0 || r.inputs(0).shape_size() < 2) throw Error("model '" + model + "' metadata: no input x [rows, features]");
+    return {r.platform() == "dype_transformer", static_cast<int>(r.inputs(0).shape(1))};
+  }
+
+ private:
+  grpc::Status close_stream() {
+    if (!stream_) return grpc::Status::OK;
+    stream_->WritesDone();
+    grpc::Status s = stream_->Finish();
+    stream_.reset();
+    ctx_.reset();
+    return s;
+  }
+
+  bool streaming_;
+  std::unique_ptr<inference::GRPCInferenceService::Stub> stub_;
+  std::unique_ptr<grpc::ClientContext> ctx_;
+  std::unique_ptr<grpc::ClientReaderWriter<inference::ModelInferRequest, inference::ModelStreamInferResponse>> stream_;
+};
+
+}  // namespace
+
+std::unique_ptr<Transport> make_transport(Protocol protocol, const Endpoint& endpoint, bool streaming) {
+  if (protocol == Protocol::grpc) return std::make_unique<GrpcTransport>(endpoint, streaming);
+  return std::make_unique<HttpTransport>(endpoint);
+}
+
+std::vector<Tensor> graph_tensors(const kernels::EdgeList& g) {
+  std::vector<std::int64_t> ei = g.src;
+  ei.insert(ei.end(), g.dst.begin(), g.dst.end());
+  std::vector<Tensor> t{Tensor::from_i64("edge_index", {2, g.num_edges()}, ei)};
+  if (!g.weight.empty()) t.push_back(Tensor::from_f32("edge_weight", {g.num_edges()}, g.weight));
+  return t;
+}
+
+std::string register_graph(const Endpoint& endpoint, const kernels::EdgeList& graph) {
+  auto c = http_client(endpoint, endpoint.http_port);
+  const rt::daemon::EncodedBody b =
+      rt::daemon::encode_infer_request("", graph_tensors(graph), json{{"num_nodes", graph.num_nodes}}, true, false);
+  auto r = c->Post("/v2/dype/graphs", {{"Inference-Header-Content-Length", std::to_string(*b.header_length)}}, b.body,
+                   "application/octet-stream");
+  if (!r) throw Error("graph registration: no response from server: " + httplib::to_string(r.error()));
+  if (r->status != 200) throw Error("graph registration: HTTP " + std::to_string(r->status) + ": " + r->body);
+  return json::parse(r->body).at("id").get<std::string>();
+}
+
+bool delete_graph(const Endpoint& endpoint, const std::string& id) {
+  auto c = http_client(endpoint, endpoint.http_port);
+  auto r = c->Delete(("/v2/dype/graphs/" + id).c_str());
+  if (!r) throw Error("graph deletion: no response from server: " + httplib::to_string(r.error()));
+  if (r->status == 404) return false;
+  if (r->status != 200) throw Error("graph deletion: HTTP " + std::to_string(r->status) + ": " + r->body);
+  return true;
+}
+
+long plan_epoch(const Endpoint& e, const std::string& model, std::string* label) {
+  httplib::Client m(e.host, e.metrics_port);
+  m.set_read_timeout(2, 0);
+  auto r = m.Get("/metrics");
+  if (!r || r->status != 200) return -1;
+  if (label) {
+    const std::string info = "dype_plan_info{model=\"" + model + "\",plan=\"";
+    if (const auto i = r->body.find(info); i != std::string::npos) {
+      const auto a = i + info.size();
+      *label = r->body.substr(a, r->body.find('"', a) - a);
+      const std::string pk = "pipeline=\"";
+      if (const auto pi = r->body.find(pk, a); pi != std::string::npos && pi < r->body.find('\n', a))
+        *label += " [" + r->body.substr(pi + pk.size(), r->body.find('"', pi + pk.size()) - pi - pk.size()) + "]";
+    }
+  }
+  const std::string key = "dype_plan_epoch{model=\"" + model + "\"} ";
+  const auto p = r->body.find(key);
+  return p == std::string::npos ? -1 : std::stol(r->body.substr(p + key.size()));
+}
+
+}  // namespace dype::client

@@ -1,0 +1,59 @@
+#pragma once
+// How dype-client reaches dype-serve: the Open Inference Protocol over HTTP (binary tensor
+// extension, keep-alive) or over gRPC (inference.GRPCInferenceService: unary ModelInfer, or one
+// Triton ModelStreamInfer stream per transport with one request in flight). Graph registration is
+// the daemon's HTTP extension (POST/DELETE /v2/dype/graphs), so it always goes over HTTP.
+//
+// A transport is used by one thread at a time; stream workers each make their own.
+#include <memory>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "kernels/graph/edge_list.h"
+#include "runtime/daemon/tensor.h"
+
+namespace dype::client {
+
+struct Endpoint {
+  std::string host = "127.0.0.1";
+  int http_port = 8000;
+  int grpc_port = 8001;
+  int metrics_port = 8002;
+};
+
+enum class Protocol { http, grpc };
+
+// What the client needs from a model's metadata.
+struct ModelInfo {
+  bool transformer = false;
+  int features = 0;  // columns of input x
+};
+
+class Transport {
+ public:
+  virtual ~Transport() = default;
+  // One inference; throws dype::Error with the server's message (and status) on failure.
+  virtual rt::daemon::InferResponse infer(const std::string& model, const std::vector<rt::daemon::Tensor>& inputs,
+                                          const nlohmann::json& parameters) = 0;
+  virtual ModelInfo model_info(const std::string& model) = 0;
+};
+
+// The graph as request tensors: edge_index INT64 [2, E], plus edge_weight FP32 [E] when weighted.
+std::vector<rt::daemon::Tensor> graph_tensors(const kernels::EdgeList& graph);
+
+// streaming: gRPC only; requests go over one ModelStreamInfer stream instead of unary calls.
+std::unique_ptr<Transport> make_transport(Protocol protocol, const Endpoint& endpoint, bool streaming);
+
+// The daemon's graph registry (HTTP): register a graph (edge_index, edge_weight when it has
+// weights) once and reference it by parameters.graph_id.
+std::string register_graph(const Endpoint& endpoint, const kernels::EdgeList& graph);
+// False when the id was unknown (already gone); throws when the server cannot be reached.
+bool delete_graph(const Endpoint& endpoint, const std::string& id);
+
+// Plan epoch of a model from the metrics port (public, no token), -1 when unreachable; `label`
+// gets the plan's mnemonic and devices when given.
+long plan_epoch(const Endpoint& endpoint, const std::string& model, std::string* label = nullptr);
+
+}  // namespace dype::client

@@ -1,0 +1,164 @@
+// `dype-client` as an operator runs it, against the daemon's real HTTP and gRPC front ends on
+// loopback: the same graph answered alike over both protocols, streams from a directory of graph
+// files (registered once, deleted at the end, or sent whole), and clear errors on bad input.
+#include <gtest/gtest.h>
+#include <sys/wait.h>
+
+#include <array>
+#include <cstdio>
+#include <fstream>
+#include <regex>
+#include <string>
+
+#include "../test_temp_dir.h"
+#include "runtime/daemon/engine_service.h"
+#include "runtime/daemon/grpc_server.h"
+#include "runtime/daemon/http_server.h"
+
+using namespace dype;
+using namespace dype::rt::daemon;
+namespace fs = std::filesystem;
+
+namespace {
+
+const std::string kExe = std::string(DYPE_BINARY_DIR) + "/apps/dype-client";
+
+struct Result {
+  int status = -1;
+  std::string out;  // stdout and stderr
+};
+
+Result run(const std::string& args) {
+  Result r;
+  const std::string cmd = kExe + " " + args + " 2>&1";
+  FILE* p = popen(cmd.c_str(), "r");
+  if (!p) return r;
+  std::array<char, 4096> buf{};
+  while (std::fgets(buf.data(), buf.size(), p)) r.out += buf.data();
+  const int st = pclose(p);
+  r.status = WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+  return r;
+}
+
+void write(const fs::path& p, const std::string& text) { std::ofstream(p) << text; }
+
+class DypeClientCli : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    EngineServiceOptions o;
+    o.system_config = std::string(DYPE_SOURCE_DIR) + "/configs/systems/paper-testbed-pcie4.yaml";
+    rt::ModelSpec gcn{.family = rt::ModelFamily::gcn, .layers = 2, .in_features = 8, .hidden = 16, .seed = 7};
+    o.models = {{"gcn", gcn, {.nodes = 100, .nnz = 500, .feature_len = 8}}};
+    service_ = std::make_unique<EngineService>(o);
+    ServerOptions so;
+    so.http_port = 0;
+    so.metrics_port = 0;
+    http_ = std::make_unique<HttpServer>(*service_, graphs_, metrics_, so);
+    http_->start();
+    grpc_ = std::make_unique<GrpcServer>(*service_, graphs_, metrics_, http_->admission(), "127.0.0.1", 0);
+    grpc_->start();
+    ports_ = "--http-port " + std::to_string(http_->http_port()) + " --grpc-port " + std::to_string(grpc_->port()) +
+             " --metrics-port " + std::to_string(http_->metrics_port());
+    dir_ = dype::test::process_temp_dir("dype_client_cli");
+  }
+  void TearDown() override {
+    grpc_->stop(1.0);
+    http_->stop();
+  }
+
+  // Three small graphs: Matrix Market (general and symmetric) and a SNAP edge list.
+  fs::path graph_dir(const std::string& name) {
+    const fs::path d = dir_ / name;
+    fs::create_directories(d);
+    write(d / "a.mtx", "%%MatrixMarket matrix coordinate pattern general\n6 6 7\n1 2\n2 3\n3 4\n4 5\n5 6\n6 1\n1 4\n");
+    write(d / "b.mtx", "%%MatrixMarket matrix coordinate real symmetric\n5 5 4\n2 1 0.5\n3 1 1.5\n4 2 2\n5 4 1\n");
+    write(d / "c.txt", "# a SNAP list with ids that are not contiguous\n10 20\n20 30\n30 10\n40 10\n");
+    write(d / "notes.md", "not a graph: skipped\n");
+    return d;
+  }
+
+  std::unique_ptr<EngineService> service_;
+  GraphRegistry graphs_;
+  Metrics metrics_;
+  std::unique_ptr<HttpServer> http_;
+  std::unique_ptr<GrpcServer> grpc_;
+  std::string ports_;
+  fs::path dir_;
+};
+
+std::string checksum_of(const std::string& out) {
+  std::smatch m;
+  if (!std::regex_search(out, m, std::regex("shape \\[[0-9]+, [0-9]+\\] checksum [^ ]+ [^ ]+"))) return "(none)";
+  return m.str();
+}
+
+TEST_F(DypeClientCli, InferIsTheSameOverHttpAndGrpc) {
+  const fs::path g = graph_dir("infer") / "a.mtx";
+  const Result h = run(ports_ + " infer --model gcn --mtx " + g.string());
+  ASSERT_EQ(h.status, 0) << h.out;
+  const Result r = run(ports_ + " --protocol grpc infer --model gcn --mtx " + g.string());
+  ASSERT_EQ(r.status, 0) << r.out;
+  EXPECT_NE(checksum_of(h.out), "(none)") << h.out;
+  EXPECT_EQ(checksum_of(h.out), checksum_of(r.out)) << h.out << r.out;
+  EXPECT_NE(h.out.find("shape [6, 16]"), std::string::npos) << h.out;
+}
+
+TEST_F(DypeClientCli, StreamsADirectoryOverGrpcAndDeletesItsGraphs) {
+  const fs::path d = graph_dir("stream");
+  const Result r = run(ports_ + " --protocol grpc stream --model gcn --dir " + d.string() + " --per-file 5 --concurrency 2");
+  ASSERT_EQ(r.status, 0) << r.out;
+  EXPECT_NE(r.out.find("15 ok, 0 failed"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("gRPC stream"), std::string::npos) << r.out;
+  for (const char* f : {"a.mtx (6 nodes", "b.mtx (5 nodes", "c.txt (4 nodes"}) EXPECT_NE(r.out.find(f), std::string::npos) << f << "\n" << r.out;
+  EXPECT_EQ(r.out.find("notes.md"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("deleted 3 of 3 registered graphs"), std::string::npos) << r.out;
+  EXPECT_EQ(graphs_.size(), 0u);
+}
+
+TEST_F(DypeClientCli, WholeGraphsOverHttpRepeatTheFiles) {
+  const fs::path d = graph_dir("whole");
+  const Result r = run(ports_ + " stream --model gcn --dir " + d.string() + " --per-file 2 --requests 13 --whole-graphs");
+  ASSERT_EQ(r.status, 0) << r.out;
+  EXPECT_NE(r.out.find("13 ok, 0 failed"), std::string::npos) << r.out;
+  EXPECT_EQ(r.out.find("registered"), std::string::npos) << r.out;
+  EXPECT_EQ(graphs_.size(), 0u);
+}
+
+TEST_F(DypeClientCli, DriftStreamOverGrpc) {
+  const Result r = run(ports_ + " --protocol grpc stream --model gcn --drift 0:40x160,10:90x400 --requests 20");
+  ASSERT_EQ(r.status, 0) << r.out;
+  EXPECT_NE(r.out.find("20 ok, 0 failed"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("phase 1 from request 10: generated 90 nodes"), std::string::npos) << r.out;
+  EXPECT_EQ(graphs_.size(), 0u);
+}
+
+TEST_F(DypeClientCli, BadInputNamesTheProblem) {
+  struct Case {
+    std::string args, says;
+  };
+  const fs::path empty = dir_ / "empty";
+  fs::create_directories(empty);
+  const fs::path bad = dir_ / "bad";
+  fs::create_directories(bad);
+  write(bad / "broken.mtx", "%%MatrixMarket matrix coordinate pattern general\n3 3 2\n1 2\n");
+  for (const Case& c : std::vector<Case>{
+           {"stream --dir " + (dir_ / "nope").string(), "not a directory"},
+           {"stream --dir " + empty.string(), "holds no graph file"},
+           {"stream --dir " + bad.string(), "broken.mtx"},
+           {"stream --drift 0:10x", "--drift '0:10x': expected at_request:AxB"},
+           {"stream --drift 5:10x20", "the first phase must start at request 0"},
+           {"stream --drift 0:10x20,0:20x40", "phase starts must increase"},
+           {"stream --concurrency 0", "--concurrency: must be at least 1"},
+           {"stream --dir " + empty.string() + " --per-file 0", "--per-file: must be at least 1"},
+           {"--protocol grpc infer --model nosuch", "unknown model 'nosuch'"},
+           {"infer --model nosuch", "HTTP 404"},
+       }) {
+    const Result r = run(ports_ + " " + c.args);
+    EXPECT_EQ(r.status, 1) << c.args << "\n" << r.out;
+    EXPECT_NE(r.out.find(c.says), std::string::npos) << c.args << "\n" << r.out;
+  }
+  // The daemon kept serving.
+  EXPECT_EQ(run(ports_ + " --protocol grpc infer --model gcn --nodes 30 --edges 90").status, 0);
+}
+
+}  // namespace
