@@ -240,7 +240,6 @@ class LabelDp {
       for (int kc = 0; kc < kcs_; ++kc) fastest = std::min(fastest, t_.compute(i, i, kc));
       rest_period_[i] = std::max(rest_period_[i + 1], t_.ranges_grow() && fastest < kInf ? fastest : 0.0);
     }
-    const bool grow = t_.ranges_grow();
     const std::size_t states = static_cast<std::size_t>(n_ + 1) * u_.size * kcs_;
     std::vector<double> w_full(states, kInf);  // as w_delta_, the source stage paying full p_xfer
     w_delta_.assign(states, kInf);
@@ -248,46 +247,56 @@ class LabelDp {
     std::vector<double> v_full(static_cast<std::size_t>(u_.size) * kcs_);  // later stage opened at i
     std::fill(w_full.begin() + static_cast<std::ptrdiff_t>(state(n_, 0, 0)), w_full.end(), 0.0);
     std::fill(w_delta_.begin() + static_cast<std::ptrdiff_t>(state(n_, 0, 0)), w_delta_.end(), 0.0);
+    std::vector<double> exec_f(kcs_), exec_d(kcs_), xfer_f(kcs_), xfer_d(kcs_);
+    for (int kc = 0; kc < kcs_; ++kc) {
+      const DeviceGroup g = t_.group(kc);
+      const PowerStates& p = t_.power(g.kind);
+      exec_f[kc] = g.count * p.exec_w;
+      exec_d[kc] = g.count * (p.exec_w - p.idle_w);
+      xfer_f[kc] = g.count * p.xfer_w;
+      xfer_d[kc] = g.count * (p.xfer_w - p.idle_w);
+    }
+    std::vector<double> cf(kcs_), cd(kcs_), xt(static_cast<std::size_t>(kcs_) * kcs_);
+    // Innermost loops run over kc, contiguous in the tables, so they vectorise; entries of usages
+    // that lack kc's own devices are computed too but never read.
     for (int i = n_ - 1; i >= 0; --i) {
-      for (int u = 0; u < u_.size; ++u) {
+      std::fill(v_full.begin(), v_full.end(), kInf);
+      double* vd_i = &v_delta_[state(i, 0, 0)];
+      for (int j = i + 1, end = last_range_end(i, kInf); j <= end; ++j) {
         for (int kc = 0; kc < kcs_; ++kc) {
-          const DeviceGroup g = t_.group(kc);
-          double best_f = kInf, best_d = kInf;
-          if (u_.digits[u][g.kind] >= g.count) {
-            const PowerStates& p = t_.power(g.kind);
-            const double full = g.count * p.exec_w, delta = g.count * (p.exec_w - p.idle_w);
-            for (int j = i + 1; j <= n_; ++j) {
-              const double c = t_.compute(i, j - 1, kc);
-              if (!(c < kInf)) {
-                if (grow) break;
-                continue;
-              }
-              best_f = std::min(best_f, full * c + w_full[state(j, u, kc)]);
-              best_d = std::min(best_d, delta * c + w_delta_[state(j, u, kc)]);
-            }
+          const double c = t_.compute(i, j - 1, kc);
+          cf[kc] = c < kInf ? exec_f[kc] * c : kInf;  // 0 * inf would be NaN
+          cd[kc] = c < kInf ? exec_d[kc] * c : kInf;
+        }
+        const double* wf_j = &w_full[state(j, 0, 0)];
+        const double* wd_j = &w_delta_[state(j, 0, 0)];
+        for (int u = 0; u < u_.size; ++u) {
+          const std::size_t o = static_cast<std::size_t>(u) * kcs_;
+          for (int kc = 0; kc < kcs_; ++kc) {
+            v_full[o + kc] = std::min(v_full[o + kc], cf[kc] + wf_j[o + kc]);
+            vd_i[o + kc] = std::min(vd_i[o + kc], cd[kc] + wd_j[o + kc]);
           }
-          v_full[static_cast<std::size_t>(u) * kcs_ + kc] = best_f;
-          v_delta_[state(i, u, kc)] = best_d;
         }
       }
       if (i == 0) break;
+      transposed_transfers(i - 1, xt);
+      double* wf_i = &w_full[state(i, 0, 0)];
+      double* wd_i = &w_delta_[state(i, 0, 0)];
       for (int u = 0; u < u_.size; ++u) {
-        for (int kc = 0; kc < kcs_; ++kc) {
-          const DeviceGroup g = t_.group(kc);
-          const PowerStates& p = t_.power(g.kind);
-          const double full = g.count * p.xfer_w, delta = g.count * (p.xfer_w - p.idle_w);
-          double best_f = kInf, best_d = kInf;
-          for (int k2 = 0; k2 < kcs_; ++k2) {
-            const DeviceGroup g2 = t_.group(k2);
-            if (u_.digits[u][g2.kind] + g2.count > t_.max_count(g2.kind)) continue;
-            const double x = t_.transfer(i - 1, kc, k2);
-            const double rest = g2.count * t_.power(g2.kind).xfer_w * x +
-                                v_full[static_cast<std::size_t>(u + g2.count * u_.stride[g2.kind]) * kcs_ + k2];
-            best_f = std::min(best_f, full * x + rest);
-            best_d = std::min(best_d, delta * x + rest);
+        double* wf = wf_i + static_cast<std::size_t>(u) * kcs_;
+        double* wd = wd_i + static_cast<std::size_t>(u) * kcs_;
+        for (int k2 = 0; k2 < kcs_; ++k2) {
+          const DeviceGroup g2 = t_.group(k2);
+          if (u_.digits[u][g2.kind] + g2.count > t_.max_count(g2.kind)) continue;
+          const double v = v_full[static_cast<std::size_t>(u + g2.count * u_.stride[g2.kind]) * kcs_ + k2];
+          if (!(v < kInf)) continue;
+          const double* x = &xt[static_cast<std::size_t>(k2) * kcs_];
+          const double in_w = xfer_f[k2];
+          for (int kc = 0; kc < kcs_; ++kc) {
+            const double rest = in_w * x[kc] + v;
+            wf[kc] = std::min(wf[kc], xfer_f[kc] * x[kc] + rest);
+            wd[kc] = std::min(wd[kc], xfer_d[kc] * x[kc] + rest);
           }
-          w_full[state(i, u, kc)] = best_f;
-          w_delta_[state(i, u, kc)] = best_d;
         }
       }
     }
@@ -304,41 +313,64 @@ class LabelDp {
   // Costs about one PeriodSearch check; in the perf tie-break pass at P* nearly every label fails.
   void completion_bounds() {
     const double cap = pass_.period_cap * (1 + 1e-8);
-    const bool grow = t_.ranges_grow();
-    const std::size_t states = static_cast<std::size_t>(n_ + 1) * u_.size * kcs_;
+    const std::size_t row = static_cast<std::size_t>(u_.size) * kcs_;
+    const std::size_t states = static_cast<std::size_t>(n_ + 1) * row;
     q_.assign(states, -kInf);
     r_.assign(states, -kInf);
     std::fill(q_.begin() + static_cast<std::ptrdiff_t>(state(n_, 0, 0)), q_.end(), cap);
+    std::vector<double> cost(kcs_), xt(static_cast<std::size_t>(kcs_) * kcs_), best(kcs_);
+    // Loops run over (u, kc) innermost, contiguous in the tables, so they vectorise; entries of
+    // usages that lack kc's own devices are computed too but never read.
     for (int i = n_ - 1; i >= 0; --i) {
-      for (int u = 0; u < u_.size; ++u) {
+      for (int j = i + 1, end = last_range_end(i, cap); j <= end; ++j) {
         for (int kc = 0; kc < kcs_; ++kc) {
-          const DeviceGroup g = t_.group(kc);
-          if (u_.digits[u][g.kind] < g.count) continue;
-          double best = -kInf;
-          for (int j = i + 1; j <= n_; ++j) {
-            const double c = t_.compute(i, j - 1, kc);
-            if (!(c <= cap)) {
-              if (grow) break;
-              continue;
-            }
-            best = std::max(best, q_[state(j, u, kc)] - c);
-          }
-          r_[state(i, u, kc)] = best;
+          const double c = t_.compute(i, j - 1, kc);
+          cost[kc] = c <= cap ? c : kInf;
+        }
+        for (int u = 0; u < u_.size; ++u) {
+          const double* q = &q_[state(j, u, 0)];
+          double* r = &r_[state(i, u, 0)];
+          for (int kc = 0; kc < kcs_; ++kc) r[kc] = std::max(r[kc], q[kc] - cost[kc]);
         }
       }
       if (i == 0) break;
+      transposed_transfers(i - 1, xt);
       for (int u = 0; u < u_.size; ++u) {
-        for (int kc = 0; kc < kcs_; ++kc) {
-          double best_x = kInf;
-          for (int k2 = 0; k2 < kcs_; ++k2) {
-            const DeviceGroup g2 = t_.group(k2);
-            if (u_.digits[u][g2.kind] + g2.count > t_.max_count(g2.kind)) continue;
-            const double x = t_.transfer(i - 1, kc, k2);
-            if (x < best_x && x <= r_[state(i, u + g2.count * u_.stride[g2.kind], k2)]) best_x = x;
-          }
-          q_[state(i, u, kc)] = best_x < kInf ? cap - best_x : -kInf;
+        std::fill(best.begin(), best.end(), kInf);
+        for (int k2 = 0; k2 < kcs_; ++k2) {
+          const DeviceGroup g2 = t_.group(k2);
+          if (u_.digits[u][g2.kind] + g2.count > t_.max_count(g2.kind)) continue;
+          const double room = r_[state(i, u + g2.count * u_.stride[g2.kind], k2)];
+          const double* x = &xt[static_cast<std::size_t>(k2) * kcs_];
+          for (int kc = 0; kc < kcs_; ++kc) best[kc] = x[kc] <= room ? std::min(best[kc], x[kc]) : best[kc];
         }
+        double* q = &q_[state(i, u, 0)];
+        for (int kc = 0; kc < kcs_; ++kc) q[kc] = best[kc] < kInf ? cap - best[kc] : -kInf;
       }
+    }
+  }
+
+  // The last j such that a stage [i, j - 1] can still fit within `cap` on some group (n when
+  // ranges need not grow).
+  int last_range_end(int i, double cap) const {
+    if (!t_.ranges_grow()) return n_;
+    int end = i;
+    for (int j = i + 1; j <= n_; ++j) {
+      bool any = false;
+      for (int kc = 0; kc < kcs_ && !any; ++kc) {
+        const double c = t_.compute(i, j - 1, kc);
+        any = c < kInf && c <= cap;
+      }
+      if (!any) break;
+      end = j;
+    }
+    return end;
+  }
+
+  // xt[k2 * kcs + kc] = transfer(k, kc, k2).
+  void transposed_transfers(int k, std::vector<double>& xt) const {
+    for (int kc = 0; kc < kcs_; ++kc) {
+      for (int k2 = 0; k2 < kcs_; ++k2) xt[static_cast<std::size_t>(k2) * kcs_ + kc] = t_.transfer(k, kc, k2);
     }
   }
 
