@@ -237,7 +237,7 @@ constexpr double kServerTimeSlot = 1.2345678901234567e+300;
 constexpr double kServerCpuSlot = 1.2345678901234567e+301;
 
 void fill_slot(std::string& body, double slot, double value) {
-  static const std::string time_text = json(kServerTimeSlot).dump(), cpu_text = json(kServerCpuSlot).dump();
+  static const std::string time_text = json_number_text(kServerTimeSlot), cpu_text = json_number_text(kServerCpuSlot);
   const std::string& placeholder = slot == kServerTimeSlot ? time_text : cpu_text;
   const std::size_t at = body.find(placeholder);
   if (at == std::string::npos) throw Error("response header lost its placeholder " + placeholder);

@@ -1,6 +1,5 @@
 #include "runtime/daemon/request_builder.h"
 
-#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <cstring>
@@ -18,17 +17,18 @@ const Tensor& need(const InferRequest& in, const std::string& name) {
   return *t;
 }
 
-// Index of the first NaN/Inf in v, or v.size(). A branch-free pass first (the compiler vectorises
-// it), since almost every request has none: testing each element with an early exit cost ~50 us
-// per 256 KB of features.
+// Index of the first NaN/Inf in v, or v.size(). A branch-free pass first (integer compares and
+// ORs, which the compiler vectorises even for baseline SSE2), since almost every request has none:
+// testing each element with an early exit cost ~50 us per 256 KB of features.
 std::size_t first_non_finite(std::span<const float> v) {
-  std::uint32_t worst = 0;  // largest exponent+mantissa; all exponent bits set means NaN/Inf
+  constexpr std::uint32_t kExponent = 0x7f800000u;  // all exponent bits set: NaN or Inf
+  std::uint32_t any = 0;
   for (const float f : v) {
     std::uint32_t bits;
     std::memcpy(&bits, &f, sizeof bits);
-    worst = std::max(worst, bits & 0x7fffffffu);
+    any |= static_cast<std::uint32_t>((bits & kExponent) == kExponent);
   }
-  if (worst < 0x7f800000u) return v.size();
+  if (any == 0) return v.size();
   for (std::size_t i = 0; i < v.size(); ++i)
     if (!std::isfinite(v[i])) return i;
   return v.size();

@@ -1,5 +1,8 @@
 #include "runtime/daemon/tensor.h"
 
+#include <algorithm>
+#include <charconv>
+#include <cmath>
 #include <cstring>
 #include <limits>
 
@@ -359,15 +362,108 @@ EncodedBody encode_infer_response(const ResponseHeader& h, const std::vector<Ten
   return encode(response_json(h), "outputs", outputs, binary);
 }
 
+namespace {
+// A JSON string; through nlohmann (which also rejects invalid UTF-8) unless it is plain ASCII.
+void append_string(std::string& out, std::string_view s) {
+  for (const char c : s) {
+    if (static_cast<unsigned char>(c) < 0x20 || static_cast<unsigned char>(c) >= 0x80) {
+      out += json(std::string(s)).dump();
+      return;
+    }
+  }
+  out += '"';
+  for (const char c : s) {
+    if (c == '"' || c == '\\') out += '\\';
+    out += c;
+  }
+  out += '"';
+}
+
+void append_number(std::string& out, double v) {
+  if (!std::isfinite(v)) {
+    out += "null";  // as nlohmann writes it
+    return;
+  }
+  char text[32];
+  const auto end = std::to_chars(text, text + sizeof text, v).ptr;
+  out.append(text, end);
+  // nlohmann writes a whole double as "2.0", so it parses back as a float, not an integer.
+  if (std::find_if(text, end, [](char c) { return c == '.' || c == 'e'; }) == end) out += ".0";
+}
+
+void append_int(std::string& out, std::int64_t v) {
+  char text[24];
+  out.append(text, std::to_chars(text, text + sizeof text, v).ptr);
+}
+}  // namespace
+
+std::string json_number_text(double v) {
+  std::string s;
+  append_number(s, v);
+  return s;
+}
+
 EncodedBody encode_infer_response_header(const ResponseHeader& h, const std::vector<Tensor>& outputs,
                                          const std::vector<bool>& binary) {
-  std::size_t bin_size = 0;
+  bool all_binary = true;
+  for (std::size_t i = 0; i < outputs.size(); ++i) all_binary = all_binary && i < binary.size() && binary[i];
   EncodedBody out;
-  out.body = encode_header(response_json(h), "outputs", outputs, binary, bin_size);
-  if (bin_size > 0) {
-    out.header_length = out.body.size();
-    out.content_type = "application/octet-stream";
+  if (!all_binary || outputs.empty()) {  // JSON data: rare, and nlohmann writes the data arrays
+    std::size_t bin_size = 0;
+    out.body = encode_header(response_json(h), "outputs", outputs, binary, bin_size);
+    if (bin_size > 0) {
+      out.header_length = out.body.size();
+      out.content_type = "application/octet-stream";
+    }
+    return out;
   }
+  // Binary outputs only: written directly, without building a json tree and dumping it (measured
+  // ~25 us of each response). Same document as encode_infer_response, keys in its (sorted) order.
+  std::string& b = out.body;
+  b.reserve(256);
+  if (!h.id.empty()) {
+    b += "{\"id\":";
+    append_string(b, h.id);
+    b += ",\"model_name\":";
+  } else {
+    b += "{\"model_name\":";
+  }
+  append_string(b, h.model_name);
+  b += ",\"model_version\":";
+  append_string(b, h.model_version);
+  b += ",\"outputs\":[";
+  for (std::size_t i = 0; i < outputs.size(); ++i) {
+    const Tensor& t = outputs[i];
+    b += i ? ",{\"datatype\":" : "{\"datatype\":";
+    append_string(b, t.datatype);
+    b += ",\"name\":";
+    append_string(b, t.name);
+    b += ",\"parameters\":{\"binary_data_size\":";
+    append_int(b, static_cast<std::int64_t>(t.bytes().size()));
+    b += "},\"shape\":[";
+    for (std::size_t d = 0; d < t.shape.size(); ++d) {
+      if (d) b += ',';
+      append_int(b, t.shape[d]);
+    }
+    b += "]}";
+  }
+  b += ']';
+  if (!h.parameters.empty()) {
+    b += ",\"parameters\":{";
+    bool first = true;
+    for (const auto& [key, value] : h.parameters.items()) {
+      if (!first) b += ',';
+      first = false;
+      append_string(b, key);
+      b += ':';
+      if (value.is_number_float()) append_number(b, value.get<double>());
+      else b += value.dump();
+    }
+    b += '}';
+  }
+  b += '}';
+  out.header_length = b.size();
+  out.content_type = "application/octet-stream";
   return out;
 }
 

@@ -95,6 +95,8 @@ EncodedBody encode_infer_response(const ResponseHeader& header, const std::vecto
 // lie, so a large output is not copied into a body first.
 EncodedBody encode_infer_response_header(const ResponseHeader& header, const std::vector<Tensor>& outputs,
                                          const std::vector<bool>& binary);
+// A double as encode_infer_response_header writes it (shortest round-trip form; null when not finite).
+std::string json_number_text(double v);
 // The client side: same body format as a request (inputs in binary when binary is true).
 EncodedBody encode_infer_request(const std::string& id, const std::vector<Tensor>& inputs,
                                  const nlohmann::json& parameters, bool binary, bool binary_output);

@@ -78,12 +78,18 @@ TEST(DaemonProtocol, ResponseHeaderThenViewedBytesEqualsWholeBody) {
   const Tensor view = output_view(answer);
   ASSERT_TRUE(view.view);
   EXPECT_EQ(view.view->data(), reinterpret_cast<const char*>(answer.data.data()));
-  for (bool binary : {false, true}) {
-    const EncodedBody whole = encode_infer_response({.model_name = "gcn", .id = "7"}, {output_tensor(answer)}, {binary});
-    const EncodedBody head = encode_infer_response_header({.model_name = "gcn", .id = "7"}, {view}, {binary});
-    EXPECT_EQ(head.header_length, whole.header_length);
-    EXPECT_EQ(head.content_type, whole.content_type);
-    EXPECT_EQ(head.body + (binary ? std::string(view.bytes()) : std::string()), whole.body);
+  const nlohmann::json params = {{"dype_engine_time_us", 1234.5}, {"whole", 2.0}, {"tiny", 1.5e-7}, {"huge", 1.2345678901234567e+300},
+                                 {"count", 3}, {"name", "a \"quoted\" \\ name\n"}, {"flag", true}};
+  for (const ResponseHeader& h : {ResponseHeader{.model_name = "gcn", .id = "7"},
+                                  ResponseHeader{.model_name = "gcn", .id = "", .parameters = params},
+                                  ResponseHeader{.model_name = "g\u00e9n", .id = "id\t\u00fc", .parameters = params}}) {
+    for (bool binary : {false, true}) {
+      const EncodedBody whole = encode_infer_response(h, {output_tensor(answer)}, {binary});
+      const EncodedBody head = encode_infer_response_header(h, {view}, {binary});
+      EXPECT_EQ(head.header_length, whole.header_length);
+      EXPECT_EQ(head.content_type, whole.content_type);
+      EXPECT_EQ(head.body + (binary ? std::string(view.bytes()) : std::string()), whole.body);
+    }
   }
 }
 
