@@ -71,7 +71,7 @@ TEST(PerfFit, NnlsRejectsBadInput) {
 }
 
 TEST(PerfFit, RecoversGpuSpmmCoefficientsFromNoisyData) {
-  const auto& fs = feature_set(OpKind::spmm, DeviceClass::gpu);
+  const auto& fs = *feature_set_by_id("spmm.gpu.eq7");
   SyntheticRanges r;
   r.allow_timing_only = true;  // timing-only specs are fine: nothing is materialised
   r.max_work = 1e13;
@@ -133,7 +133,7 @@ TEST(PerfFeatures, PaperFormulas) {
   s.n = 64;
   s.nnz = 10000;
   double f[kMaxFeatures];
-  feature_set(OpKind::spmm, DeviceClass::gpu).compute(s, FeatureParams{}, f);
+  feature_set_by_id("spmm.gpu.eq7")->compute(s, FeatureParams{}, f);
   const double gflop = (2.0 * 10000 * 64 - 1000.0 * 64) * 1e-9;
   EXPECT_DOUBLE_EQ(f[2], gflop);
   EXPECT_DOUBLE_EQ(f[3], gflop * 1e9 / (8.0 * (10000 + 1000.0 * 64)));
@@ -245,6 +245,35 @@ TEST(PerfTiming, MedianWithOutlierRejection) {
   EXPECT_EQ(r.rejected, 1);
   EXPECT_NEAR(r.median_s, 1e-3, 2e-6);
   EXPECT_THROW(time_repeated([] { return -1.0; }), Error);
+}
+
+
+TEST(PerfFeatures, GpuSpmmDefaultPricesCacheMissesAndSkew) {
+  const auto& fs = feature_set(OpKind::spmm, DeviceClass::gpu);
+  EXPECT_EQ(fs.id, "spmm.gpu.v2");
+  FeatureParams p;
+  p.llc_bytes = 8.0 * 1024 * 1024;
+  OpShape s;
+  s.kind = OpKind::spmm;
+  s.m = 1000;
+  s.n = 64;
+  s.nnz = 50000;
+  s.k = 1000;  // X is 256 KB: fits, no gather misses
+  double f[kMaxFeatures];
+  fs.compute(s, p, f);
+  double eq7[kMaxFeatures];
+  feature_set_by_id("spmm.gpu.eq7")->compute(s, p, eq7);
+  for (int i = 0; i < 5; ++i) EXPECT_DOUBLE_EQ(f[i], eq7[i]) << fs.names[i];  // Eq. 7 comes first
+  EXPECT_DOUBLE_EQ(f[5], 1000.0 * 64);
+  EXPECT_DOUBLE_EQ(f[6], 0.0);
+  EXPECT_DOUBLE_EQ(f[7], 0.0);  // skew unknown (0) or 1: no imbalance term
+  EXPECT_DOUBLE_EQ(f[8], 1000.0);
+  s.k = 4 * 32768;  // X is 4x the cache: three quarters of the gathers miss
+  s.degree_skew = 8.0;
+  fs.compute(s, p, f);
+  EXPECT_NEAR(f[6], 64.0 * 50000 * 0.75, 1e-6);
+  const double bytes = 8.0 * 50000 + 4.0 * 1000 + 4.0 * 1000 * 64 + 4.0 * f[6] + p.llc_bytes;
+  EXPECT_NEAR(f[7], bytes * 3.0, 1e-3);
 }
 
 }  // namespace
