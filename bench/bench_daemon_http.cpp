@@ -36,7 +36,6 @@
 #include <thread>
 #include <vector>
 
-#include <httplib.h>
 #include <unistd.h>
 #include <sys/syscall.h>
 
@@ -45,6 +44,10 @@
 #include "runtime/daemon/http_server.h"
 #include "runtime/daemon/request_builder.h"
 #include "runtime/daemon/tensor.h"
+
+// After the project headers: httplib pulls in <resolv.h>, whose _res macro breaks Eigen headers
+// parsed after it.
+#include <httplib.h>
 
 using namespace dype;
 using namespace dype::rt::daemon;

@@ -16,13 +16,16 @@
 #include <unistd.h>
 
 #include <gtest/gtest.h>
-#include <httplib.h>
 
 #include "hw/emu/emu_device.h"
 #include "runtime/daemon/engine_service.h"
 #include "runtime/daemon/errors.h"
 #include "runtime/daemon/http_server.h"
 #include "runtime/daemon/tensor.h"
+
+// After the project headers: httplib pulls in <resolv.h>, whose _res macro breaks Eigen headers
+// parsed after it.
+#include <httplib.h>
 
 using namespace dype;
 using namespace dype::rt::daemon;
