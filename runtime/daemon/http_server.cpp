@@ -106,7 +106,7 @@ thread_local Arrival tl_arrival;
 // body). Above kKeepBodyBytes it is freed after the request so idle threads hold little memory.
 // Not a std::string: growing one zero-fills the bytes the socket is about to overwrite (measured
 // ~40 us per 400 KB body).
-constexpr std::size_t kKeepBodyBytes = 16u << 20;
+constexpr std::size_t kKeepBodyBytes = 4u << 20;  // x 32 worker threads: at most 128 MiB kept
 class BodyBuffer {
  public:
   // Empty, with room for n bytes without reallocating.
