@@ -146,12 +146,25 @@ inline bool dominates(const Label& x, const Label& y, unsigned dims) {
 
 class LabelDp {
  public:
-  LabelDp(const CostTables& t, const Pass& pass) : t_(t), u_(t), pass_(pass) {
+  // Pruning bounds (below), kept apart so that passes over the same tables and period cap can
+  // share them: the energy bounds do not depend on the caps, the completion bounds on the cap.
+  struct Bounds {
+    std::vector<double> w_delta, v_delta, rest_period;  // energy
+    double cap = kInf;
+    std::vector<double> q, r;  // completion under `cap`
+  };
+
+  LabelDp(const CostTables& t, const Pass& pass, Bounds* shared = nullptr)
+      : t_(t), u_(t), pass_(pass), b_(shared ? shared : &own_) {
     n_ = t.num_kernels();
     kcs_ = t.num_kc();
     lists_.assign(static_cast<std::size_t>(n_ + 1) * u_.size * std::max(kcs_, 1), {});
-    if (pass_.energy_ub < kInf) rest_energy_lb();
-    if (pass_.period_cap < kInf) completion_bounds();
+    if (pass_.energy_ub < kInf && b_->w_delta.empty()) rest_energy_lb();
+    use_q_ = pass_.period_cap < kInf;
+    if (use_q_ && (b_->q.empty() || b_->cap != pass_.period_cap)) {
+      b_->cap = pass_.period_cap;
+      completion_bounds();
+    }
     run();
   }
 
@@ -227,26 +240,26 @@ class LabelDp {
   // The bracket's minimum over completions that fit in the devices left is an exact backward DP
   // over the label states (about one PeriodSearch check's cost); it counts transfers and device
   // limits, so it is far tighter than per-kernel bounds, and kInf where nothing completes:
-  //  w_delta_(i, u, kc): a label whose open stage on kc ended at i - 1;
-  //  v_delta_(i, u, kc): a stage being opened at i on kc (devices in u; it pays c dE C, its own
+  //  w_delta(i, u, kc): a label whose open stage on kc ended at i - 1;
+  //  v_delta(i, u, kc): a stage being opened at i on kc (devices in u; it pays c dE C, its own
   //    idle share is in M B(u));
-  //  rest_period_[i]: the period kernels [i, n) force: each runs in some stage, and when stages
+  //  rest_period[i]: the period kernels [i, n) force: each runs in some stage, and when stages
   //    only grow (ranges_grow) that stage takes at least the kernel's fastest single-kernel time.
   // Needs p_exec, p_xfer >= p_idle (SystemSpec::validate).
   void rest_energy_lb() {
-    rest_period_.assign(static_cast<std::size_t>(n_ + 1), 0.0);
+    b_->rest_period.assign(static_cast<std::size_t>(n_ + 1), 0.0);
     for (int i = n_ - 1; i >= 0; --i) {
       double fastest = kInf;
       for (int kc = 0; kc < kcs_; ++kc) fastest = std::min(fastest, t_.compute(i, i, kc));
-      rest_period_[i] = std::max(rest_period_[i + 1], t_.ranges_grow() && fastest < kInf ? fastest : 0.0);
+      b_->rest_period[i] = std::max(b_->rest_period[i + 1], t_.ranges_grow() && fastest < kInf ? fastest : 0.0);
     }
     const std::size_t states = static_cast<std::size_t>(n_ + 1) * u_.size * kcs_;
-    std::vector<double> w_full(states, kInf);  // as w_delta_, the source stage paying full p_xfer
-    w_delta_.assign(states, kInf);
-    v_delta_.assign(states, kInf);
+    std::vector<double> w_full(states, kInf);  // as w_delta, the source stage paying full p_xfer
+    b_->w_delta.assign(states, kInf);
+    b_->v_delta.assign(states, kInf);
     std::vector<double> v_full(static_cast<std::size_t>(u_.size) * kcs_);  // later stage opened at i
     std::fill(w_full.begin() + static_cast<std::ptrdiff_t>(state(n_, 0, 0)), w_full.end(), 0.0);
-    std::fill(w_delta_.begin() + static_cast<std::ptrdiff_t>(state(n_, 0, 0)), w_delta_.end(), 0.0);
+    std::fill(b_->w_delta.begin() + static_cast<std::ptrdiff_t>(state(n_, 0, 0)), b_->w_delta.end(), 0.0);
     std::vector<double> exec_f(kcs_), exec_d(kcs_), xfer_f(kcs_), xfer_d(kcs_);
     for (int kc = 0; kc < kcs_; ++kc) {
       const DeviceGroup g = t_.group(kc);
@@ -261,7 +274,7 @@ class LabelDp {
     // that lack kc's own devices are computed too but never read.
     for (int i = n_ - 1; i >= 0; --i) {
       std::fill(v_full.begin(), v_full.end(), kInf);
-      double* vd_i = &v_delta_[state(i, 0, 0)];
+      double* vd_i = &b_->v_delta[state(i, 0, 0)];
       for (int j = i + 1, end = last_range_end(i, kInf); j <= end; ++j) {
         for (int kc = 0; kc < kcs_; ++kc) {
           const double c = t_.compute(i, j - 1, kc);
@@ -269,7 +282,7 @@ class LabelDp {
           cd[kc] = c < kInf ? exec_d[kc] * c : kInf;
         }
         const double* wf_j = &w_full[state(j, 0, 0)];
-        const double* wd_j = &w_delta_[state(j, 0, 0)];
+        const double* wd_j = &b_->w_delta[state(j, 0, 0)];
         for (int u = 0; u < u_.size; ++u) {
           const std::size_t o = static_cast<std::size_t>(u) * kcs_;
           for (int kc = 0; kc < kcs_; ++kc) {
@@ -281,7 +294,7 @@ class LabelDp {
       if (i == 0) break;
       transposed_transfers(i - 1, xt);
       double* wf_i = &w_full[state(i, 0, 0)];
-      double* wd_i = &w_delta_[state(i, 0, 0)];
+      double* wd_i = &b_->w_delta[state(i, 0, 0)];
       for (int u = 0; u < u_.size; ++u) {
         double* wf = wf_i + static_cast<std::size_t>(u) * kcs_;
         double* wd = wd_i + static_cast<std::size_t>(u) * kcs_;
@@ -304,10 +317,10 @@ class LabelDp {
 
   // Backward pass for a period cap P: from the end, the largest open-stage value each state can
   // carry and still be completed with every later stage within P on the devices left:
-  //   q_(i, u, kc): a label there (open stage on kc, kernels [0, i) done) needs partial <= q_;
-  //   r_(i, u, kc): a stage opened at i on kc (u counting its devices) needs its transfer-in <= r_.
-  // q_(n, .) = P; r_(i, u, kc) = max_j q_(j, u, kc) - C(i, j - 1, kc); q_(i, u, kc) = P - the
-  // smallest X(i - 1, kc, kc') <= r_(i, u + kc', kc'). A label over these bounds has no completion
+  //   q(i, u, kc): a label there (open stage on kc, kernels [0, i) done) needs partial <= q;
+  //   r(i, u, kc): a stage opened at i on kc (u counting its devices) needs its transfer-in <= r.
+  // q(n, .) = P; r(i, u, kc) = max_j q(j, u, kc) - C(i, j - 1, kc); q(i, u, kc) = P - the
+  // smallest X(i - 1, kc, kc') <= r(i, u + kc', kc'). A label over these bounds has no completion
   // under the cap, so dropping it loses nothing; the cap is widened by 1e-8 relative (far above
   // summation-order rounding, so the forward within() tests can never accept what this rejected).
   // Costs about one PeriodSearch check; in the perf tie-break pass at P* nearly every label fails.
@@ -315,9 +328,9 @@ class LabelDp {
     const double cap = pass_.period_cap * (1 + 1e-8);
     const std::size_t row = static_cast<std::size_t>(u_.size) * kcs_;
     const std::size_t states = static_cast<std::size_t>(n_ + 1) * row;
-    q_.assign(states, -kInf);
-    r_.assign(states, -kInf);
-    std::fill(q_.begin() + static_cast<std::ptrdiff_t>(state(n_, 0, 0)), q_.end(), cap);
+    b_->q.assign(states, -kInf);
+    b_->r.assign(states, -kInf);
+    std::fill(b_->q.begin() + static_cast<std::ptrdiff_t>(state(n_, 0, 0)), b_->q.end(), cap);
     std::vector<double> cost(kcs_), xt(static_cast<std::size_t>(kcs_) * kcs_), best(kcs_);
     // Loops run over (u, kc) innermost, contiguous in the tables, so they vectorise; entries of
     // usages that lack kc's own devices are computed too but never read.
@@ -328,8 +341,8 @@ class LabelDp {
           cost[kc] = c <= cap ? c : kInf;
         }
         for (int u = 0; u < u_.size; ++u) {
-          const double* q = &q_[state(j, u, 0)];
-          double* r = &r_[state(i, u, 0)];
+          const double* q = &b_->q[state(j, u, 0)];
+          double* r = &b_->r[state(i, u, 0)];
           for (int kc = 0; kc < kcs_; ++kc) r[kc] = std::max(r[kc], q[kc] - cost[kc]);
         }
       }
@@ -340,11 +353,11 @@ class LabelDp {
         for (int k2 = 0; k2 < kcs_; ++k2) {
           const DeviceGroup g2 = t_.group(k2);
           if (u_.digits[u][g2.kind] + g2.count > t_.max_count(g2.kind)) continue;
-          const double room = r_[state(i, u + g2.count * u_.stride[g2.kind], k2)];
+          const double room = b_->r[state(i, u + g2.count * u_.stride[g2.kind], k2)];
           const double* x = &xt[static_cast<std::size_t>(k2) * kcs_];
           for (int kc = 0; kc < kcs_; ++kc) best[kc] = x[kc] <= room ? std::min(best[kc], x[kc]) : best[kc];
         }
-        double* q = &q_[state(i, u, 0)];
+        double* q = &b_->q[state(i, u, 0)];
         for (int kc = 0; kc < kcs_; ++kc) q[kc] = best[kc] < kInf ? cap - best[kc] : -kInf;
       }
     }
@@ -385,8 +398,8 @@ class LabelDp {
   bool keep(const Label& l, int u, int i, int kc, bool opening = false) const {
     if (!within_caps(l)) return false;
     if (pass_.energy_ub < kInf) {
-      const double rest = opening ? v_delta_[state(i, u, kc)] : w_delta_[state(i, u, kc)];
-      const double lb = l.a + rest + std::max({l.max_t, l.partial, rest_period_[i]}) * u_.idle_w[u];
+      const double rest = opening ? b_->v_delta[state(i, u, kc)] : b_->w_delta[state(i, u, kc)];
+      const double lb = l.a + rest + std::max({l.max_t, l.partial, b_->rest_period[i]}) * u_.idle_w[u];
       if (!within(lb, pass_.energy_ub)) return false;
     }
     return true;
@@ -437,7 +450,7 @@ class LabelDp {
           // Step 1: close the previous stage with its transfer into g.
           opening.clear();
           if (ip == 0) {
-            if (r_.empty() || r_[state(0, u2, kc)] >= 0) opening.push_back({0, 0, 0, 0, 0, 0, 0, kc});
+            if (!use_q_ || b_->r[state(0, u2, kc)] >= 0) opening.push_back({0, 0, 0, 0, 0, 0, 0, kc});
           } else {
             for (int kp : live_kp) {
               const DeviceGroup gp = t_.group(kp);
@@ -448,7 +461,7 @@ class LabelDp {
                 const Label& l = arena_[id];
                 Label o{std::max(l.max_t, l.partial + x), x, l.a + (xfer_wp + xfer_w) * x, l.lat + x,
                         id, 0, 0, kc};
-                if (!keep(o, u2, ip, kc, true) || (!r_.empty() && x > r_[state(ip, u2, kc)])) continue;
+                if (!keep(o, u2, ip, kc, true) || (use_q_ && x > b_->r[state(ip, u2, kc)])) continue;
                 insert(opening, o, pass_.dims);
               }
             }
@@ -469,7 +482,7 @@ class LabelDp {
               Label l{o.max_t, o.partial + c, o.a + exec_w * c, o.lat + c, o.parent, ip, i - 1, kc};
               if (!within_caps(l)) continue;
               capped = false;
-              if (!keep(l, u2, i, kc) || (!q_.empty() && l.partial > q_[s])) continue;
+              if (!keep(l, u2, i, kc) || (use_q_ && l.partial > b_->q[s])) continue;
               insert_state(s, l);
             }
             if (capped && grow) break;  // a longer stage breaks the caps too
@@ -486,11 +499,9 @@ class LabelDp {
   int kcs_ = 0;
   std::vector<Label> arena_;
   std::vector<std::vector<int>> lists_;
-  std::vector<double> w_delta_;
-  std::vector<double> v_delta_;
-  std::vector<double> rest_period_;
-  std::vector<double> q_;
-  std::vector<double> r_;
+  Bounds own_;
+  Bounds* b_;
+  bool use_q_ = false;
 };
 
 struct Found {
@@ -499,8 +510,8 @@ struct Found {
   bool ok = false;
 };
 
-Found run_pass(const CostTables& t, const Pass& pass) {
-  LabelDp dp(t, pass);
+Found run_pass(const CostTables& t, const Pass& pass, LabelDp::Bounds* shared = nullptr) {
+  LabelDp dp(t, pass, shared);
   const auto b = dp.best();
   Found f;
   if (b.id < 0) return f;
@@ -823,9 +834,10 @@ Found solve_exact(const CostTables& t, const ObjectiveSpec& o, Caps& caps) {
     ub = std::min(ub, seed_energy(t, period_cap, caps.latency));
     // The best plan with one device per stage is found fast (few groups, few labels) and its
     // energy bounds the full search, which then prunes most multi-device labels.
-    const Found one = run_pass(t, {Goal::energy, kMaxT | kPartial | kA | lat, period_cap, caps.latency, ub, 1});
+    LabelDp::Bounds bounds;
+    const Found one = run_pass(t, {Goal::energy, kMaxT | kPartial | kA | lat, period_cap, caps.latency, ub, 1}, &bounds);
     if (one.ok) ub = std::min(ub, one.fig.energy);
-    const Found all = run_pass(t, {Goal::energy, kMaxT | kPartial | kA | lat, period_cap, caps.latency, ub});
+    const Found all = run_pass(t, {Goal::energy, kMaxT | kPartial | kA | lat, period_cap, caps.latency, ub}, &bounds);
     return all.ok ? all : one;
   };
   switch (o.objective) {
