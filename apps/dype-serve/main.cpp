@@ -6,6 +6,7 @@
 //
 // SIGTERM/SIGINT: readiness goes false at once, new requests get 503, admitted requests finish
 // (up to --exit-timeout seconds), then the process exits 0.
+#include <filesystem>
 #include <csignal>
 #include <fstream>
 #include <iostream>
@@ -31,6 +32,11 @@ int main(int argc, char** argv) {
   std::string token_file, trace_file, log_level = "info", port_file;
   double exit_timeout_s = 30.0;
   app.add_option("--system", so.system_config, "system config YAML (default: detect this host)");
+  std::string perfmodels = std::string(DYPE_SOURCE_DIR) + "/configs/perfmodels";
+  auto* perfmodels_opt = app.add_option("--perfmodels", perfmodels,
+                 "folder of fitted performance models (<device model>.json from dype-profile) to plan with; "
+                 "'none': the devices' own models")
+      ->capture_default_str();
   app.add_option("--mode", so.mode, "objective")->check(CLI::IsMember({"perf", "energy", "balanced", "qos"}));
   app.add_option("--http-port", ho.http_port, "HTTP port (0: ephemeral)");
   app.add_option("--grpc-port", grpc_port, "gRPC port (-1: off)");
@@ -67,7 +73,12 @@ int main(int argc, char** argv) {
         ho.admin_token.pop_back();
       if (ho.admin_token.empty()) throw InputError(token_file, "admin token file is empty");
     }
+    // The built-in default may be absent (binary moved away from its source tree): then the devices'
+    // own models, said in the log; a folder given on the command line must exist.
+    if (perfmodels != "none" && (perfmodels_opt->count() > 0 || std::filesystem::is_directory(perfmodels)))
+      so.perfmodels_dir = perfmodels;
     EngineService service(so);
+    spdlog::info("kernel times for planning: {}", service.cost_source());
     auto trace = std::make_shared<rt::ChromeTraceObserver>();
     if (!trace_file.empty())
       for (const ModelInfo& m : service.models()) service.engine(m.name).add_observer(trace);

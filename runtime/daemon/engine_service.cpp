@@ -1,5 +1,7 @@
 #include "runtime/daemon/engine_service.h"
 
+#include <filesystem>
+#include <set>
 #include <sstream>
 
 #include "hw/event.h"
@@ -8,6 +10,7 @@
 #include "scheduler/plan.h"
 #include "scheduler/solver.h"
 #include "runtime/daemon/errors.h"
+#include "runtime/perf_planner.h"
 
 namespace dype::rt::daemon {
 namespace {
@@ -33,6 +36,27 @@ std::vector<ServedModel> default_models() {
   return {{"gcn", gcn, g}, {"gin", gin, g}, {"swin-transformer", tf, t}};
 }
 
+namespace {
+
+// The stores of `dir` for the system's device models (<id>.json); none when dir is empty.
+std::vector<perf::ModelStore> load_perfmodels(const hw::System& system, const std::string& perfmodels_dir) {
+  std::vector<perf::ModelStore> stores;
+  if (perfmodels_dir.empty()) return stores;
+  const std::filesystem::path dir(perfmodels_dir);
+  std::error_code ec;
+  if (!std::filesystem::is_directory(dir, ec)) throw InputError("perfmodels " + dir.string(), "not a directory");
+  std::set<std::string> seen;
+  for (const hw::Device* d : system.devices()) {
+    const std::string id = device_model_id(system, *d);
+    if (id.empty() || !seen.insert(id).second) continue;
+    const std::filesystem::path file = dir / (id + ".json");
+    if (std::filesystem::exists(file, ec)) stores.push_back(perf::ModelStore::load(file, id));
+  }
+  return stores;
+}
+
+}  // namespace
+
 EngineService::EngineService(EngineServiceOptions options) : options_(std::move(options)) {
   system_ = std::make_unique<hw::System>(options_.system_config.empty()
                                              ? hw::System::detect()
@@ -41,19 +65,30 @@ EngineService::EngineService(EngineServiceOptions options) : options_(std::move(
   mode_ = options_.mode;
   EngineOptions eo = options_.engine;
   eo.mode = mode_;
+  const std::vector<perf::ModelStore> stores = load_perfmodels(*system_, options_.perfmodels_dir);
   for (const ServedModel& m : options_.models) {
     auto s = std::make_unique<Served>();
     s->name = m.name;
     s->plan_for = m.plan_for;
     s->model = std::make_unique<Model>(Model::make(m.spec));
-    s->planner = std::make_shared<SchedPlanner>(*s->model, *system_);
+    std::shared_ptr<PerfModelPlanner> fitted;
+    if (!stores.empty()) {
+      // Each model refines its own copy: its launches' shapes are what its plans depend on.
+      fitted = std::make_shared<PerfModelPlanner>(*s->model, *system_, stores);
+      cost_source_ = fitted->cost_source();
+      s->planner = fitted;
+    } else {
+      s->planner = std::make_shared<SchedPlanner>(*s->model, *system_);
+    }
     s->engine = std::make_unique<Engine>(*s->model, s->planner, m.plan_for, eo);
+    if (fitted) s->engine->add_observer(fitted);
     served_.push_back(std::move(s));
   }
   // FPGAs configured with another image than the first FPGA are held out (see load_bitstream).
   const auto held = mismatched_fpgas();
   if (!held.empty()) apply_left_out(held, "bitstream", "FPGAs whose bitstream differs from the first FPGA's");
 }
+
 
 EngineService::~EngineService() {
   // Engines drain in their destructors; they must go before the models and system they use.
@@ -104,8 +139,11 @@ nlohmann::json EngineService::plan(const std::string& model) const {
                        {"predicted_gain", r.predicted_gain}, {"swapped", r.swapped},
                        {"build_s", r.build_s}, {"pause_s", r.pause_s}, {"at_request", r.at_request}});
   }
+  // Kernel times behind the predictions: fitted models (refined online) or the devices' own.
+  const auto* fitted = dynamic_cast<const PerfModelPlanner*>(s.planner.get());
   return {{"model", s.name}, {"mode", mode()}, {"epoch", s.engine->epoch()}, {"label", s.engine->current_label()},
-          {"pipeline", describe(spec)}, {"stages", stages}, {"replans", replans}};
+          {"pipeline", describe(spec)}, {"stages", stages}, {"replans", replans},
+          {"cost_source", fitted ? fitted->cost_source() : std::string("device models")}};
 }
 
 nlohmann::json EngineService::pareto(const std::string& model, std::optional<Characteristics> c) const {

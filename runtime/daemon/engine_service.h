@@ -33,6 +33,11 @@ struct EngineServiceOptions {
   std::string mode = "perf";
   std::vector<ServedModel> models;  // empty: default_models()
   EngineOptions engine;
+  // Fitted performance models (dype-profile's stores): <device model id>.json in this folder for
+  // each device model of the system that has one; the planners predict with them (refined online
+  // from every launch) and fall back to the devices' own models for the rest. Empty: plan on the
+  // devices' own models only.
+  std::string perfmodels_dir;
 };
 
 // gcn, gin (in_features 64, hidden 128) and swin-transformer (d_model 256, 4 heads) with first
@@ -45,6 +50,8 @@ class EngineService final : public InferenceService {
   ~EngineService() override;
 
   std::vector<ModelInfo> models() const override;
+  // Where plans take kernel times from, per device model ("amd-mi210: fitted perf model (spmm,...)").
+  const std::string& cost_source() const { return cost_source_; }
   ModelInfo model(const std::string& name) const override;
   bool model_ready(const std::string& name) const override;
   std::future<HostTensor> infer(const std::string& model, Request request) override;
@@ -110,6 +117,7 @@ class EngineService final : public InferenceService {
   std::vector<std::unique_ptr<Served>> served_;
   mutable std::mutex mode_mu_;
   std::string mode_;
+  std::string cost_source_ = "device models";
   std::mutex admin_mu_;                    // device changes, one at a time
   std::set<std::string> operator_drained_;  // by set_device_drained / unload_bitstream
 };
