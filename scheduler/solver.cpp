@@ -831,11 +831,19 @@ Found solve_exact(const CostTables& t, const ObjectiveSpec& o, Caps& caps) {
     return run_pass(t, {Goal::period, kMaxT | kPartial | lat, ub, latency_cap, kInf});
   };
   auto cheapest = [&](double period_cap, double ub) {
-    ub = std::min(ub, seed_energy(t, period_cap, caps.latency));
     // The best plan with one device per stage is found fast (few groups, few labels) and its
     // energy bounds the full search, which then prunes most multi-device labels.
     LabelDp::Bounds bounds;
-    const Found one = run_pass(t, {Goal::energy, kMaxT | kPartial | kA | lat, period_cap, caps.latency, ub, 1}, &bounds);
+    Found one;
+    if (period_cap < kInf) {
+      // Without the period cap a single-stage plan bounds that search from its first label (under
+      // the cap often none fits), so it runs much faster; its plan, when it meets the cap, serves.
+      const double free_ub = std::min(ub, seed_energy(t, kInf, caps.latency));
+      Found free = run_pass(t, {Goal::energy, kMaxT | kPartial | kA | lat, kInf, caps.latency, free_ub, 1}, &bounds);
+      if (free.ok && within(free.fig.period, period_cap)) one = std::move(free);
+    }
+    ub = std::min(ub, seed_energy(t, period_cap, caps.latency));
+    if (!one.ok) one = run_pass(t, {Goal::energy, kMaxT | kPartial | kA | lat, period_cap, caps.latency, ub, 1}, &bounds);
     if (one.ok) ub = std::min(ub, one.fig.energy);
     const Found all = run_pass(t, {Goal::energy, kMaxT | kPartial | kA | lat, period_cap, caps.latency, ub}, &bounds);
     return all.ok ? all : one;
