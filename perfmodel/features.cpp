@@ -89,6 +89,30 @@ void gemm_eq8(const OpShape& s, const FeatureParams&, double* f) {
   f[6] = 1.0;
 }
 
+// GEMM on CPU (chosen by measurement, see perfmodel/README.md): Eq. 8's products without the bare
+// K and N terms (never significant on the CPU), plus the output write priced by where Y lands
+// (the fraction of Y beyond L2 and beyond the LLC: a large Y with small K is write-bound), and
+// oneDNN's tail kernels when N is not a multiple of the SIMD width (masked loads and stores on
+// every row: measured up to 2x slower per output). Held-out MAPE 15.5% -> 13.1% on the same samples.
+constexpr std::string_view kGemmCpuNames[] = {"MN",          "MK",           "KN",       "MKN", "1",
+                                              "MN*missL2", "MN*missLLC", "MKN*Ntail", "MN*Ntail"};
+constexpr bool kGemmCpuNonNeg[] = {true, true, true, true, true, true, true, true, true};
+void gemm_cpu(const OpShape& s, const FeatureParams& p, double* f) {
+  const double mn = d(s.m) * d(s.n), mkn = mn * d(s.k);
+  const double y_bytes = 4.0 * mn;
+  auto miss = [&](double cache) { return y_bytes > cache ? 1.0 - cache / y_bytes : 0.0; };
+  const double tail = std::fmod(d(s.n), p.simd_floats) != 0.0 ? 1.0 : 0.0;
+  f[0] = mn;
+  f[1] = d(s.m) * d(s.k);
+  f[2] = d(s.k) * d(s.n);
+  f[3] = mkn;
+  f[4] = 1.0;
+  f[5] = mn * miss(p.l2_bytes);
+  f[6] = mn * miss(p.llc_bytes);
+  f[7] = mkn * tail;
+  f[8] = mn * tail;
+}
+
 // Window attention on FPGA: the SWAT estimate (Eq. 9) for one attention layer (SWAT streams all
 // heads through one pipeline, so heads do not enter, as in the paper) with a fitted scale.
 constexpr std::string_view kSwatNames[] = {"swat_s", "1"};
@@ -124,6 +148,22 @@ void wa_cpu(const OpShape& s, const FeatureParams&, double* f) {
   f[3] = 1.0;
 }
 
+// Window attention on CPU, v2: heads interleave in each row of Q/K/V (row stride H x D), so a head's
+// band gathers strided rows: cost per band element grows with log2(H) (prefetch and TLB reach), and
+// the band's K/V rows stop fitting in L2 for wide windows and many heads. Held-out MAPE 14.7% -> 9.9%
+// on the same samples.
+constexpr std::string_view kWaCpuV2Names[] = {"band*D", "band*H", "L*D", "1", "band*D*log2H", "band*D*missL2"};
+constexpr bool kWaCpuV2NonNeg[] = {true, true, true, true, true, true};
+void wa_cpu_v2(const OpShape& s, const FeatureParams& p, double* f) {
+  wa_cpu(s, p, f);
+  const double h = d(std::max<std::int64_t>(s.heads, 1));
+  const double half = d(std::min<std::int64_t>(s.window / 2, std::max<std::int64_t>(s.seq_len - 1, 0)));
+  const double kv_bytes = 2.0 * (2.0 * half + 1.0) * h * d(s.head_dim) * 4.0;
+  const double miss = kv_bytes > p.l2_bytes ? 1.0 - p.l2_bytes / kv_bytes : 0.0;
+  f[4] = f[0] * std::log2(h);
+  f[5] = f[0] * miss;
+}
+
 // Row-wise softmax / layer norm on any device: streaming over m x n.
 constexpr std::string_view kRowNames[] = {"M*N", "M", "1"};
 constexpr bool kRowNonNeg[] = {true, true, true};
@@ -149,11 +189,14 @@ const FeatureSet kSets[] = {
     DYPE_FS("gemm.gpu.eq8", OpKind::gemm, DeviceClass::gpu, kGemmNames, kGemmNonNeg, 5, gemm_eq8),
     DYPE_FS("gemm.fpga.eq8", OpKind::gemm, DeviceClass::fpga, kGemmNames, kGemmNonNeg, 5,
             gemm_eq8),
+    DYPE_FS("gemm.cpu.v2", OpKind::gemm, DeviceClass::cpu, kGemmCpuNames, kGemmCpuNonNeg, 3, gemm_cpu),
     DYPE_FS("gemm.cpu.eq8", OpKind::gemm, DeviceClass::cpu, kGemmNames, kGemmNonNeg, 5, gemm_eq8),
     DYPE_FS("window_attention.fpga.swat", OpKind::window_attention, DeviceClass::fpga, kSwatNames,
             kSwatNonNeg, 0, wa_fpga),
     DYPE_FS("window_attention.gpu.dense", OpKind::window_attention, DeviceClass::gpu, kWaGpuNames,
             kWaGpuNonNeg, 0, wa_gpu),
+    DYPE_FS("window_attention.cpu.v2", OpKind::window_attention, DeviceClass::cpu, kWaCpuV2Names,
+            kWaCpuV2NonNeg, 0, wa_cpu_v2),
     DYPE_FS("window_attention.cpu.band", OpKind::window_attention, DeviceClass::cpu, kWaCpuNames,
             kWaCpuNonNeg, 0, wa_cpu),
     DYPE_FS("softmax.cpu.rows", OpKind::softmax, DeviceClass::cpu, kRowNames, kRowNonNeg, 0,
