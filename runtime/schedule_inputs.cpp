@@ -1,11 +1,16 @@
 #include "runtime/schedule_inputs.h"
 
+#include <cmath>
+#include <filesystem>
 #include <fstream>
+#include <optional>
 #include <sstream>
 
 #include "hw/system.h"
 #include "hw/system_config.h"
 #include "kernels/error.h"
+#include "perfmodel/model_store.h"
+#include "runtime/perf_planner.h"
 #include "runtime/planner.h"
 
 namespace dype::rt {
@@ -44,12 +49,12 @@ void apply_baselines(const hw::SystemConfig& cfg, sched::SystemSpec& spec) {
 }  // namespace
 
 ScheduleInputs load_schedule_inputs(const std::string& system_file, const std::string& model_file,
-                                    const sched::InputCharacteristics& input) {
-  return load_schedule_inputs(system_file, sched::load_model_config(model_file), input);
+                                    const sched::InputCharacteristics& input, const std::string& perfmodels_dir) {
+  return load_schedule_inputs(system_file, sched::load_model_config(model_file), input, perfmodels_dir);
 }
 
 ScheduleInputs load_schedule_inputs(const std::string& system_file, const sched::ModelConfig& model,
-                                    const sched::InputCharacteristics& input) {
+                                    const sched::InputCharacteristics& input, const std::string& perfmodels_dir) {
   ScheduleInputs out;
   out.workload = sched::build_workload(model, input);
   const std::string text = read_text(system_file);
@@ -78,6 +83,33 @@ ScheduleInputs load_schedule_inputs(const std::string& system_file, const sched:
     }
     first.push_back(f);
   }
+  // Fitted models per kind's timing device, where the folder has one for its device model.
+  std::vector<std::optional<perf::ModelStore>> fitted(first.size());
+  std::string fitted_ids;
+  if (!perfmodels_dir.empty()) {
+    std::error_code ec;
+    if (!std::filesystem::is_directory(perfmodels_dir, ec))
+      throw InputError("--perfmodels " + perfmodels_dir, "not a directory");
+    for (std::size_t i = 0; i < first.size(); ++i) {
+      if (!first[i]) continue;
+      const std::string id = device_model_id(system, *first[i]);
+      const std::filesystem::path file = std::filesystem::path(perfmodels_dir) / (id + ".json");
+      if (id.empty() || !std::filesystem::exists(file, ec)) continue;
+      fitted[i] = perf::ModelStore::load(file, id);
+      fitted_ids += (fitted_ids.empty() ? "" : ", ") + id;
+    }
+  }
+  auto time_of = [&](std::size_t i, const kernels::OpShape& shape) {
+    const hw::Device* d = first[i];
+    if (!d) return sched::kInf;
+    if (fitted[i] && d->supports(shape.kind)) {
+      if (const perf::KernelModel* km = fitted[i]->find(shape.kind)) {
+        const double t = km->predict(shape).seconds;
+        if (std::isfinite(t) && t >= 0) return t;
+      }
+    }
+    return modelled_kernel_time_s(system, *d, shape);
+  };
   const int n = out.workload.size();
   std::vector<double> out_bytes(n), in_bytes(n);
   std::vector<std::vector<double>> times(n);
@@ -87,12 +119,13 @@ ScheduleInputs load_schedule_inputs(const std::string& system_file, const sched:
     ops[k] = kernel.shape.kind;
     out_bytes[k] = kernel.output_bytes;
     in_bytes[k] = kernel.input_bytes;
-    for (const hw::Device* d : first) {
-      times[k].push_back(d ? modelled_kernel_time_s(system, *d, kernel.shape) : sched::kInf);
-    }
+    for (std::size_t i = 0; i < first.size(); ++i) times[k].push_back(time_of(i, kernel.shape));
   }
   out.model = std::make_unique<sched::AdditiveCostModel>(out.system, out_bytes, in_bytes, times, 0.9, ops);
-  out.cost_source = "device models of " + system_file + " (modelled)";
+  out.cost_source = fitted_ids.empty()
+                        ? "device models of " + system_file + " (modelled)"
+                        : "fitted perf models in " + perfmodels_dir + " (" + fitted_ids +
+                              "), device models of " + system_file + " for the rest (modelled)";
   return out;
 }
 

@@ -31,11 +31,14 @@ struct ScheduleInputs {
 };
 
 // Throws InputError naming the file and key (or the characteristic) on bad input.
+// perfmodels_dir: for a device inventory, kernel times come from the fitted performance models
+// found there (<device model>.json from dype-profile) where they cover the kernel, the device
+// models otherwise; empty: device models only.
 ScheduleInputs load_schedule_inputs(const std::string& system_file, const std::string& model_file,
-                                    const sched::InputCharacteristics& input);
+                                    const sched::InputCharacteristics& input, const std::string& perfmodels_dir = "");
 
 // Same, with the model config already parsed.
 ScheduleInputs load_schedule_inputs(const std::string& system_file, const sched::ModelConfig& model,
-                                    const sched::InputCharacteristics& input);
+                                    const sched::InputCharacteristics& input, const std::string& perfmodels_dir = "");
 
 }  // namespace dype::rt

@@ -42,6 +42,8 @@ struct Options {
   std::int64_t nodes = 0, edges = 0, features = 0, seq_len = 0, window = 0;
   double skew = 0.0;
   std::string mode = "perf", solver = "exact", baseline, dump_tables;
+  std::string perfmodels = std::string(DYPE_SOURCE_DIR) + "/configs/perfmodels";
+  bool perfmodels_given = false;
   double ratio = 0.7, min_throughput = 0.0, max_latency = 0.0;
   bool pareto = false, explain = false, as_json = false;
 };
@@ -163,7 +165,9 @@ int run(const Options& o) {
   if (config.family == "transformer" && (in.seq_len <= 0 || in.window <= 0)) {
     throw InputError("--seq-len/--window", "model '" + config.name + "' is a transformer: give both (> 0)");
   }
-  const rt::ScheduleInputs inputs = rt::load_schedule_inputs(o.system_file, config, in);
+  // The built-in folder may be absent (binary moved away from its source tree): device models then.
+  const bool use_fitted = o.perfmodels != "none" && (o.perfmodels_given || std::filesystem::is_directory(o.perfmodels));
+  const rt::ScheduleInputs inputs = rt::load_schedule_inputs(o.system_file, config, in, use_fitted ? o.perfmodels : "");
   if (!o.baseline.empty()) {
     const auto names = sched::baseline_names(inputs.system);
     if (std::find(names.begin(), names.end(), o.baseline) == names.end()) {
@@ -265,7 +269,12 @@ int main(int argc, char** argv) {
   app.add_flag("--explain", o.explain, "say why each stage got its kind and count; print the cost tables");
   app.add_flag("--json", o.as_json, "print one JSON object");
   app.add_option("--dump-tables", o.dump_tables, "write the full cost tables as JSON to this file");
+  auto* perfmodels_opt = app.add_option("--perfmodels", o.perfmodels,
+                                        "folder of fitted performance models (<device model>.json from dype-profile) "
+                                        "for kernel times; 'none': the devices' own models")
+                             ->capture_default_str();
   CLI11_PARSE(app, argc, argv);
+  o.perfmodels_given = perfmodels_opt->count() > 0;
   try {
     return run(o);
   } catch (const sched::InfeasibleError& e) {

@@ -117,3 +117,20 @@ TEST(DypeScheduleCli, BadInputNamesTheFlagOrKey) {
 }
 
 }  // namespace
+
+namespace {
+
+TEST(DypeScheduleCli, KernelTimesFromFittedModelsUnlessNone) {
+  Result r = run("--system " + kSys + " --model " + kGcn + " --dataset S4 --json");
+  ASSERT_EQ(r.status, 0) << r.out;
+  EXPECT_NE(nlohmann::json::parse(r.out)["cost_source"].get<std::string>().find("fitted perf models"), std::string::npos)
+      << r.out;
+  r = run("--system " + kSys + " --model " + kGcn + " --dataset S4 --json --perfmodels none");
+  ASSERT_EQ(r.status, 0) << r.out;
+  EXPECT_EQ(nlohmann::json::parse(r.out)["cost_source"].get<std::string>().find("fitted"), std::string::npos) << r.out;
+  r = run("--system " + kSys + " --model " + kGcn + " --dataset S4 --perfmodels /nonexistent/models");
+  EXPECT_EQ(r.status, 2) << r.out;
+  EXPECT_NE(r.out.find("--perfmodels /nonexistent/models: not a directory"), std::string::npos) << r.out;
+}
+
+}  // namespace
