@@ -236,6 +236,7 @@ std::string ModelStore::to_json_text() const {
   j["provenance"] = provenance;
   j["time_basis"] = time_basis;
   j["host"] = host;
+  if (!conditions.empty()) j["conditions"] = conditions;
   j["created"] = created;
   json ms = json::object();
   for (const auto& [kind, m] : models) ms[kernel_key(kind)] = model_to_json(m);
@@ -281,6 +282,7 @@ ModelStore ModelStore::parse(std::string_view text, const std::string& where,
     throw InputError(where + ".time_basis", "must be 'wall', 'cpu_time' or 'device'");
   }
   if (j.contains("host")) store.host = string_field(j, "host", where);
+  if (j.contains("conditions")) store.conditions = string_field(j, "conditions", where);
   if (j.contains("created")) store.created = string_field(j, "created", where);
   const json& ms = member(j, "models", where);
   if (!ms.is_object()) throw InputError(where + ".models", "expected an object keyed by kernel");

@@ -31,6 +31,9 @@ class ModelStore {
   // "device" (the device's event time; modelled on emulated devices).
   std::string time_basis = "wall";
   std::string host;                     // where it was profiled
+  // Machine load while profiling ("load average 0.1 -> 0.3, 2 hardware threads"): measured times
+  // on a busy machine include contention, so a reader can tell a quiet profile from a noisy one.
+  std::string conditions;
   std::string created;                  // ISO-8601 UTC
   std::map<OpKind, KernelModel> models;
 

@@ -15,6 +15,7 @@
 #include <fstream>
 #include <sstream>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "hw/kernel_launch.h"
@@ -92,10 +93,21 @@ void write_plot(const perf::ModelStore& st, const std::string& path) {
   std::printf("wrote %s\n", path.c_str());
 }
 
+// 1-minute load average; -1 when unknown.
+double load_average() {
+  double l = -1.0;
+  if (std::FILE* f = std::fopen("/proc/loadavg", "r")) {
+    if (std::fscanf(f, "%lf", &l) != 1) l = -1.0;
+    std::fclose(f);
+  }
+  return l;
+}
+
 void print_store(const perf::ModelStore& st) {
   std::printf("device model : %s (%s)\n", st.device_model.c_str(), std::string(perf::to_string(st.device_class)).c_str());
   std::printf("times        : %s (basis: %s)\n", label(st).c_str(), st.time_basis.c_str());
   std::printf("profiled on  : %s at %s\n", st.host.c_str(), st.created.c_str());
+  if (!st.conditions.empty()) std::printf("conditions   : %s\n", st.conditions.c_str());
   for (const auto& [kind, m] : st.models) {
     std::printf("\n[%s] feature set %s\n", std::string(kernels::to_string(kind)).c_str(),
                 std::string(m.features->id).c_str());
@@ -151,7 +163,7 @@ int main(int argc, char** argv) {
   std::uint64_t seed = 1;
   int max_points = 400;
   bool quiet = false;
-  std::string clock = "cpu";
+  std::string clock = "wall";
   auto* run = app.add_subcommand("run", "profile a device and write its model store");
   run->add_option("--system", system_file, "system config")->capture_default_str();
   run->add_option("--device", device, "device name in the system")->capture_default_str();
@@ -163,8 +175,9 @@ int main(int argc, char** argv) {
   run->add_option("--max-points", max_points, "points per kernel at most")->capture_default_str();
   run->add_flag("--quiet", quiet, "no progress lines");
   run->add_option("--clock", clock,
-                  "cpu: process CPU time / threads (contention-free, for shared machines); "
-                  "wall: wall-clock (dedicated machines). Emulated devices use modelled time.")
+                  "wall: wall-clock, what the planner predicts (profile on a quiet machine); "
+                  "cpu: process CPU time / threads (less hurt by other jobs, but idle threads' spinning "
+                  "counts). Emulated devices use modelled time.")
       ->check(CLI::IsMember({"cpu", "wall"}))
       ->capture_default_str();
 
@@ -214,9 +227,22 @@ int main(int argc, char** argv) {
       const std::string where = dev.info().time_source == hw::TimeSource::modelled ? "modelled" : "measured";
       std::fprintf(stderr, "profiling %s (%s, device model %s, times %s) for %s\n", device.c_str(),
                    dev.info().model.c_str(), key.c_str(), where.c_str(), budget.c_str());
+      const unsigned hw_threads = std::max(1u, std::thread::hardware_concurrency());
+      const double load0 = load_average();
+      // Other work on the machine inflates measured times (and skews the cpu clock by how much the
+      // kernel's idle threads spin): say so up front and in the store.
+      if (where == "measured" && load0 > 0.25 * hw_threads)
+        std::fprintf(stderr, "warning: load average %.2f on %u hardware threads: measured times will include "
+                             "contention; profile on a quiet machine for a model of the device itself\n",
+                     load0, hw_threads);
       const auto t0 = std::chrono::steady_clock::now();
       perf::ModelStore st = perf::profile_device(dev, key, opt);
       const double took = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+      if (where == "measured") {
+        char c[128];
+        std::snprintf(c, sizeof c, "load average %.2f -> %.2f, %u hardware threads", load0, load_average(), hw_threads);
+        st.conditions = c;
+      }
       const fs::path path = out.empty() ? perf::ModelStore::default_path(DYPE_SOURCE_DIR, key) : fs::path(out);
       st.save(path);
       std::printf("profiled in %.1f s (budget %s); wrote %s\n\n", took, budget.c_str(), path.string().c_str());

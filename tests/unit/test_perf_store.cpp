@@ -40,6 +40,7 @@ ModelStore sample_store() {
   st.device_class = DeviceClass::gpu;
   st.provenance = "modelled";
   st.host = "test";
+  st.conditions = "load average 0.05 -> 0.10, 2 hardware threads";
   st.created = "2025-01-01T00:00:00Z";
   st.models.emplace(OpKind::gemm, gemm_model());
   return st;
@@ -70,6 +71,7 @@ TEST(PerfStore, RoundTripsThroughAFile) {
   st.save(path);
   const ModelStore back = ModelStore::load(path, "amd-mi210");
   EXPECT_EQ(back.device_model, "amd-mi210");
+  EXPECT_EQ(back.conditions, st.conditions);
   EXPECT_EQ(back.provenance, "modelled");
   const KernelModel& a = st.at(OpKind::gemm);
   const KernelModel& b = back.at(OpKind::gemm);
