@@ -24,6 +24,7 @@ struct Usage {
   std::vector<std::vector<int>> digits;  // [u][t]
   std::vector<double> idle_w;            // [u] = sum_t used_t * p_idle(t)
   std::vector<int> devices;              // [u]
+  std::vector<int> next;                 // [u * kcs + kc] = u plus group kc, -1 when it does not fit
   int size = 1;
 
   explicit Usage(const CostTables& t) {
@@ -41,6 +42,16 @@ struct Usage {
         rest %= stride[k];
         idle_w[u] += digits[u][k] * t.power(k).idle_w;
         devices[u] += digits[u][k];
+      }
+    }
+    const int kcs = t.num_kc();
+    next.assign(static_cast<std::size_t>(size) * kcs, -1);
+    for (int u = 0; u < size; ++u) {
+      for (int kc = 0; kc < kcs; ++kc) {
+        const DeviceGroup g = t.group(kc);
+        if (digits[u][g.kind] + g.count <= t.max_count(g.kind)) {
+          next[static_cast<std::size_t>(u) * kcs + kc] = u + g.count * stride[g.kind];
+        }
       }
     }
   }
@@ -298,10 +309,10 @@ class LabelDp {
       for (int u = 0; u < u_.size; ++u) {
         double* wf = wf_i + static_cast<std::size_t>(u) * kcs_;
         double* wd = wd_i + static_cast<std::size_t>(u) * kcs_;
+        const int* next = &u_.next[static_cast<std::size_t>(u) * kcs_];
         for (int k2 = 0; k2 < kcs_; ++k2) {
-          const DeviceGroup g2 = t_.group(k2);
-          if (u_.digits[u][g2.kind] + g2.count > t_.max_count(g2.kind)) continue;
-          const double v = v_full[static_cast<std::size_t>(u + g2.count * u_.stride[g2.kind]) * kcs_ + k2];
+          if (next[k2] < 0) continue;
+          const double v = v_full[static_cast<std::size_t>(next[k2]) * kcs_ + k2];
           if (!(v < kInf)) continue;
           const double* x = &xt[static_cast<std::size_t>(k2) * kcs_];
           const double in_w = xfer_f[k2];
@@ -350,10 +361,10 @@ class LabelDp {
       transposed_transfers(i - 1, xt);
       for (int u = 0; u < u_.size; ++u) {
         std::fill(best.begin(), best.end(), kInf);
+        const int* next = &u_.next[static_cast<std::size_t>(u) * kcs_];
         for (int k2 = 0; k2 < kcs_; ++k2) {
-          const DeviceGroup g2 = t_.group(k2);
-          if (u_.digits[u][g2.kind] + g2.count > t_.max_count(g2.kind)) continue;
-          const double room = b_->r[state(i, u + g2.count * u_.stride[g2.kind], k2)];
+          if (next[k2] < 0) continue;
+          const double room = b_->r[state(i, next[k2], k2)];
           const double* x = &xt[static_cast<std::size_t>(k2) * kcs_];
           for (int kc = 0; kc < kcs_; ++kc) best[kc] = x[kc] <= room ? std::min(best[kc], x[kc]) : best[kc];
         }
@@ -443,8 +454,8 @@ class LabelDp {
         }
         for (int kc = 0; kc < kcs_; ++kc) {
           const DeviceGroup g = t_.group(kc);
-          if (u_.digits[u1][g.kind] + g.count > t_.max_count(g.kind) || g.count > pass_.max_group) continue;
-          const int u2 = u1 + g.count * u_.stride[g.kind];
+          const int u2 = u_.next[static_cast<std::size_t>(u1) * kcs_ + kc];
+          if (u2 < 0 || g.count > pass_.max_group) continue;
           const PowerStates& p = t_.power(g.kind);
           const double xfer_w = g.count * (p.xfer_w - p.idle_w);
           // Step 1: close the previous stage with its transfer into g.
@@ -624,9 +635,8 @@ class PeriodSearch {
           }
         }
         for (int kc = 0; kc < kcs_; ++kc) {
-          const DeviceGroup g = t_.group(kc);
-          if (u_.digits[u1][g.kind] + g.count > t_.max_count(g.kind)) continue;
-          const int u2 = u1 + g.count * u_.stride[g.kind];
+          const int u2 = u_.next[static_cast<std::size_t>(u1) * kcs_ + kc];
+          if (u2 < 0) continue;
           double best_x = kInf;
           int best_kp = -1;
           if (ip == 0) {
@@ -835,9 +845,10 @@ Found solve_exact(const CostTables& t, const ObjectiveSpec& o, Caps& caps) {
     // energy bounds the full search, which then prunes most multi-device labels.
     LabelDp::Bounds bounds;
     Found one;
-    if (period_cap < kInf) {
+    if (period_cap < kInf && Usage(t).size * (t.num_kernels() + 1) * t.num_kc() >= 1024) {
       // Without the period cap a single-stage plan bounds that search from its first label (under
       // the cap often none fits), so it runs much faster; its plan, when it meets the cap, serves.
+      // Below ~1k label states the capped search takes microseconds and this pass would dominate.
       const double free_ub = std::min(ub, seed_energy(t, kInf, caps.latency));
       Found free = run_pass(t, {Goal::energy, kMaxT | kPartial | kA | lat, kInf, caps.latency, free_ub, 1}, &bounds);
       if (free.ok && within(free.fig.period, period_cap)) one = std::move(free);
