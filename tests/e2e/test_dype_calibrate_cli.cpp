@@ -2,9 +2,9 @@
 // calibrated CPU device model and a system file that loads as a system config carrying that
 // measured bandwidth; accelerators it cannot find are reported as absent, not invented.
 #include <gtest/gtest.h>
-#include <sys/wait.h>
 
-#include <array>
+#include "../test_run_cli.h"
+
 #include <cstdio>
 #include <regex>
 #include <string>
@@ -16,21 +16,8 @@ namespace {
 
 const std::string kExe = std::string(DYPE_BINARY_DIR) + "/apps/dype-calibrate";
 
-struct Result {
-  int status = -1;
-  std::string out;
-};
-
-Result run(const std::string& args) {
-  Result r;
-  FILE* p = popen((kExe + " " + args + " 2>&1").c_str(), "r");
-  if (!p) return r;
-  std::array<char, 4096> buf{};
-  while (std::fgets(buf.data(), buf.size(), p)) r.out += buf.data();
-  const int st = pclose(p);
-  r.status = WIFEXITED(st) ? WEXITSTATUS(st) : -1;
-  return r;
-}
+using Result = dype::test::CliResult;
+Result run(const std::string& args) { return dype::test::run_cli(kExe, args); }
 
 TEST(DypeCalibrateCli, MeasuresHostCopyBandwidthAndWritesALoadableSystem) {
   const auto dir = dype::test::process_temp_dir("dype_calibrate_cli");

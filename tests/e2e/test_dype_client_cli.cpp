@@ -2,9 +2,9 @@
 // loopback: the same graph answered alike over both protocols, streams from a directory of graph
 // files (registered once, deleted at the end, or sent whole), and clear errors on bad input.
 #include <gtest/gtest.h>
-#include <sys/wait.h>
 
-#include <array>
+#include "../test_run_cli.h"
+
 #include <cstdio>
 #include <fstream>
 #include <regex>
@@ -23,22 +23,8 @@ namespace {
 
 const std::string kExe = std::string(DYPE_BINARY_DIR) + "/apps/dype-client";
 
-struct Result {
-  int status = -1;
-  std::string out;  // stdout and stderr
-};
-
-Result run(const std::string& args) {
-  Result r;
-  const std::string cmd = kExe + " " + args + " 2>&1";
-  FILE* p = popen(cmd.c_str(), "r");
-  if (!p) return r;
-  std::array<char, 4096> buf{};
-  while (std::fgets(buf.data(), buf.size(), p)) r.out += buf.data();
-  const int st = pclose(p);
-  r.status = WIFEXITED(st) ? WEXITSTATUS(st) : -1;
-  return r;
-}
+using Result = dype::test::CliResult;
+Result run(const std::string& args) { return dype::test::run_cli(kExe, args); }
 
 void write(const fs::path& p, const std::string& text) { std::ofstream(p) << text; }
 

@@ -2,9 +2,9 @@
 // answers to bad input (exit 2 naming the flag or key) and impossible targets (exit 3 saying
 // which constraint and by how much).
 #include <gtest/gtest.h>
-#include <sys/wait.h>
 
-#include <array>
+#include "../test_run_cli.h"
+
 #include <cstdio>
 #include <fstream>
 #include <string>
@@ -18,22 +18,8 @@ const std::string kSys = std::string(DYPE_SOURCE_DIR) + "/configs/systems/paper-
 const std::string kGcn = std::string(DYPE_SOURCE_DIR) + "/configs/models/gcn.yaml";
 const std::string kSwin = std::string(DYPE_SOURCE_DIR) + "/configs/models/swin-transformer.yaml";
 
-struct Result {
-  int status = -1;
-  std::string out;  // stdout and stderr
-};
-
-Result run(const std::string& args) {
-  Result r;
-  const std::string cmd = kExe + " " + args + " 2>&1";
-  FILE* p = popen(cmd.c_str(), "r");
-  if (!p) return r;
-  std::array<char, 4096> buf{};
-  while (std::fgets(buf.data(), buf.size(), p)) r.out += buf.data();
-  const int st = pclose(p);
-  r.status = WIFEXITED(st) ? WEXITSTATUS(st) : -1;
-  return r;
-}
+using Result = dype::test::CliResult;
+Result run(const std::string& args) { return dype::test::run_cli(kExe, args); }
 
 TEST(DypeScheduleCli, JsonHasEveryDocumentedField) {
   const Result r = run("--system " + kSys + " --model " + kGcn + " --dataset S1 --mode balanced --json");
