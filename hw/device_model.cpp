@@ -72,7 +72,8 @@ std::string resolve_config_path(const std::string& referring_file, const std::st
 namespace {
 
 OpModelParams parse_op(const ConfigNode& n) {
-  n.expect_keys({"compute_efficiency", "memory_efficiency", "launch_overhead_us", "skew_penalty"});
+  n.expect_keys({"compute_efficiency", "memory_efficiency", "launch_overhead_us", "skew_penalty", "wavefront",
+                 "row_latency_us", "concurrent_rows", "gather_bytes"});
   OpModelParams p;
   p.compute_efficiency = n.get_positive("compute_efficiency", p.compute_efficiency);
   p.memory_efficiency = n.get_positive("memory_efficiency", p.memory_efficiency);
@@ -80,6 +81,13 @@ OpModelParams parse_op(const ConfigNode& n) {
   if (p.memory_efficiency > 1.0) n.child("memory_efficiency").fail("must be <= 1");
   p.launch_overhead_s = n.get_positive("launch_overhead_us", p.launch_overhead_s * 1e6, true) * 1e-6;
   p.skew_penalty = n.get_positive("skew_penalty", p.skew_penalty, true);
+  p.wavefront = n.get_positive("wavefront", p.wavefront, true);
+  p.row_latency_s = n.get_positive("row_latency_us", p.row_latency_s * 1e6, true) * 1e-6;
+  p.concurrent_rows = n.get_positive("concurrent_rows", p.concurrent_rows, true);
+  p.gather_bytes = n.get_positive("gather_bytes", p.gather_bytes, true);
+  if ((p.row_latency_s > 0) != (p.concurrent_rows > 0)) {
+    n.fail("row_latency_us and concurrent_rows go together (row passes per second = their ratio)");
+  }
   return p;
 }
 

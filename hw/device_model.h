@@ -21,6 +21,11 @@ struct OpModelParams {
   double memory_efficiency = 0.8;   // fraction of peak memory bandwidth
   double launch_overhead_s = 5e-6;  // per kernel launch (window attention: per kernel of three)
   double skew_penalty = 0.0;        // spmm: bandwidth / (1 + skew_penalty * log2(degree_skew))
+  // spmm, wavefront-per-row CSR kernels (hw/emu/emu_timing.h); 0 leaves a term out.
+  double wavefront = 0.0;         // lanes per pass over a row's output columns
+  double row_latency_s = 0.0;     // dependent-load chain of one row pass (row pointers, LDS, store)
+  double concurrent_rows = 0.0;   // row passes in flight device-wide (wavefront slots)
+  double gather_bytes = 0.0;      // transaction size a dense-row gather is rounded up to
 };
 
 struct DeviceModel {

@@ -39,15 +39,25 @@ double roofline_gemm_s(const DeviceModel& d, const OpModelParams& p, std::int64_
 double roofline_spmm_s(const DeviceModel& d, const OpModelParams& p, const kernels::OpShape& s) {
   const double M = static_cast<double>(s.m), K = static_cast<double>(s.k), N = static_cast<double>(s.n);
   const double nnz = static_cast<double>(s.nnz);
+  // A wavefront works on one row, its lanes over the output columns: ceil(N / W) passes per row,
+  // and the FMAs of a pass occupy all W lanes even when fewer columns are left.
+  const double passes = p.wavefront > 0 ? std::max(1.0, std::ceil(N / p.wavefront)) : 1.0;
+  const double lanes = p.wavefront > 0 ? passes * p.wavefront : N;
+  // A gathered dense row moves whole memory transactions.
+  const double row_bytes = p.gather_bytes > 0 ? std::ceil(4.0 * N / p.gather_bytes) * p.gather_bytes : 4.0 * N;
   const double dense_bytes = 4.0 * K * N;
   const double hit = dense_bytes > 0 ? std::min(1.0, d.cache_bytes / dense_bytes) : 1.0;
-  const double bytes = 8.0 * nnz + 4.0 * (M + 1) + 4.0 * M * N + 4.0 * N * nnz * (1.0 - hit) +
+  const double bytes = 8.0 * nnz + 4.0 * (M + 1) + 4.0 * M * N + row_bytes * nnz * (1.0 - hit) +
                        4.0 * K * N * hit;
   const double skew = std::max(1.0, s.degree_skew);
   const double bw = d.memory_bandwidth_bytes_per_s * p.memory_efficiency /
                     (1.0 + p.skew_penalty * std::log2(skew));
-  const double t_compute = 2.0 * nnz * N / (d.peak_fp32_flops * p.compute_efficiency);
-  return p.launch_overhead_s + std::max(bytes / bw, t_compute);
+  const double t_compute = 2.0 * nnz * lanes / (d.peak_fp32_flops * p.compute_efficiency);
+  // Each row pass is a chain of dependent loads (row pointers, then indices and values, then the
+  // gathers, then the store) that only other rows in flight hide: Little's law gives
+  // concurrent_rows / row_latency row passes per second. Short rows cannot amortise it.
+  const double t_rows = p.concurrent_rows > 0 ? M * passes * p.row_latency_s / p.concurrent_rows : 0.0;
+  return p.launch_overhead_s + std::max(bytes / bw, t_compute) + t_rows;
 }
 
 double roofline_dense_attention_s(const DeviceModel& d, const OpModelParams& p,

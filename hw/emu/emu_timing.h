@@ -22,11 +22,16 @@
 // GPU (roofline, from the device model; eff_c / eff_m = compute / memory efficiency of the op):
 //   gemm:   t = launch + max(2MKN / (peak * eff_c * occ), 4(MK + KN + MN) / (bw * eff_m)),
 //           occ = min(1, MN / saturation_outputs) (small outputs cannot fill all compute units).
-//   spmm:   memory bound. Bytes = 8 nnz (value + index) + 4 (M + 1) + 4 M N (write Y)
-//           + 4 N nnz (1 - h) + 4 K N h, where h = min(1, cache / (4 K N)) is the fraction of the
+//   spmm:   rocSPARSE-style CSR kernel, one wavefront of W lanes per row looping over the output
+//           columns: P = ceil(N / W) passes per row. Bytes = 8 nnz (value + index) + 4 (M + 1)
+//           + 4 M N (write Y) + G nnz (1 - h) + 4 K N h, where G is a dense row's 4 N bytes rounded
+//           up to whole gather transactions and h = min(1, cache / (4 K N)) is the fraction of the
 //           dense operand's rows that stay in cache (sparser, larger graphs reuse less). Bandwidth
 //           bw * eff_m / (1 + skew_penalty log2(max(1, degree_skew))) (load imbalance of
-//           power-law rows); t = launch + max(bytes / that, 2 nnz N / (peak eff_c)).
+//           power-law rows). Row passes cost a dependent-load latency each, overlapped only with
+//           other rows in flight: t = launch + max(bytes / that, 2 nnz P W / (peak eff_c))
+//           + M P row_latency / concurrent_rows. Without wavefront / row_latency / gather_bytes
+//           (0) this is the plain bandwidth roofline.
 //   window attention: modelled as dense attention, as in the paper (GPU libraries only save
 //           memory, not time): per head QK^T and SV are 2 S^2 D flops each and the S x S scores
 //           are written, read by softmax, written, read: 16 S^2 bytes per head; plus Q, K, V, out.
