@@ -12,9 +12,11 @@
 //
 //   ./build/h2/bench/bench_runtime [--phase-requests 200] [--overhead-requests 3000]
 //                                  [--tf-layers 4] [--json out.json] [--check-plans N]
-//                                  [--perfmodels configs/perfmodels/amd-mi210.json,...]
+//                                  [--perfmodels configs/perfmodels/amd-mi210.json,...] [--paper-plans]
 // --check-plans N: for each phase, the N best plans by the planner's cost model beside the period
 // the pipeline really reaches with them on the emulated devices (both modelled), then exits.
+// --paper-plans: the runtime planner's (RuntimeCostModel) perf plan for GCN and GIN on each paper
+// Table I dataset at its own feature length on the PCIe 4.0 testbed, then exits (modelled).
 // --perfmodels: plan on fitted performance models (dype-profile output) instead of the devices'
 // own models, refined online; the re-plan records say which source each kernel time came from.
 #include <algorithm>
@@ -168,6 +170,31 @@ void check_plans(const rt::Model& model, const Phase& phase, int top) {
   }
 }
 
+// The runtime planner's choice per paper Table I dataset (each at its own feature length), the
+// counterpart of `dype-schedule --dataset X --mode perf` (which uses the scheduler's additive model).
+void paper_plans() {
+  std::printf("runtime planner (RuntimeCostModel), perf mode, paper-testbed-pcie4, Table I datasets (MODELLED)\n");
+  std::printf("  %-14s %-10s %14s   %-10s %14s\n", "dataset", "GCN plan", "period_ms", "GIN plan", "period_ms");
+  for (const auto ds : kernels::kAllPaperDatasets) {
+    const auto shape = kernels::paper_shape(ds);
+    rt::ModelSpec s;
+    s.layers = 2;
+    s.in_features = shape.feature_len;
+    s.hidden = 128;
+    s.materialize_weights = false;
+    std::string row;
+    for (const rt::Model& m : {rt::Model::gcn(s), rt::Model::gin(s)}) {
+      hw::System sys = testbed();
+      const Phase ph{"", rt::Graph::shape_only(shape.nodes, shape.edges + shape.nodes), 0, 0};
+      auto planned = make_planner(m, sys)->plan(make_request(m, ph).characteristics(), "perf", {});
+      char buf[64];
+      std::snprintf(buf, sizeof buf, "   %-10s %14.3f", planned.mnemonic.c_str(), planned.period_s * 1e3);
+      row += buf;
+    }
+    std::printf("  %-14s%s\n", std::string(kernels::to_string(ds)).c_str(), row.c_str());
+  }
+}
+
 double median(std::vector<double> v) {
   std::sort(v.begin(), v.end());
   return v.empty() ? 0.0 : v[v.size() / 2];
@@ -177,6 +204,7 @@ double median(std::vector<double> v) {
 
 int main(int argc, char** argv) {
   int per_phase = 200, overhead_n = 3000, tf_layers = 4, check_top = 0;
+  bool want_paper_plans = false;
   std::string json_path;
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
@@ -192,6 +220,7 @@ int main(int argc, char** argv) {
     else if (a == "--tf-layers") tf_layers = std::stoi(next());
     else if (a == "--json") json_path = next();
     else if (a == "--check-plans") check_top = std::stoi(next());
+    else if (a == "--paper-plans") want_paper_plans = true;
     else if (a == "--perfmodels") {
       std::string list = next();
       for (std::size_t at = 0; at <= list.size();) {
@@ -204,6 +233,10 @@ int main(int argc, char** argv) {
       std::fprintf(stderr, "unknown argument %s\n", a.c_str());
       return 2;
     }
+  }
+  if (want_paper_plans) {
+    paper_plans();
+    return 0;
   }
   nlohmann::json out;
 
