@@ -845,7 +845,9 @@ Found solve_exact(const CostTables& t, const ObjectiveSpec& o, Caps& caps) {
     // energy bounds the full search, which then prunes most multi-device labels.
     LabelDp::Bounds bounds;
     Found one;
-    if (period_cap < kInf && Usage(t).size * (t.num_kernels() + 1) * t.num_kc() >= 1024) {
+    std::size_t states = static_cast<std::size_t>(t.num_kernels() + 1) * t.num_kc();
+    for (int c : t.max_counts()) states *= static_cast<std::size_t>(c) + 1;  // usage vectors
+    if (period_cap < kInf && states >= 1024) {
       // Without the period cap a single-stage plan bounds that search from its first label (under
       // the cap often none fits), so it runs much faster; its plan, when it meets the cap, serves.
       // Below ~1k label states the capped search takes microseconds and this pass would dominate.
