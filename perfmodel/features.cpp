@@ -24,7 +24,7 @@ void spmm_gpu(const OpShape& s, const FeatureParams&, double* f) {
   f[4] = 1.0;
 }
 
-// SpMM on GPU-like devices, extended (default): Eq. 7's terms plus what makes a CSR SpMM on a GPU
+// SpMM on GPU-like devices, v2: Eq. 7's terms plus what makes a CSR SpMM on a GPU
 // gather-bound: rows of X gathered per nonzero that miss the device cache (the fraction of X that
 // does not fit), the output write, a per-row cost (short rows leave most of a wavefront idle), and
 // all traffic scaled by log2 of the degree skew (a few long rows serialise on one compute unit).
@@ -42,6 +42,19 @@ void spmm_gpu_v2(const OpShape& s, const FeatureParams& p, double* f) {
   f[6] = gather_miss;
   f[7] = bytes * std::log2(std::max(1.0, s.degree_skew));
   f[8] = d(s.m);
+}
+
+// SpMM on GPU-like devices, v3 (default): v2 plus the row passes of a wavefront-per-row CSR kernel
+// (rocSPARSE/cuSPARSE style): a 64-lane wavefront covers at most 64 output columns of a row per
+// pass, so a row costs ceil(N / 64) passes whatever its length, and N = 20 pays a whole pass. v2's
+// single per-row term cannot tell N = 64 from N = 65.
+constexpr std::string_view kSpmmGpuV3Names[] = {"N",   "nnz",         "GFLOP",          "arm", "1",
+                                                "M*N", "gather_miss", "bytes*log2skew", "M",   "M*row_passes"};
+constexpr bool kSpmmGpuV3NonNeg[] = {true, true, true, false, true, true, true, true, true, true};
+constexpr double kGpuWavefrontLanes = 64;  // AMD CDNA wave64 (NVIDIA warps are 32: a finer step)
+void spmm_gpu_v3(const OpShape& s, const FeatureParams& p, double* f) {
+  spmm_gpu_v2(s, p, f);
+  f[9] = d(s.m) * std::max(1.0, std::ceil(d(s.n) / kGpuWavefrontLanes));
 }
 
 // SpMM on FPGA: the Sextans estimate with a fitted scale (and a fixed launch cost).
@@ -177,9 +190,11 @@ void rowwise(const OpShape& s, const FeatureParams&, double* f) {
   FeatureSet { id, kind, cls, names, nonneg, size_idx, fn }
 
 const FeatureSet kSets[] = {
+    DYPE_FS("spmm.gpu.v3", OpKind::spmm, DeviceClass::gpu, kSpmmGpuV3Names, kSpmmGpuV3NonNeg, 2,
+            spmm_gpu_v3),
+    // v2 (no row passes) and the paper's Eq. 7: loadable from model files, no longer the default.
     DYPE_FS("spmm.gpu.v2", OpKind::spmm, DeviceClass::gpu, kSpmmGpuV2Names, kSpmmGpuV2NonNeg, 2,
             spmm_gpu_v2),
-    // The paper's Eq. 7 as published; loadable from model files, no longer the default.
     DYPE_FS("spmm.gpu.eq7", OpKind::spmm, DeviceClass::gpu, kSpmmGpuNames, kSpmmGpuNonNeg, 2,
             spmm_gpu),
     DYPE_FS("spmm.fpga.sextans", OpKind::spmm, DeviceClass::fpga, kSextansNames, kSextansNonNeg,

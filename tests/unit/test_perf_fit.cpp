@@ -250,7 +250,7 @@ TEST(PerfTiming, MedianWithOutlierRejection) {
 
 TEST(PerfFeatures, GpuSpmmDefaultPricesCacheMissesAndSkew) {
   const auto& fs = feature_set(OpKind::spmm, DeviceClass::gpu);
-  EXPECT_EQ(fs.id, "spmm.gpu.v2");
+  EXPECT_EQ(fs.id, "spmm.gpu.v3");
   FeatureParams p;
   p.llc_bytes = 8.0 * 1024 * 1024;
   OpShape s;
@@ -274,6 +274,14 @@ TEST(PerfFeatures, GpuSpmmDefaultPricesCacheMissesAndSkew) {
   EXPECT_NEAR(f[6], 64.0 * 50000 * 0.75, 1e-6);
   const double bytes = 8.0 * 50000 + 4.0 * 1000 + 4.0 * 1000 * 64 + 4.0 * f[6] + p.llc_bytes;
   EXPECT_NEAR(f[7], bytes * 3.0, 1e-3);
+  // Row passes of a 64-lane wavefront: 64 columns take one pass, 65 two, 20 still one.
+  EXPECT_DOUBLE_EQ(f[9], 1000.0);
+  s.n = 65;
+  fs.compute(s, p, f);
+  EXPECT_DOUBLE_EQ(f[9], 2000.0);
+  s.n = 20;
+  fs.compute(s, p, f);
+  EXPECT_DOUBLE_EQ(f[9], 1000.0);
 }
 
 }  // namespace
