@@ -3,10 +3,15 @@
 #include <chrono>
 #include <cmath>
 #include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <iterator>
+#include <string>
 #include <random>
 #include <vector>
 
 #include <gtest/gtest.h>
+#include <unistd.h>
 
 #include "hw/emu/emu_device.h"
 #include "hw/emu/emu_timing.h"
@@ -95,6 +100,46 @@ TEST(EmuTiming, GpuRooflineBehaves) {
   a.seq_len = 8192;
   const double t2 = emu::roofline_dense_attention_s(mi210, mi210.ops.at(OpKind::window_attention), a);
   EXPECT_GT(t2 / t1, 3.5);
+}
+
+TEST(EmuTiming, GpuSpmmPaysRowPassesAndWholeGatherLines) {
+  const DeviceModel mi210 = load_device_model(std::string(DYPE_SOURCE_DIR) + "/configs/devices/amd-mi210.yaml");
+  OpModelParams p = mi210.ops.at(OpKind::spmm);
+  ASSERT_EQ(p.wavefront, 64);
+  // Very sparse rows (S4-like, 1.4 nnz per row): the row passes dominate, so time follows the
+  // passes: 64 columns take one, 65 two; 20 columns cost as much row work as 64.
+  const OpShape base = spmm_shape(3500000, 5000000, 64);
+  OpShape wide = base, narrow = base;
+  wide.n = 65;
+  narrow.n = 20;
+  const double row_pass = p.row_latency_s / p.concurrent_rows;
+  const double t64 = emu::roofline_spmm_s(mi210, p, base);
+  EXPECT_NEAR(emu::roofline_spmm_s(mi210, p, wide) - t64, 3500000 * row_pass, 0.2 * 3500000 * row_pass);
+  EXPECT_GT(emu::roofline_spmm_s(mi210, p, narrow), 3500000 * row_pass);
+  // Without the row terms and the gather granularity the formula is the bandwidth roofline; with
+  // them a 20-float row (80 B) moves a whole 128 B line per gather.
+  OpModelParams plain = p;
+  plain.row_latency_s = plain.concurrent_rows = plain.wavefront = plain.gather_bytes = 0;
+  OpModelParams lines = plain;
+  lines.gather_bytes = 128;
+  const OpShape gathers = spmm_shape(2000000, 40000000, 20);  // X (160 MB) misses the 8 MB L2
+  EXPECT_GT(emu::roofline_spmm_s(mi210, lines, gathers), 1.3 * emu::roofline_spmm_s(mi210, plain, gathers));
+  // The two row keys only make sense together.
+  const std::string dir = ::testing::TempDir() + "dype_emu_rowkeys_" + std::to_string(::getpid());
+  std::filesystem::create_directories(dir);
+  std::ifstream in(std::string(DYPE_SOURCE_DIR) + "/configs/devices/amd-mi210.yaml");
+  std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  const auto at = text.find(", concurrent_rows: 1664");
+  ASSERT_NE(at, std::string::npos);
+  text.erase(at, std::strlen(", concurrent_rows: 1664"));
+  std::ofstream(dir + "/gpu.yaml") << text;
+  try {
+    load_device_model(dir + "/gpu.yaml");
+    ADD_FAILURE() << "row_latency_us without concurrent_rows was accepted";
+  } catch (const std::exception& e) {
+    EXPECT_NE(std::string(e.what()).find("concurrent_rows"), std::string::npos) << e.what();
+  }
+  std::filesystem::remove_all(dir);
 }
 
 TEST(EmuDevice, VirtualClockDependenciesAndBusyDevice) {
