@@ -28,7 +28,7 @@ enum class DeviceClass : std::uint8_t { cpu, gpu, fpga };
 std::string_view to_string(DeviceClass cls);
 std::optional<DeviceClass> device_class_from_string(std::string_view name);
 
-inline constexpr int kMaxFeatures = 12;
+inline constexpr int kMaxFeatures = 16;
 
 // Machine/design constants some feature formulas need. Stored with each model so a prediction
 // reproduces the profiled formula exactly, whatever machine loads the model.
@@ -38,6 +38,8 @@ struct FeatureParams {
   double l1_bytes = 48.0 * 1024;
   double l2_bytes = 1024.0 * 1024;
   double simd_floats = 16;
+  // CPU: worker threads of the profiled device (how the kernels split their work into tasks).
+  double threads = 1;
   // FPGA SpMM, Sextans (paper Eq. under 7): F in MHz, N_M MAC units.
   double sextans_f_mhz = 215;
   double sextans_nm = 640;

@@ -41,7 +41,8 @@ std::string string_field(const json& obj, const std::string& key, const std::str
 
 json params_to_json(const FeatureParams& p) {
   return {{"llc_bytes", p.llc_bytes},         {"l2_bytes", p.l2_bytes},  {"l1_bytes", p.l1_bytes},
-          {"simd_floats", p.simd_floats},     {"sextans_f_mhz", p.sextans_f_mhz},
+          {"simd_floats", p.simd_floats},     {"threads", p.threads},
+          {"sextans_f_mhz", p.sextans_f_mhz},
           {"sextans_nm", p.sextans_nm},       {"swat_t_pipeline", p.swat_t_pipeline},
           {"swat_t_init", p.swat_t_init},     {"swat_f_mhz", p.swat_f_mhz}};
 }
@@ -58,6 +59,7 @@ FeatureParams params_from_json(const json& j, const std::string& where) {
   get("l2_bytes", p.l2_bytes);
   get("l1_bytes", p.l1_bytes);
   get("simd_floats", p.simd_floats);
+  get("threads", p.threads);
   get("sextans_f_mhz", p.sextans_f_mhz);
   get("sextans_nm", p.sextans_nm);
   get("swat_t_pipeline", p.swat_t_pipeline);

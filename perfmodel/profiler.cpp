@@ -214,6 +214,7 @@ FeatureParams feature_params_for(const hw::Device& device) {
     if (l2 > 0) p.l2_bytes = static_cast<double>(l2);
     const long l1 = sysconf(_SC_LEVEL1_DCACHE_SIZE);
     if (l1 > 0) p.l1_bytes = static_cast<double>(l1);
+    if (const auto* cpu = dynamic_cast<const hw::CpuDevice*>(&device)) p.threads = cpu->threads();
     switch (kernels::cpu::active_isa()) {
       case kernels::cpu::Isa::avx512: p.simd_floats = 16; break;
       case kernels::cpu::Isa::avx2: p.simd_floats = 8; break;
@@ -233,12 +234,13 @@ SyntheticRanges default_ranges(DeviceClass cls, OpKind kind, bool modelled) {
   }
   // Measured: keep each timed run to ~0.2 s or less on a small, shared CPU so a 180 s budget buys
   // enough points for three kernels, and inputs within a few hundred MB. The caps are multiply-adds
-  // (work_of); SpMM's are DRAM-latency bound once X leaves the cache, hence the lower cap.
+  // (work_of); SpMM's are DRAM-latency bound once X leaves the cache, hence the lower cap (still
+  // high enough that X reaches ~180 MB, past the effective LLC).
   r.allow_timing_only = false;
   r.max_bytes = 384.0 * 1024 * 1024;
   const bool cpu = cls == DeviceClass::cpu;
   switch (kind) {
-    case OpKind::spmm: r.max_work = cpu ? 4e7 : 1e10; break;
+    case OpKind::spmm: r.max_work = cpu ? 3e8 : 1e10; break;
     case OpKind::gemm: r.max_work = cpu ? 1.5e9 : 1e12; break;
     case OpKind::window_attention:
       r.max_work = cpu ? 6e8 : 1e12;

@@ -59,7 +59,7 @@ struct ProfileOptions {
   std::vector<kernels::OpKind> kernels = {kernels::OpKind::spmm, kernels::OpKind::gemm,
                                           kernels::OpKind::window_attention};
   double budget_s = 120;   // wall clock for everything, fitting included
-  int max_points = 400;    // per kernel
+  int max_points = 1000;   // per kernel
   std::uint64_t seed = 1;
   TimingPolicy timing;
   FitOptions fit;

@@ -174,16 +174,58 @@ kernels::CsrI32 materialise_csr(const InputSpec& spec) {
   a.cols = s.k;
   a.indptr.resize(rows + 1);
   a.indices.reserve(static_cast<std::size_t>(s.nnz));
+  // Power law: a Chung-Lu graph. Columns are drawn with the same weights as row degrees, so the
+  // hubs are hubs in both directions, as in the symmetrised graphs GNNs take (A + A^T): most
+  // gathers then hit a few hot rows of X, which decides how cache-friendly a real graph's SpMM is.
+  // Uniform graphs draw columns uniformly.
+  // Walker/Vose alias table over the row weights: O(1) per drawn column.
+  std::vector<double> alias_prob;
+  std::vector<std::int32_t> alias_idx;
+  if (spec.degrees == DegreeDistribution::power_law && s.k == s.m) {
+    double total = 0;
+    for (double w : want) total += w;
+    alias_prob.resize(rows);
+    alias_idx.resize(rows);
+    std::vector<std::int32_t> small, large;
+    for (std::size_t i = 0; i < rows; ++i) {
+      alias_prob[i] = want[i] * static_cast<double>(rows) / total;
+      (alias_prob[i] < 1.0 ? small : large).push_back(static_cast<std::int32_t>(i));
+    }
+    while (!small.empty() && !large.empty()) {
+      const std::int32_t lo = small.back(), hi = large.back();
+      small.pop_back();
+      alias_idx[static_cast<std::size_t>(lo)] = hi;
+      alias_prob[static_cast<std::size_t>(hi)] -= 1.0 - alias_prob[static_cast<std::size_t>(lo)];
+      if (alias_prob[static_cast<std::size_t>(hi)] < 1.0) {
+        large.pop_back();
+        small.push_back(hi);
+      }
+    }
+    for (auto i : small) alias_prob[static_cast<std::size_t>(i)] = 1.0;  // rounding leftovers
+    for (auto i : large) alias_prob[static_cast<std::size_t>(i)] = 1.0;
+  }
+  auto draw_col = [&]() -> std::int32_t {
+    if (alias_prob.empty()) return static_cast<std::int32_t>(rng.below(s.k));
+    const auto i = static_cast<std::size_t>(rng.below(s.k));
+    return rng.uniform() < alias_prob[i] ? static_cast<std::int32_t>(i) : alias_idx[i];
+  };
   std::vector<std::int32_t> row;
   for (std::size_t i = 0; i < rows; ++i) {
     // Stochastic rounding keeps the expected total at nnz for fractional Pareto degrees.
     auto deg = static_cast<std::int64_t>(want[i]);
     if (rng.uniform() < want[i] - static_cast<double>(deg)) ++deg;
     deg = std::min(deg, s.k);
-    row.resize(static_cast<std::size_t>(deg));
-    for (auto& c : row) c = static_cast<std::int32_t>(rng.below(s.k));
-    std::sort(row.begin(), row.end());
-    row.erase(std::unique(row.begin(), row.end()), row.end());
+    const auto want_len = static_cast<std::size_t>(deg);
+    row.clear();
+    // Duplicates merge; hub columns repeat often, so top the row up a few rounds to keep nnz near
+    // the spec (a row nearly as long as k may stay a little short).
+    for (int round = 0; round < 8 && row.size() < want_len; ++round) {
+      const std::size_t have = row.size();
+      row.resize(want_len);
+      for (std::size_t j = have; j < want_len; ++j) row[j] = draw_col();
+      std::sort(row.begin(), row.end());
+      row.erase(std::unique(row.begin(), row.end()), row.end());
+    }
     a.indices.insert(a.indices.end(), row.begin(), row.end());
     a.indptr[i + 1] = static_cast<std::int32_t>(a.indices.size());
   }

@@ -62,7 +62,8 @@ std::vector<InputSpec> generate_specs(kernels::OpKind kind, const SyntheticRange
 
 // A CSR matrix for an SpMM spec: rows x k, about nnz entries (duplicates within a row are merged,
 // so nnz can come out slightly lower; the returned matrix's nnz is exact), values in [-1, 1).
-// Uniform: every row ~ Poisson(nnz / rows). Power law: row degrees ~ Zipf(alpha), rescaled to nnz.
+// Uniform: every row ~ Poisson(nnz / rows), columns uniform. Power law: row degrees ~ Zipf(alpha),
+// rescaled to nnz, columns drawn with the same weights (Chung-Lu: hubs in both directions).
 kernels::CsrI32 materialise_csr(const InputSpec& spec);
 
 // Expected degree skew of the matrix materialise_csr(spec) would build, without building it

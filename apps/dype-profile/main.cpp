@@ -161,7 +161,7 @@ int main(int argc, char** argv) {
   std::string out;
   std::string plot;
   std::uint64_t seed = 1;
-  int max_points = 400;
+  int max_points = 1000;
   bool quiet = false;
   std::string clock = "wall";
   auto* run = app.add_subcommand("run", "profile a device and write its model store");

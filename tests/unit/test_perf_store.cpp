@@ -64,6 +64,28 @@ std::string error_of(const std::string& text, std::string_view expected = "amd-m
   return "";
 }
 
+// CPU models depend on the profiled thread count (the GEMM's row blocks): it travels with the model.
+TEST(PerfStore, CpuThreadCountRoundTrips) {
+  const auto& fs = feature_set(OpKind::gemm, DeviceClass::cpu);
+  FeatureParams p;
+  p.threads = 2;
+  SyntheticRanges r;
+  r.max_work = 1e9;
+  std::vector<Sample> samples;
+  for (const auto& s : generate_specs(OpKind::gemm, r, 80, 3)) {
+    samples.push_back({s.shape, 2e-6 + 5e-12 * work_of(s.shape)});
+  }
+  ModelStore st;
+  st.device_model = "generic-cpu";
+  st.device_class = DeviceClass::cpu;
+  st.provenance = "measured";
+  st.models.emplace(OpKind::gemm, KernelModel(fs, p, fit_model(fs, p, samples), samples));
+  const ModelStore back = ModelStore::parse(st.to_json_text(), "cpu.json", "generic-cpu");
+  EXPECT_EQ(back.at(OpKind::gemm).params.threads, 2.0);
+  const OpShape s = gemm(50000, 256, 256);
+  EXPECT_DOUBLE_EQ(back.at(OpKind::gemm).predict_fitted_s(s), st.at(OpKind::gemm).predict_fitted_s(s));
+}
+
 TEST(PerfStore, RoundTripsThroughAFile) {
   const ModelStore st = sample_store();
   const auto dir = dype::test::process_temp_dir("dype_perf_store_test");
