@@ -101,6 +101,17 @@ void BM_gemm_dype(benchmark::State& state) {
   state.SetLabel("bias+relu fused");
 }
 
+// The same work as dnnl_sgemm (no bias, no ReLU): the like-for-like comparison.
+void BM_gemm_dype_plain(benchmark::State& state) {
+  Problem& p = problem();
+  for (auto _ : state) {
+    cpu::gemm(p.x, p.w, p.b, p.y, {g_m, g_k, g_n}, cpu::Epilogue::none);
+    benchmark::ClobberMemory();
+  }
+  set_counters(state);
+  state.SetLabel("no epilogue");
+}
+
 void BM_gemm_dnnl_sgemm(benchmark::State& state) {
   using SetThreads = void (*)(int);
   if (auto fn = reinterpret_cast<SetThreads>(dlsym(RTLD_DEFAULT, "omp_set_num_threads"))) {
@@ -139,6 +150,7 @@ void BM_gemm_eigen(benchmark::State& state) {
 }  // namespace
 
 BENCHMARK(BM_gemm_dype)->Unit(benchmark::kMillisecond)->UseRealTime();
+BENCHMARK(BM_gemm_dype_plain)->Unit(benchmark::kMillisecond)->UseRealTime();
 BENCHMARK(BM_gemm_dnnl_sgemm)->Unit(benchmark::kMillisecond)->UseRealTime();
 BENCHMARK(BM_gemm_eigen)->Unit(benchmark::kMillisecond)->UseRealTime();
 
