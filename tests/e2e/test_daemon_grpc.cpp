@@ -1,14 +1,20 @@
 // dype-serve's gRPC front end (inference.GRPCInferenceService) over a real loopback socket:
 // unary infer equals the in-process reference, errors map to gRPC codes, and Triton's
-// ModelStreamInfer answers every request exactly once, in order, bad ones with error_message.
+// ModelStreamInfer answers every request exactly once, in order, bad ones with error_message,
+// also while dype.admin.DypeAdmin drains a GPU and swaps an FPGA's bitstream mid-stream.
+#include <atomic>
 #include <cmath>
+#include <map>
+#include <thread>
 
 #include <grpcpp/grpcpp.h>
 #include <gtest/gtest.h>
 
+#include "runtime/daemon/admin.h"
 #include "runtime/daemon/engine_service.h"
 #include "runtime/daemon/grpc_server.h"
 #include "runtime/daemon/http_server.h"
+#include "runtime/daemon/proto/dype_admin.grpc.pb.h"
 #include "runtime/daemon/proto/grpc_service.grpc.pb.h"
 
 using namespace dype;
@@ -73,10 +79,14 @@ class DaemonGrpc : public ::testing::Test {
     options.metrics_port = -1;
     http_ = std::make_unique<HttpServer>(*service_, graphs_, metrics_, options);
     http_->start();
-    grpc_ = std::make_unique<GrpcServer>(*service_, graphs_, metrics_, http_->admission(), "127.0.0.1", 0);
+    admin_ = std::make_unique<AdminApi>(*service_, admin_hooks(*service_), "s3cret",
+                                        std::string(DYPE_SOURCE_DIR) + "/configs/bitstreams");
+    grpc_ = std::make_unique<GrpcServer>(*service_, graphs_, metrics_, http_->admission(), "127.0.0.1", 0,
+                                         256u << 20, admin_.get());
     grpc_->start();
     auto channel = grpc::CreateChannel("127.0.0.1:" + std::to_string(grpc_->port()), grpc::InsecureChannelCredentials());
     stub_ = inference::GRPCInferenceService::NewStub(channel);
+    admin_stub_ = dype::admin::DypeAdmin::NewStub(channel);
   }
   void TearDown() override {
     grpc_->stop(1.0);
@@ -96,8 +106,10 @@ class DaemonGrpc : public ::testing::Test {
   GraphRegistry graphs_;
   Metrics metrics_;
   std::unique_ptr<HttpServer> http_;
+  std::unique_ptr<AdminApi> admin_;
   std::unique_ptr<GrpcServer> grpc_;
   std::unique_ptr<inference::GRPCInferenceService::Stub> stub_;
+  std::unique_ptr<dype::admin::DypeAdmin::Stub> admin_stub_;
 };
 
 }  // namespace
@@ -174,4 +186,71 @@ TEST_F(DaemonGrpc, StreamAnswersEveryRequestOnceInOrder) {
   writer.join();
   EXPECT_TRUE(stream->Finish().ok());
   EXPECT_EQ(got, kRequests);
+}
+
+// One ModelStreamInfer stream while an operator, over DypeAdmin, drains gpu0 (re-plan without it),
+// loads another bitstream on fpga0 and undrains gpu0: every request is answered once, in order,
+// equal to the in-process reference, and the engine records the swaps with their causes.
+TEST_F(DaemonGrpc, StreamSurvivesReplanAndBitstreamSwapMidStream) {
+  const std::size_t replans0 = service_->engine("gcn").replans().size();
+  constexpr int kRequests = 60;
+  std::vector<Input> inputs;
+  for (int i = 0; i < kRequests; ++i)
+    inputs.push_back(i < kRequests / 2 ? make_input(60, 240, 500 + static_cast<std::uint64_t>(i))
+                                       : make_input(400, 6000, 500 + static_cast<std::uint64_t>(i)));
+  auto admin = [&](auto rpc, const std::string& device, const std::string& path = "") {
+    grpc::ClientContext c;
+    c.AddMetadata("authorization", "Bearer s3cret");
+    dype::admin::AdminRequest q;
+    q.set_device(device);
+    q.set_path(path);
+    dype::admin::AdminResponse r;
+    const grpc::Status st = ((*admin_stub_).*rpc)(&c, q, &r);
+    EXPECT_TRUE(st.ok()) << device << " " << path << ": " << st.error_message();
+  };
+  grpc::ClientContext ctx;
+  auto stream = stub_->ModelStreamInfer(&ctx);
+  std::atomic<int> written{0};
+  std::thread writer([&] {
+    for (int i = 0; i < kRequests; ++i) {
+      stream->Write(to_request(inputs[static_cast<std::size_t>(i)], "m" + std::to_string(i)));
+      ++written;
+      // A little pacing so the admin calls land while requests are still flowing.
+      std::this_thread::sleep_for(std::chrono::milliseconds(2));
+    }
+    stream->WritesDone();
+  });
+  std::thread operator_thread([&] {
+    auto when = [&](int n) {
+      while (written.load() < n) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    };
+    using Stub = dype::admin::DypeAdmin::Stub;
+    when(10);
+    admin(&Stub::DrainDevice, "gpu0");
+    when(25);
+    admin(&Stub::LoadBitstream, "fpga0", "u280-sextans-gemm.yaml");
+    when(40);
+    admin(&Stub::UndrainDevice, "gpu0");
+  });
+  inference::ModelStreamInferResponse r;
+  int got = 0;
+  while (stream->Read(&r)) {
+    EXPECT_EQ(r.infer_response().id(), "m" + std::to_string(got));
+    EXPECT_TRUE(r.error_message().empty()) << got << ": " << r.error_message();
+    if (r.error_message().empty()) {
+      EXPECT_LT(rt::relative_error(output_of(r.infer_response()), reference(inputs[static_cast<std::size_t>(got)])), 1e-5)
+          << got;
+    }
+    ++got;
+  }
+  writer.join();
+  operator_thread.join();
+  EXPECT_TRUE(stream->Finish().ok());
+  EXPECT_EQ(got, kRequests);
+  std::map<std::string, int> swapped_by_cause;
+  const auto records = service_->engine("gcn").replans();
+  for (std::size_t k = replans0; k < records.size(); ++k)
+    if (records[k].swapped) ++swapped_by_cause[records[k].cause];
+  EXPECT_GE(swapped_by_cause["drain"], 1);  // the plan left gpu0 mid-stream
+  EXPECT_GE(swapped_by_cause["bitstream"] + swapped_by_cause["undrain"], 1);
 }
