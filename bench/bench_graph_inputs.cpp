@@ -13,6 +13,7 @@
 #include "kernels/graph/generators.h"
 #include "kernels/graph/mtx_reader.h"
 #include "kernels/graph/snap_reader.h"
+#include "runtime/model.h"
 
 namespace {
 using namespace dype::kernels;
@@ -99,6 +100,15 @@ void BM_Characterize(benchmark::State& state) {
   state.SetItemsProcessed(state.iterations() * state.range(0));
 }
 BENCHMARK(BM_Characterize)->Arg(10 << 20)->Unit(benchmark::kMillisecond);
+
+// What a daemon request that carries its graph pays to build the engine's CSR (GCN normalisation:
+// self loops, merged duplicates, D^-1/2 (A + I) D^-1/2), at the size bench_daemon_http sends.
+void BM_GraphFromEdgesGcn(benchmark::State& state) {
+  const EdgeList g = dype::rt::random_graph(state.range(0), state.range(1), 6);
+  for (auto _ : state) benchmark::DoNotOptimize(dype::rt::Graph::from_edges(g, true)->nnz);
+  state.SetItemsProcessed(state.iterations() * state.range(1));
+}
+BENCHMARK(BM_GraphFromEdgesGcn)->Args({1000, 10000})->Args({100000, 1000000})->Unit(benchmark::kMicrosecond);
 
 }  // namespace
 

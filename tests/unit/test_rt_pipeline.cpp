@@ -4,6 +4,7 @@
 #include <atomic>
 #include <cmath>
 #include <future>
+#include <map>
 #include <mutex>
 
 #include "kernels/graph/generators.h"
@@ -125,6 +126,47 @@ TEST(RtModel, GcnReferenceMatchesDenseFormula) {
         acc += h * w[f * 3 + o];
       }
       EXPECT_NEAR(y.data[i * 3 + o], acc, 1e-5);
+    }
+  }
+}
+
+// The CSR from_edges builds (sorted rows, merged duplicates with summed weights, self loops, GCN's
+// symmetric normalisation or GIN's 1 + eps diagonal) against a map-based construction, on graphs with
+// duplicates, long rows (past the insertion-sort cut) and weighted edges.
+TEST(RtModel, FromEdgesMatchesAStraightforwardConstruction) {
+  for (std::uint64_t seed = 1; seed <= 40; ++seed) {
+    const std::int64_t n = 5 + static_cast<std::int64_t>(seed * 7 % 60);
+    kernels::EdgeList e = random_graph(n, n * static_cast<std::int64_t>(1 + seed % 9), seed);
+    for (int k = 0; k < 40; ++k) {  // one hub row with many (repeated) in-edges
+      e.src.push_back((k * 13 + static_cast<std::int64_t>(seed)) % n);
+      e.dst.push_back(0);
+    }
+    if (seed % 2 == 0) {
+      for (std::size_t i = 0; i < e.src.size(); ++i) e.weight.push_back(0.25f + static_cast<float>((i * 7) % 5));
+    }
+    for (const bool gcn : {true, false}) {
+      const float eps = 0.3f;
+      auto g = Graph::from_edges(e, gcn, eps);
+      std::vector<std::map<std::int64_t, double>> rows(static_cast<std::size_t>(n));
+      for (std::size_t i = 0; i < e.src.size(); ++i)
+        rows[static_cast<std::size_t>(e.dst[i])][e.src[i]] += e.weight.empty() ? 1.0 : e.weight[i];
+      for (std::int64_t r = 0; r < n; ++r) rows[static_cast<std::size_t>(r)][r] += gcn ? 1.0 : 1.0 + eps;
+      std::vector<double> deg(static_cast<std::size_t>(n), 0.0);
+      for (std::int64_t r = 0; r < n; ++r)
+        for (const auto& [c, w] : rows[static_cast<std::size_t>(r)]) deg[static_cast<std::size_t>(r)] += w;
+      ASSERT_EQ(g->indptr.size(), static_cast<std::size_t>(n) + 1);
+      std::size_t k = 0;
+      for (std::int64_t r = 0; r < n; ++r) {
+        ASSERT_EQ(g->indptr[static_cast<std::size_t>(r + 1)] - g->indptr[static_cast<std::size_t>(r)],
+                  static_cast<std::int32_t>(rows[static_cast<std::size_t>(r)].size()));
+        for (const auto& [c, w] : rows[static_cast<std::size_t>(r)]) {
+          ASSERT_EQ(g->indices[k], c) << "seed " << seed << " row " << r;
+          const double want = gcn ? w / std::sqrt(deg[static_cast<std::size_t>(r)] * deg[static_cast<std::size_t>(c)]) : w;
+          EXPECT_NEAR(g->values[k], want, 1e-6 * std::abs(want)) << "seed " << seed << " row " << r;
+          ++k;
+        }
+      }
+      EXPECT_EQ(k, static_cast<std::size_t>(g->nnz));
     }
   }
 }
