@@ -132,7 +132,7 @@ void Engine::install_locked(PipelineSpec spec, const std::string& label, ReplanR
   {
     std::lock_guard lock(mu_);
     if (record.cause != "initial") stats_.swaps++;
-    records_.push_back(record);
+    add_record_locked(record);
     for (const auto& o : observers_) obs.push_back(o.get());
   }
   for (Observer* o : obs) o->on_replan(record);
@@ -161,7 +161,7 @@ void Engine::replan_locked(const std::string& cause, const std::string& detail, 
     r.swapped = false;
     {
       std::lock_guard lock(mu_);
-      records_.push_back(r);
+      add_record_locked(r);
     }
     if (policy != SwapPolicy::if_gain) throw;
     std::lock_guard lock(drift_mu_);
@@ -190,7 +190,7 @@ void Engine::replan_locked(const std::string& cause, const std::string& detail, 
     std::vector<Observer*> obs;
     {
       std::lock_guard lock(mu_);
-      records_.push_back(r);
+      add_record_locked(r);
       for (const auto& o : observers_) obs.push_back(o.get());
     }
     for (Observer* o : obs) o->on_replan(r);
@@ -519,9 +519,20 @@ void Engine::drain() {
   cv_.wait(lock, [&] { return in_flight_ == 0; });
 }
 
+void Engine::add_record_locked(const ReplanRecord& r) {
+  records_.push_back(r);
+  ++replan_counts_[{r.cause, r.swapped}];
+  while (records_.size() > kMaxReplanRecords) records_.pop_front();
+}
+
 std::vector<ReplanRecord> Engine::replans() const {
   std::lock_guard lock(mu_);
-  return records_;
+  return {records_.begin(), records_.end()};
+}
+
+std::map<std::pair<std::string, bool>, std::uint64_t> Engine::replan_counts() const {
+  std::lock_guard lock(mu_);
+  return replan_counts_;
 }
 
 EngineStats Engine::stats() const {

@@ -113,7 +113,12 @@ class Engine {
   void drain();
 
   void add_observer(std::shared_ptr<Observer> observer);
+  // The latest re-plan records (at most kMaxReplanRecords: a daemon re-checking its plan on a
+  // drifting stream for weeks must not grow without bound) and how many there were in all.
   std::vector<ReplanRecord> replans() const;
+  static constexpr std::size_t kMaxReplanRecords = 4096;
+  // Every re-plan since the engine started, by (cause, swapped), including records no longer kept.
+  std::map<std::pair<std::string, bool>, std::uint64_t> replan_counts() const;
   EngineStats stats() const;
   std::uint64_t epoch() const;
   PipelineSpec current_spec() const;
@@ -174,7 +179,9 @@ class Engine {
   std::size_t in_flight_ = 0;
   double release_vt_ = 0.0;  // modelled completion of the latest released request
   EngineStats stats_;
-  std::vector<ReplanRecord> records_;
+  std::deque<ReplanRecord> records_;
+  std::map<std::pair<std::string, bool>, std::uint64_t> replan_counts_;
+  void add_record_locked(const ReplanRecord& r);
   std::vector<std::shared_ptr<Observer>> observers_;
 
   std::mutex rec_mu_;

@@ -184,9 +184,7 @@ std::string EngineService::metrics_text() const {
   o << "# HELP dype_replans_total Re-plans per model, cause and whether the pipeline was swapped.\n"
        "# TYPE dype_replans_total counter\n";
   for (const auto& s : served_) {
-    std::map<std::pair<std::string, bool>, int> by;
-    for (const ReplanRecord& r : s->engine->replans()) ++by[{r.cause, r.swapped}];
-    for (const auto& [k, n] : by)
+    for (const auto& [k, n] : s->engine->replan_counts())
       o << "dype_replans_total{model=\"" << s->name << "\",cause=\"" << k.first << "\",swapped=\""
         << (k.second ? "true" : "false") << "\"} " << n << "\n";
   }

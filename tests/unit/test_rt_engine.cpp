@@ -112,6 +112,24 @@ TEST(RtEngine, FuturesInOrderAndCorrect) {
   EXPECT_THROW(e.submit(Request::gnn(g, HostTensor::zeros(200, 3))), InputError);
 }
 
+// A daemon that re-checks its plan for weeks keeps the latest records only, while the counts by
+// cause (what the metrics export) keep every re-plan.
+TEST(RtEngine, ReplanRecordsAreBoundedAndCountsKeepEverything) {
+  auto sys = testing::emu_system(2, 0);
+  Model m = Model::gcn({.layers = 1, .in_features = 4, .hidden = 4, .seed = 2});
+  auto g = Graph::from_edges(random_graph(20, 60, 1), true);
+  Engine e(m, std::make_shared<SchedPlanner>(m, sys), gnn_request(m, g, 1).characteristics(), eo(2, 4));
+  const std::size_t extra = Engine::kMaxReplanRecords + 100;
+  for (std::size_t i = 0; i < extra; ++i) e.replan("recheck", "same characteristics");
+  const auto records = e.replans();
+  EXPECT_EQ(records.size(), Engine::kMaxReplanRecords);
+  EXPECT_EQ(records.back().cause, "recheck");
+  EXPECT_FALSE(records.back().swapped);  // nothing changed: the plan stands
+  const auto counts = e.replan_counts();
+  EXPECT_EQ(counts.at({"recheck", false}), extra);
+  EXPECT_EQ(counts.at({"initial", true}), 1u);
+}
+
 TEST(RtEngine, HundredSwapsUnderLoadLoseNothing) {
   auto sys = testing::emu_system(4, 0);
   auto gpu = sys.devices_of(hw::DeviceKind::gpu);
