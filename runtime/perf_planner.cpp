@@ -89,6 +89,7 @@ PlannedPipeline PerfModelPlanner::plan(const Characteristics& c, const std::stri
     std::lock_guard lock(mu_);
     planned_ = stores_;
     recheck_.reset();
+    moved_run_.clear();
   }
   PlannedPipeline p = SchedPlanner::plan(c, mode, excluded);
   p.cost_source = cost_source_;
@@ -125,7 +126,10 @@ void PerfModelPlanner::on_stage(const StageEvent& e) {
     const perf::KernelModel* before = pit != planned_.end() ? pit->second.find(t.shape.kind) : nullptr;
     if (!before) continue;
     const double now_s = km->predict(t.shape).seconds, then_s = before->predict(t.shape).seconds;
-    if (then_s > 0 && std::fabs(now_s / then_s - 1.0) > options_.recheck_threshold) {
+    int& run = moved_run_[id + "/" + std::string(kernels::to_string(t.shape.kind))];
+    run = (then_s > 0 && std::fabs(now_s / then_s - 1.0) > options_.recheck_threshold) ? run + 1 : 0;
+    if (run >= std::max(1, options_.recheck_sustain)) {
+      run = 0;
       recheck_ = id + " " + std::string(kernels::to_string(t.shape.kind)) + " model refined from " +
                  (t.modelled ? "modelled device" : "measured") + " kernel times on " + t.device + ": now " +
                  fmt_s(now_s) + " where the plan assumed " + fmt_s(then_s) + " (m=" + std::to_string(t.shape.m) +

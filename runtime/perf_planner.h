@@ -34,6 +34,10 @@ struct PerfPlannerOptions {
   perf::RefineOptions refine;
   bool refine_online = true;
   double recheck_threshold = 0.2;  // relative move of a refined prediction since the last plan
+  // ... seen on this many launches of that kernel in a row before the plan is re-checked: a model
+  // whose correction swings between the shapes of one request (two GEMMs it mispredicts in
+  // opposite directions) would otherwise ask for a re-check every few requests.
+  int recheck_sustain = 3;
 };
 
 class PerfModelPlanner : public SchedPlanner, public Observer {
@@ -71,6 +75,7 @@ class PerfModelPlanner : public SchedPlanner, public Observer {
   std::map<std::string, perf::ModelStore> stores_;   // by device model id
   std::map<std::string, perf::ModelStore> planned_;  // the stores as the last plan saw them
   std::optional<std::string> recheck_;
+  std::map<std::string, int> moved_run_;  // by "device model/kernel": launches in a row beyond the threshold
   Counters counters_;
 };
 

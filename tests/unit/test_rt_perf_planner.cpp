@@ -136,5 +136,43 @@ TEST(RtPerfPlanner, OneSlowLaunchDoesNotMoveTheModel) {
   EXPECT_FALSE(planner.take_recheck());
 }
 
+// A refined prediction must stay moved for recheck_sustain launches of the kernel in a row before
+// the plan is re-checked; a launch within the threshold starts the count again.
+TEST(RtPerfPlanner, RecheckNeedsASustainedMove) {
+  const Model m = gcn();
+  hw::System sys = testing::emu_system(2, 3, true);
+  PerfPlannerOptions po;
+  po.recheck_sustain = 3;
+  PerfModelPlanner planner(m, sys, fitted_stores(), po);
+  const Characteristics c = request(m).characteristics();
+  planner.plan(c, "perf", {});
+  const kernels::OpShape spmm = m.kernel_shapes(c)[0];
+  const double fitted = planner.kernel_time_s(sys.device("gpu0"), spmm);
+  auto launch = [&](double seconds) {
+    StageEvent ev;
+    ev.kernels.push_back({0, "gpu0", spmm, seconds, true});
+    planner.on_stage(ev);
+  };
+  // The device really is 2x slower: gated launches until the run of same-sign residuals is taken
+  // as a regime change, after which the prediction has moved well past the 20% threshold.
+  int launches = 0;
+  while (std::fabs(planner.kernel_time_s(sys.device("gpu0"), spmm) / fitted - 1.0) <= po.recheck_threshold) {
+    launch(2.0 * fitted);
+    ASSERT_LT(++launches, 20) << "the refinement never accepted the shift";
+  }
+  EXPECT_FALSE(planner.take_recheck()) << "one moved launch is not yet a sustained move";
+  launch(2.0 * fitted);
+  EXPECT_FALSE(planner.take_recheck());
+  launch(2.0 * fitted);
+  const auto r = planner.take_recheck();
+  ASSERT_TRUE(r);
+  EXPECT_NE(r->find("amd-mi210 spmm model refined"), std::string::npos) << *r;
+  EXPECT_EQ(planner.counters().rechecks, 1u);
+  // A new plan is made with the refined model: nothing has moved since, so no re-check.
+  planner.plan(c, "perf", {});
+  for (int i = 0; i < 5; ++i) launch(2.0 * fitted);
+  EXPECT_FALSE(planner.take_recheck());
+}
+
 }  // namespace
 }  // namespace dype::rt
