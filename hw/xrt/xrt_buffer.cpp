@@ -1,12 +1,19 @@
 #include "hw/xrt/xrt_buffer.h"
 
+#include <algorithm>
+
 #include "hw/xrt/xrt_device.h"
 
 namespace dype::hw {
 
 namespace {
-// XRT rejects zero-sized bos; an empty Buffer keeps a one-byte bo so it stays bindable.
-std::size_t bo_bytes(std::size_t bytes) { return bytes == 0 ? 1 : bytes; }
+// Buffer objects in whole 4 KiB pages. Never empty: XRT rejects zero-sized bos, and an empty
+// Buffer keeps one page so it stays bindable. Whole pages: XRT backs host-side bos with
+// aligned_alloc(4096, size), which C11 only defines for sizes that are a multiple of the alignment
+// (AddressSanitizer refuses the rest); the device allocates whole pages anyway. Transfers still
+// move only the requested bytes.
+constexpr std::size_t kBoPage = 4096;
+std::size_t bo_bytes(std::size_t bytes) { return std::max<std::size_t>(1, (bytes + kBoPage - 1) / kBoPage) * kBoPage; }
 }  // namespace
 
 XrtBuffer::XrtBuffer(XrtDevice& device, std::size_t bytes, bool p2p, ::xrt::memory_group group)
