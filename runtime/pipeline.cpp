@@ -134,7 +134,7 @@ Pipeline::Pipeline(const Model& model, PipelineSpec spec, PipelineOptions option
             throw InputError(d->name(), "model weights are shape-only; the device is not timing-only");
           hw::BufferPtr b = d->allocate(w.bytes());
           hw::Event e = d->copy_from_host(*b, bytes_or_size(w.data.data(), w.bytes(), w.size_only), 0, after);
-          if (e.source == hw::TimeSource::modelled) preload_end_s_ = std::max(preload_end_s_, e.end_s);
+          if (e.source == hw::TimeSource::modelled) raise_preload_end(e.end_s);
           bufs.push_back(std::move(b));
         }
         ds.weights.push_back(std::move(bufs));
@@ -234,12 +234,18 @@ void Pipeline::preload(StageState&, DeviceState& ds, const Graph& g, std::int64_
   auto e2 = d.copy_from_host(*ds.indices, bytes_or_size(so ? nullptr : g.indices.data() + base, static_cast<std::size_t>(nnz) * 4, so), 0, after);
   auto e3 = d.copy_from_host(*ds.values, bytes_or_size(so ? nullptr : g.values.data() + base, static_cast<std::size_t>(nnz) * 4, so), 0, after);
   for (const auto& e : {e1, e2, e3}) {
-    if (e.source == hw::TimeSource::modelled) preload_end_s_ = std::max(preload_end_s_, e.end_s);
+    if (e.source == hw::TimeSource::modelled) raise_preload_end(e.end_s);
   }
   ds.graph_id = g.id;
   ds.g_r0 = r0;
   ds.g_r1 = r1;
   ds.g_nnz = nnz;
+}
+
+void Pipeline::raise_preload_end(double t) {
+  double cur = preload_end_s_.load(std::memory_order_relaxed);
+  while (t > cur && !preload_end_s_.compare_exchange_weak(cur, t, std::memory_order_relaxed)) {
+  }
 }
 
 void Pipeline::worker(int s) {

@@ -112,7 +112,7 @@ class Pipeline {
   // Devices that failed in this pipeline ("name: reason").
   std::vector<std::string> dead_devices() const;
   double build_s() const { return build_s_; }             // measured
-  double preload_modelled_end_s() const { return preload_end_s_; }  // modelled
+  double preload_modelled_end_s() const { return preload_end_s_.load(std::memory_order_relaxed); }  // modelled
 
  private:
   struct Work;
@@ -136,7 +136,9 @@ class Pipeline {
   std::atomic<int> finished_stages_{0};
   std::atomic<bool> closed_{false};
   double build_s_ = 0.0;
-  double preload_end_s_ = 0.0;
+  // Latest modelled end of a preload: stage workers preloading a new graph raise it concurrently.
+  std::atomic<double> preload_end_s_{0.0};
+  void raise_preload_end(double t);
 };
 
 // Steady-state period of `spec` on emulated devices (modelled seconds): `warmup + n` copies of
