@@ -75,7 +75,7 @@ kernels::EdgeList random_graph(std::int64_t nodes, std::int64_t edges, std::uint
 namespace {
 // (column, weight) entries in (column, weight) order: the repeats of one column in a row, usually
 // a handful, where an insertion sort beats std::sort's set-up several times over.
-void sort_row(std::pair<std::int32_t, float>* v, std::int64_t len) {
+void sort_run(std::pair<std::int32_t, float>* v, std::int64_t len) {
   if (len > 24) {
     std::sort(v, v + len);
     return;
@@ -152,7 +152,7 @@ std::shared_ptr<const Graph> Graph::from_edges(const kernels::EdgeList& edges, b
     for (std::int64_t i = 0; i < len;) {
       std::int64_t j = i + 1;
       while (j < len && v[j].first == v[i].first) ++j;
-      if (j - i > 2) sort_row(v + i, j - i);
+      if (j - i > 2) sort_run(v + i, j - i);
       float sum = v[i].second;
       for (std::int64_t k = i + 1; k < j; ++k) sum += v[k].second;
       v[out++] = {v[i].first, sum};

@@ -126,7 +126,7 @@ void PerfModelPlanner::on_stage(const StageEvent& e) {
     const perf::KernelModel* before = pit != planned_.end() ? pit->second.find(t.shape.kind) : nullptr;
     if (!before) continue;
     const double now_s = km->predict(t.shape).seconds, then_s = before->predict(t.shape).seconds;
-    int& run = moved_run_[id + "/" + std::string(kernels::to_string(t.shape.kind))];
+    int& run = moved_run_[{id, t.shape.kind}];
     run = (then_s > 0 && std::fabs(now_s / then_s - 1.0) > options_.recheck_threshold) ? run + 1 : 0;
     if (run >= std::max(1, options_.recheck_sustain)) {
       run = 0;

@@ -22,8 +22,10 @@
 #include <mutex>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
+#include "kernels/op.h"
 #include "perfmodel/model_store.h"
 #include "runtime/observer.h"
 #include "runtime/planner.h"
@@ -75,7 +77,8 @@ class PerfModelPlanner : public SchedPlanner, public Observer {
   std::map<std::string, perf::ModelStore> stores_;   // by device model id
   std::map<std::string, perf::ModelStore> planned_;  // the stores as the last plan saw them
   std::optional<std::string> recheck_;
-  std::map<std::string, int> moved_run_;  // by "device model/kernel": launches in a row beyond the threshold
+  // Launches in a row whose refined prediction is beyond the threshold, by (device model, kernel).
+  std::map<std::pair<std::string, kernels::OpKind>, int> moved_run_;
   Counters counters_;
 };
 
