@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <limits>
 
 #include "kernels/error.h"
@@ -61,7 +62,7 @@ Prediction KernelModel::predict(const OpShape& shape) const {
   double f[kMaxFeatures];
   features->compute(shape, params, f);
   Prediction p;
-  p.seconds = fitted(f) * refinement.factor(f[features->size_feature]);
+  p.seconds = fitted(f) * refinement.factor(f[features->size_feature], shape_key(shape));
   for (std::size_t j = 0; j < ranges.size(); ++j) {
     const auto& r = ranges[j];
     if (f[j] < r.min - kRangeSlack * std::abs(r.min) || f[j] > r.max + kRangeSlack * std::abs(r.max)) {
@@ -78,7 +79,25 @@ RefineOutcome KernelModel::refine(const OpShape& shape, double measured_s,
   if (features == nullptr) throw Error("perf model refined before it was fitted or loaded");
   double f[kMaxFeatures];
   features->compute(shape, params, f);
-  return refinement.update(f[features->size_feature], fitted(f), measured_s, options);
+  return refinement.update(f[features->size_feature], fitted(f), measured_s, options, shape_key(shape));
+}
+
+std::uint64_t shape_key(const OpShape& s) {
+  // FNV-1a over the fields; 0 is reserved for "no shape".
+  std::uint64_t h = 1469598103934665603ull;
+  auto mix = [&h](std::uint64_t v) {
+    for (int i = 0; i < 8; ++i) {
+      h ^= (v >> (8 * i)) & 0xffu;
+      h *= 1099511628211ull;
+    }
+  };
+  std::uint64_t skew_bits = 0;
+  static_assert(sizeof skew_bits == sizeof s.degree_skew);
+  std::memcpy(&skew_bits, &s.degree_skew, sizeof skew_bits);
+  for (std::int64_t v : {static_cast<std::int64_t>(s.kind), s.m, s.k, s.n, s.nnz, s.seq_len, s.window, s.heads, s.head_dim})
+    mix(static_cast<std::uint64_t>(v));
+  mix(skew_bits);
+  return h == 0 ? 1 : h;
 }
 
 }  // namespace dype::perf

@@ -33,6 +33,9 @@ struct StoredSample {
   bool holdout = false;
 };
 
+// A nonzero 64-bit key of an exact shape (every OpShape field), for the refinement's shape history.
+std::uint64_t shape_key(const OpShape& shape);
+
 class KernelModel {
  public:
   KernelModel() = default;

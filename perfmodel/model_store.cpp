@@ -1,6 +1,9 @@
 #include "perfmodel/model_store.h"
 
+#include <algorithm>
 #include <cmath>
+#include <cstdio>
+#include <cstdlib>
 #include <fstream>
 #include <sstream>
 
@@ -89,6 +92,20 @@ json model_to_json(const KernelModel& m) {
                      {"a", r.a},               {"b", r.b},
                      {"p", {r.p00, r.p01, r.p11}}, {"scale", r.scale},
                      {"accepted", r.accepted}, {"rejected", r.rejected}};
+  // Shape history, least recently used first, each shape's ratios oldest first.
+  std::vector<const ShapeHistory*> hs;
+  for (const auto& h : r.history) hs.push_back(&h);
+  std::sort(hs.begin(), hs.end(), [](const ShapeHistory* x, const ShapeHistory* y) { return x->last_used < y->last_used; });
+  json history = json::array();
+  for (const ShapeHistory* h : hs) {
+    char key[17];
+    std::snprintf(key, sizeof key, "%016llx", static_cast<unsigned long long>(h->key));
+    json ratios = json::array();
+    const int start = h->count < ShapeHistory::kKept ? 0 : h->next;
+    for (int i = 0; i < h->count; ++i) ratios.push_back(h->log_ratios[static_cast<std::size_t>((start + i) % ShapeHistory::kKept)]);
+    history.push_back({{"shape_key", key}, {"log_ratios", ratios}});
+  }
+  j["refinement"]["shape_history"] = history;
   json samples = json::array();
   for (const auto& x : m.samples) {
     const auto& sh = x.shape;
@@ -174,6 +191,31 @@ KernelModel model_from_json(const json& j, OpKind kind, DeviceClass cls, const s
     rf.scale = finite_number(member(r, "scale", w), w + ".scale");
     if (r.contains("accepted")) rf.accepted = r["accepted"].get<std::uint64_t>();
     if (r.contains("rejected")) rf.rejected = r["rejected"].get<std::uint64_t>();
+    if (r.contains("shape_history")) {
+      const json& hs = r["shape_history"];
+      if (!hs.is_array()) throw InputError(w + ".shape_history", "expected an array");
+      for (std::size_t i = 0; i < hs.size(); ++i) {
+        const std::string hw = w + ".shape_history[" + std::to_string(i) + "]";
+        const json& key = member(hs[i], "shape_key", hw);
+        const std::string ks = key.is_string() ? key.get<std::string>() : std::string();
+        char* end = nullptr;
+        const unsigned long long k = ks.size() == 16 ? std::strtoull(ks.c_str(), &end, 16) : 0;
+        if (ks.size() != 16 || end != ks.c_str() + ks.size() || k == 0)
+          throw InputError(hw + ".shape_key", "expected 16 hex digits, not zero");
+        if (rf.history_of(k)) throw InputError(hw + ".shape_key", "appears twice");
+        const json& lr = member(hs[i], "log_ratios", hw);
+        if (!lr.is_array() || lr.empty() || lr.size() > static_cast<std::size_t>(ShapeHistory::kKept))
+          throw InputError(hw + ".log_ratios", "expected 1 to " + std::to_string(ShapeHistory::kKept) + " numbers");
+        ShapeHistory h;
+        h.key = k;
+        for (std::size_t q = 0; q < lr.size(); ++q)
+          h.log_ratios[q] = finite_number(lr[q], hw + ".log_ratios[" + std::to_string(q) + "]");
+        h.count = static_cast<int>(lr.size());
+        h.next = h.count % ShapeHistory::kKept;
+        h.last_used = ++rf.history_clock;
+        rf.history.push_back(h);
+      }
+    }
   }
   if (j.contains("samples")) {
     const json& ss = j["samples"];

@@ -15,7 +15,53 @@ double Refinement::log_size(double size) const {
   return std::log(std::max(size, 1e-300)) - log_size_ref;
 }
 
-double Refinement::factor(double size) const {
+double ShapeHistory::median() const {
+  // Insertion sort of at most kKept values (std::sort on a partial std::array trips GCC 12's
+  // -Warray-bounds).
+  double v[kKept];
+  const int n = std::clamp(count, 0, kKept);
+  for (int i = 0; i < n; ++i) {
+    const double x = log_ratios[static_cast<std::size_t>(i)];
+    int j = i;
+    for (; j > 0 && v[j - 1] > x; --j) v[j] = v[j - 1];
+    v[j] = x;
+  }
+  return n == 0 ? 0.0 : (n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]));
+}
+
+const ShapeHistory* Refinement::history_of(std::uint64_t shape_key) const {
+  for (const auto& h : history)
+    if (h.key == shape_key) return &h;
+  return nullptr;
+}
+
+void Refinement::record(std::uint64_t shape_key, double log_ratio, const RefineOptions& options) {
+  if (shape_key == 0 || options.history_shapes <= 0) return;
+  ShapeHistory* h = nullptr;
+  for (auto& x : history)
+    if (x.key == shape_key) h = &x;
+  if (!h) {
+    if (static_cast<int>(history.size()) < options.history_shapes) {
+      h = &history.emplace_back();
+    } else {
+      h = &*std::min_element(history.begin(), history.end(),
+                             [](const ShapeHistory& x, const ShapeHistory& y) { return x.last_used < y.last_used; });
+      *h = ShapeHistory{};
+    }
+    h->key = shape_key;
+  }
+  h->log_ratios[static_cast<std::size_t>(h->next)] =
+      std::clamp(log_ratio, -options.max_abs_log_correction, options.max_abs_log_correction);
+  h->next = (h->next + 1) % ShapeHistory::kKept;
+  h->count = std::min(h->count + 1, ShapeHistory::kKept);
+  h->last_used = ++history_clock;
+}
+
+double Refinement::factor(double size, std::uint64_t shape_key) const {
+  if (shape_key != 0) {
+    const ShapeHistory* h = history_of(shape_key);
+    if (h && h->count >= ShapeHistory::kMinSamples) return std::exp(h->median());
+  }
   if (version == 0) return 1.0;
   // Clamp the slope term's lever arm: far outside the data the correction must not explode.
   const double x1 = std::clamp(log_size(size), -10.0, 10.0);
@@ -32,6 +78,8 @@ void Refinement::reset() {
   accepted = rejected = 0;
   run_sign = run_length = 0;
   run_sum = 0.0;
+  history.clear();
+  history_clock = 0;
 }
 
 void Refinement::rls_step(double x1, double e, double forgetting) {
@@ -53,7 +101,7 @@ void Refinement::rls_step(double x1, double e, double forgetting) {
 }
 
 RefineOutcome Refinement::update(double size, double fitted_s, double measured_s,
-                                 const RefineOptions& options) {
+                                 const RefineOptions& options, std::uint64_t shape_key) {
   if (!(fitted_s > 0) || !(measured_s > 0) || !std::isfinite(fitted_s) ||
       !std::isfinite(measured_s)) {
     ++rejected;
@@ -61,6 +109,7 @@ RefineOutcome Refinement::update(double size, double fitted_s, double measured_s
   }
   const double x1 = std::clamp(log_size(size), -10.0, 10.0);
   const double y = std::log(measured_s / fitted_s);
+  record(shape_key, y, options);
   const double e = y - (version == 0 ? 0.0 : a + b * x1);
   const double gate = std::max(options.min_gate, options.gate_sigmas * scale);
   RefineOutcome outcome = RefineOutcome::accepted;

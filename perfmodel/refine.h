@@ -9,7 +9,17 @@
 // single 10x timing spike moves nothing. A persistent shift (the device really got slower) shows up
 // as a run of same-sign rejections and is then accepted as a regime change. Every accepted update
 // bumps `version`; reset() returns to the fitted model.
+//
+// Shape history (StarPU's history-based model beside its regression): one correction in the size
+// feature cannot fit two shapes of similar size that the fit mispredicts in opposite directions
+// (a request's two GEMMs), so it swings between them. Each exact shape seen keeps its latest
+// log(measured / fitted) ratios; once it has ShapeHistory::kMinSamples, its prediction is the fit
+// times exp(median of them): a single spike among three moves nothing, a real shift wins after
+// the majority of the kept samples. Shapes never seen use the RLS correction. The table keeps the
+// `history_shapes` most recently used shapes.
+#include <array>
 #include <cstdint>
+#include <vector>
 
 namespace dype::perf {
 
@@ -19,6 +29,19 @@ struct RefineOptions {
   double min_gate = 0.25;          // ... but never gate tighter than this (log-ratio, ~28%)
   int regime_change_after = 6;     // consecutive same-sign rejections that mean a real change
   double max_abs_log_correction = 2.3;  // |a| <= log(10): refinement never trumps the fit by >10x
+  int history_shapes = 64;         // exact shapes remembered (least recently used evicted); 0: off
+};
+
+// The latest measured/fitted log ratios of one exact shape.
+struct ShapeHistory {
+  static constexpr int kKept = 5;
+  static constexpr int kMinSamples = 3;  // before this many, the shape uses the RLS correction
+  std::uint64_t key = 0;
+  std::array<double, kKept> log_ratios{};
+  int count = 0;                 // valid entries (<= kKept)
+  int next = 0;                  // ring position of the next write
+  std::uint64_t last_used = 0;   // Refinement::clock_ when last updated (LRU)
+  double median() const;
 };
 
 enum class RefineOutcome : std::uint8_t { accepted, rejected_outlier, accepted_regime_change };
@@ -27,12 +50,18 @@ class Refinement {
  public:
   Refinement() { reset(); }
 
-  // Multiplicative factor for a prediction whose size feature is `size` (1 when unrefined).
-  double factor(double size) const;
-  // Feeds one measurement of an invocation whose fitted prediction was `fitted_s`.
+  // Multiplicative factor for a prediction whose size feature is `size` and whose exact shape is
+  // `shape_key` (1 when unrefined): the shape's own history once it has kMinSamples, else the
+  // RLS correction.
+  double factor(double size, std::uint64_t shape_key = 0) const;
+  // Feeds one measurement of an invocation whose fitted prediction was `fitted_s`. A nonzero
+  // `shape_key` also records it in that shape's history (whatever the RLS gate decided: the
+  // median is its own outlier guard).
   RefineOutcome update(double size, double fitted_s, double measured_s,
-                       const RefineOptions& options = {});
-  // Back to the fitted model (version 0).
+                       const RefineOptions& options = {}, std::uint64_t shape_key = 0);
+  // The history of `shape_key`, or null.
+  const ShapeHistory* history_of(std::uint64_t shape_key) const;
+  // Back to the fitted model (version 0, no shape history).
   void reset();
 
   // Reference log size (set from the training data when the model is fitted).
@@ -49,9 +78,12 @@ class Refinement {
   int run_sign = 0;   // sign of the current run of rejections
   int run_length = 0;
   double run_sum = 0; // sum of the rejected residuals in the run
+  std::vector<ShapeHistory> history;  // at most RefineOptions::history_shapes
+  std::uint64_t history_clock = 0;    // bumped per recorded sample (LRU order)
 
  private:
   void rls_step(double x1, double e, double forgetting);
+  void record(std::uint64_t shape_key, double log_ratio, const RefineOptions& options);
   double log_size(double size) const;
 };
 

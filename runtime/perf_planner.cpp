@@ -19,6 +19,14 @@ std::string fmt_s(double s) {
   return std::string(b) + " ms";
 }
 
+// Where a refined prediction for one shape comes from, for the re-check's cause.
+std::string history_note(const perf::Refinement& r, std::uint64_t key) {
+  const perf::ShapeHistory* h = r.history_of(key);
+  const int n = h ? h->count : 0;
+  if (n >= perf::ShapeHistory::kMinSamples) return "this shape's median of its last " + std::to_string(n) + " launches";
+  return "size correction, " + std::to_string(n) + " launches of this shape kept";
+}
+
 }  // namespace
 
 std::string device_model_id(const hw::System& system, const hw::Device& device) {
@@ -116,11 +124,10 @@ void PerfModelPlanner::on_stage(const StageEvent& e) {
     perf::KernelModel* km = it->second.find(t.shape.kind);
     if (!km) continue;
     const perf::RefineOutcome o = km->refine(t.shape, t.seconds, options_.refine);
-    if (o == perf::RefineOutcome::rejected_outlier) {
-      counters_.rejected++;
-      continue;
-    }
-    counters_.accepted++;
+    // A launch the RLS gate rejects still enters its shape's history (the median guards that), so
+    // the launched shape's prediction is checked either way.
+    if (o == perf::RefineOutcome::rejected_outlier) counters_.rejected++;
+    else counters_.accepted++;
     if (recheck_) continue;
     const auto pit = planned_.find(id);
     const perf::KernelModel* before = pit != planned_.end() ? pit->second.find(t.shape.kind) : nullptr;
@@ -133,7 +140,8 @@ void PerfModelPlanner::on_stage(const StageEvent& e) {
       recheck_ = id + " " + std::string(kernels::to_string(t.shape.kind)) + " model refined from " +
                  (t.modelled ? "modelled device" : "measured") + " kernel times on " + t.device + ": now " +
                  fmt_s(now_s) + " where the plan assumed " + fmt_s(then_s) + " (m=" + std::to_string(t.shape.m) +
-                 ", last launch " + fmt_s(t.seconds) + ")";
+                 " k=" + std::to_string(t.shape.k) + " n=" + std::to_string(t.shape.n) + ", last launch " +
+                 fmt_s(t.seconds) + ", " + history_note(km->refinement, perf::shape_key(t.shape)) + ")";
       counters_.rechecks++;
     }
   }

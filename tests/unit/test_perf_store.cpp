@@ -242,6 +242,128 @@ TEST(PerfRefine, RefinementStateRoundTrips) {
                    m.predict(gemm(2048, 768, 768)).seconds);
 }
 
+// Two shapes of similar size that the fit mispredicts in opposite directions (+35% and -25%), run
+// alternately as a request's two GEMMs would: one correction in the size feature cannot fit both
+// and swings between them; each shape's history predicts its own time.
+TEST(PerfRefine, ShapeHistoryFitsShapesTheSizeCorrectionCannot) {
+  const OpShape up = gemm(4096, 768, 768), down = gemm(4096, 768, 640);
+  std::mt19937_64 rng(5);
+  std::normal_distribution<double> noise(0.0, 0.03);
+  auto run = [&](KernelModel& m, const RefineOptions& o, std::vector<double>* swing) {
+    for (int i = 0; i < 40; ++i) {
+      m.refine(up, 1.35 * m.predict_fitted_s(up) * std::exp(noise(rng)), o);
+      if (swing) swing->push_back(m.predict(up).seconds);
+      m.refine(down, 0.75 * m.predict_fitted_s(down) * std::exp(noise(rng)), o);
+      if (swing) swing->push_back(m.predict(up).seconds);
+    }
+  };
+  KernelModel with = gemm_model(), without = gemm_model();
+  RefineOptions off;
+  off.history_shapes = 0;
+  std::vector<double> swing_with, swing_without;
+  run(with, {}, &swing_with);
+  run(without, off, &swing_without);
+  const double fu = with.predict_fitted_s(up), fd = with.predict_fitted_s(down);
+  EXPECT_NEAR(with.predict(up).seconds / fu, 1.35, 0.05);
+  EXPECT_NEAR(with.predict(down).seconds / fd, 0.75, 0.04);
+  // The size correction alone misses at least one of them by far.
+  const double miss = std::max(std::fabs(without.predict(up).seconds / (1.35 * fu) - 1.0),
+                               std::fabs(without.predict(down).seconds / (0.75 * fd) - 1.0));
+  EXPECT_GT(miss, 0.15);
+  // Over the last 20 launches, the prediction for `up` stays put with the history.
+  auto spread = [](const std::vector<double>& v) {
+    const auto [lo, hi] = std::minmax_element(v.end() - 20, v.end());
+    return *hi / *lo - 1.0;
+  };
+  EXPECT_LT(spread(swing_with), 0.06);
+  // Unseen shapes still get the size correction (the history is per exact shape).
+  const OpShape other = gemm(4096, 768, 704);
+  EXPECT_EQ(with.refinement.history_of(shape_key(other)), nullptr);
+  KernelModel no_history = with;
+  no_history.refinement.history.clear();
+  EXPECT_DOUBLE_EQ(with.predict(other).seconds, no_history.predict(other).seconds);
+}
+
+TEST(PerfRefine, ShapeHistoryIgnoresOneSpikeAndFollowsARealShift) {
+  KernelModel m = gemm_model();
+  const OpShape s = gemm(2048, 1024, 256);
+  const double fitted = m.predict_fitted_s(s);
+  for (int i = 0; i < 5; ++i) m.refine(s, 1.1 * fitted);
+  EXPECT_NEAR(m.predict(s).seconds / fitted, 1.1, 1e-9);
+  m.refine(s, 10 * fitted);  // one spike among the five kept
+  EXPECT_NEAR(m.predict(s).seconds / fitted, 1.1, 1e-9);
+  // The device really got 2x slower for this shape: the majority of the kept samples decides.
+  m.refine(s, 2.2 * fitted);
+  m.refine(s, 2.2 * fitted);
+  EXPECT_NEAR(m.predict(s).seconds / fitted, 2.2, 1e-9);
+  // Fewer than kMinSamples of a shape: the size correction answers.
+  KernelModel fresh = gemm_model();
+  fresh.refine(s, 1.5 * fitted);
+  fresh.refine(s, 1.5 * fitted);
+  ASSERT_EQ(fresh.refinement.history_of(shape_key(s))->count, 2);
+  EXPECT_LT(fresh.predict(s).seconds / fitted, 1.3);
+  fresh.refine(s, 1.5 * fitted);
+  EXPECT_NEAR(fresh.predict(s).seconds / fitted, 1.5, 1e-9);
+  fresh.reset_refinement();
+  EXPECT_EQ(fresh.refinement.history_of(shape_key(s)), nullptr);
+  EXPECT_DOUBLE_EQ(fresh.predict(s).seconds, fitted);
+}
+
+TEST(PerfRefine, ShapeHistoryKeepsTheMostRecentlyUsedShapes) {
+  KernelModel m = gemm_model();
+  RefineOptions o;
+  o.history_shapes = 4;
+  std::vector<OpShape> shapes;
+  for (int i = 0; i < 6; ++i) shapes.push_back(gemm(1024 + 128 * i, 512, 512));
+  for (const auto& s : shapes) m.refine(s, 1.2 * m.predict_fitted_s(s), o);
+  m.refine(shapes[2], 1.2 * m.predict_fitted_s(shapes[2]), o);  // used again: survives the next one
+  m.refine(gemm(99, 99, 99), 1.0, o);
+  EXPECT_EQ(m.refinement.history.size(), 4u);
+  EXPECT_EQ(m.refinement.history_of(shape_key(shapes[0])), nullptr);
+  EXPECT_EQ(m.refinement.history_of(shape_key(shapes[1])), nullptr);
+  EXPECT_EQ(m.refinement.history_of(shape_key(shapes[3])), nullptr);
+  EXPECT_NE(m.refinement.history_of(shape_key(shapes[2])), nullptr);
+  EXPECT_NE(m.refinement.history_of(shape_key(shapes[5])), nullptr);
+  EXPECT_NE(shape_key(gemm(1, 2, 3)), shape_key(gemm(1, 3, 2)));
+  EXPECT_NE(shape_key(gemm(1, 2, 3)), 0u);
+}
+
+TEST(PerfRefine, ShapeHistoryRoundTripsAndBadEntriesAreNamed) {
+  ModelStore st = sample_store();
+  KernelModel& m = st.at(OpKind::gemm);
+  const OpShape a = gemm(2048, 768, 768), b = gemm(512, 256, 128);
+  for (int i = 0; i < 7; ++i) m.refine(a, (1.3 + 0.01 * i) * m.predict_fitted_s(a));
+  for (int i = 0; i < 3; ++i) m.refine(b, 0.8 * m.predict_fitted_s(b));
+  const std::string text = st.to_json_text();
+  const ModelStore back = ModelStore::parse(text, "mem");
+  const KernelModel& mb = back.at(OpKind::gemm);
+  EXPECT_DOUBLE_EQ(mb.predict(a).seconds, m.predict(a).seconds);
+  EXPECT_DOUBLE_EQ(mb.predict(b).seconds, m.predict(b).seconds);
+  // The ring continues where it stopped: one more sample evicts the same oldest value.
+  KernelModel m2 = m, mb2 = mb;
+  m2.refine(a, 5.0 * m2.predict_fitted_s(a));
+  mb2.refine(a, 5.0 * mb2.predict_fitted_s(a));
+  EXPECT_DOUBLE_EQ(mb2.predict(a).seconds, m2.predict(a).seconds);
+
+  auto mutate = [&](auto&& edit) {
+    auto j = nlohmann::json::parse(text);
+    edit(j["models"]["gemm"]["refinement"]["shape_history"]);
+    return error_of(j.dump());
+  };
+  EXPECT_NE(mutate([](auto& h) { h[0]["shape_key"] = "xyz"; })
+                .find("x.json.models.gemm.refinement.shape_history[0].shape_key: expected 16 hex digits"),
+            std::string::npos);
+  EXPECT_NE(mutate([](auto& h) { h[1]["log_ratios"] = {0.1, 0.1, 0.1, 0.1, 0.1, 0.1}; })
+                .find("shape_history[1].log_ratios: expected 1 to 5 numbers"),
+            std::string::npos);
+  EXPECT_NE(mutate([](auto& h) { h[0]["log_ratios"][0] = nullptr; })
+                .find("shape_history[0].log_ratios[0]: expected a number"),
+            std::string::npos);
+  EXPECT_NE(mutate([](auto& h) { h[1]["shape_key"] = h[0]["shape_key"]; }).find("shape_history[1].shape_key: appears twice"),
+            std::string::npos);
+  EXPECT_NE(mutate([](auto& h) { h[0].erase("log_ratios"); }).find("missing key 'log_ratios'"), std::string::npos);
+}
+
 TEST(PerfMultiDevice, SplitAndTransfersAddUp) {
   const KernelModel m = gemm_model();
   const OpShape s = gemm(16384, 768, 3072);
