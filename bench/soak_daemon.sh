@@ -8,7 +8,7 @@
 #
 #   bench/soak_daemon.sh [MINUTES]          (default 10)
 #
-# Environment: BUILD (default build/h5-rel), SOAK_RATE (requests/s at most, default 300),
+# Environment: BUILD (default build/release, the release preset), SOAK_RATE (requests/s at most, default 300),
 # SOAK_CONCURRENCY (default 4), SOAK_RUN_S (seconds per client run, default 60), SOAK_SAMPLE_S (default 5),
 # SOAK_WARMUP_S (default 60), SOAK_MAX_GROWTH_PCT (default 10), SOAK_SLACK_MB (default 8).
 # Every figure is measured on this machine (RSS from /proc/PID/status).
@@ -16,7 +16,7 @@ set -euo pipefail
 
 minutes=${1:-10}
 root=$(cd "$(dirname "$0")/.." && pwd)
-build=${BUILD:-$root/build/h5-rel}
+build=${BUILD:-$root/build/release}
 [[ $build = /* ]] || build=$root/$build
 rate=${SOAK_RATE:-300}
 concurrency=${SOAK_CONCURRENCY:-4}
