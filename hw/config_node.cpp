@@ -14,10 +14,14 @@ ConfigNode ConfigNode::load_file(const std::string& path, const std::string& dis
   if (!in) throw InputError(shown, "cannot open file");
   std::stringstream text;
   text << in.rdbuf();
+  return parse(text.str(), shown);
+}
+
+ConfigNode ConfigNode::parse(const std::string& text, const std::string& file_name) {
   try {
-    return ConfigNode(YAML::Load(text.str()), shown);
+    return ConfigNode(YAML::Load(text), file_name);
   } catch (const YAML::Exception& e) {
-    throw InputError(shown + ":" + std::to_string(e.mark.line + 1), "YAML syntax: " + e.msg);
+    throw InputError(file_name + ":" + std::to_string(e.mark.line + 1), "YAML syntax: " + e.msg);
   }
 }
 

@@ -18,6 +18,8 @@ class ConfigNode {
       : node_(std::move(node)), file_(std::move(file)), path_(std::move(path)) {}
   // Parses a file; a missing file or YAML syntax error becomes an InputError naming file:line.
   static ConfigNode load_file(const std::string& path, const std::string& display_name = "");
+  // Parses YAML text; a syntax error becomes an InputError naming file_name:line.
+  static ConfigNode parse(const std::string& text, const std::string& file_name);
 
   const YAML::Node& yaml() const { return node_; }
   const std::string& file() const { return file_; }

@@ -1,11 +1,11 @@
 #include "scheduler/system.h"
 
 #include <algorithm>
+#include <cctype>
 #include <fstream>
 #include <sstream>
 
-#include <yaml-cpp/yaml.h>
-
+#include "hw/config_node.h"
 #include "kernels/error.h"
 
 namespace dype::sched {
@@ -118,22 +118,6 @@ SystemSpec paper_testbed(bool with_cpu) {
   return s;
 }
 
-namespace {
-
-template <typename T>
-T get(const YAML::Node& node, const char* key, const std::string& where, T fallback) {
-  const YAML::Node v = node[key];
-  if (!v) return fallback;
-  try {
-    return v.as<T>();
-  } catch (const YAML::Exception&) {
-    throw InputError(where + "." + key + " (line " + std::to_string(v.Mark().line + 1) + ")",
-                     "cannot read value");
-  }
-}
-
-}  // namespace
-
 // Format (all bandwidths in GB/s, latencies in microseconds, power in watts):
 //   name: paper-testbed
 //   inter_socket_gbps: 128
@@ -143,60 +127,69 @@ T get(const YAML::Node& node, const char* key, const std::string& where, T fallb
 //        gflops: {spmm: 250, gemm: 120, window_attention: 600}}
 //     - {name: cpu, letter: C, count: 1, host: true, link_gbps: 100, power: {...}}
 //   baselines: {op_kind: {spmm: fpga, gemm: gpu}, static_counts: [2, 1, 1, 1]}
+// Unknown keys are errors (a misspelt `p2p` must not silently mean false); every error names the
+// file and the key path.
 SystemSpec parse_system_spec(const std::string& yaml_text, const std::string& source) {
-  YAML::Node root;
-  try {
-    root = YAML::Load(yaml_text);
-  } catch (const YAML::Exception& e) {
-    throw InputError(source + ":" + std::to_string(e.mark.line + 1), e.msg);
-  }
-  if (!root.IsMap()) throw InputError(source, "expected a mapping at the top level");
+  const hw::ConfigNode root = hw::ConfigNode::parse(yaml_text, source);
+  root.expect_keys({"name", "inter_socket_gbps", "kinds", "baselines"});
   SystemSpec s;
-  s.name = get<std::string>(root, "name", source, "system");
-  s.inter_socket_bw_bytes_per_s = get<double>(root, "inter_socket_gbps", source, 128.0) * 1e9;
-  const YAML::Node kinds = root["kinds"];
-  if (!kinds || !kinds.IsSequence()) throw InputError(source + ".kinds", "missing list of device kinds");
+  s.name = root.get_string("name", "system");
+  s.inter_socket_bw_bytes_per_s = root.get_positive("inter_socket_gbps", 128.0) * 1e9;
+  const hw::ConfigNode kinds = root.child("kinds");
+  kinds.expect_sequence();
   for (std::size_t i = 0; i < kinds.size(); ++i) {
-    const YAML::Node k = kinds[i];
-    const std::string at = source + ".kinds[" + std::to_string(i) + "]";
+    const hw::ConfigNode k = kinds.at(i);
+    k.expect_keys({"name", "letter", "count", "socket", "p2p", "host", "link_gbps", "latency_us", "power", "gflops"});
     DeviceKindSpec d;
-    d.name = get<std::string>(k, "name", at, "");
-    const std::string letter = get<std::string>(k, "letter", at, d.name.empty() ? "?" : d.name.substr(0, 1));
+    d.name = k.get_string("name", "");
+    const std::string letter = k.get_string("letter", d.name.empty() ? "?" : d.name.substr(0, 1));
     d.letter = static_cast<char>(std::toupper(static_cast<unsigned char>(letter.empty() ? '?' : letter[0])));
-    d.count = get<int>(k, "count", at, 0);
-    d.socket = get<int>(k, "socket", at, 0);
-    d.p2p = get<bool>(k, "p2p", at, false);
-    d.host = get<bool>(k, "host", at, false);
-    d.link_bw_bytes_per_s = get<double>(k, "link_gbps", at, 0.0) * 1e9;
-    d.link_latency_s = get<double>(k, "latency_us", at, 0.0) * 1e-6;
-    if (const YAML::Node p = k["power"]) {
-      d.power.idle_w = get<double>(p, "idle_w", at + ".power", 0.0);
-      d.power.exec_w = get<double>(p, "exec_w", at + ".power", d.power.idle_w);
-      d.power.xfer_w = get<double>(p, "xfer_w", at + ".power", d.power.idle_w);
+    d.count = static_cast<int>(k.get_int("count", 0));
+    d.socket = static_cast<int>(k.get_int("socket", 0));
+    d.p2p = k.get_bool("p2p", false);
+    d.host = k.get_bool("host", false);
+    d.link_bw_bytes_per_s = k.get_double("link_gbps", 0.0) * 1e9;
+    d.link_latency_s = k.get_double("latency_us", 0.0) * 1e-6;
+    if (const auto p = k.optional_child("power")) {
+      p->expect_keys({"idle_w", "exec_w", "xfer_w"});
+      d.power.idle_w = p->get_double("idle_w", 0.0);
+      d.power.exec_w = p->get_double("exec_w", d.power.idle_w);
+      d.power.xfer_w = p->get_double("xfer_w", d.power.idle_w);
     }
-    if (const YAML::Node g = k["gflops"]) {
-      for (const auto& it : g) {
+    if (const auto g = k.optional_child("gflops")) {
+      g->expect_map();
+      for (const auto& it : g->yaml()) {
         const auto key = it.first.as<std::string>();
         const auto op = kernels::op_kind_from_string(key);
-        if (!op) throw InputError(at + ".gflops." + key, "unknown op");
-        d.gflops[static_cast<std::size_t>(*op)] = get<double>(g, key.c_str(), at + ".gflops", 0.0);
+        if (!op) g->child(key).fail("unknown op");
+        d.gflops[static_cast<std::size_t>(*op)] = g->get_positive(key, /*allow_zero=*/true);
       }
     }
     s.kinds.push_back(d);
   }
-  if (const YAML::Node b = root["baselines"]) {
-    if (const YAML::Node m = b["op_kind"]) {
-      for (const auto& it : m) {
+  if (const auto b = root.optional_child("baselines")) {
+    b->expect_keys({"op_kind", "static_counts"});
+    if (const auto m = b->optional_child("op_kind")) {
+      m->expect_map();
+      for (const auto& it : m->yaml()) {
         const auto key = it.first.as<std::string>();
+        const hw::ConfigNode entry = m->child(key);
         const auto op = kernels::op_kind_from_string(key);
-        if (!op) throw InputError(source + ".baselines.op_kind." + key, "unknown op");
-        const int kind = s.kind_index(it.second.as<std::string>());
-        if (kind < 0) throw InputError(source + ".baselines.op_kind." + key, "unknown device kind '" + it.second.as<std::string>() + "'");
+        if (!op) entry.fail("unknown op");
+        const std::string kind_name = entry.as_string();
+        const int kind = s.kind_index(kind_name);
+        if (kind < 0) entry.fail("unknown device kind '" + kind_name + "'");
         s.op_kind[static_cast<std::size_t>(*op)] = kind;
       }
     }
-    if (const YAML::Node c = b["static_counts"]) {
-      for (const auto& v : c) s.static_counts.push_back(v.as<int>());
+    if (const auto c = b->optional_child("static_counts")) {
+      c->expect_sequence();
+      for (std::size_t i = 0; i < c->size(); ++i) {
+        const hw::ConfigNode n = c->at(i);
+        const std::int64_t v = n.as_int();
+        if (v < 0) n.fail("must be >= 0, got " + std::to_string(v));
+        s.static_counts.push_back(static_cast<int>(v));
+      }
     }
   }
   s.validate(source);

@@ -4,8 +4,7 @@
 #include <fstream>
 #include <sstream>
 
-#include <yaml-cpp/yaml.h>
-
+#include "hw/config_node.h"
 #include "kernels/error.h"
 
 namespace dype::sched {
@@ -26,12 +25,6 @@ std::int64_t ModelConfig::dim(const std::string& key, const std::string& where) 
   throw InputError(where, "unknown dim '" + key + "' (not in the model's dims)");
 }
 
-namespace {
-
-std::string line_of(const YAML::Node& n) { return " (line " + std::to_string(n.Mark().line + 1) + ")"; }
-
-}  // namespace
-
 // Format:
 //   name: gcn
 //   family: gnn            # gnn: rows = graph nodes; transformer: rows = tokens
@@ -42,57 +35,49 @@ std::string line_of(const YAML::Node& n) { return " (line " + std::to_string(n.M
 //     - {name: aggregate, op: spmm}
 //     - {name: update, op: gemm, out: hidden}
 //   last_out: 16           # optional: width of the last layer's final GEMM (classes)
+// Unknown keys are errors; every error names the file and the key path.
 ModelConfig parse_model_config(const std::string& yaml_text, const std::string& source) {
-  YAML::Node root;
-  try {
-    root = YAML::Load(yaml_text);
-  } catch (const YAML::Exception& e) {
-    throw InputError(source + ":" + std::to_string(e.mark.line + 1), e.msg);
-  }
-  if (!root.IsMap()) throw InputError(source, "expected a mapping at the top level");
+  const hw::ConfigNode root = hw::ConfigNode::parse(yaml_text, source);
+  root.expect_keys({"name", "family", "layers", "heads", "dims", "layer", "last_out"});
   ModelConfig c;
-  try {
-    c.name = root["name"] ? root["name"].as<std::string>() : "model";
-    c.family = root["family"] ? root["family"].as<std::string>() : "";
-    c.layers = root["layers"] ? root["layers"].as<int>() : 1;
-    c.heads = root["heads"] ? root["heads"].as<std::int64_t>() : 1;
-    c.last_out = root["last_out"] ? root["last_out"].as<std::string>() : "";
-    if (const YAML::Node d = root["dims"]) {
-      if (!d.IsMap()) throw InputError(source + ".dims" + line_of(d), "expected a mapping");
-      for (const auto& it : d) {
-        c.dims.emplace_back(it.first.as<std::string>(), it.second.as<std::int64_t>());
-        if (c.dims.back().second <= 0) {
-          throw InputError(source + ".dims." + c.dims.back().first + line_of(it.second), "must be > 0");
-        }
-      }
-    }
-  } catch (const YAML::Exception& e) {
-    throw InputError(source + ":" + std::to_string(e.mark.line + 1), "bad value: " + e.msg);
-  }
+  c.name = root.get_string("name", "model");
+  c.family = root.get_string("family", "");
   if (c.family != "gnn" && c.family != "transformer") {
-    throw InputError(source + ".family", "must be 'gnn' or 'transformer', got '" + c.family + "'");
+    root.child("family").fail("must be 'gnn' or 'transformer', got '" + c.family + "'");
   }
-  if (c.layers < 1 || c.layers > 100000) throw InputError(source + ".layers", "must be in [1, 100000]");
-  if (c.heads < 1) throw InputError(source + ".heads", "must be >= 1");
-  const YAML::Node layer = root["layer"];
-  if (!layer || !layer.IsSequence() || layer.size() == 0) {
-    throw InputError(source + ".layer", "missing list of the layer's kernels");
+  const std::int64_t layers = root.get_int("layers", 1);
+  if (layers < 1 || layers > 100000) root.child("layers").fail("must be in [1, 100000], got " + std::to_string(layers));
+  c.layers = static_cast<int>(layers);
+  c.heads = root.get_int("heads", 1);
+  if (c.heads < 1) root.child("heads").fail("must be >= 1, got " + std::to_string(c.heads));
+  c.last_out = root.get_string("last_out", "");
+  if (const auto d = root.optional_child("dims")) {
+    d->expect_map();
+    for (const auto& it : d->yaml()) {
+      const std::string key = it.first.as<std::string>();
+      const hw::ConfigNode dim = d->child(key);
+      const std::int64_t v = dim.as_int();
+      if (v <= 0) dim.fail("must be > 0, got " + std::to_string(v));
+      c.dims.emplace_back(key, v);
+    }
   }
+  const hw::ConfigNode layer = root.child("layer");
+  layer.expect_sequence();
+  if (layer.size() == 0) layer.fail("must list the layer's kernels");
   for (std::size_t i = 0; i < layer.size(); ++i) {
-    const YAML::Node k = layer[i];
-    const std::string at = source + ".layer[" + std::to_string(i) + "]" + line_of(k);
+    const hw::ConfigNode k = layer.at(i);
+    k.expect_keys({"name", "op", "out"});
     KernelTemplate t;
-    if (!k["op"]) throw InputError(at, "missing 'op'");
-    const auto op_name = k["op"].as<std::string>();
+    const std::string op_name = k.get_string("op");
     const auto op = kernels::op_kind_from_string(op_name);
-    if (!op) throw InputError(at + ".op", "unknown op '" + op_name + "'");
+    if (!op) k.child("op").fail("unknown op '" + op_name + "'");
     t.op = *op;
-    t.name = k["name"] ? k["name"].as<std::string>() : op_name;
-    t.out = k["out"] ? k["out"].as<std::string>() : "same";
-    if (t.out != "same") c.dim(t.out, at + ".out");  // fail early on unknown dims
+    t.name = k.get_string("name", op_name);
+    t.out = k.get_string("out", "same");
+    if (t.out != "same") c.dim(t.out, k.child("out").where());  // fail early on unknown dims
     c.layer.push_back(t);
   }
-  if (!c.last_out.empty()) c.dim(c.last_out, source + ".last_out");
+  if (!c.last_out.empty()) c.dim(c.last_out, root.child("last_out").where());
   return c;
 }
 

@@ -2,6 +2,9 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <functional>
+#include <initializer_list>
+#include <string>
 
 #include "scheduler/baselines.h"
 #include "scheduler/solver.h"
@@ -45,7 +48,7 @@ TEST(SchedWorkload, BadConfigsAndInputsNameTheProblem) {
     parse_model_config("name: x\nfamily: gnn\nlayer:\n  - {op: spmv}\n", "m.yaml");
     FAIL();
   } catch (const InputError& e) {
-    EXPECT_NE(std::string(e.what()).find("m.yaml.layer[0]"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("m.yaml: layer[0].op"), std::string::npos) << e.what();
     EXPECT_NE(std::string(e.what()).find("spmv"), std::string::npos) << e.what();
   }
   EXPECT_THROW(parse_model_config("name: x\nfamily: rnn\nlayer: [{op: gemm}]\n", "m.yaml"), InputError);
@@ -60,6 +63,59 @@ TEST(SchedWorkload, BadConfigsAndInputsNameTheProblem) {
   }
   EXPECT_THROW(build_workload(load_model_config(models() + "gcn.yaml"), {.nodes = 10}), InputError);
   EXPECT_THROW(load_model_config(models() + "no-such-model.yaml"), InputError);
+}
+
+// Every config mistake names the file, the key path and the problem; nothing is silently ignored.
+std::string error_of(const std::function<void()>& parse) {
+  try {
+    parse();
+  } catch (const InputError& e) {
+    return e.what();
+  }
+  return "(no error)";
+}
+
+void expect_error(const std::function<void()>& parse, std::initializer_list<const char*> parts) {
+  const std::string what = error_of(parse);
+  for (const char* part : parts) EXPECT_NE(what.find(part), std::string::npos) << "missing '" << part << "' in: " << what;
+}
+
+TEST(SchedWorkload, ModelConfigMistakesNameFileAndKeyPath) {
+  const auto model = [](const std::string& yaml) { return [yaml] { parse_model_config(yaml, "m.yaml"); }; };
+  expect_error(model("name: x\nfamily: gnn\nlayer: [{op: gemm}]\nlayer_count: 2\n"), {"m.yaml: layer_count", "unknown key"});
+  expect_error(model("family: gnn\nlayer: [{op: gemm, outs: hidden}]\n"), {"m.yaml: layer[0].outs", "unknown key"});
+  expect_error(model("family: gnn\nlayers: two\nlayer: [{op: gemm}]\n"), {"m.yaml: layers", "must be an integer, got 'two'"});
+  expect_error(model("family: gnn\nlayers: 0\nlayer: [{op: gemm}]\n"), {"m.yaml: layers", "[1, 100000]"});
+  expect_error(model("family: gnn\ndims: {hidden: -4}\nlayer: [{op: gemm}]\n"), {"m.yaml: dims.hidden", "must be > 0"});
+  expect_error(model("family: gnn\ndims: {hidden: wide}\nlayer: [{op: gemm}]\n"), {"m.yaml: dims.hidden", "must be an integer"});
+  expect_error(model("family: gnn\nlayer: [{name: agg}]\n"), {"m.yaml: layer[0].op", "required key missing"});
+  expect_error(model("family: gnn\nlayer: []\n"), {"m.yaml: layer", "must list"});
+  expect_error(model("family: gnn\nlayer: [{op: gemm, out: wide}]\n"), {"m.yaml: layer[0].out", "unknown dim 'wide'"});
+  expect_error(model("family: gnn\nlayer: [{op: gemm}]\nlast_out: classes\n"), {"m.yaml: last_out", "unknown dim 'classes'"});
+  expect_error(model("family: gnn\nlayer: [{op: gemm}\n"), {"m.yaml:"});  // YAML syntax
+  EXPECT_EQ(error_of(model("family: gnn\ndims: {hidden: 64}\nlayer: [{op: spmm}, {op: gemm, out: hidden}]\n")),
+            "(no error)");
+}
+
+TEST(SchedWorkload, SystemConfigMistakesNameFileAndKeyPath) {
+  const auto system = [](const std::string& yaml) { return [yaml] { parse_system_spec(yaml, "s.yaml"); }; };
+  const std::string kind = "{name: gpu, count: 1, link_gbps: 31.5, power: {idle_w: 45, exec_w: 345}";
+  // A misspelt flag used to read as its default (p2p: false) without a word.
+  expect_error(system("kinds:\n  - " + kind + ", pp2p: true}\n"), {"s.yaml: kinds[0].pp2p", "unknown key"});
+  expect_error(system("kinds:\n  - " + kind + ", p2p: maybe}\n"), {"s.yaml: kinds[0].p2p", "true or false"});
+  expect_error(system("kinds:\n  - {name: gpu, count: 1, link_gbps: 31.5, power: {idle_w: 45, exec: 345}}\n"),
+               {"s.yaml: kinds[0].power.exec", "unknown key"});
+  expect_error(system("kinds:\n  - {name: gpu, count: few, link_gbps: 31.5}\n"), {"s.yaml: kinds[0].count", "must be an integer"});
+  expect_error(system("kinds:\n  - " + kind + ", gflops: {spmv: 10}}\n"), {"s.yaml: kinds[0].gflops.spmv", "unknown op"});
+  expect_error(system("kinds:\n  - " + kind + ", gflops: {gemm: -1}}\n"), {"s.yaml: kinds[0].gflops.gemm", ">= 0"});
+  expect_error(system("kinds:\n  - " + kind + "}\nbaselines: {op_kind: {gemm: tpu}}\n"),
+               {"s.yaml: baselines.op_kind.gemm", "unknown device kind 'tpu'"});
+  expect_error(system("kinds:\n  - " + kind + "}\nbaselines: {static_counts: [1, x]}\n"),
+               {"s.yaml: baselines.static_counts[1]", "must be an integer"});
+  expect_error(system("name: lab\n"), {"s.yaml: kinds", "required key missing"});
+  expect_error(system("kinds:\n  - " + kind + "}\ninter_socket_gbps: 0\n"), {"s.yaml: inter_socket_gbps", "> 0"});
+  EXPECT_EQ(error_of(system("kinds:\n  - " + kind + ", p2p: true}\nbaselines: {op_kind: {gemm: gpu}, static_counts: [1]}\n")),
+            "(no error)");
 }
 
 TEST(SchedWorkload, LinkModelP2PStagedAndAggregateBandwidth) {
