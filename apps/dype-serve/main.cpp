@@ -6,10 +6,13 @@
 //
 // SIGTERM/SIGINT: readiness goes false at once, new requests get 503, admitted requests finish
 // (up to --exit-timeout seconds), then the process exits 0.
-#include <filesystem>
+#include <cerrno>
 #include <csignal>
+#include <ctime>
+#include <filesystem>
 #include <fstream>
 #include <iostream>
+#include <malloc.h>
 #include <pthread.h>
 #include <sstream>
 
@@ -31,6 +34,7 @@ int main(int argc, char** argv) {
   int grpc_port = 8001;
   std::string token_file, trace_file, log_level = "info", port_file;
   double exit_timeout_s = 30.0;
+  double trim_interval_s = 30.0;
   app.add_option("--system", so.system_config, "system config YAML (default: detect this host)");
   std::string perfmodels = std::string(DYPE_SOURCE_DIR) + "/configs/perfmodels";
   auto* perfmodels_opt = app.add_option("--perfmodels", perfmodels,
@@ -52,6 +56,9 @@ int main(int argc, char** argv) {
   app.add_option("--log-level", log_level, "trace|debug|info|warn|error")
       ->check(CLI::IsMember({"trace", "debug", "info", "warn", "error"}));
   app.add_option("--exit-timeout", exit_timeout_s, "seconds to let in-flight requests finish on shutdown");
+  app.add_option("--trim-interval", trim_interval_s,
+                 "seconds between returns of free heap pages to the OS (malloc_trim; 0: never)")
+      ->check(CLI::Range(0.0, 86400.0));
   app.add_option("--port-file", port_file, "write the bound ports as JSON here once serving (for ephemeral ports)");
   CLI11_PARSE(app, argc, argv);
   configure_allocator_for_serving();
@@ -105,8 +112,19 @@ int main(int argc, char** argv) {
       std::rename((port_file + ".tmp").c_str(), port_file.c_str());  // readers see it whole
     }
 
+    // While serving, the main thread only waits for a stop signal; between signals it hands the
+    // free pages that glibc's per-thread arenas keep back to the OS. Live heap stays flat under a
+    // long stream, but the arenas' retained free memory grew RSS by ~0.5 MB/min in a 30 min soak.
     int sig = 0;
-    sigwait(&stop_signals, &sig);
+    if (trim_interval_s > 0) {
+      const auto whole = static_cast<std::time_t>(trim_interval_s);
+      const timespec period{whole, static_cast<long>((trim_interval_s - static_cast<double>(whole)) * 1e9)};
+      while ((sig = sigtimedwait(&stop_signals, nullptr, &period)) < 0) {
+        if (errno == EAGAIN) malloc_trim(0);  // EINTR: wait again
+      }
+    } else {
+      sigwait(&stop_signals, &sig);
+    }
     spdlog::info("signal {}: not ready, refusing new requests, finishing in-flight ones", sig);
     http.begin_shutdown();
     if (!http.wait_idle(exit_timeout_s)) spdlog::warn("exit timeout: requests still in flight after {} s", exit_timeout_s);
