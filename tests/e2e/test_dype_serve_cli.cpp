@@ -1,0 +1,99 @@
+// `dype-serve` as an operator runs it: the binary itself (the other daemon tests run its servers
+// in-process), started on ephemeral ports, asked whether it is ready, stopped with SIGTERM; and
+// refusing bad options with the option named.
+#include <gtest/gtest.h>
+
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <string>
+#include <thread>
+
+#include <httplib.h>
+#include <nlohmann/json.hpp>
+
+#include "../test_run_cli.h"
+#include "../test_temp_dir.h"
+
+namespace {
+
+namespace fs = std::filesystem;
+const std::string kExe = std::string(DYPE_BINARY_DIR) + "/apps/dype-serve";
+
+std::string read_all(const fs::path& p) {
+  std::ifstream f(p);
+  std::stringstream s;
+  s << f.rdbuf();
+  return s.str();
+}
+
+TEST(DypeServeCli, BadOptionsAreRefusedNamingTheOption) {
+  const auto trim = dype::test::run_cli(kExe, "--trim-interval -1");
+  EXPECT_NE(trim.status, 0);
+  EXPECT_NE(trim.out.find("--trim-interval"), std::string::npos) << trim.out;
+  const auto mode = dype::test::run_cli(kExe, "--mode fastest");
+  EXPECT_NE(mode.status, 0);
+  EXPECT_NE(mode.out.find("--mode"), std::string::npos) << mode.out;
+  const auto system = dype::test::run_cli(kExe, "--system /no/such/system.yaml --http-port 0 --grpc-port -1");
+  EXPECT_EQ(system.status, 1);
+  EXPECT_NE(system.out.find("/no/such/system.yaml"), std::string::npos) << system.out;
+}
+
+TEST(DypeServeCli, ServesAndStopsCleanlyOnSigterm) {
+  const fs::path dir = dype::test::process_temp_dir("dype_serve_cli");
+  const fs::path ports = dir / "ports.json", log = dir / "serve.log";
+  const std::string system = std::string(DYPE_SOURCE_DIR) + "/configs/systems/paper-testbed-pcie4.yaml";
+  const pid_t pid = fork();
+  ASSERT_GE(pid, 0);
+  if (pid == 0) {
+    const std::string out = log.string();
+    if (!freopen(out.c_str(), "w", stdout) || !freopen(out.c_str(), "a", stderr)) _exit(126);
+    // A short trim interval runs the main thread's malloc_trim loop several times.
+    execl(kExe.c_str(), kExe.c_str(), "--system", system.c_str(), "--mode", "balanced", "--http-port", "0",
+          "--grpc-port", "-1", "--metrics-port", "0", "--trim-interval", "0.05", "--port-file",
+          ports.string().c_str(), static_cast<char*>(nullptr));
+    _exit(127);
+  }
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
+  while (!fs::exists(ports) && std::chrono::steady_clock::now() < deadline) {
+    int status = 0;
+    ASSERT_EQ(waitpid(pid, &status, WNOHANG), 0) << "dype-serve exited early:\n" << read_all(log);
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  ASSERT_TRUE(fs::exists(ports)) << "no port file after 60 s:\n" << read_all(log);
+  const auto j = nlohmann::json::parse(read_all(ports));
+  EXPECT_EQ(j["grpc"], -1);
+  httplib::Client http("127.0.0.1", j["http"].get<int>());
+  const auto ready = http.Get("/v2/health/ready");
+  ASSERT_TRUE(ready) << "no HTTP answer";
+  EXPECT_EQ(ready->status, 200) << ready->body;
+  const auto models = http.Get("/v2/models");
+  ASSERT_TRUE(models);
+  EXPECT_NE(models->body.find("gcn"), std::string::npos) << models->body;
+  httplib::Client metrics("127.0.0.1", j["metrics"].get<int>());
+  const auto m = metrics.Get("/metrics");
+  ASSERT_TRUE(m);
+  EXPECT_EQ(m->status, 200);
+  std::this_thread::sleep_for(std::chrono::milliseconds(200));  // a few trims while idle
+
+  ASSERT_EQ(kill(pid, SIGTERM), 0);
+  int status = 0;
+  pid_t done = 0;
+  const auto stop_deadline = std::chrono::steady_clock::now() + std::chrono::seconds(30);
+  while ((done = waitpid(pid, &status, WNOHANG)) == 0 && std::chrono::steady_clock::now() < stop_deadline)
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  if (done == 0) {
+    kill(pid, SIGKILL);
+    waitpid(pid, &status, 0);
+    FAIL() << "dype-serve did not stop within 30 s of SIGTERM:\n" << read_all(log);
+  }
+  ASSERT_TRUE(WIFEXITED(status)) << read_all(log);
+  EXPECT_EQ(WEXITSTATUS(status), 0) << read_all(log);
+}
+
+}  // namespace
