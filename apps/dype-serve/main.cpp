@@ -113,8 +113,9 @@ int main(int argc, char** argv) {
     }
 
     // While serving, the main thread only waits for a stop signal; between signals it hands the
-    // free pages that glibc's per-thread arenas keep back to the OS. Live heap stays flat under a
-    // long stream, but the arenas' retained free memory grew RSS by ~0.5 MB/min in a 30 min soak.
+    // free pages that glibc's per-thread arenas keep back to the OS. The live heap stays nearly
+    // flat under a long stream, but the arenas' retained free memory grew RSS by ~0.5 MB/min in a
+    // 30 min soak.
     int sig = 0;
     if (trim_interval_s > 0) {
       const auto whole = static_cast<std::time_t>(trim_interval_s);

@@ -52,7 +52,8 @@ TEST(DypeServeCli, ServesAndStopsCleanlyOnSigterm) {
   ASSERT_GE(pid, 0);
   if (pid == 0) {
     const std::string out = log.string();
-    if (!freopen(out.c_str(), "w", stdout) || !freopen(out.c_str(), "a", stderr)) _exit(126);
+    // One open file for both streams, so neither overwrites the other's lines.
+    if (!freopen(out.c_str(), "w", stdout) || dup2(STDOUT_FILENO, STDERR_FILENO) < 0) _exit(126);
     // A short trim interval runs the main thread's malloc_trim loop several times.
     execl(kExe.c_str(), kExe.c_str(), "--system", system.c_str(), "--mode", "balanced", "--http-port", "0",
           "--grpc-port", "-1", "--metrics-port", "0", "--trim-interval", "0.05", "--port-file",
