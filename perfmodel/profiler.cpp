@@ -12,6 +12,7 @@
 #include "hw/kernel_launch.h"
 #include "kernels/cpu/isa.h"
 #include "kernels/error.h"
+#include "kernels/graph/characteristics.h"
 
 namespace dype::perf {
 
@@ -69,7 +70,7 @@ hw::KernelLaunch prepare(hw::Device& dev, const InputSpec& spec, bool timing_onl
       } else {
         a = materialise_csr(spec);
         shape.nnz = a.nnz();
-        shape.degree_skew = degree_skew(a);
+        shape.degree_skew = kernels::degree_skew(a.indptr);
       }
       auto& indptr = bufs.add(dev, sizeof(std::int32_t) * static_cast<std::size_t>(shape.m + 1), mode);
       auto& indices = bufs.add(dev, sizeof(std::int32_t) * static_cast<std::size_t>(shape.nnz), mode);
@@ -351,7 +352,7 @@ TimingResult time_spmm(hw::Device& dev, const kernels::CsrI32& a, std::int64_t n
   upload<float>(dev, values, a.values);
   fill(dev, x, 0.5f);
   const auto launch = hw::KernelLaunch::spmm(indptr, indices, values, x, y, a.rows, a.cols, n,
-                                             a.nnz(), 4, degree_skew(a));
+                                             a.nnz(), 4, kernels::degree_skew(a.indptr));
   return time_repeated([&] { return timed_launch(dev, launch, clock); }, policy);
 }
 

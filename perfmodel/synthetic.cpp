@@ -253,14 +253,4 @@ double estimated_skew(const InputSpec& spec) {
   return std::max(1.0, max_row / mean_row);
 }
 
-double degree_skew(const kernels::CsrI32& a) {
-  if (a.rows <= 0 || a.nnz() == 0) return 0.0;
-  std::int64_t max_row = 0;
-  for (std::int64_t i = 0; i < a.rows; ++i) {
-    max_row = std::max<std::int64_t>(max_row, a.indptr[static_cast<std::size_t>(i + 1)] -
-                                                  a.indptr[static_cast<std::size_t>(i)]);
-  }
-  return static_cast<double>(max_row) * static_cast<double>(a.rows) / static_cast<double>(a.nnz());
-}
-
 }  // namespace dype::perf

@@ -70,7 +70,4 @@ kernels::CsrI32 materialise_csr(const InputSpec& spec);
 // (timing-only runs).
 double estimated_skew(const InputSpec& spec);
 
-// Max row nnz / mean row nnz of a CSR (the OpShape::degree_skew characteristic).
-double degree_skew(const kernels::CsrI32& a);
-
 }  // namespace dype::perf

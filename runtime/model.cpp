@@ -8,6 +8,7 @@
 #include "kernels/cpu/spmm.h"
 #include "kernels/cpu/window_attention.h"
 #include "kernels/error.h"
+#include "kernels/graph/characteristics.h"
 #include "kernels/graph/generators.h"
 
 namespace dype::rt {
@@ -88,12 +89,9 @@ void sort_run(std::pair<std::int32_t, float>* v, std::int64_t len) {
   }
 }
 
+// A graph without edges counts as regular (1), as Graph::degree_skew's default says.
 double skew_of(const std::vector<std::int32_t>& indptr) {
-  const std::int64_t rows = static_cast<std::int64_t>(indptr.size()) - 1;
-  if (rows <= 0 || indptr.back() == 0) return 1.0;
-  std::int64_t mx = 0;
-  for (std::int64_t r = 0; r < rows; ++r) mx = std::max<std::int64_t>(mx, indptr[r + 1] - indptr[r]);
-  return static_cast<double>(mx) * static_cast<double>(rows) / static_cast<double>(indptr.back());
+  return (indptr.size() < 2 || indptr.back() == 0) ? 1.0 : kernels::degree_skew(indptr);
 }
 }  // namespace
 

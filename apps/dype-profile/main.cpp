@@ -23,6 +23,7 @@
 #include "hw/system_config.h"
 #include "kernels/error.h"
 #include "kernels/graph/builders.h"
+#include "kernels/graph/characteristics.h"
 #include "kernels/graph/mtx_reader.h"
 #include "kernels/graph/snap_reader.h"
 #include "perfmodel/model_store.h"
@@ -267,7 +268,7 @@ int main(int argc, char** argv) {
       }
       const perf::KernelModel& m = st.at(OpKind::spmm);
       const kernels::CsrI32 a = load_graph(graph);
-      const double skew = perf::degree_skew(a);
+      const double skew = kernels::degree_skew(a.indptr);
       std::printf("graph %s: %lld nodes, %lld nnz (A + A^T), density %.3g, degree skew %.1f\n",
                   graph.c_str(), static_cast<long long>(a.rows), static_cast<long long>(a.nnz()),
                   static_cast<double>(a.nnz()) / (static_cast<double>(a.rows) * a.cols), skew);

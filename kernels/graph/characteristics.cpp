@@ -40,7 +40,7 @@ void fill_stats(std::span<const std::int64_t> degrees, GraphCharacteristics& out
   const long double mean = static_cast<long double>(total) / nd;
   out.mean_degree = static_cast<double>(mean);
   if (total == 0) return;
-  out.degree_skew = static_cast<double>(static_cast<long double>(hi) / mean);
+  out.degree_skew = degree_skew(hi, n, total);
   const long double var = std::max(0.0L, sum_sq / nd - mean * mean);
   out.degree_cv = static_cast<double>(std::sqrt(var) / mean);
 
@@ -121,6 +121,19 @@ GraphCharacteristics characterize_degrees(std::span<const std::int64_t> degrees)
   GraphCharacteristics c;
   fill_stats(degrees, c);
   return c;
+}
+
+double degree_skew(std::int64_t max_degree, std::int64_t nodes, std::int64_t total) {
+  if (nodes <= 0 || total <= 0) return 0.0;
+  return static_cast<double>(max_degree) * static_cast<double>(nodes) / static_cast<double>(total);
+}
+
+double degree_skew(std::span<const std::int32_t> indptr) {
+  const auto rows = static_cast<std::int64_t>(indptr.size()) - 1;
+  if (rows <= 0) return 0.0;
+  std::int64_t max_row = 0;
+  for (std::size_t r = 0; r + 1 < indptr.size(); ++r) max_row = std::max<std::int64_t>(max_row, indptr[r + 1] - indptr[r]);
+  return degree_skew(max_row, rows, static_cast<std::int64_t>(indptr.back()) - indptr.front());
 }
 
 OpShape spmm_shape(const GraphCharacteristics& c, std::int64_t feature_len) {

@@ -39,6 +39,13 @@ GraphCharacteristics characterize(const CsrView<std::int64_t>& matrix);
 // From a degree sequence alone (self_loops stays 0; density uses degrees.size()^2).
 GraphCharacteristics characterize_degrees(std::span<const std::int64_t> degrees);
 
+// Degree skew, the OpShape::degree_skew characteristic: max degree / mean degree, i.e.
+// max_degree * nodes / total (1 = regular graph; 0 when there are no nodes or no edges). The one
+// definition every module uses (graph characteristics, synthetic profiles, runtime graphs).
+double degree_skew(std::int64_t max_degree, std::int64_t nodes, std::int64_t total);
+// The same over a CSR's rows (row nnz = in-degree for SpMM's adj_t), in one pass over indptr.
+double degree_skew(std::span<const std::int32_t> indptr);
+
 // The SpMM invocation A[nodes x nodes] * X[nodes x feature_len] these characteristics describe.
 OpShape spmm_shape(const GraphCharacteristics& c, std::int64_t feature_len);
 

@@ -9,6 +9,7 @@
 #include <random>
 
 #include "kernels/error.h"
+#include "kernels/graph/characteristics.h"
 #include "perfmodel/features.h"
 #include "perfmodel/regression.h"
 #include "perfmodel/synthetic.h"
@@ -229,7 +230,7 @@ TEST(PerfSynthetic, MaterialisedCsrMatchesSpec) {
         ASSERT_LT(a.indices[static_cast<std::size_t>(p - 1)], a.indices[static_cast<std::size_t>(p)]);
       }
     }
-    const double skew = degree_skew(a);
+    const double skew = kernels::degree_skew(a.indptr);
     // Share of the nonzeros in the 1% most referenced columns: hubs are hubs in both directions in
     // the power-law (Chung-Lu) graphs, uniform ones spread their columns.
     std::vector<std::int64_t> col_count(static_cast<std::size_t>(a.cols), 0);
