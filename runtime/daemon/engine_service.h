@@ -71,22 +71,12 @@ class EngineService final : public InferenceService {
   Engine& engine(const std::string& model);
 
   // Operator changes to devices, applied to every served model's engine (they share the devices),
-  // by DeviceAdmin (device_admin.h). Calls are serialised. The scheduler treats devices of one
-  // kind as identical and times a kind on its first device, so an FPGA whose bitstream differs
-  // from the first FPGA's is held out of plans until they match again (reported as "held_out").
-  //
-  // Drain: re-plan without the device; requests already in a pipeline that uses it finish there.
-  // NotFound for an unknown device; dype::Error (device still in service) when no plan is left.
-  nlohmann::json set_device_drained(const std::string& device, bool drained);
-  // Bitstream swap on an emulated FPGA: drain it, load the manifest (its kernels and performance
-  // model; the modelled reconfiguration time passes on the device's clock), let it back in and
-  // re-plan. A failure at any step reloads the previous bitstream, restores every engine's plan
-  // and throws RolledBack. InputError for a bad manifest or one built for another board.
+  // one at a time, by DeviceAdmin: device_admin.h says what each does, what is held out of plans
+  // and how a failed change is rolled back (RolledBack).
+  nlohmann::json set_device_drained(const std::string& device, bool drained);     // drain / undrain
   nlohmann::json load_bitstream(const std::string& device, const std::string& manifest_path);
-  // Drains the FPGA and removes its bitstream; it stays out of plans until a bitstream is loaded.
   nlohmann::json unload_bitstream(const std::string& device);
-  // Every device: kind, backend, bitstream, drained, held out, modelled energy.
-  nlohmann::json devices() const;
+  nlohmann::json devices() const;  // kind, backend, bitstream, drained, held out, energy
 
  private:
   struct Served {

@@ -14,57 +14,38 @@ using grpc::StatusCode;
 
 namespace {
 
-template <typename E, typename... Args>
-ErrorAnswer answer_to(Args&&... args) {
-  return answer_for(std::make_exception_ptr(E(std::forward<Args>(args)...)));
-}
-
-void expect_answer(const ErrorAnswer& a, int http, StatusCode grpc, const std::string& reason, const std::string& message) {
-  EXPECT_EQ(a.http_status, http) << reason;
-  EXPECT_EQ(a.grpc_code, grpc) << reason;
-  EXPECT_EQ(std::string(a.reason), reason);
-  EXPECT_EQ(a.message, message) << reason;
-}
+struct Expected {
+  std::exception_ptr error;
+  int http_status;
+  StatusCode grpc_code;
+  std::string reason;
+  std::string message;
+};
 
 }  // namespace
 
-TEST(DaemonErrors, InputErrorIsBadRequestAndInvalidArgument) {
-  expect_answer(answer_to<InputError>("inputs['x'].shape", "is negative"), 400, StatusCode::INVALID_ARGUMENT, "bad_input",
-                "inputs['x'].shape: is negative");
-}
-
-TEST(DaemonErrors, NotFound) {
-  expect_answer(answer_to<NotFound>("unknown model 'm'"), 404, StatusCode::NOT_FOUND, "not_found", "unknown model 'm'");
-}
-
-TEST(DaemonErrors, OverloadedIsTooManyRequestsAndResourceExhausted) {
-  expect_answer(answer_to<Overloaded>("queue full"), 429, StatusCode::RESOURCE_EXHAUSTED, "overloaded", "queue full");
-}
-
-TEST(DaemonErrors, Unavailable) {
-  expect_answer(answer_to<Unavailable>("server is shutting down"), 503, StatusCode::UNAVAILABLE, "unavailable",
-                "server is shutting down");
-}
-
-TEST(DaemonErrors, TooLargeIsPayloadTooLargeAndResourceExhausted) {
-  expect_answer(answer_to<TooLarge>("request body exceeds"), 413, StatusCode::RESOURCE_EXHAUSTED, "too_large",
-                "request body exceeds");
-}
-
-TEST(DaemonErrors, UnauthorizedIsUnauthenticated) {
-  expect_answer(answer_to<Unauthorized>("bad token"), 401, StatusCode::UNAUTHENTICATED, "unauthorized", "bad token");
-}
-
-TEST(DaemonErrors, RolledBackIsConflictAndAborted) {
-  expect_answer(answer_to<RolledBack>("restored"), 409, StatusCode::ABORTED, "rolled_back", "restored");
-}
-
-TEST(DaemonErrors, NotSupportedIsUnimplemented) {
-  expect_answer(answer_to<NotSupported>("no hook"), 501, StatusCode::UNIMPLEMENTED, "not_supported", "no hook");
-}
-
-TEST(DaemonErrors, AnyOtherExceptionIsInternal) {
-  expect_answer(answer_to<Error>("engine failed"), 500, StatusCode::INTERNAL, "internal", "engine failed");
-  expect_answer(answer_to<std::runtime_error>("boom"), 500, StatusCode::INTERNAL, "internal", "boom");
-  expect_answer(answer_for(std::make_exception_ptr(42)), 500, StatusCode::INTERNAL, "internal", "unknown error");
+TEST(DaemonErrors, EachExceptionMapsToItsHttpStatusGrpcCodeAndReason) {
+  auto ep = [](auto e) { return std::make_exception_ptr(e); };
+  const Expected cases[] = {
+      {ep(InputError("inputs['x'].shape", "is negative")), 400, StatusCode::INVALID_ARGUMENT, "bad_input",
+       "inputs['x'].shape: is negative"},
+      {ep(NotFound("unknown model 'm'")), 404, StatusCode::NOT_FOUND, "not_found", "unknown model 'm'"},
+      {ep(Overloaded("queue full")), 429, StatusCode::RESOURCE_EXHAUSTED, "overloaded", "queue full"},
+      {ep(Unavailable("shutting down")), 503, StatusCode::UNAVAILABLE, "unavailable", "shutting down"},
+      {ep(TooLarge("body too large")), 413, StatusCode::RESOURCE_EXHAUSTED, "too_large", "body too large"},
+      {ep(Unauthorized("bad token")), 401, StatusCode::UNAUTHENTICATED, "unauthorized", "bad token"},
+      {ep(RolledBack("plans restored")), 409, StatusCode::ABORTED, "rolled_back", "plans restored"},
+      {ep(NotSupported("no hook")), 501, StatusCode::UNIMPLEMENTED, "not_supported", "no hook"},
+      // Anything else is the server's fault.
+      {ep(Error("engine failed")), 500, StatusCode::INTERNAL, "internal", "engine failed"},
+      {ep(std::runtime_error("boom")), 500, StatusCode::INTERNAL, "internal", "boom"},
+      {ep(42), 500, StatusCode::INTERNAL, "internal", "unknown error"},
+  };
+  for (const Expected& c : cases) {
+    const ErrorAnswer a = answer_for(c.error);
+    EXPECT_EQ(a.http_status, c.http_status) << c.reason;
+    EXPECT_EQ(a.grpc_code, c.grpc_code) << c.reason;
+    EXPECT_EQ(std::string(a.reason), c.reason);
+    EXPECT_EQ(a.message, c.message) << c.reason;
+  }
 }
