@@ -52,7 +52,8 @@ EncodedBody encode_header(const std::string& model, const InferRequest& in, cons
 
 // JSON answers go as one body; binary ones as the header followed by the output's bytes where they
 // lie in the engine's answer `y` (kept alive by the content provider until sent).
-void send_response(httplib::Response& res, EncodedBody body, std::shared_ptr<const HostTensor> y, std::string_view data) {
+void send_response(httplib::Response& res, EncodedBody body, std::shared_ptr<const HostTensor> y,
+                   std::string_view data) {
   res.status = 200;
   if (!body.header_length) {
     res.set_content(std::move(body.body), body.content_type);
@@ -88,7 +89,7 @@ void HttpRoutes::check_infer_target(const Req& req, const Res& res, const std::s
                                     const ReceivedBody& body) const {
   if (!body.complete) {
     if (res.status == 413)
-      throw TooLarge("request body exceeds --max-request-bytes (" + std::to_string(options_.max_request_bytes) + " bytes)");
+      throw TooLarge(too_large_message());
     throw InputError("request body", "could not be read in full");
   }
   if (req.matches[2].matched && req.matches[2].str() != "1")
@@ -100,7 +101,8 @@ void HttpRoutes::answer_infer(const Req& req, Res& res, const std::string& model
                               InferTimes& times) {
   check_infer_target(req, res, model, body);
   AdmissionControl::Ticket admitted(admission_);
-  const InferRequest in = parse_infer_request(body.bytes, header_length(req, body.bytes.size()), /*borrow_binary=*/true);
+  const InferRequest in =
+      parse_infer_request(body.bytes, header_length(req, body.bytes.size()), /*borrow_binary=*/true);
   times.parsed = Clock::now();
   std::future<HostTensor> answer = submit_infer(service_, graphs_, model, in, &times.submitted);
   auto y = std::make_shared<const HostTensor>(answer.get());

@@ -106,12 +106,16 @@ void HttpRoutes::add_metrics_to(httplib::Server& s) {
 void HttpRoutes::on_error(const Req&, Res& res) const {
   if (res.status == 413) {
     metrics_.record("", "too_large", 0.0);
-    send_error(res, 413, "request body exceeds --max-request-bytes (" + std::to_string(options_.max_request_bytes) + " bytes)");
+    send_error(res, 413, too_large_message());
   } else if (res.status == 404) {
     send_error(res, 404, "no such route");
   } else {
     send_error(res, res.status, "HTTP status " + std::to_string(res.status));
   }
+}
+
+std::string HttpRoutes::too_large_message() const {
+  return "request body exceeds --max-request-bytes (" + std::to_string(options_.max_request_bytes) + " bytes)";
 }
 
 // --- Health and metadata -----------------------------------------------------------------------

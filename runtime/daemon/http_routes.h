@@ -35,7 +35,12 @@ class HttpRoutes {
  public:
   HttpRoutes(InferenceService& service, GraphRegistry& graphs, Metrics& metrics, const ServerOptions& options,
              AdmissionControl& admission, AdminApi& admin)
-      : service_(service), graphs_(graphs), metrics_(metrics), options_(options), admission_(admission), admin_(admin) {}
+      : service_(service),
+        graphs_(graphs),
+        metrics_(metrics),
+        options_(options),
+        admission_(admission),
+        admin_(admin) {}
 
   // Every API route, plus the server's error, exception and pre-routing hooks.
   void add_to(httplib::Server& server);
@@ -48,6 +53,8 @@ class HttpRoutes {
 
   // Hooks: protocol bodies for httplib's own errors (413, 404), uncaught exceptions, arrival time.
   void on_error(const Req& req, Res& res) const;
+  // The 413 answer's message, whether httplib or the body reader found the body too large.
+  std::string too_large_message() const;
 
   // Health and metadata.
   void get_live(const Req& req, Res& res) const;
