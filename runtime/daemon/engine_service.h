@@ -16,6 +16,8 @@
 #include "hw/emu/emu_device.h"
 #include "hw/system.h"
 #include "runtime/daemon/admin.h"
+#include "runtime/daemon/device_admin.h"
+#include "runtime/daemon/served_engine.h"
 #include "runtime/daemon/service.h"
 #include "runtime/engine.h"
 #include "runtime/planner.h"
@@ -68,23 +70,13 @@ class EngineService final : public InferenceService {
   const hw::System& system() const { return *system_; }
   Engine& engine(const std::string& model);
 
-  // Operator changes to devices, applied to every served model's engine (they share the devices).
-  // Calls are serialised. The scheduler treats devices of one kind as identical and times a kind
-  // on its first device, so an FPGA whose bitstream differs from the first FPGA's is held out of
-  // plans until they match again (reported as "held_out").
-  //
-  // Drain: re-plan without the device; requests already in a pipeline that uses it finish there.
-  // NotFound for an unknown device; dype::Error (device still in service) when no plan is left.
-  nlohmann::json set_device_drained(const std::string& device, bool drained);
-  // Bitstream swap on an emulated FPGA: drain it, load the manifest (its kernels and performance
-  // model; the modelled reconfiguration time passes on the device's clock), let it back in and
-  // re-plan. A failure at any step reloads the previous bitstream, restores every engine's plan
-  // and throws RolledBack. InputError for a bad manifest or one built for another board.
+  // Operator changes to devices, applied to every served model's engine (they share the devices),
+  // one at a time, by DeviceAdmin: device_admin.h says what each does, what is held out of plans
+  // and how a failed change is rolled back (RolledBack).
+  nlohmann::json set_device_drained(const std::string& device, bool drained);     // drain / undrain
   nlohmann::json load_bitstream(const std::string& device, const std::string& manifest_path);
-  // Drains the FPGA and removes its bitstream; it stays out of plans until a bitstream is loaded.
   nlohmann::json unload_bitstream(const std::string& device);
-  // Every device: kind, backend, bitstream, drained, held out, modelled energy.
-  nlohmann::json devices() const;
+  nlohmann::json devices() const;  // kind, backend, bitstream, drained, held out, energy
 
  private:
   struct Served {
@@ -95,22 +87,6 @@ class EngineService final : public InferenceService {
     Characteristics plan_for;
   };
   Served& find(const std::string& name) const;
-  hw::EmuDevice& emulated_fpga(const std::string& device) const;
-  // FPGAs whose bitstream differs from the first FPGA's (see above).
-  // With `device` counted as holding `image` when given (what a swap is about to do).
-  std::set<std::string> mismatched_fpgas(const std::string& device = "", const std::string& image = "") const;
-  // Makes every engine's drained set `left_out` (drains first, then undrains); throws on the
-  // first engine left without a plan (the caller rolls back).
-  void apply_left_out(const std::set<std::string>& left_out, const std::string& cause, const std::string& detail);
-  // Every engine back to the pipeline and drained set it had; best effort (used on failure).
-  struct Snapshot {
-    std::vector<PipelineSpec> specs;
-    std::vector<std::string> labels;
-    std::vector<std::set<std::string>> drained;
-  };
-  Snapshot snapshot() const;
-  void restore(const Snapshot& s, const std::string& detail);
-  nlohmann::json plan_labels() const;
 
   EngineServiceOptions options_;
   std::unique_ptr<hw::System> system_;
@@ -118,8 +94,8 @@ class EngineService final : public InferenceService {
   mutable std::mutex mode_mu_;
   std::string mode_;
   std::string cost_source_ = "device models";
-  std::mutex admin_mu_;                    // device changes, one at a time
-  std::set<std::string> operator_drained_;  // by set_device_drained / unload_bitstream
+  std::vector<ServedEngine> engines_;    // served_'s engines by name, for the helpers below
+  std::unique_ptr<DeviceAdmin> devices_;  // drain, undrain, bitstreams (device_admin.h)
 };
 
 // Admin hooks for AdminApi backed by this service (drain, Pareto, bitstreams, devices).

@@ -1,7 +1,16 @@
 #pragma once
 // Errors the daemon maps to HTTP/gRPC status codes. Bad input stays dype::InputError (400); these
-// cover the other answers a client must be able to tell apart.
+// cover the other answers a client must be able to tell apart. answer_for() is the one table that
+// maps them, used by both front ends, so the two protocols cannot drift apart:
+//
+//   try { ... } catch (...) {
+//     const ErrorAnswer a = answer_for(std::current_exception());
+//     // HTTP: a.http_status + {"error": a.message}; gRPC: {a.grpc_code, a.message}; metrics: a.reason
+//   }
+#include <exception>
 #include <string>
+
+#include <grpcpp/support/status_code_enum.h>
 
 #include "kernels/error.h"
 
@@ -25,7 +34,7 @@ class Unavailable : public Error {
   using Error::Error;
 };
 
-// Body above --max-request-bytes: 413.
+// Body above --max-request-bytes: 413 / RESOURCE_EXHAUSTED.
 class TooLarge : public Error {
  public:
   using Error::Error;
@@ -49,5 +58,17 @@ class NotSupported : public Error {
  public:
   using Error::Error;
 };
+
+// How a failed request is answered, whichever protocol it came on.
+struct ErrorAnswer {
+  int http_status = 500;
+  grpc::StatusCode grpc_code = grpc::StatusCode::INTERNAL;
+  const char* reason = "internal";  // the metrics' result label (dype_requests_total{result=...})
+  std::string message;              // the exception's what()
+};
+
+// The answer for `error`: InputError 400 / INVALID_ARGUMENT, and each class above with the status
+// its comment names; any other exception 500 / INTERNAL. errors.cpp holds the table.
+ErrorAnswer answer_for(std::exception_ptr error);
 
 }  // namespace dype::rt::daemon

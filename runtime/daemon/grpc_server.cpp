@@ -21,37 +21,11 @@ namespace {
 using Clock = std::chrono::steady_clock;
 namespace pb = inference;
 
+// The exception's status through the daemon's one error table (errors.h); `reason` for the metrics.
 grpc::Status status_of(std::exception_ptr ep, std::string& reason) {
-  try {
-    std::rethrow_exception(ep);
-  } catch (const InputError& e) {
-    reason = "bad_input";
-    return {grpc::StatusCode::INVALID_ARGUMENT, e.what()};
-  } catch (const NotFound& e) {
-    reason = "not_found";
-    return {grpc::StatusCode::NOT_FOUND, e.what()};
-  } catch (const Overloaded& e) {
-    reason = "overloaded";
-    return {grpc::StatusCode::RESOURCE_EXHAUSTED, e.what()};
-  } catch (const Unavailable& e) {
-    reason = "unavailable";
-    return {grpc::StatusCode::UNAVAILABLE, e.what()};
-  } catch (const Unauthorized& e) {
-    reason = "unauthorized";
-    return {grpc::StatusCode::UNAUTHENTICATED, e.what()};
-  } catch (const RolledBack& e) {
-    reason = "rolled_back";
-    return {grpc::StatusCode::ABORTED, e.what()};
-  } catch (const NotSupported& e) {
-    reason = "not_supported";
-    return {grpc::StatusCode::UNIMPLEMENTED, e.what()};
-  } catch (const TooLarge& e) {
-    reason = "too_large";
-    return {grpc::StatusCode::RESOURCE_EXHAUSTED, e.what()};
-  } catch (const std::exception& e) {
-    reason = "internal";
-    return {grpc::StatusCode::INTERNAL, e.what()};
-  }
+  ErrorAnswer answer = answer_for(ep);
+  reason = answer.reason;
+  return {answer.grpc_code, std::move(answer.message)};
 }
 
 nlohmann::json param_json(const pb::InferParameter& p) {

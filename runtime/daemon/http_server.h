@@ -1,6 +1,9 @@
 #pragma once
 // The HTTP front end: Open Inference Protocol (KServe v2) REST routes, dype's graph registration
 // and admin routes, and Prometheus metrics on their own port. cpp-httplib, one thread pool per port.
+// This class owns the servers and their threads; the routes are http_routes.h (one named handler
+// each; the infer route in http_infer.cpp), bodies are read by body_reader.h, errors map to
+// statuses through errors.h's one table.
 //
 //   HttpServer http(service, graphs, metrics, {.http_port = 0, .metrics_port = 0});
 //   http.start();                       // binds (ephemeral ports when 0) and serves in the background
@@ -38,6 +41,8 @@ class Server;
 }
 
 namespace dype::rt::daemon {
+
+class HttpRoutes;
 
 // Keeps the daemon's per-request buffers (bodies, feature copies, outputs: hundreds of KB each) on
 // the malloc heap: by default glibc mmaps each and unmaps it on free, and trims freed heap tops, so
@@ -82,11 +87,6 @@ class HttpServer {
   std::string confine_bitstream_path(const std::string& path) const { return admin_.confine_bitstream_path(path); }
 
  private:
-  void routes();
-
-  InferenceService& service_;
-  GraphRegistry& graphs_;
-  Metrics& metrics_;
   ServerOptions options_;
   std::unique_ptr<httplib::Server> http_;
   std::unique_ptr<httplib::Server> metrics_http_;
@@ -94,6 +94,7 @@ class HttpServer {
   int http_port_ = -1, metrics_port_ = -1;
   AdmissionControl admission_;
   AdminApi admin_;
+  std::unique_ptr<HttpRoutes> routes_;  // refers to options_, admission_ and admin_ above
 };
 
 }  // namespace dype::rt::daemon

@@ -1,0 +1,72 @@
+#pragma once
+// DeviceAdmin: operator changes to devices (drain, undrain, bitstream load and unload), applied to
+// every served model's engine at once since they share the devices. EngineService owns one and
+// answers the admin API through it (EngineService::set_device_drained, load_bitstream, ...).
+//
+//   DeviceAdmin admin(system, {{"gcn", &gcn_engine}, {"gin", &gin_engine}});
+//   admin.hold_out_mismatched_fpgas();           // once, after the engines' first plans
+//   json j = admin.load_bitstream("fpga0", "configs/bitstreams/u280-sextans-gemm.yaml");
+//
+// Calls are serialised. The scheduler treats devices of one kind as identical and times a kind on
+// its first device, so an FPGA whose bitstream differs from the first FPGA's is held out of plans
+// until they match again (reported as "held_out"). A change that fails part-way is undone (the
+// previous bitstream reloaded, every engine's plan and drained set restored) and throws RolledBack.
+#include <mutex>
+#include <optional>
+#include <set>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "hw/emu/emu_device.h"
+#include "hw/system.h"
+#include "runtime/daemon/served_engine.h"
+
+namespace dype::rt::daemon {
+
+class DeviceAdmin {
+ public:
+  DeviceAdmin(hw::System& system, std::vector<ServedEngine> engines)
+      : system_(system), engines_(std::move(engines)) {}
+
+  // Holds out FPGAs configured with another image than the first FPGA (see load_bitstream).
+  void hold_out_mismatched_fpgas();
+
+  // Drain: re-plan without the device; requests already in a pipeline that uses it finish there.
+  // NotFound for an unknown device; RolledBack (device still in service) when no plan is left.
+  nlohmann::json set_device_drained(const std::string& device, bool drained);
+  // Bitstream swap on an emulated FPGA: drain it, load the manifest (its kernels and performance
+  // model; the modelled reconfiguration time passes on the device's clock), let it back in and
+  // re-plan. InputError for a bad manifest or one built for another board.
+  nlohmann::json load_bitstream(const std::string& device, const std::string& manifest_path);
+  // Drains the FPGA and removes its bitstream; it stays out of plans until a bitstream is loaded.
+  nlohmann::json unload_bitstream(const std::string& device);
+  // Every device: kind, backend, bitstream, drained, held out, energy.
+  nlohmann::json devices() const;
+
+ private:
+  hw::EmuDevice& emulated_fpga(const std::string& device) const;
+  // FPGAs whose bitstream differs from the first FPGA's (see above).
+  // With `device` counted as holding `image` when given (what a swap is about to do).
+  std::set<std::string> mismatched_fpgas(const std::string& device = "", const std::string& image = "") const;
+  // Makes every engine's drained set `left_out` (drains first, then undrains); throws on the
+  // first engine left without a plan (the caller rolls back).
+  void apply_left_out(const std::set<std::string>& left_out, const std::string& cause, const std::string& detail);
+  // Every engine back to the pipeline and drained set it had; best effort (used on failure).
+  struct Snapshot {
+    std::vector<PipelineSpec> specs;
+    std::vector<std::string> labels;
+    std::vector<std::set<std::string>> drained;
+  };
+  Snapshot snapshot() const;
+  void restore(const Snapshot& s, const std::string& detail);
+  nlohmann::json plan_labels() const;
+
+  hw::System& system_;
+  std::vector<ServedEngine> engines_;
+  std::mutex mu_;                           // device changes, one at a time
+  std::set<std::string> operator_drained_;  // by set_device_drained / unload_bitstream
+};
+
+}  // namespace dype::rt::daemon

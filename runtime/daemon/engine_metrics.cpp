@@ -1,0 +1,92 @@
+#include "runtime/daemon/engine_metrics.h"
+
+#include <sstream>
+
+#include "hw/emu/emu_device.h"
+
+namespace dype::rt::daemon {
+namespace {
+
+// A label value as the text format needs it: quote, backslash and newline escaped.
+std::string esc(const std::string& s) {
+  std::string out;
+  for (char c : s) {
+    if (c == '"' || c == '\\') out += '\\';
+    if (c == '\n') { out += "\\n"; continue; }
+    out += c;
+  }
+  return out;
+}
+
+// A metric family's "# HELP" and "# TYPE" lines.
+void family_header(std::ostream& o, const char* name, const char* type, const char* help) {
+  o << "# HELP " << name << ' ' << help << "\n# TYPE " << name << ' ' << type << '\n';
+}
+
+}  // namespace
+
+std::string render_engine_metrics(std::span<const ServedEngine> engines, const std::string& mode,
+                                  const hw::System& system) {
+  std::ostringstream o;
+  family_header(o, "dype_plan_epoch", "gauge", "Current plan epoch per model.");
+  for (const ServedEngine& s : engines) o << "dype_plan_epoch{model=\"" << s.name << "\"} " << s.engine->epoch() << "\n";
+  family_header(o, "dype_plan_info", "gauge", "Current plan (label) and objective per model.");
+  for (const ServedEngine& s : engines)
+    o << "dype_plan_info{model=\"" << s.name << "\",plan=\"" << esc(s.engine->current_label()) << "\",mode=\""
+      << mode << "\",pipeline=\"" << esc(describe(s.engine->current_spec())) << "\"} 1\n";
+  family_header(o, "dype_replans_total", "counter", "Re-plans per model, cause and whether the pipeline was swapped.");
+  for (const ServedEngine& s : engines) {
+    for (const auto& [k, n] : s.engine->replan_counts())
+      o << "dype_replans_total{model=\"" << s.name << "\",cause=\"" << k.first << "\",swapped=\""
+        << (k.second ? "true" : "false") << "\"} " << n << "\n";
+  }
+  family_header(o, "dype_engine_requests_total", "counter", "Requests the engine answered, by result.");
+  family_header(o, "dype_swap_pause_seconds_max", "gauge", "Longest client pause during a plan swap (measured).");
+  family_header(o, "dype_modelled_makespan_seconds", "gauge", "Latest modelled completion on emulated devices (modelled).");
+  for (const ServedEngine& s : engines) {
+    const EngineStats st = s.engine->stats();
+    o << "dype_engine_requests_total{model=\"" << s.name << "\",result=\"completed\"} " << st.completed << "\n";
+    o << "dype_engine_requests_total{model=\"" << s.name << "\",result=\"failed\"} " << st.failed << "\n";
+    o << "dype_engine_reruns_total{model=\"" << s.name << "\"} " << st.reruns << "\n";
+    o << "dype_swap_pause_seconds_max{model=\"" << s.name << "\",source=\"measured\"} " << st.max_pause_s << "\n";
+    o << "dype_modelled_makespan_seconds{model=\"" << s.name << "\",source=\"modelled\"} " << st.modelled_makespan_s << "\n";
+  }
+  family_header(o, "dype_inference_energy_joules_total", "counter",
+                "Energy of the answered inferences: per stage, modelled busy time x\n"
+                "# execute power of its devices (emulated device models).");
+  family_header(o, "dype_inference_energy_joules", "gauge", "Mean energy per answered inference (modelled).");
+  for (const ServedEngine& s : engines) {
+    const EngineStats st = s.engine->stats();
+    const std::string l = "model=\"" + s.name + "\",source=\"modelled\"";
+    o << "dype_inference_energy_joules_total{" << l << "} " << st.modelled_energy_j << "\n";
+    o << "dype_inference_energy_joules{" << l << "} " << (st.completed ? st.modelled_energy_j / static_cast<double>(st.completed) : 0.0) << "\n";
+  }
+  family_header(o, "dype_device_energy_joules_total", "counter",
+                "Energy per device since start (modelled on emulated devices,\n"
+                "# measured where the backend reads a power meter).");
+  for (const hw::Device* d : system.devices()) {
+    const auto e = d->energy();
+    if (!e) continue;
+    const char* src = dynamic_cast<const hw::EmuDevice*>(d) ? "modelled" : "measured";
+    o << "dype_device_energy_joules_total{device=\"" << d->name() << "\",state=\"execute\",source=\"" << src << "\"} " << e->execute_j << "\n";
+    o << "dype_device_energy_joules_total{device=\"" << d->name() << "\",state=\"transfer\",source=\"" << src << "\"} " << e->transfer_j << "\n";
+    o << "dype_device_energy_joules_total{device=\"" << d->name() << "\",state=\"idle\",source=\"" << src << "\"} " << e->idle_j << "\n";
+  }
+  family_header(o, "dype_stage_busy_ratio", "gauge",
+                "Busy time / lifetime of each stage of the current pipeline (measured).");
+  for (const ServedEngine& s : engines) {
+    const auto stages = s.engine->stage_stats();
+    for (std::size_t i = 0; i < stages.size(); ++i) {
+      const StageStats& st = stages[i];
+      const std::string l = "model=\"" + s.name + "\",stage=\"" + std::to_string(i) + "\",devices=\"" + esc(st.devices) + "\"";
+      o << "dype_stage_busy_ratio{" << l << ",source=\"measured\"} " << (st.lifetime_s > 0 ? st.busy_s / st.lifetime_s : 0.0) << "\n";
+      o << "dype_stage_modelled_busy_seconds{" << l << ",source=\"modelled\"} " << st.modelled_busy_s << "\n";
+      o << "dype_stage_queue_depth_max{" << l << "} " << st.max_queue_depth << "\n";
+      o << "dype_stage_queue_depth_mean{" << l << "} " << st.mean_queue_depth << "\n";
+      o << "dype_stage_requests_total{" << l << "} " << st.requests << "\n";
+    }
+  }
+  return o.str();
+}
+
+}  // namespace dype::rt::daemon

@@ -1,0 +1,38 @@
+#pragma once
+// Answering an HTTP request: a JSON body, an {"error": "..."} body, and a handler's exception
+// turned into its status through the daemon's one error table (errors.h). Used by every route.
+//
+//   const std::string reason = guarded(res, [&] { send_json(res, 200, {{"live", true}}); });
+//   metrics.record(model, reason, seconds);   // "ok", or the error's reason ("not_found", ...)
+#include <string>
+
+#include <httplib.h>
+#include <nlohmann/json.hpp>
+
+#include "runtime/daemon/errors.h"
+
+namespace dype::rt::daemon {
+
+inline void send_json(httplib::Response& res, int status, const nlohmann::json& body) {
+  res.status = status;
+  res.set_content(body.dump(), "application/json");
+}
+
+inline void send_error(httplib::Response& res, int status, const std::string& message) {
+  send_json(res, status, {{"error", message}});
+}
+
+// Runs a handler body and turns its exceptions into {"error"} answers; returns the metrics reason.
+template <typename F>
+std::string guarded(httplib::Response& res, F&& f) {
+  try {
+    f();
+    return "ok";
+  } catch (...) {
+    const ErrorAnswer answer = answer_for(std::current_exception());
+    send_error(res, answer.http_status, answer.message);
+    return answer.reason;
+  }
+}
+
+}  // namespace dype::rt::daemon

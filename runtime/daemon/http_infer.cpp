@@ -1,0 +1,114 @@
+// POST /v2/models/{m}[/versions/{v}]/infer, step by step. The body is read into the worker's
+// buffer (body_reader.h) rather than by httplib; binary tensors then view that buffer and only x
+// is copied, once, into the engine's tensor. A binary output is sent from the engine's answer as
+// it lies, after the JSON header.
+#include <chrono>
+#include <future>
+#include <memory>
+
+#include <httplib.h>
+
+#include "runtime/daemon/body_reader.h"
+#include "runtime/daemon/http_answer.h"
+#include "runtime/daemon/http_routes.h"
+#include "runtime/daemon/request_builder.h"
+#include "runtime/daemon/request_timing.h"
+#include "runtime/daemon/tensor.h"
+
+namespace dype::rt::daemon {
+
+using Clock = std::chrono::steady_clock;
+
+// Measured, per request: arrival (after httplib parsed the request line and headers, before
+// routing), body read, parsed (admission + JSON header + tensor views), submitted (engine request
+// built: x copy, graph normalisation), answered by the engine.
+struct InferTimes {
+  Arrival arrival;
+  Clock::time_point read{}, parsed{}, submitted{}, answered{};
+};
+
+namespace {
+
+// The response's JSON header, with the figures measured so far and the server time and CPU time
+// written last, over placeholders, so they include the header's encoding. engine = submit to
+// answer; server = arrival to the header encoded, body read included; server CPU = this thread's
+// CPU time over the same span. The rest of server - engine (beyond receive, parse and build) is
+// output encoding and routing.
+EncodedBody encode_header(const std::string& model, const InferRequest& in, const Tensor& out, const InferTimes& t) {
+  bool binary = in.binary_output;
+  for (const RequestedOutput& o : in.outputs) binary = o.binary;
+  ResponseHeader h{.model_name = model, .id = in.id,
+                   .parameters = {{"dype_engine_time_us", elapsed_us(t.submitted, t.answered)},
+                                  {"dype_server_time_us", kServerTimeSlot},
+                                  {"dype_server_cpu_us", kServerCpuSlot},
+                                  {"dype_receive_us", elapsed_us(t.arrival.wall, t.read)},
+                                  {"dype_parse_us", elapsed_us(t.read, t.parsed)},
+                                  {"dype_build_us", elapsed_us(t.parsed, t.submitted)}}};
+  EncodedBody body = encode_infer_response_header(h, {out}, {binary});
+  fill_slot(body.body, kServerTimeSlot, elapsed_us(t.arrival.wall, Clock::now()));
+  fill_slot(body.body, kServerCpuSlot, thread_cpu_us() - t.arrival.cpu_us);
+  return body;
+}
+
+// JSON answers go as one body; binary ones as the header followed by the output's bytes where they
+// lie in the engine's answer `y` (kept alive by the content provider until sent).
+void send_response(httplib::Response& res, EncodedBody body, std::shared_ptr<const HostTensor> y,
+                   std::string_view data) {
+  res.status = 200;
+  if (!body.header_length) {
+    res.set_content(std::move(body.body), body.content_type);
+    return;
+  }
+  res.set_header("Inference-Header-Content-Length", std::to_string(*body.header_length));
+  auto header = std::make_shared<const std::string>(std::move(body.body));
+  res.set_content_provider(header->size() + data.size(), body.content_type,
+                           [header, y = std::move(y), data](std::size_t offset, std::size_t, httplib::DataSink& sink) {
+                             const std::size_t hs = header->size();
+                             if (offset < hs && !sink.write(header->data() + offset, hs - offset)) return false;
+                             const std::size_t from = offset > hs ? offset - hs : 0;
+                             return sink.write(data.data() + from, data.size() - from);
+                           });
+}
+
+}  // namespace
+
+void HttpRoutes::post_infer(const Req& req, Res& res, const httplib::ContentReader& reader) {
+  InferTimes times{.arrival = last_arrival()};
+  const std::string model = req.matches[1];
+  BodyBuffer& buffer = worker_body_buffer();
+  const ReceivedBody body = read_body(req, res, reader, options_.max_request_bytes, buffer);
+  times.read = Clock::now();
+  const std::string reason = guarded(res, [&] { answer_infer(req, res, model, body, times); });
+  buffer.release_if_above(kKeepBodyBytes);
+  metrics_.record(model, reason, std::chrono::duration<double>(Clock::now() - times.arrival.wall).count());
+}
+
+// Refusals before admission: a body not read in full (413 when over the limit), a version other
+// than 1, an unknown model (404).
+void HttpRoutes::check_infer_target(const Req& req, const Res& res, const std::string& model,
+                                    const ReceivedBody& body) const {
+  if (!body.complete) {
+    if (res.status == 413)
+      throw TooLarge(too_large_message());
+    throw InputError("request body", "could not be read in full");
+  }
+  if (req.matches[2].matched && req.matches[2].str() != "1")
+    throw NotFound("model '" + model + "' has no version '" + req.matches[2].str() + "' (only 1)");
+  service_.model(model);
+}
+
+void HttpRoutes::answer_infer(const Req& req, Res& res, const std::string& model, const ReceivedBody& body,
+                              InferTimes& times) {
+  check_infer_target(req, res, model, body);
+  AdmissionControl::Ticket admitted(admission_);
+  const InferRequest in =
+      parse_infer_request(body.bytes, header_length(req, body.bytes.size()), /*borrow_binary=*/true);
+  times.parsed = Clock::now();
+  std::future<HostTensor> answer = submit_infer(service_, graphs_, model, in, &times.submitted);
+  auto y = std::make_shared<const HostTensor>(answer.get());
+  times.answered = Clock::now();
+  const Tensor out = output_view(*y);
+  send_response(res, encode_header(model, in, out, times), std::move(y), out.bytes());
+}
+
+}  // namespace dype::rt::daemon

@@ -1,0 +1,221 @@
+#include "runtime/daemon/http_routes.h"
+
+#include <charconv>
+
+#include <httplib.h>
+
+#include "runtime/daemon/errors.h"
+#include "runtime/daemon/http_answer.h"
+#include "runtime/daemon/request_builder.h"
+#include "runtime/daemon/request_timing.h"
+#include "runtime/daemon/tensor.h"
+
+namespace dype::rt::daemon {
+namespace {
+
+using json = nlohmann::json;
+
+json tensor_specs(const std::vector<TensorSpec>& specs) {
+  json a = json::array();
+  for (const TensorSpec& t : specs) a.push_back({{"name", t.name}, {"datatype", t.datatype}, {"shape", t.shape}});
+  return a;
+}
+
+json body_json(const httplib::Request& req) {
+  if (req.body.empty()) return json::object();
+  try {
+    json j = json::parse(req.body);
+    if (!j.is_object()) throw InputError("request body", "must be a JSON object");
+    return j;
+  } catch (const json::parse_error& e) {
+    throw InputError("request body", std::string("malformed JSON: ") + e.what());
+  }
+}
+
+std::string string_field(const json& j, const char* key) {
+  if (!j.contains(key) || !j[key].is_string()) throw InputError(key, "missing or not a string");
+  return j[key].get<std::string>();
+}
+
+std::optional<std::string> model_param(const httplib::Request& req) {
+  return req.has_param("model") ? std::optional<std::string>(req.get_param_value("model")) : std::nullopt;
+}
+
+}  // namespace
+
+std::optional<std::size_t> header_length(const httplib::Request& req, std::size_t body_size) {
+  if (!req.has_header("Inference-Header-Content-Length")) return std::nullopt;
+  const std::string v = req.get_header_value("Inference-Header-Content-Length");
+  std::size_t n = 0;
+  const auto [p, ec] = std::from_chars(v.data(), v.data() + v.size(), n);
+  if (ec != std::errc() || p != v.data() + v.size())
+    throw InputError("Inference-Header-Content-Length", "'" + v + "' is not a byte count");
+  if (n > body_size)
+    throw InputError("Inference-Header-Content-Length",
+                     std::to_string(n) + " is past the end of the " + std::to_string(body_size) + "-byte body");
+  return n;
+}
+
+// --- The route table ---------------------------------------------------------------------------
+
+void HttpRoutes::add_to(httplib::Server& s) {
+  using Handled = httplib::Server::HandlerResponse;
+  s.set_error_handler(httplib::Server::HandlerWithResponse([this](const Req& req, Res& res) {
+    if (!res.body.empty()) return Handled::Unhandled;
+    on_error(req, res);
+    return Handled::Handled;
+  }));
+  s.set_pre_routing_handler([](const Req&, Res&) {
+    mark_arrival();
+    return Handled::Unhandled;
+  });
+  s.set_exception_handler([](const Req&, Res& res, std::exception_ptr ep) {
+    send_error(res, 500, answer_for(ep).message);
+  });
+
+  auto route = [this](auto method) { return [this, method](const Req& req, Res& res) { (this->*method)(req, res); }; };
+  const std::string model_re = R"(/v2/models/([^/]+)(?:/versions/([^/]+))?)";
+  s.Get("/v2/health/live", route(&HttpRoutes::get_live));
+  s.Get("/v2/health/ready", route(&HttpRoutes::get_ready));
+  s.Get("/v2", route(&HttpRoutes::get_server_metadata));
+  s.Get("/v2/models", route(&HttpRoutes::get_models));
+  s.Get(model_re, route(&HttpRoutes::get_model_metadata));
+  s.Get(model_re + "/ready", route(&HttpRoutes::get_model_ready));
+  s.Post(model_re + "/infer", [this](const Req& req, Res& res, const httplib::ContentReader& reader) {
+    post_infer(req, res, reader);
+  });
+  s.Post("/v2/dype/graphs", route(&HttpRoutes::post_graph));
+  s.Delete("/v2/dype/graphs/([^/]+)", route(&HttpRoutes::delete_graph));
+  s.Get("/v2/dype/admin/plan", route(&HttpRoutes::get_admin_plan));
+  s.Post("/v2/dype/admin/mode", route(&HttpRoutes::post_admin_mode));
+  s.Get("/v2/dype/admin/pareto", route(&HttpRoutes::get_admin_pareto));
+  s.Get("/v2/dype/admin/devices", route(&HttpRoutes::get_admin_devices));
+  s.Post("/v2/dype/admin/devices/([^/]+)/(drain|undrain)", route(&HttpRoutes::post_admin_drain));
+  s.Post("/v2/dype/admin/bitstreams/load", route(&HttpRoutes::post_admin_load_bitstream));
+  s.Post("/v2/dype/admin/bitstreams/unload", route(&HttpRoutes::post_admin_unload_bitstream));
+}
+
+void HttpRoutes::add_metrics_to(httplib::Server& s) {
+  s.Get("/metrics", [this](const Req& req, Res& res) { get_metrics(req, res); });
+}
+
+// --- Hooks -------------------------------------------------------------------------------------
+
+// httplib's own answers (a body above the limit gets 413 before any handler; no route matched)
+// with the protocol's {"error"} body.
+void HttpRoutes::on_error(const Req&, Res& res) const {
+  if (res.status == 413) {
+    metrics_.record("", "too_large", 0.0);
+    send_error(res, 413, too_large_message());
+  } else if (res.status == 404) {
+    send_error(res, 404, "no such route");
+  } else {
+    send_error(res, res.status, "HTTP status " + std::to_string(res.status));
+  }
+}
+
+std::string HttpRoutes::too_large_message() const {
+  return "request body exceeds --max-request-bytes (" + std::to_string(options_.max_request_bytes) + " bytes)";
+}
+
+// --- Health and metadata -----------------------------------------------------------------------
+
+void HttpRoutes::get_live(const Req&, Res& res) const { send_json(res, 200, {{"live", true}}); }
+
+void HttpRoutes::get_ready(const Req&, Res& res) const {
+  send_json(res, admission_.ready() ? 200 : 503, {{"ready", admission_.ready()}});
+}
+
+void HttpRoutes::get_server_metadata(const Req&, Res& res) const {
+  send_json(res, 200, {{"name", "dype"}, {"version", "0.1.0"},
+                       {"extensions", {"binary_tensor_data", "dype_graphs", "dype_admin", "dype_plan"}}});
+}
+
+void HttpRoutes::get_models(const Req&, Res& res) const {
+  json a = json::array();
+  for (const ModelInfo& m : service_.models()) a.push_back({{"name", m.name}, {"family", m.family}});
+  send_json(res, 200, {{"models", a}});
+}
+
+void HttpRoutes::get_model_metadata(const Req& req, Res& res) const {
+  guarded(res, [&] {
+    const ModelInfo m = service_.model(req.matches[1]);
+    send_json(res, 200, {{"name", m.name}, {"versions", {"1"}}, {"platform", "dype_" + m.family},
+                         {"inputs", tensor_specs(m.inputs)}, {"outputs", tensor_specs(m.outputs)}});
+  });
+}
+
+void HttpRoutes::get_model_ready(const Req& req, Res& res) const {
+  guarded(res, [&] {
+    const bool ok = service_.model_ready(req.matches[1]) && admission_.ready();
+    send_json(res, ok ? 200 : 503, {{"name", req.matches[1].str()}, {"ready", ok}});
+  });
+}
+
+void HttpRoutes::get_metrics(const Req&, Res& res) const {
+  res.set_content(metrics_.render(service_.metrics_text() + "dype_ready " + (admission_.ready() ? "1" : "0") + "\n"),
+                  "text/plain; version=0.0.4");
+}
+
+// --- Graph registration ------------------------------------------------------------------------
+
+void HttpRoutes::post_graph(const Req& req, Res& res) {
+  guarded(res, [&] {
+    admission_.check_serving();
+    const InferRequest in = parse_infer_request(req.body, header_length(req, req.body.size()));
+    kernels::EdgeList edges = edges_from_request(in, in.int_parameter("num_nodes"));
+    const std::int64_t n = edges.num_nodes, e = edges.num_edges();
+    const std::string id = graphs_.add(std::move(edges));
+    send_json(res, 200, {{"id", id}, {"num_nodes", n}, {"num_edges", e}});
+  });
+}
+
+void HttpRoutes::delete_graph(const Req& req, Res& res) {
+  guarded(res, [&] {
+    if (!graphs_.remove(req.matches[1])) throw NotFound("unknown graph id '" + req.matches[1].str() + "'");
+    send_json(res, 200, {{"deleted", req.matches[1].str()}});
+  });
+}
+
+// --- Admin -------------------------------------------------------------------------------------
+
+template <typename Call>
+void HttpRoutes::admin_call(const Req& req, Res& res, Call&& call) {
+  guarded(res, [&] {
+    admin_.authorize(req.get_header_value("Authorization"));
+    send_json(res, 200, call());
+  });
+}
+
+void HttpRoutes::get_admin_plan(const Req& req, Res& res) {
+  admin_call(req, res, [&] { return admin_.plan(model_param(req)); });
+}
+
+void HttpRoutes::post_admin_mode(const Req& req, Res& res) {
+  admin_call(req, res, [&] { return admin_.set_mode(string_field(body_json(req), "mode")); });
+}
+
+void HttpRoutes::get_admin_pareto(const Req& req, Res& res) {
+  admin_call(req, res, [&] { return admin_.pareto(model_param(req)); });
+}
+
+void HttpRoutes::get_admin_devices(const Req& req, Res& res) {
+  admin_call(req, res, [&] { return admin_.devices(); });
+}
+
+void HttpRoutes::post_admin_drain(const Req& req, Res& res) {
+  admin_call(req, res, [&] { return admin_.drain_device(req.matches[1], req.matches[2] == "drain"); });
+}
+
+void HttpRoutes::post_admin_load_bitstream(const Req& req, Res& res) {
+  admin_call(req, res, [&] {
+    const json j = body_json(req);
+    return admin_.load_bitstream(string_field(j, "device"), string_field(j, "path"));
+  });
+}
+
+void HttpRoutes::post_admin_unload_bitstream(const Req& req, Res& res) {
+  admin_call(req, res, [&] { return admin_.unload_bitstream(string_field(body_json(req), "device")); });
+}
+
+}  // namespace dype::rt::daemon

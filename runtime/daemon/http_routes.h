@@ -1,0 +1,99 @@
+#pragma once
+// The HTTP front end's routes (see http_server.h for the list and the error statuses): one named
+// handler per route, registered by add_to(). http_routes.cpp holds the route table and the small
+// routes; http_infer.cpp the infer route, step by step. HttpServer owns one and registers it:
+//
+//   HttpRoutes routes(service, graphs, metrics, options, admission, admin);
+//   routes.add_to(server);              // the API port
+//   routes.add_metrics_to(metrics_server);   // GET /metrics on the metrics port
+#include <optional>
+#include <string>
+#include <string_view>
+
+#include <nlohmann/json.hpp>
+
+#include "runtime/daemon/admin.h"
+#include "runtime/daemon/admission.h"
+#include "runtime/daemon/graph_registry.h"
+#include "runtime/daemon/http_server.h"
+#include "runtime/daemon/metrics.h"
+#include "runtime/daemon/service.h"
+
+namespace httplib {
+struct Request;
+struct Response;
+class ContentReader;
+class Server;
+}  // namespace httplib
+
+namespace dype::rt::daemon {
+
+struct ReceivedBody;
+struct InferTimes;
+
+class HttpRoutes {
+ public:
+  HttpRoutes(InferenceService& service, GraphRegistry& graphs, Metrics& metrics, const ServerOptions& options,
+             AdmissionControl& admission, AdminApi& admin)
+      : service_(service),
+        graphs_(graphs),
+        metrics_(metrics),
+        options_(options),
+        admission_(admission),
+        admin_(admin) {}
+
+  // Every API route, plus the server's error, exception and pre-routing hooks.
+  void add_to(httplib::Server& server);
+  // GET /metrics.
+  void add_metrics_to(httplib::Server& server);
+
+ private:
+  using Req = httplib::Request;
+  using Res = httplib::Response;
+
+  // Hooks: protocol bodies for httplib's own errors (413, 404), uncaught exceptions, arrival time.
+  void on_error(const Req& req, Res& res) const;
+  // The 413 answer's message, whether httplib or the body reader found the body too large.
+  std::string too_large_message() const;
+
+  // Health and metadata.
+  void get_live(const Req& req, Res& res) const;
+  void get_ready(const Req& req, Res& res) const;
+  void get_server_metadata(const Req& req, Res& res) const;
+  void get_models(const Req& req, Res& res) const;
+  void get_model_metadata(const Req& req, Res& res) const;
+  void get_model_ready(const Req& req, Res& res) const;
+  void get_metrics(const Req& req, Res& res) const;
+
+  // Inference (http_infer.cpp): receive the body, check, admit, parse, run, encode, send.
+  void post_infer(const Req& req, Res& res, const httplib::ContentReader& reader);
+  void answer_infer(const Req& req, Res& res, const std::string& model, const ReceivedBody& body, InferTimes& times);
+  void check_infer_target(const Req& req, const Res& res, const std::string& model, const ReceivedBody& body) const;
+
+  // Graph registration.
+  void post_graph(const Req& req, Res& res);
+  void delete_graph(const Req& req, Res& res);
+
+  // Admin (token checked first; AdminApi runs one call at a time).
+  template <typename Call>
+  void admin_call(const Req& req, Res& res, Call&& call);
+  void get_admin_plan(const Req& req, Res& res);
+  void post_admin_mode(const Req& req, Res& res);
+  void get_admin_pareto(const Req& req, Res& res);
+  void get_admin_devices(const Req& req, Res& res);
+  void post_admin_drain(const Req& req, Res& res);
+  void post_admin_load_bitstream(const Req& req, Res& res);
+  void post_admin_unload_bitstream(const Req& req, Res& res);
+
+  InferenceService& service_;
+  GraphRegistry& graphs_;
+  Metrics& metrics_;
+  const ServerOptions& options_;
+  AdmissionControl& admission_;
+  AdminApi& admin_;
+};
+
+// The Inference-Header-Content-Length header, checked against the body's size (InputError).
+std::optional<std::size_t> header_length(const httplib::Request& req, std::size_t body_size);
+
+}  // namespace dype::rt::daemon

@@ -1,0 +1,63 @@
+// The HTTP workers' receive buffer (runtime/daemon/body_buffer.h): kept between requests, grows
+// without losing what it holds, freed above the keep limit, one per thread.
+#include <string>
+#include <string_view>
+#include <thread>
+
+#include <gtest/gtest.h>
+
+#include "runtime/daemon/body_buffer.h"
+
+using namespace dype::rt::daemon;
+
+namespace {
+std::string_view text(BodyBuffer& b) { return {b.data(), b.size()}; }
+}  // namespace
+
+TEST(DaemonBodyBuffer, AppendGrowsAndKeepsContents) {
+  BodyBuffer b;
+  b.reset(4);
+  b.append("abcd", 4);
+  const std::string more(1000, 'x');
+  b.append(more.data(), more.size());
+  EXPECT_EQ(b.size(), 1004u);
+  EXPECT_EQ(text(b).substr(0, 5), "abcdx");
+  EXPECT_EQ(text(b).substr(1003), "x");
+}
+
+TEST(DaemonBodyBuffer, ResetEmptiesButKeepsTheMemory) {
+  BodyBuffer b;
+  b.reset(256);
+  const char* before = b.data();
+  b.append("hello", 5);
+  b.reset(128);  // smaller than what it has: no reallocation
+  EXPECT_EQ(b.size(), 0u);
+  EXPECT_EQ(b.data(), before);
+}
+
+TEST(DaemonBodyBuffer, ExtendToKeepsThePrefixForTheCallerToFillAfter) {
+  BodyBuffer b;
+  b.reset(2);
+  b.append("ab", 2);
+  b.extend_to(64);
+  EXPECT_EQ(b.size(), 64u);
+  EXPECT_EQ(text(b).substr(0, 2), "ab");
+}
+
+TEST(DaemonBodyBuffer, ReleasedOnlyAboveTheKeepLimit) {
+  BodyBuffer b;
+  b.reset(1024);
+  b.release_if_above(4096);
+  EXPECT_NE(b.data(), nullptr);
+  b.release_if_above(512);
+  EXPECT_EQ(b.data(), nullptr);
+  EXPECT_EQ(b.size(), 0u);
+}
+
+TEST(DaemonBodyBuffer, OnePerWorkerThread) {
+  BodyBuffer* main_buffer = &worker_body_buffer();
+  EXPECT_EQ(&worker_body_buffer(), main_buffer);
+  BodyBuffer* other = nullptr;
+  std::thread([&] { other = &worker_body_buffer(); }).join();
+  EXPECT_NE(other, main_buffer);
+}
