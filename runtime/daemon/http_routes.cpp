@@ -6,6 +6,7 @@
 
 #include "runtime/daemon/errors.h"
 #include "runtime/daemon/http_answer.h"
+#include "runtime/daemon/json_depth.h"
 #include "runtime/daemon/request_builder.h"
 #include "runtime/daemon/request_timing.h"
 #include "runtime/daemon/tensor.h"
@@ -23,6 +24,7 @@ json tensor_specs(const std::vector<TensorSpec>& specs) {
 
 json body_json(const httplib::Request& req) {
   if (req.body.empty()) return json::object();
+  check_json_depth(req.body, "request body");
   try {
     json j = json::parse(req.body);
     if (!j.is_object()) throw InputError("request body", "must be a JSON object");

@@ -7,6 +7,7 @@
 #include <limits>
 
 #include "kernels/error.h"
+#include "runtime/daemon/json_depth.h"
 
 namespace dype::rt::daemon {
 namespace {
@@ -167,6 +168,7 @@ json parse_header(std::string_view body, std::optional<std::size_t> header_lengt
     header = body.substr(0, *header_length);
     binary = body.substr(*header_length);
   }
+  check_json_depth(header, "request body");
   json j;
   try {
     j = json::parse(header.begin(), header.end());

@@ -264,6 +264,22 @@ TEST_F(DaemonHttp, BadInputsAnsweredAndServerKeepsServing) {
   EXPECT_GE(metrics_.count("gcn", "bad_input"), 8u);
 }
 
+// A 40 KB body of arrays nested 20,000 deep used to overflow a worker's stack and kill the daemon;
+// now it is refused before parsing, wherever the nesting sits, and the server keeps serving.
+TEST_F(DaemonHttp, DeeplyNestedJsonRefusedWithoutCrashing) {
+  start({});
+  const std::string deep = std::string(20000, '[') + "1" + std::string(20000, ']');
+  const std::string in_data = R"({"inputs":[{"name":"x","shape":[1,16],"datatype":"FP32","data":)" + deep + "}]}";
+  const std::string in_params = R"({"parameters":{"graph_id":)" + deep + R"(},"inputs":[]})";
+  expect_error(client_->Post("/v2/models/gcn/infer", in_data, "application/json"), 400, "nested deeper than 64");
+  expect_error(client_->Post("/v2/models/gcn/infer", in_params, "application/json"), 400, "nested deeper than 64");
+  expect_error(client_->Post("/v2/dype/graphs", in_data, "application/json"), 400, "nested deeper than 64");
+  const Graph g = make_graph(10, 20, 16, 2);
+  auto y = infer_binary("gcn", {Tensor::from_f32("x", {g.n, 16}, g.x), Tensor::from_i64("edge_index", {2, 20}, g.edge_index)}, {});
+  ASSERT_TRUE(y);
+  EXPECT_EQ(y->status, 200) << y->body;
+}
+
 TEST_F(DaemonHttp, FullQueueGets429AndEveryRequestAnsweredOnce) {
   ServerOptions o;
   o.max_queue = 3;
