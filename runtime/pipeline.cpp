@@ -10,6 +10,7 @@
 #include "hw/kernel_launch.h"
 #include "kernels/error.h"
 #include "kernels/graph/partition.h"
+#include "runtime/rows_needed.h"
 
 namespace dype::rt {
 
@@ -365,21 +366,14 @@ std::vector<Need> Pipeline::needs_for(const StageState& st, const std::vector<st
     n.device = st.devs[j].dev;
     n.own_lo = part[j];
     n.own_hi = part[j + 1];
-    if (step.op == OpKind::spmm) {
-      n.lo = 0;
-      n.hi = rows;
-    } else if (step.op == OpKind::window_attention) {
-      n.lo = std::max<std::int64_t>(0, part[j] - halo);
-      n.hi = std::min<std::int64_t>(rows, part[j + 1] + halo);
-    } else {
-      n.lo = part[j];
-      n.hi = part[j + 1];
-      // Row-local kernels keep whatever valid (wider) rows the device already holds.
-      if (held && held->shards.size() == c && held->shards[j].device == n.device &&
-          held->shards[j].own_lo == n.own_lo && held->shards[j].own_hi == n.own_hi) {
-        n.lo = held->shards[j].valid_lo;
-        n.hi = held->shards[j].valid_hi;
-      }
+    const RowRange need = rows_needed(step.op, {part[j], part[j + 1]}, req.rows(), req.window());
+    n.lo = need.lo;
+    n.hi = need.hi;
+    // Row-local kernels keep whatever valid (wider) rows the device already holds.
+    if (row_local(step.op) && held && held->shards.size() == c && held->shards[j].device == n.device &&
+        held->shards[j].own_lo == n.own_lo && held->shards[j].own_hi == n.own_hi) {
+      n.lo = held->shards[j].valid_lo;
+      n.hi = held->shards[j].valid_hi;
     }
   }
   return needs;
