@@ -15,6 +15,8 @@
 //
 // A DeviceError during a stage marks the device dead: that request and every later one through
 // the stage complete with an error naming the device (the engine re-plans and re-runs them).
+// Observers (observer.h) hear of every stage pass (on_stage) and of every request leaving the last
+// stage (on_request, before its `done`).
 #include <atomic>
 #include <cstdint>
 #include <exception>
