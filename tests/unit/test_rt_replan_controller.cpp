@@ -212,6 +212,15 @@ TEST(RtReplanController, StageTimesAgainstThePlanTriggerADecision) {
   EXPECT_EQ(d->record.cause, "drift");
   EXPECT_NE(d->record.detail.find("stage 0"), std::string::npos) << d->record.detail;
   EXPECT_FALSE(d->record.swapped);  // same characteristics, same plan
+
+  // Requests submitted before the plan was (re)confirmed ran under the old one: their stage times
+  // neither set the new baseline nor signal.
+  const std::uint64_t rebased_at = d->record.at_request;  // the re-plan rebased the detector there
+  for (int i = 0; i < 20; ++i) f.ctl.on_request_done(done(rebased_at - 1, 9.0));
+  EXPECT_FALSE(f.feed(kBase, 1));
+  for (int i = 0; i < 4; ++i) f.ctl.on_request_done(done(rebased_at + 1, 1.0));
+  for (int i = 0; i < 3; ++i) f.ctl.on_request_done(done(rebased_at + 1, 1.05));  // within 25%
+  EXPECT_FALSE(f.feed(kBase, 1));
 }
 
 TEST(RtReplanController, PlannerRecheckAsksForAModelReplan) {
