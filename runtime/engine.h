@@ -22,24 +22,31 @@
 // bitstream swap, where the device's kernels change while it is out of every plan.
 //
 // Callbacks run on a pipeline thread, in order; they must not block or submit.
-#include <condition_variable>
+//
+// The engine itself only validates, asks its ReplanController (replan_controller.h: drift,
+// planner, swap policy, records), installs what it decides and submits. Answers leave through a
+// ReorderBuffer (reorder_buffer.h), failed requests through FaultRecovery (fault_recovery.h), and
+// energy is counted by an EnergyObserver (energy_observer.h) on every pipeline.
 #include <cstdint>
-#include <deque>
-#include <functional>
 #include <future>
 #include <map>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <set>
 #include <string>
-#include <thread>
+#include <utility>
 #include <vector>
 
 #include "runtime/drift.h"
+#include "runtime/energy_observer.h"
+#include "runtime/fault_recovery.h"
 #include "runtime/model.h"
 #include "runtime/observer.h"
 #include "runtime/pipeline.h"
 #include "runtime/planner.h"
+#include "runtime/reorder_buffer.h"
+#include "runtime/replan_controller.h"
 
 namespace dype::rt {
 
@@ -53,8 +60,6 @@ struct EngineOptions {
   // e.g. a PerfModelPlanner refining its models from every request's kernel times.
   std::vector<std::shared_ptr<Observer>> observers;
 };
-
-using ResponseCallback = std::function<void(std::uint64_t seq, const HostTensor* output, std::exception_ptr error)>;
 
 struct EngineStats {
   std::uint64_t submitted = 0;
@@ -116,7 +121,7 @@ class Engine {
   // The latest re-plan records (at most kMaxReplanRecords: a daemon re-checking its plan on a
   // drifting stream for weeks must not grow without bound) and how many there were in all.
   std::vector<ReplanRecord> replans() const;
-  static constexpr std::size_t kMaxReplanRecords = 4096;
+  static constexpr std::size_t kMaxReplanRecords = ReplanController::kMaxRecords;
   // Every re-plan since the engine started, by (cause, swapped), including records no longer kept.
   std::map<std::pair<std::string, bool>, std::uint64_t> replan_counts() const;
   EngineStats stats() const;
@@ -127,68 +132,36 @@ class Engine {
   std::vector<StageStats> stage_stats() const;
 
  private:
-  struct Entry {
-    std::shared_ptr<const Request> request;
-    std::promise<HostTensor> promise;
-    ResponseCallback callback;
-    bool ready = false;
-    HostTensor output;
-    std::exception_ptr error;
-    int retries = 0;
-  };
-  void start(PipelineSpec spec, const std::string& label, const std::string& cause,
-             const std::string& detail, double predicted_gain, const Characteristics& planned_for);
-  // Under submit_mu_.
-  void install_locked(PipelineSpec spec, const std::string& label, ReplanRecord record,
-                      const Characteristics& planned_for);
-  // if_gain: drift (hysteresis); if_different: operator changes; always: faults (rebuild).
-  enum class SwapPolicy { if_gain, if_different, always };
-  // Throws when no plan exists and the policy is not if_gain (drift keeps the current plan).
-  void replan_locked(const std::string& cause, const std::string& detail, const Characteristics& target,
-                     SwapPolicy policy);
-  std::set<std::string> left_out_locked() const;  // failed + drained
+  // Builds d.spec beside the current pipeline and routes new requests to it (under submit_mu_).
+  // t0: when the re-plan began (the pause a client saw); < 0 for the first plan (nobody waited).
+  void install_locked(ReplanDecision d, double t0);
+  // Installs a swap, or tells the observers why the current plan stands.
+  void apply_locked(std::optional<ReplanDecision> d, double t0);
   void submit_job_locked(std::uint64_t seq, std::shared_ptr<const Request> request);
-  void on_complete(Completion&& c);
-  void release_ready_locked();
-  void recovery_loop();
+  // Fault recovery's way back in: re-plan without a failed device, re-submit the request.
+  FaultRecovery::Rerun rerun(const FaultRecovery::Failed& f);
   std::vector<Observer*> observer_ptrs() const;
+  void start_recovery();
 
   const Model& model_;
-  std::shared_ptr<Planner> planner_;
   EngineOptions options_;
-
-  mutable std::mutex submit_mu_;  // submissions, swaps, re-runs: one at a time, in order
-  std::shared_ptr<Pipeline> current_;
-  std::string current_label_;
-  std::vector<std::shared_ptr<Pipeline>> retired_;
-  std::uint64_t epoch_ = 0;
-  std::uint64_t next_seq_ = 0;
-  std::set<std::string> excluded_;  // failed devices
-  std::set<std::string> drained_;   // left out by an operator
-  std::string mode_;
-  std::shared_ptr<const Graph> last_graph_;
-  Characteristics planned_for_;
-
-  mutable std::mutex drift_mu_;
-  DriftDetector drift_;
-
-  mutable std::mutex mu_;  // entries, release order, stats, records
-  std::condition_variable cv_;
-  std::map<std::uint64_t, Entry> entries_;
-  std::uint64_t next_release_ = 0;
-  std::size_t in_flight_ = 0;
-  double release_vt_ = 0.0;  // modelled completion of the latest released request
-  EngineStats stats_;
-  std::deque<ReplanRecord> records_;
-  std::map<std::pair<std::string, bool>, std::uint64_t> replan_counts_;
-  void add_record_locked(const ReplanRecord& r);
+  // The engine's own observers, on every pipeline: the energy account and the stage times the
+  // controller's drift detector reads.
+  std::shared_ptr<EnergyObserver> energy_ = std::make_shared<EnergyObserver>();
+  std::shared_ptr<RequestEventQueue> finished_ = std::make_shared<RequestEventQueue>();
+  mutable std::mutex observers_mu_;
   std::vector<std::shared_ptr<Observer>> observers_;
 
-  std::mutex rec_mu_;
-  std::condition_variable rec_cv_;
-  std::deque<Completion> failed_;
-  bool stopping_ = false;
-  std::thread recovery_;
+  ReorderBuffer answers_;
+
+  mutable std::mutex submit_mu_;  // submissions, swaps, re-runs: one at a time, in order
+  ReplanController controller_;
+  std::shared_ptr<Pipeline> current_;
+  std::vector<std::shared_ptr<Pipeline>> retired_;
+  std::uint64_t next_seq_ = 0;
+  std::shared_ptr<const Graph> last_graph_;
+
+  std::unique_ptr<FaultRecovery> recovery_;  // last: its thread calls back into the members above
 };
 
 }  // namespace dype::rt

@@ -2,6 +2,7 @@
 
 #include <cstdio>
 #include <fstream>
+#include <utility>
 
 #include <nlohmann/json.hpp>
 
@@ -66,6 +67,16 @@ void ChromeTraceObserver::write(const std::string& path) const {
   if (!f) throw InputError(path, "cannot open for writing");
   f << json();
   if (!f) throw InputError(path, "write failed");
+}
+
+void RequestEventQueue::on_request(const RequestEvent& e) {
+  std::lock_guard lock(mutex_);
+  events_.push_back(e);
+}
+
+std::vector<RequestEvent> RequestEventQueue::take() {
+  std::lock_guard lock(mutex_);
+  return std::exchange(events_, {});
 }
 
 std::size_t ChromeTraceObserver::events() const {

@@ -1,7 +1,7 @@
 #pragma once
 // Observers: what the runtime tells the outside while it runs (Taskflow's observer shape). The
-// pipeline and the engine call them; they never change what runs. Tracing is one observer and is
-// off unless attached:
+// pipeline and the engine call them; they never change what runs. The engine keeps its energy
+// account as one (energy_observer.h); tracing is another and is off unless attached:
 //
 //   auto trace = std::make_shared<rt::ChromeTraceObserver>();
 //   engine.add_observer(trace);
@@ -9,10 +9,10 @@
 //   trace->write("trace.json");   // open in Perfetto / chrome://tracing
 #include <cstdint>
 #include <mutex>
-
-#include "kernels/op.h"
 #include <string>
 #include <vector>
+
+#include "kernels/op.h"
 
 namespace dype::rt {
 
@@ -42,6 +42,22 @@ struct StageEvent {
   std::vector<KernelTiming> kernels;  // every launch of the stage (filled only for observers)
 };
 
+// One request's way through a whole pipeline, told once its last stage is done (before its answer
+// is released): per stage, the plan's time, the modelled and measured times and the power of the
+// stage's devices. Energy accounting and stage-time drift read it.
+struct StageTime {
+  double predicted_s = 0.0;  // the plan's stage time (modelled)
+  double modelled_s = -1.0;  // emulated devices' busy time for this request (-1: none)
+  double wall_s = 0.0;       // measured
+  double execute_w = 0.0;    // execute power of the stage's devices for its kernels (device models)
+};
+struct RequestEvent {
+  std::uint64_t epoch = 0;
+  std::uint64_t seq = 0;
+  bool failed = false;  // some stage failed: the request runs again or is answered with the error
+  std::vector<StageTime> stages;
+};
+
 // Why and how a re-plan happened. Every swap has one.
 struct ReplanRecord {
   std::uint64_t old_epoch = 0;
@@ -58,11 +74,29 @@ struct ReplanRecord {
   std::string cost_source;      // where the planner's kernel times came from (fitted models / device models)
 };
 
+// Called from pipeline threads (on_stage, on_request: several at once) and under the engine's
+// submission lock (on_replan); an observer guards its own state and must not block.
 class Observer {
  public:
   virtual ~Observer() = default;
   virtual void on_stage(const StageEvent&) {}
+  virtual void on_request(const RequestEvent&) {}
   virtual void on_replan(const ReplanRecord&) {}
+  // Whether it reads StageEvent::kernels (collecting them costs a record per launch).
+  virtual bool wants_kernel_timings() const { return true; }
+};
+
+// Keeps every finished request's event until take(): how pipeline threads hand stage times to a
+// reader that runs elsewhere (the engine feeds them to its thread-free re-plan controller).
+class RequestEventQueue : public Observer {
+ public:
+  void on_request(const RequestEvent& e) override;
+  bool wants_kernel_timings() const override { return false; }
+  std::vector<RequestEvent> take();
+
+ private:
+  std::mutex mutex_;
+  std::vector<RequestEvent> events_;
 };
 
 // Chrome trace-event JSON (the "X" complete events of the Trace Event Format): one track per

@@ -10,6 +10,7 @@
 #include "hw/kernel_launch.h"
 #include "kernels/error.h"
 #include "kernels/graph/partition.h"
+#include "runtime/rows_needed.h"
 
 namespace dype::rt {
 
@@ -60,6 +61,7 @@ struct Pipeline::StageState {
   std::vector<DeviceState> devs;
   bool has_spmm = false;
   std::string names;
+  double execute_w = 0.0;  // its devices' execute power for its kernels (RequestEvent)
   // Requests this stage's worker has taken (worker only) and has issued every operation of,
   // its outgoing transfer included (read by the stage before it, under issue_mu).
   std::uint64_t taken = 0;
@@ -89,6 +91,7 @@ struct Pipeline::Work {
 Pipeline::Pipeline(const Model& model, PipelineSpec spec, PipelineOptions options)
     : model_(model), spec_(std::move(spec)), options_(std::move(options)) {
   const double t0 = wall_now_s();
+  for (const Observer* o : options_.observers) timed_ = timed_ || o->wants_kernel_timings();
   if (spec_.stages.empty()) throw InputError("pipeline", "has no stages");
   std::set<const hw::Device*> used;
   int expect = 0;
@@ -120,6 +123,12 @@ Pipeline::Pipeline(const Model& model, PipelineSpec spec, PipelineOptions option
     st->stats.devices = st->names;
     st->stats.predicted_s = st->spec.predicted_s;
     for (int k = st->spec.first; k <= st->spec.last; ++k) st->has_spmm |= model_.step(k).op == OpKind::spmm;
+    for (hw::Device* d : st->spec.devices) {
+      // Per device: its highest execute power over the stage's kernels.
+      double w = 0.0;
+      for (int k = st->spec.first; k <= st->spec.last; ++k) w = std::max(w, d->info().power.execute_w_for(model_.step(k).op));
+      st->execute_w += w;
+    }
     for (hw::Device* d : st->spec.devices) {
       DeviceState ds;
       ds.dev = d;
@@ -345,6 +354,10 @@ void Pipeline::worker(int s) {
     if (!last) {
       queues_[s + 1]->push(w.release());
     } else {
+      if (!options_.observers.empty()) {
+        const RequestEvent re = request_event(*w);
+        for (Observer* o : options_.observers) o->on_request(re);
+      }
       auto done = std::move(w->job.done);
       Completion c = std::move(w->c);
       w.reset();
@@ -353,11 +366,25 @@ void Pipeline::worker(int s) {
   }
 }
 
+RequestEvent Pipeline::request_event(const Work& w) const {
+  RequestEvent e;
+  e.epoch = options_.epoch;
+  e.seq = w.job.seq;
+  e.failed = w.failed;
+  for (std::size_t s = 0; s < stages_.size(); ++s) {
+    StageTime t;
+    t.predicted_s = stages_[s]->spec.predicted_s;
+    t.modelled_s = s < w.c.stage_modelled_s.size() ? w.c.stage_modelled_s[s] : -1.0;
+    t.wall_s = s < w.c.stage_wall_s.size() ? w.c.stage_wall_s[s] : 0.0;
+    t.execute_w = stages_[s]->execute_w;
+    e.stages.push_back(t);
+  }
+  return e;
+}
+
 std::vector<Need> Pipeline::needs_for(const StageState& st, const std::vector<std::int64_t>& part, int k,
                                       const Request& req, const Activation* held) const {
   const std::size_t c = part.size() - 1;
-  const std::int64_t rows = req.rows();
-  const std::int64_t halo = req.window() / 2;
   const Step& step = model_.step(k);
   std::vector<Need> needs(c);
   for (std::size_t j = 0; j < c; ++j) {
@@ -365,21 +392,14 @@ std::vector<Need> Pipeline::needs_for(const StageState& st, const std::vector<st
     n.device = st.devs[j].dev;
     n.own_lo = part[j];
     n.own_hi = part[j + 1];
-    if (step.op == OpKind::spmm) {
-      n.lo = 0;
-      n.hi = rows;
-    } else if (step.op == OpKind::window_attention) {
-      n.lo = std::max<std::int64_t>(0, part[j] - halo);
-      n.hi = std::min<std::int64_t>(rows, part[j + 1] + halo);
-    } else {
-      n.lo = part[j];
-      n.hi = part[j + 1];
-      // Row-local kernels keep whatever valid (wider) rows the device already holds.
-      if (held && held->shards.size() == c && held->shards[j].device == n.device &&
-          held->shards[j].own_lo == n.own_lo && held->shards[j].own_hi == n.own_hi) {
-        n.lo = held->shards[j].valid_lo;
-        n.hi = held->shards[j].valid_hi;
-      }
+    const RowRange need = rows_needed(step.op, {part[j], part[j + 1]}, req.rows(), req.window());
+    n.lo = need.lo;
+    n.hi = need.hi;
+    // Row-local kernels keep whatever valid (wider) rows the device already holds.
+    if (row_local(step.op) && held && held->shards.size() == c && held->shards[j].device == n.device &&
+        held->shards[j].own_lo == n.own_lo && held->shards[j].own_hi == n.own_hi) {
+      n.lo = held->shards[j].valid_lo;
+      n.hi = held->shards[j].valid_hi;
     }
   }
   return needs;
@@ -420,7 +440,7 @@ void Pipeline::process(StageState& st, Work& w, TransferCounters& tc) {
     next.shards.resize(c);
     std::vector<std::vector<hw::Event>> events(c);
     std::vector<std::vector<KernelTiming>> timings(c);
-    const bool timed = !options_.observers.empty();
+    const bool timed = timed_;
     auto launch = [&](std::size_t j, hw::Device& d, const hw::KernelLaunch& l) {
       const hw::Event e = d.launch(l);
       events[j].push_back(e);

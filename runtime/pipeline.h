@@ -15,6 +15,8 @@
 //
 // A DeviceError during a stage marks the device dead: that request and every later one through
 // the stage complete with an error naming the device (the engine re-plans and re-runs them).
+// Observers (observer.h) hear of every stage pass (on_stage) and of every request leaving the last
+// stage (on_request, before its `done`).
 #include <atomic>
 #include <cstdint>
 #include <exception>
@@ -122,6 +124,8 @@ class Pipeline {
   void process(StageState& st, Work& w, TransferCounters& tc);
   void preload(StageState& st, DeviceState& ds, const Graph& g, std::int64_t r0, std::int64_t r1);
   std::vector<std::int64_t> partition(StageState& st, const Request& r);
+  // The observers' view of a request leaving the last stage.
+  RequestEvent request_event(const Work& w) const;
   // What each device of `st` must hold before kernel k (held: the activation already on them).
   std::vector<Need> needs_for(const StageState& st, const std::vector<std::int64_t>& part, int k, const Request& req,
                               const Activation* held) const;
@@ -136,6 +140,7 @@ class Pipeline {
   std::atomic<int> finished_stages_{0};
   std::atomic<bool> closed_{false};
   double build_s_ = 0.0;
+  bool timed_ = false;  // an observer reads the kernel launches' times
   // Latest modelled end of a preload: stage workers preloading a new graph raise it concurrently.
   std::atomic<double> preload_end_s_{0.0};
   void raise_preload_end(double t);

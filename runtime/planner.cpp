@@ -4,6 +4,7 @@
 #include "hw/emu/emu_timing.h"
 #include "hw/topology.h"
 #include "kernels/error.h"
+#include "runtime/rows_needed.h"
 #include "scheduler/cost_tables.h"
 #include "scheduler/plan.h"
 
@@ -99,16 +100,23 @@ std::int64_t ceil_div(std::int64_t a, std::int64_t b) { return (a + b - 1) / b; 
 
 // Kernel k's shape on one device of a c-device stage (even row split; an SpMM's shard keeps every
 // column of A and 1/c of its nnz; a window attention's shard carries a halo of window / 2 rows).
+// The rows the widest shard of a c-device stage needs of kernel `op`'s input (rows_needed.h): a
+// shard of ceil(rows / c) rows away from the ends, so its halo is clipped only by the sequence.
+std::int64_t widest_need_rows(kernels::OpKind op, std::int64_t rows, std::int64_t window, int c) {
+  const std::int64_t own = ceil_div(rows, c), halo = window / 2;
+  return rows_needed(op, {halo, halo + own}, rows, window).count();
+}
+
 kernels::OpShape shard_shape(kernels::OpShape s, std::int64_t rows, std::int64_t window, int c) {
   if (c <= 1) return s;
   const std::int64_t own = ceil_div(rows, c);
   switch (s.kind) {
     case kernels::OpKind::spmm:
-      s.m = own;
+      s.m = own;  // its output rows; it reads every row (the whole graph's columns)
       s.nnz = ceil_div(s.nnz, c);
       break;
     case kernels::OpKind::window_attention:
-      s.m = s.seq_len = std::min(rows, own + 2 * (window / 2));
+      s.m = s.seq_len = widest_need_rows(s.kind, rows, window, c);
       break;
     default:
       s.m = own;
@@ -179,12 +187,9 @@ double RuntimeCostModel::need_bytes(int k, int c) const {
   const double all = in_[static_cast<std::size_t>(k)];
   if (c <= 1 || rows_ <= 0) return all;
   const kernels::OpKind op = model_.step(k).op;
-  if (op == kernels::OpKind::spmm) return all;
-  const double own = static_cast<double>(ceil_div(rows_, c));
-  const double rows = op == kernels::OpKind::window_attention
-                          ? std::min<double>(static_cast<double>(rows_), own + 2.0 * static_cast<double>(c_.window / 2))
-                          : own;
-  return all * rows / static_cast<double>(rows_);
+  if (op == kernels::OpKind::spmm) return all;  // every row (rows_needed.h)
+  const auto rows = widest_need_rows(op, rows_, c_.window, c);
+  return all * static_cast<double>(rows) / static_cast<double>(rows_);
 }
 
 // Devices -> host memory, every device of the group at once (each on its own link).
@@ -235,7 +240,7 @@ double RuntimeCostModel::transfer_time_s(int k, sched::DeviceGroup from, sched::
   const double bytes = out_[static_cast<std::size_t>(k)];
   const int nt = model_.step(k).outputs();
   const kernels::OpKind next = model_.step(k + 1).op;
-  const bool row_local = next != kernels::OpKind::spmm && next != kernels::OpKind::window_attention;
+  const bool next_row_local = row_local(next);
   // Shard-to-shard peer copies: both sides hold the same rows (1 -> 1, or equal counts with the
   // same even split: models without an SpMM, whose stages split by nnz instead).
   bool has_spmm = false;
@@ -252,7 +257,7 @@ double RuntimeCostModel::transfer_time_s(int k, sched::DeviceGroup from, sched::
     }
     return t;
   }
-  if (from.count == to.count && row_local && !has_spmm) {
+  if (from.count == to.count && next_row_local && !has_spmm) {
     double t = 0.0;
     const auto per = static_cast<std::size_t>(bytes / from.count / nt);
     for (std::size_t j = 0; j < a.topo.size() && j < b.topo.size(); ++j) {

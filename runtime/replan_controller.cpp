@@ -1,0 +1,194 @@
+#include "runtime/replan_controller.h"
+
+#include <algorithm>
+#include <cmath>
+
+#include "hw/event.h"
+#include "kernels/error.h"
+#include "scheduler/plan.h"
+
+namespace dype::rt {
+
+namespace {
+
+bool same_layout(const PipelineSpec& a, const PipelineSpec& b) {
+  if (a.stages.size() != b.stages.size()) return false;
+  for (std::size_t s = 0; s < a.stages.size(); ++s) {
+    if (a.stages[s].first != b.stages[s].first || a.stages[s].last != b.stages[s].last ||
+        a.stages[s].devices != b.stages[s].devices)
+      return false;
+  }
+  return true;
+}
+
+}  // namespace
+
+ReplanController::ReplanController(std::shared_ptr<Planner> planner, std::string mode, DriftOptions drift,
+                                   Characteristics planned_for)
+    : planner_(std::move(planner)), mode_(std::move(mode)), drift_(drift, planned_for), planned_for_(planned_for) {}
+
+ReplanDecision ReplanController::initial_plan() {
+  if (!planner_) throw InputError("engine", "needs a planner");
+  PlannedPipeline p = planner_->plan(planned_for_, mode_, left_out());
+  ReplanDecision d;
+  d.record.cause = "initial";
+  d.record.detail = "planned for the first characteristics, mode " + mode_;
+  d.record.new_plan = p.mnemonic;
+  d.record.cost_source = p.cost_source;
+  d.record.swapped = true;
+  d.record.new_epoch = epoch_ + 1;
+  d.record.at_request = next_request_;
+  d.spec = std::move(p.spec);
+  d.planned_for = planned_for_;
+  return d;
+}
+
+ReplanDecision ReplanController::initial_plan(PipelineSpec spec) {
+  ReplanDecision d;
+  d.record.cause = "initial";
+  d.record.detail = "explicit pipeline";
+  d.record.new_plan = spec.label.empty() ? describe(spec) : spec.label;
+  d.record.swapped = true;
+  d.record.new_epoch = epoch_ + 1;
+  d.record.at_request = next_request_;
+  d.spec = std::move(spec);
+  d.planned_for = planned_for_;
+  return d;
+}
+
+std::optional<ReplanDecision> ReplanController::on_request(const Characteristics& c, std::uint64_t seq) {
+  next_request_ = seq;  // a swap decided now serves this request already
+  std::optional<ReplanDecision> out;
+  try {
+    if (const std::optional<DriftSignal> sig = drift_.observe(c, seq)) {
+      out = replan_for("drift", sig->detail, sig->target, SwapPolicy::if_gain);
+    } else if (auto why = planner_ ? planner_->take_recheck() : std::nullopt) {
+      // The planner's models changed (online refinement): is the running plan still the best?
+      out = replan_for("model", *why, planned_for_, SwapPolicy::if_gain);
+    }
+  } catch (const std::exception&) {
+    // Keep serving on the current plan; the record says why no swap happened.
+    out.reset();
+  }
+  next_request_ = seq + 1;
+  return out;
+}
+
+void ReplanController::on_request_done(const RequestEvent& e) {
+  if (e.failed) return;
+  for (std::size_t s = 0; s < e.stages.size(); ++s)
+    drift_.observe_stage_time(static_cast<int>(s), e.stages[s].predicted_s, e.stages[s].modelled_s, e.seq);
+}
+
+std::optional<ReplanDecision> ReplanController::replan(const std::string& cause, const std::string& detail,
+                                                       SwapPolicy policy) {
+  return replan_for(cause, detail, planned_for_, policy);
+}
+
+std::optional<ReplanDecision> ReplanController::replan_for(const std::string& cause, const std::string& detail,
+                                                           const Characteristics& target, SwapPolicy policy) {
+  const double t0 = hw::now_s();
+  ReplanDecision d;
+  ReplanRecord& r = d.record;
+  r.cause = cause;
+  r.detail = detail;
+  r.old_plan = label_;
+  r.old_epoch = epoch_;
+  r.at_request = next_request_;
+  PlannedPipeline p;
+  try {
+    if (!planner_) throw Error("no planner");
+    p = planner_->plan(target, mode_, left_out());
+  } catch (const std::exception& e) {
+    r.detail += std::string(" (no plan: ") + e.what() + ")";
+    r.swapped = false;
+    add_record(r);
+    if (policy != SwapPolicy::if_gain) throw;
+    drift_.rebase(target, next_request_);
+    return std::nullopt;
+  }
+  // Gain in the objective of the mode (period for perf, energy per inference otherwise).
+  double old_score = sched::kInf;
+  try {
+    if (has_current_) old_score = planner_->predict_score(current_, target, mode_);
+  } catch (const std::exception&) {
+  }
+  r.new_plan = p.mnemonic;
+  r.cost_source = p.cost_source;
+  r.predicted_gain = (std::isfinite(old_score) && p.score > 0) ? old_score / p.score - 1.0 : INFINITY;
+  const bool differs = !has_current_ || !same_layout(current_, p.spec);
+  bool take = false;
+  switch (policy) {
+    case SwapPolicy::always: take = true; break;
+    case SwapPolicy::if_different: take = differs; break;
+    case SwapPolicy::if_gain: take = differs && r.predicted_gain > drift_.options().min_gain; break;
+  }
+  d.planned_for = target;
+  if (!take) {
+    r.swapped = false;
+    r.pause_s = hw::now_s() - t0;
+    add_record(r);
+    planned_for_ = target;  // later operator re-plans start from what the stream looks like now
+    drift_.rebase(target, next_request_);  // the current plan stands for these characteristics
+    return d;
+  }
+  r.swapped = true;
+  r.new_epoch = epoch_ + 1;
+  d.spec = std::move(p.spec);
+  return d;
+}
+
+ReplanDecision ReplanController::swap_to(PipelineSpec spec, const std::string& label, const std::string& cause,
+                                         const std::string& detail) {
+  ReplanDecision d;
+  ReplanRecord& r = d.record;
+  r.cause = cause;
+  r.detail = detail.empty() ? "swap_to " + (spec.label.empty() ? describe(spec) : spec.label) : detail;
+  r.old_plan = label_;
+  r.old_epoch = epoch_;
+  r.new_epoch = epoch_ + 1;
+  r.new_plan = label;
+  r.at_request = next_request_;
+  r.swapped = true;
+  try {
+    r.predicted_gain = planner_ && has_current_
+                           ? planner_->predict_period_s(current_, planned_for_) /
+                                     planner_->predict_period_s(spec, planned_for_) - 1.0
+                           : 0.0;
+  } catch (const std::exception&) {
+    r.predicted_gain = 0.0;
+  }
+  d.spec = std::move(spec);
+  d.planned_for = planned_for_;
+  return d;
+}
+
+void ReplanController::installed(const ReplanDecision& d) {
+  const ReplanRecord& r = d.record;
+  has_current_ = true;
+  current_ = d.spec;
+  label_ = r.new_plan;
+  epoch_ = r.new_epoch;
+  planned_for_ = d.planned_for;
+  drift_.rebase(d.planned_for, r.at_request);
+  if (r.cause != "initial") {
+    swaps_.count++;
+    swaps_.max_pause_s = std::max(swaps_.max_pause_s, r.pause_s);
+    swaps_.total_pause_s += r.pause_s;
+  }
+  add_record(r);
+}
+
+std::set<std::string> ReplanController::left_out() const {
+  std::set<std::string> out = failed_;
+  out.insert(drained_.begin(), drained_.end());
+  return out;
+}
+
+void ReplanController::add_record(const ReplanRecord& r) {
+  records_.push_back(r);
+  ++counts_[{r.cause, r.swapped}];
+  while (records_.size() > kMaxRecords) records_.pop_front();
+}
+
+}  // namespace dype::rt

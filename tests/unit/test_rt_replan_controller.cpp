@@ -1,0 +1,295 @@
+// ReplanController without threads or pipelines: a scripted planner stands in for the scheduler,
+// characteristics and stage times go in, decisions come out. Drift triggers a decision, the
+// hysteresis keeps a plan that is not better enough, the rate limit spaces signals, swap policies,
+// no plan, operator inputs, and records / counts bounded at kMaxRecords.
+#include <gtest/gtest.h>
+
+#include <set>
+#include <stdexcept>
+
+#include "kernels/error.h"
+#include "runtime/replan_controller.h"
+
+namespace dype::rt {
+namespace {
+
+// Plans "small" (one stage) below 50,000 nnz and "big" (two stages) from there; scores and
+// predictions are set by the test. No devices: the controller compares layouts only.
+class ScriptedPlanner : public Planner {
+ public:
+  double new_score = 1.0;      // the new plan's objective value
+  double current_score = 2.0;  // predict_score of the running plan under new characteristics
+  bool fail = false;           // no plan exists
+  std::optional<std::string> recheck;
+  int plans = 0;
+  std::string last_mode;
+  std::set<std::string> last_excluded;
+
+  static PipelineSpec small() { return {{{0, 1, {}, 0.0}}, "small"}; }
+  static PipelineSpec big() { return {{{0, 0, {}, 0.0}, {1, 1, {}, 0.0}}, "big"}; }
+
+  PlannedPipeline plan(const Characteristics& c, const std::string& mode,
+                       const std::set<std::string>& excluded) override {
+    ++plans;
+    last_mode = mode;
+    last_excluded = excluded;
+    if (fail) throw std::runtime_error("nothing fits");
+    PlannedPipeline p;
+    p.spec = c.nnz < 50000 ? small() : big();
+    p.mnemonic = p.spec.label;
+    p.score = new_score;
+    p.cost_source = "scripted";
+    return p;
+  }
+  double predict_period_s(const PipelineSpec& spec, const Characteristics&) override {
+    return spec.stages.size() == 1 ? 2.0 : 1.0;
+  }
+  double predict_score(const PipelineSpec&, const Characteristics&, const std::string&) override {
+    return current_score;
+  }
+  std::optional<std::string> take_recheck() override { return std::exchange(recheck, std::nullopt); }
+};
+
+const Characteristics kBase{.nodes = 1000, .nnz = 10000, .feature_len = 64};
+const Characteristics kBig{.nodes = 1000, .nnz = 100000, .feature_len = 64};
+
+DriftOptions drift(int sustain, int min_between, double min_gain = 0.05) {
+  DriftOptions o;
+  o.sustain = sustain;
+  o.min_requests_between = min_between;
+  o.min_gain = min_gain;
+  return o;
+}
+
+struct Fixture {
+  std::shared_ptr<ScriptedPlanner> planner = std::make_shared<ScriptedPlanner>();
+  ReplanController ctl;
+  std::uint64_t seq = 0;
+
+  explicit Fixture(DriftOptions o = drift(4, 4)) : ctl(planner, "perf", o, kBase) {
+    ReplanDecision d = ctl.initial_plan();
+    EXPECT_EQ(d.record.cause, "initial");
+    EXPECT_TRUE(d.record.swapped);
+    EXPECT_EQ(d.record.new_epoch, 1u);
+    ctl.installed(d);
+  }
+  // Feeds `n` requests; returns the first decision (and the index it came at).
+  std::optional<ReplanDecision> feed(const Characteristics& c, int n, std::uint64_t* at = nullptr) {
+    for (int i = 0; i < n; ++i) {
+      const std::uint64_t s = seq++;
+      if (auto d = ctl.on_request(c, s)) {
+        if (at) *at = s;
+        return d;
+      }
+    }
+    return std::nullopt;
+  }
+};
+
+TEST(RtReplanController, InitialPlanComesFromThePlanner) {
+  Fixture f;
+  EXPECT_EQ(f.ctl.epoch(), 1u);
+  EXPECT_EQ(f.ctl.label(), "small");
+  EXPECT_EQ(f.ctl.spec().stages.size(), 1u);
+  EXPECT_EQ(f.planner->last_mode, "perf");
+  ASSERT_EQ(f.ctl.records().size(), 1u);
+  EXPECT_EQ(f.ctl.records()[0].cost_source, "scripted");
+  EXPECT_EQ(f.ctl.counts().at({"initial", true}), 1u);
+  EXPECT_EQ(f.ctl.swaps().count, 0u);  // the first plan is not a swap
+
+  // Explicit first pipeline, no planner: drift finds no plan and keeps it.
+  ReplanController bare(nullptr, "perf", drift(2, 0), kBase);
+  ReplanDecision d = bare.initial_plan(ScriptedPlanner::big());
+  EXPECT_EQ(d.record.detail, "explicit pipeline");
+  EXPECT_EQ(d.record.new_plan, "big");
+  bare.installed(d);
+  EXPECT_FALSE(bare.on_request(kBig, 0));
+  EXPECT_FALSE(bare.on_request(kBig, 1));
+  ASSERT_EQ(bare.records().size(), 2u);
+  EXPECT_NE(bare.records().back().detail.find("no plan"), std::string::npos) << bare.records().back().detail;
+  EXPECT_THROW(ReplanController(nullptr, "perf", {}, kBase).initial_plan(), InputError);
+}
+
+TEST(RtReplanController, SustainedDriftTriggersADecision) {
+  Fixture f;
+  EXPECT_FALSE(f.feed(kBase, 20));  // as planned: nothing
+  std::uint64_t at = 0;
+  auto d = f.feed(kBig, 10, &at);
+  ASSERT_TRUE(d);
+  EXPECT_EQ(at, 23u);  // the 4th request of the new phase
+  EXPECT_EQ(d->record.cause, "drift");
+  EXPECT_NE(d->record.detail.find("nnz"), std::string::npos) << d->record.detail;
+  EXPECT_TRUE(d->record.swapped);
+  EXPECT_EQ(d->record.at_request, 23u);
+  EXPECT_EQ(d->record.old_plan, "small");
+  EXPECT_EQ(d->record.new_plan, "big");
+  EXPECT_EQ(d->record.old_epoch, 1u);
+  EXPECT_EQ(d->record.new_epoch, 2u);
+  EXPECT_DOUBLE_EQ(d->record.predicted_gain, 1.0);  // 2.0 / 1.0 - 1
+  EXPECT_EQ(d->planned_for.nnz, kBig.nnz);
+  EXPECT_EQ(d->spec.stages.size(), 2u);
+  // Nothing changes until the engine says it installed the plan.
+  EXPECT_EQ(f.ctl.epoch(), 1u);
+  EXPECT_EQ(f.ctl.records().size(), 1u);
+  d->record.pause_s = 0.25;
+  f.ctl.installed(*d);
+  EXPECT_EQ(f.ctl.epoch(), 2u);
+  EXPECT_EQ(f.ctl.label(), "big");
+  EXPECT_EQ(f.ctl.counts().at({"drift", true}), 1u);
+  EXPECT_EQ(f.ctl.swaps().count, 1u);
+  EXPECT_DOUBLE_EQ(f.ctl.swaps().max_pause_s, 0.25);
+  EXPECT_DOUBLE_EQ(f.ctl.swaps().total_pause_s, 0.25);
+  // The new plan is the new baseline: the same stream asks for nothing more.
+  EXPECT_FALSE(f.feed(kBig, 40));
+}
+
+TEST(RtReplanController, HysteresisKeepsAPlanThatIsNotBetterEnough) {
+  Fixture f(drift(4, 4, 0.05));
+  f.planner->current_score = 1.03;  // the new plan would be only 3% better
+  auto d = f.feed(kBig, 10);
+  ASSERT_TRUE(d);
+  EXPECT_FALSE(d->record.swapped);
+  EXPECT_NEAR(d->record.predicted_gain, 0.03, 1e-12);
+  EXPECT_TRUE(d->spec.stages.empty());
+  // Recorded at once (the engine only tells its observers); the plan stands.
+  EXPECT_EQ(f.ctl.records().size(), 2u);
+  EXPECT_EQ(f.ctl.counts().at({"drift", false}), 1u);
+  EXPECT_EQ(f.ctl.epoch(), 1u);
+  EXPECT_EQ(f.ctl.label(), "small");
+  // The current plan now stands for these characteristics: no new signal for the same stream.
+  const int plans = f.planner->plans;
+  EXPECT_FALSE(f.feed(kBig, 40));
+  EXPECT_EQ(f.planner->plans, plans);
+  // Beyond the margin it swaps.
+  f.planner->current_score = 1.5;
+  auto back = f.feed(kBase, 10);
+  ASSERT_TRUE(back);
+  EXPECT_EQ(back->record.new_plan, "small");
+  EXPECT_FALSE(back->record.swapped);  // same layout as the running plan: nothing to swap
+  auto again = f.feed(kBig, 10);
+  ASSERT_TRUE(again);
+  EXPECT_TRUE(again->record.swapped);
+}
+
+TEST(RtReplanController, RateLimitSpacesDecisions) {
+  Fixture f(drift(2, 10));
+  std::uint64_t first = 0, second = 0;
+  // The first plan counts as a signal at request 0: sustained from request 1, decided at 10.
+  auto d = f.feed(kBig, 20, &first);
+  ASSERT_TRUE(d);
+  EXPECT_EQ(first, 10u);
+  ASSERT_TRUE(d->record.swapped);
+  f.ctl.installed(*d);
+  // A second sustained move right after: held back until min_requests_between have passed.
+  Characteristics bigger = kBig;
+  bigger.nnz = 400000;
+  auto d2 = f.feed(bigger, 30, &second);
+  ASSERT_TRUE(d2);
+  EXPECT_EQ(second, first + 10);  // sustained after 2 requests, held back to 10
+  EXPECT_EQ(d2->record.cause, "drift");
+}
+
+TEST(RtReplanController, StageTimesAgainstThePlanTriggerADecision) {
+  DriftOptions o = drift(3, 0);
+  o.window = 4;
+  Fixture f(o);
+  auto done = [](std::uint64_t seq, double measured_s, bool failed = false) {
+    RequestEvent e;
+    e.seq = seq;
+    e.failed = failed;
+    e.stages.push_back({.predicted_s = 1.0, .modelled_s = measured_s, .wall_s = 0.0, .execute_w = 0.0});
+    return e;
+  };
+  std::uint64_t seq = 0;
+  for (; seq < 4; ++seq) f.ctl.on_request_done(done(seq, 1.1));  // the planned ratio: bias, not drift
+  for (; seq < 10; ++seq) f.ctl.on_request_done(done(seq, 3.0, true));  // failed requests: ignored
+  f.seq = seq;
+  EXPECT_FALSE(f.feed(kBase, 1));
+  for (int i = 0; i < 3; ++i, ++seq) f.ctl.on_request_done(done(seq, 3.0));
+  f.planner->current_score = 1.5;
+  auto d = f.feed(kBase, 1);
+  ASSERT_TRUE(d);
+  EXPECT_EQ(d->record.cause, "drift");
+  EXPECT_NE(d->record.detail.find("stage 0"), std::string::npos) << d->record.detail;
+  EXPECT_FALSE(d->record.swapped);  // same characteristics, same plan
+
+  // Requests submitted before the plan was (re)confirmed ran under the old one: their stage times
+  // neither set the new baseline nor signal.
+  const std::uint64_t rebased_at = d->record.at_request;  // the re-plan rebased the detector there
+  for (int i = 0; i < 20; ++i) f.ctl.on_request_done(done(rebased_at - 1, 9.0));
+  EXPECT_FALSE(f.feed(kBase, 1));
+  for (int i = 0; i < 4; ++i) f.ctl.on_request_done(done(rebased_at + 1, 1.0));
+  for (int i = 0; i < 3; ++i) f.ctl.on_request_done(done(rebased_at + 1, 1.05));  // within 25%
+  EXPECT_FALSE(f.feed(kBase, 1));
+}
+
+TEST(RtReplanController, PlannerRecheckAsksForAModelReplan) {
+  Fixture f;
+  f.planner->recheck = "gpu spmm model refined";
+  f.planner->current_score = 1.5;
+  auto d = f.feed(kBase, 1);
+  ASSERT_TRUE(d);
+  EXPECT_EQ(d->record.cause, "model");
+  EXPECT_EQ(d->record.detail, "gpu spmm model refined");
+  EXPECT_FALSE(d->record.swapped);  // same layout
+  EXPECT_FALSE(f.feed(kBase, 5));   // taken once
+}
+
+TEST(RtReplanController, SwapPoliciesAndNoPlan) {
+  Fixture f;
+  // Same layout: if_different keeps it, always rebuilds (a fault).
+  auto same = f.ctl.replan("recheck", "same", SwapPolicy::if_different);
+  ASSERT_TRUE(same);
+  EXPECT_FALSE(same->record.swapped);
+  auto rebuild = f.ctl.replan("fault", "gpu1 failed", SwapPolicy::always);
+  ASSERT_TRUE(rebuild);
+  EXPECT_TRUE(rebuild->record.swapped);
+  EXPECT_EQ(rebuild->record.new_epoch, 2u);
+  // No plan: operator re-plans throw (recorded), drift keeps the current plan.
+  f.planner->fail = true;
+  EXPECT_THROW(f.ctl.replan("mode", "mode perf -> energy", SwapPolicy::if_different), std::runtime_error);
+  EXPECT_NE(f.ctl.records().back().detail.find("(no plan: nothing fits)"), std::string::npos);
+  EXPECT_EQ(f.ctl.counts().at({"mode", false}), 1u);
+  EXPECT_FALSE(f.feed(kBig, 10));
+  EXPECT_EQ(f.ctl.records().back().cause, "drift");
+  EXPECT_FALSE(f.ctl.records().back().swapped);
+  // swap_to: whatever the gain, predicted from the planner's periods.
+  ReplanDecision d = f.ctl.swap_to(ScriptedPlanner::big(), "2x1", "manual", "");
+  EXPECT_TRUE(d.record.swapped);
+  EXPECT_EQ(d.record.detail, "swap_to big");
+  EXPECT_EQ(d.record.new_plan, "2x1");
+  EXPECT_DOUBLE_EQ(d.record.predicted_gain, 1.0);
+}
+
+TEST(RtReplanController, ModeDrainedAndFailedDevicesReachThePlanner) {
+  Fixture f;
+  f.ctl.set_mode("energy");
+  EXPECT_TRUE(f.ctl.drain("gpu1"));
+  EXPECT_FALSE(f.ctl.drain("gpu1"));
+  f.ctl.fail_device("fpga0");
+  (void)f.ctl.replan("drain", "operator drained gpu1", SwapPolicy::if_different);
+  EXPECT_EQ(f.planner->last_mode, "energy");
+  EXPECT_EQ(f.planner->last_excluded, (std::set<std::string>{"fpga0", "gpu1"}));
+  EXPECT_TRUE(f.ctl.undrain("gpu1"));
+  EXPECT_FALSE(f.ctl.undrain("gpu1"));
+  (void)f.ctl.replan("undrain", "", SwapPolicy::if_different);
+  EXPECT_EQ(f.planner->last_excluded, std::set<std::string>{"fpga0"});
+  EXPECT_TRUE(f.ctl.failed("fpga0"));
+  EXPECT_FALSE(f.ctl.failed("gpu1"));
+  f.ctl.set_drained({"gpu0"});
+  EXPECT_EQ(f.ctl.drained(), std::set<std::string>{"gpu0"});
+}
+
+TEST(RtReplanController, RecordsBoundedAtMaxRecordsCountsKeepEverything) {
+  Fixture f;
+  const std::size_t extra = ReplanController::kMaxRecords + 100;
+  for (std::size_t i = 0; i < extra; ++i) (void)f.ctl.replan("recheck", "same characteristics", SwapPolicy::if_different);
+  EXPECT_EQ(ReplanController::kMaxRecords, 4096u);
+  EXPECT_EQ(f.ctl.records().size(), ReplanController::kMaxRecords);
+  EXPECT_EQ(f.ctl.records().front().cause, "recheck");  // the initial record aged out
+  EXPECT_EQ(f.ctl.counts().at({"recheck", false}), extra);
+  EXPECT_EQ(f.ctl.counts().at({"initial", true}), 1u);
+}
+
+}  // namespace
+}  // namespace dype::rt
