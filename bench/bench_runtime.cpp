@@ -73,7 +73,7 @@ rt::Request make_request(const rt::Model& m, const Phase& p) {
 hw::System testbed() {
   auto sys = hw::System::from_config(hw::load_system_config(std::string(DYPE_SOURCE_DIR) + "/configs/systems/paper-testbed-pcie4.yaml"));
   for (hw::Device* d : sys.devices())
-    if (auto* e = dynamic_cast<hw::EmuDevice*>(d)) e->set_timing_only(true);
+    if (d->can_run_timing_only()) d->set_timing_only(true);
   return sys;
 }
 

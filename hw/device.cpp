@@ -50,4 +50,17 @@ Event Device::copy_to_peer(const Buffer& src, Buffer& dst, std::span<const Event
   return e;
 }
 
+void Device::set_timing_only(bool on) {
+  if (on && !can_run_timing_only())
+    throw DeviceError(name(), "cannot run timing-only (only devices timed by a device profile can)");
+}
+
+Event Device::load_bitstream(const Bitstream& /*bitstream*/) {
+  throw DeviceError(name(), "does not load bitstreams (not a reconfigurable FPGA)");
+}
+
+void Device::unload_bitstream() {
+  throw DeviceError(name(), "does not unload bitstreams (not a reconfigurable FPGA)");
+}
+
 }  // namespace dype::hw

@@ -27,6 +27,8 @@
 namespace dype::hw {
 
 class Topology;
+struct Bitstream;
+struct DeviceModel;
 
 enum class DeviceKind : std::uint8_t { cpu, gpu, fpga };
 
@@ -97,6 +99,34 @@ class Device {
 
   // Energy drawn since creation, if the device can tell (a power sensor, or a model on emu).
   virtual std::optional<EnergyReport> energy() const { return std::nullopt; }
+
+  // ---- Optional capabilities. Every device answers them; the defaults say "not this device", so
+  // callers ask the interface and never cast to a backend. Whether a device's times are measured
+  // or modelled is info().time_source.
+
+  // The device profile (configs/devices/*.yaml) its own times are modelled with; null when its
+  // times are measured only (cpu, cuda, hip, xrt).
+  virtual const DeviceModel* device_profile() const { return nullptr; }
+  // The modelled duration of `shape` here (no jitter); nullopt for devices without a profile.
+  virtual std::optional<double> modelled_kernel_time_s(const kernels::OpShape& /*shape*/) const {
+    return std::nullopt;
+  }
+
+  // Timing-only mode: operations take their (modelled) time without computing results or holding
+  // data, so paper-scale shapes cost nothing. set_timing_only(true) throws DeviceError on devices
+  // that cannot (can_run_timing_only() false); switching it off is always allowed.
+  virtual bool can_run_timing_only() const { return false; }
+  virtual bool timing_only() const { return false; }
+  virtual void set_timing_only(bool on);
+
+  // FPGA images. A reconfigurable device runs the kernels of the image it holds (bitstream(), null
+  // when none). load_bitstream swaps in an image built for this board and returns the
+  // reconfiguration as an Event; a failed load throws DeviceError and keeps the previous image.
+  // unload_bitstream leaves none. Both throw DeviceError on devices that are not reconfigurable.
+  virtual bool reconfigurable() const { return false; }
+  virtual const Bitstream* bitstream() const { return nullptr; }
+  virtual Event load_bitstream(const Bitstream& bitstream);
+  virtual void unload_bitstream();
 
   // Capacity accounting, for backends: allocate reserves (throws DeviceError when full), a
   // Buffer's destructor releases.

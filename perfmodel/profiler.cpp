@@ -8,7 +8,7 @@
 #include <ctime>
 
 #include "hw/cpu/cpu_device.h"
-#include "hw/emu/emu_device.h"
+#include "hw/device_model.h"
 #include "hw/kernel_launch.h"
 #include "kernels/cpu/isa.h"
 #include "kernels/error.h"
@@ -140,25 +140,25 @@ std::string host_name() {
   return buf;
 }
 
-// Emulated devices run timing-only while profiling (no arithmetic, size-only buffers); restored
-// afterwards.
+// Devices that can (those timed by a device profile) run timing-only while profiling (no
+// arithmetic, size-only buffers); restored afterwards.
 class TimingOnlyScope {
  public:
-  explicit TimingOnlyScope(hw::Device& dev) : emu_(dynamic_cast<hw::EmuDevice*>(&dev)) {
-    if (emu_ != nullptr) {
-      was_ = emu_->timing_only();
-      emu_->set_timing_only(true);
+  explicit TimingOnlyScope(hw::Device& dev) : dev_(dev.can_run_timing_only() ? &dev : nullptr) {
+    if (dev_ != nullptr) {
+      was_ = dev_->timing_only();
+      dev_->set_timing_only(true);
     }
   }
   ~TimingOnlyScope() {
-    if (emu_ != nullptr) emu_->set_timing_only(was_);
+    if (dev_ != nullptr) dev_->set_timing_only(was_);
   }
   TimingOnlyScope(const TimingOnlyScope&) = delete;
   TimingOnlyScope& operator=(const TimingOnlyScope&) = delete;
-  bool active() const { return emu_ != nullptr; }
+  bool active() const { return dev_ != nullptr; }
 
  private:
-  hw::EmuDevice* emu_;
+  hw::Device* dev_;
   bool was_ = false;
 };
 
@@ -193,9 +193,9 @@ DeviceClass device_class_of(hw::DeviceKind kind) {
 
 FeatureParams feature_params_for(const hw::Device& device) {
   FeatureParams p;
-  if (const auto* emu = dynamic_cast<const hw::EmuDevice*>(&device)) {
-    if (emu->model().cache_bytes > 0) p.llc_bytes = emu->model().cache_bytes;
-    if (const hw::Bitstream* bs = emu->bitstream()) {
+  if (const hw::DeviceModel* profile = device.device_profile()) {
+    if (profile->cache_bytes > 0) p.llc_bytes = profile->cache_bytes;
+    if (const hw::Bitstream* bs = device.bitstream()) {
       if (const auto* k = bs->find(OpKind::spmm); k && k->frequency_mhz > 0 && k->mac_units > 0) {
         p.sextans_f_mhz = k->frequency_mhz;
         p.sextans_nm = k->mac_units;

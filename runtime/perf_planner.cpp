@@ -3,7 +3,6 @@
 #include <cmath>
 #include <cstdio>
 
-#include "hw/emu/emu_device.h"
 #include "kernels/error.h"
 
 namespace dype::rt {
@@ -30,7 +29,7 @@ std::string history_note(const perf::Refinement& r, std::uint64_t key) {
 }  // namespace
 
 std::string device_model_id(const hw::System& system, const hw::Device& device) {
-  if (const auto* emu = dynamic_cast<const hw::EmuDevice*>(&device)) return emu->model().id;
+  if (const hw::DeviceModel* profile = device.device_profile()) return profile->id;
   const hw::DeviceConfig* cfg = system.config().find(device.name());
   return cfg && cfg->model ? cfg->model->id : std::string();
 }

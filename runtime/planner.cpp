@@ -1,6 +1,5 @@
 #include "runtime/planner.h"
 
-#include "hw/emu/emu_device.h"
 #include "hw/emu/emu_timing.h"
 #include "hw/topology.h"
 #include "kernels/error.h"
@@ -32,7 +31,7 @@ bool usable(const hw::System& sys, const hw::Device* d, const std::set<std::stri
 
 double modelled_kernel_time_s(const hw::System& sys, const hw::Device& d, const kernels::OpShape& shape) {
   if (!d.supports(shape.kind)) return sched::kInf;
-  if (const auto* emu = dynamic_cast<const hw::EmuDevice*>(&d)) return emu->modelled_time_s(shape);
+  if (const auto t = d.modelled_kernel_time_s(shape)) return *t;
   const hw::DeviceConfig* cfg = sys.config().find(d.name());
   if (cfg && cfg->model) {
     try {

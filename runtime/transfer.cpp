@@ -3,7 +3,6 @@
 #include <algorithm>
 #include <cstring>
 
-#include "hw/emu/emu_device.h"
 #include "kernels/error.h"
 
 namespace dype::rt {
@@ -37,8 +36,7 @@ std::vector<hw::Event> modelled_after(double not_before_s) {
 }  // namespace
 
 bool timing_only(const hw::Device& device) {
-  const auto* emu = dynamic_cast<const hw::EmuDevice*>(&device);
-  return emu && emu->timing_only();
+  return device.timing_only();
 }
 
 bool TransferEngine::satisfied(const Activation& act, const std::vector<Need>& needs) {

@@ -46,18 +46,24 @@ class EmuDevice final : public Device {
 
   // FPGA bitstreams. Loading takes bitstream.load_time_s on the virtual clock; a bitstream built
   // for another board is refused (DeviceError).
-  Event load_bitstream(const Bitstream& bitstream);
-  void unload_bitstream();
-  const Bitstream* bitstream() const { return bitstream_ ? &*bitstream_ : nullptr; }
+  bool reconfigurable() const override { return kind() == DeviceKind::fpga; }
+  Event load_bitstream(const Bitstream& bitstream) override;
+  void unload_bitstream() override;
+  const Bitstream* bitstream() const override { return bitstream_ ? &*bitstream_ : nullptr; }
 
-  void set_timing_only(bool on);
-  bool timing_only() const;
+  bool can_run_timing_only() const override { return true; }
+  void set_timing_only(bool on) override;
+  bool timing_only() const override;
   void set_jitter(double sigma, std::uint64_t seed);
   // The next operation (after `skip` more succeed) throws DeviceError naming this device.
   void inject_fault(int skip = 0, std::string reason = "injected fault");
 
   // Modelled duration of a shape here (no jitter), for tests and synthetic profiles.
   double modelled_time_s(const kernels::OpShape& shape) const;
+  std::optional<double> modelled_kernel_time_s(const kernels::OpShape& shape) const override {
+    return modelled_time_s(shape);
+  }
+  const DeviceModel* device_profile() const override { return &model_; }
   double clock_s() const;   // when the device is next free
   void reset_clock();       // back to 0, energy counters cleared (buffers keep their data)
 

@@ -42,7 +42,8 @@ Backend xrt_backend() {
     info.memory_bytes = dc.model ? dc.model->memory_bytes : 0;
     info.power = dc.power;
     auto dev = std::make_unique<XrtDevice>(std::move(info), static_cast<unsigned>(dc.ordinal), dc.p2p);
-    if (!dc.bitstream_file.empty()) dev->load_bitstream(dc.bitstream_file);
+    if (dc.bitstream) dev->load_bitstream(*dc.bitstream);
+    else if (!dc.bitstream_file.empty()) dev->load_bitstream(dc.bitstream_file);
     return dev;
   };
   b.detect = [] { return detect_xrt_devices(); };

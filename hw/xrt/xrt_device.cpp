@@ -240,9 +240,23 @@ double XrtDevice::load_bitstream(const std::string& manifest_file) {
     }
     throw DeviceError(name(), "loading " + manifest_file + " failed, previous image restored: " + reason);
   }
+  image_.reset();  // loaded by file: no parsed Bitstream (load_bitstream(const Bitstream&) sets it)
   const double dt = now_s() - t0;
   spdlog::info("{}: loaded {} ({} kernels) in {:.3f} s (measured)", name(), manifest_file, kernels_.size(), dt);
   return dt;
+}
+
+Event XrtDevice::load_bitstream(const Bitstream& bitstream) {
+  const double t0 = now_s();
+  const double dt = load_bitstream(bitstream.file);
+  std::unique_lock lock(swap_mutex_);
+  image_ = bitstream;
+  return Event{t0, t0 + dt, TimeSource::measured, -1.0};
+}
+
+const Bitstream* XrtDevice::bitstream() const {
+  std::shared_lock lock(swap_mutex_);
+  return image_ ? &*image_ : nullptr;
 }
 
 }  // namespace dype::hw

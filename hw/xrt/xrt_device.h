@@ -50,6 +50,10 @@ class XrtDevice final : public Device {
   // Throws InputError for a bad manifest, DeviceError when loading fails (after rollback).
   double load_bitstream(const std::string& manifest_file);
   const std::string& bitstream_file() const { return manifest_.file; }
+  // The Device capability: the same swap from a parsed manifest (its file), timed (measured).
+  bool reconfigurable() const override { return true; }
+  Event load_bitstream(const Bitstream& bitstream) override;
+  const Bitstream* bitstream() const override;
   std::optional<double> board_power_w() const;
 
   // Buffers register themselves so a swap can park and restore them.
@@ -70,6 +74,7 @@ class XrtDevice final : public Device {
   ::xrt::device device_;
   mutable std::shared_mutex swap_mutex_;  // shared: launches and copies; exclusive: a swap
   XrtManifest manifest_;
+  std::optional<Bitstream> image_;  // the loaded image as a Bitstream, when loaded as one
   ::xrt::uuid uuid_;
   std::map<kernels::OpKind, ::xrt::kernel> kernels_;
   std::mutex buffers_mutex_;

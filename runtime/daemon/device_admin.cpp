@@ -1,6 +1,8 @@
 #include "runtime/daemon/device_admin.h"
 
+#include "hw/device_model.h"
 #include "hw/event.h"
+#include "runtime/perf_planner.h"
 #include "runtime/daemon/errors.h"
 
 namespace dype::rt::daemon {
@@ -8,16 +10,16 @@ namespace dype::rt::daemon {
 using json = nlohmann::json;
 
 namespace {
-std::string image_of(const hw::EmuDevice& d) { return d.bitstream() ? d.bitstream()->name : "none"; }
+std::string image_of(const hw::Device& d) { return d.bitstream() ? d.bitstream()->name : "none"; }
+const char* source_of(hw::TimeSource s) { return s == hw::TimeSource::modelled ? "modelled" : "measured"; }
 }  // namespace
 
-hw::EmuDevice& DeviceAdmin::emulated_fpga(const std::string& device) const {
+hw::Device& DeviceAdmin::reconfigurable_fpga(const std::string& device) const {
   hw::Device* d = system_.find(device);
   if (!d) throw NotFound("unknown device '" + device + "'");
-  auto* emu = dynamic_cast<hw::EmuDevice*>(d);
-  if (!emu || d->kind() != hw::DeviceKind::fpga)
-    throw InputError("device", "'" + device + "' is not an emulated FPGA (bitstreams load onto emu-backend FPGAs)");
-  return *emu;
+  if (!d->reconfigurable())
+    throw InputError("device", "'" + device + "' is not a reconfigurable FPGA (bitstreams load onto emulated and XRT FPGAs)");
+  return *d;
 }
 
 std::set<std::string> DeviceAdmin::mismatched_fpgas(const std::string& device, const std::string& image) const {
@@ -25,8 +27,8 @@ std::set<std::string> DeviceAdmin::mismatched_fpgas(const std::string& device, c
   const auto fpgas = system_.devices_of(hw::DeviceKind::fpga);
   auto image_now = [&](const hw::Device* d) -> std::optional<std::string> {
     if (!device.empty() && d->name() == device) return image;
-    if (const auto* e = dynamic_cast<const hw::EmuDevice*>(d)) return image_of(*e);
-    return std::nullopt;  // not emulated: no image to compare
+    if (d->reconfigurable()) return image_of(*d);
+    return std::nullopt;  // not reconfigurable: no image to compare
   };
   if (fpgas.empty()) return out;
   const auto ref = image_now(fpgas.front());
@@ -99,11 +101,12 @@ json DeviceAdmin::set_device_drained(const std::string& device, bool drained) {
 
 json DeviceAdmin::load_bitstream(const std::string& device, const std::string& manifest_path) {
   std::lock_guard lock(mu_);
-  hw::EmuDevice& fpga = emulated_fpga(device);
+  hw::Device& fpga = reconfigurable_fpga(device);
   const hw::Bitstream bs = hw::load_bitstream(manifest_path);  // InputError names the file and key
-  if (bs.device_model != fpga.model().id)
+  const std::string board = device_model_id(system_, fpga);  // "" when the system names no profile
+  if (!board.empty() && bs.device_model != board)
     throw InputError("path", "bitstream '" + bs.name + "' is built for '" + bs.device_model + "', " + device +
-                                 " is a '" + fpga.model().id + "'");
+                                 " is a '" + board + "'");
   const std::optional<hw::Bitstream> previous =
       fpga.bitstream() ? std::optional<hw::Bitstream>(*fpga.bitstream()) : std::nullopt;
   const std::string prev_name = image_of(fpga);
@@ -112,6 +115,7 @@ json DeviceAdmin::load_bitstream(const std::string& device, const std::string& m
   const std::string detail = device + ": bitstream " + prev_name + " -> " + bs.name;
   const double t0 = hw::now_s();
   double load_s = 0.0;
+  hw::TimeSource load_source = fpga.info().time_source;
   try {
     // Out of every plan first, with the FPGAs that do not match the kind's first one before or
     // after the swap (the planner times the kind on the first FPGA even while it is drained).
@@ -122,6 +126,7 @@ json DeviceAdmin::load_bitstream(const std::string& device, const std::string& m
     apply_left_out(out, "bitstream", detail + " (draining " + device + ")");
     const hw::Event ev = fpga.load_bitstream(bs);  // the modelled reconfiguration time passes here
     load_s = ev.end_s - ev.start_s;
+    load_source = ev.source;
     operator_drained_.erase(device);  // a loaded image puts an unloaded or drained FPGA back in service
     std::set<std::string> back = operator_drained_;
     for (const std::string& d : mismatched_fpgas()) back.insert(d);
@@ -157,14 +162,14 @@ json DeviceAdmin::load_bitstream(const std::string& device, const std::string& m
   return {{"device", device},         {"bitstream", bs.name},
           {"previous", prev_name},    {"file", bs.file},
           {"kernels", kernels},       {"load_time_s", load_s},
-          {"load_time_source", "modelled"}, {"swap_s", hw::now_s() - t0},
+          {"load_time_source", source_of(load_source)}, {"swap_s", hw::now_s() - t0},
           {"swap_source", "measured"}, {"held_out", mismatched_fpgas()},
           {"plans", plan_labels()}};
 }
 
 json DeviceAdmin::unload_bitstream(const std::string& device) {
   std::lock_guard lock(mu_);
-  hw::EmuDevice& fpga = emulated_fpga(device);
+  hw::Device& fpga = reconfigurable_fpga(device);
   const std::optional<hw::Bitstream> previous =
       fpga.bitstream() ? std::optional<hw::Bitstream>(*fpga.bitstream()) : std::nullopt;
   const std::string prev_name = image_of(fpga);
@@ -198,12 +203,11 @@ json DeviceAdmin::devices() const {
   for (const hw::Device* d : system_.devices()) {
     json j = {{"name", d->name()}, {"kind", std::string(hw::to_string(d->kind()))}, {"drained", drained.count(d->name()) > 0},
               {"held_out", held.count(d->name()) > 0}};
-    const auto* emu = dynamic_cast<const hw::EmuDevice*>(d);
-    j["backend"] = emu ? "emu" : "native";
-    if (emu && d->kind() == hw::DeviceKind::fpga) j["bitstream"] = image_of(*emu);
+    j["backend"] = d->info().backend;
+    if (d->reconfigurable()) j["bitstream"] = image_of(*d);
     if (const auto e = d->energy()) {
       j["energy_j"] = e->total_j();
-      j["energy_source"] = emu ? "modelled" : "measured";
+      j["energy_source"] = source_of(d->info().time_source);
     }
     out.push_back(j);
   }

@@ -19,7 +19,6 @@
 
 #include <nlohmann/json.hpp>
 
-#include "hw/emu/emu_device.h"
 #include "hw/system.h"
 #include "runtime/daemon/served_engine.h"
 
@@ -46,7 +45,7 @@ class DeviceAdmin {
   nlohmann::json devices() const;
 
  private:
-  hw::EmuDevice& emulated_fpga(const std::string& device) const;
+  hw::Device& reconfigurable_fpga(const std::string& device) const;
   // FPGAs whose bitstream differs from the first FPGA's (see above).
   // With `device` counted as holding `image` when given (what a swap is about to do).
   std::set<std::string> mismatched_fpgas(const std::string& device = "", const std::string& image = "") const;

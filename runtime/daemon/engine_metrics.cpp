@@ -2,7 +2,6 @@
 
 #include <sstream>
 
-#include "hw/emu/emu_device.h"
 
 namespace dype::rt::daemon {
 namespace {
@@ -67,7 +66,7 @@ std::string render_engine_metrics(std::span<const ServedEngine> engines, const s
   for (const hw::Device* d : system.devices()) {
     const auto e = d->energy();
     if (!e) continue;
-    const char* src = dynamic_cast<const hw::EmuDevice*>(d) ? "modelled" : "measured";
+    const char* src = d->info().time_source == hw::TimeSource::modelled ? "modelled" : "measured";
     o << "dype_device_energy_joules_total{device=\"" << d->name() << "\",state=\"execute\",source=\"" << src << "\"} " << e->execute_j << "\n";
     o << "dype_device_energy_joules_total{device=\"" << d->name() << "\",state=\"transfer\",source=\"" << src << "\"} " << e->transfer_j << "\n";
     o << "dype_device_energy_joules_total{device=\"" << d->name() << "\",state=\"idle\",source=\"" << src << "\"} " << e->idle_j << "\n";

@@ -13,7 +13,6 @@
 #include <string>
 #include <vector>
 
-#include "hw/emu/emu_device.h"
 #include "hw/system.h"
 #include "runtime/daemon/admin.h"
 #include "runtime/daemon/device_admin.h"

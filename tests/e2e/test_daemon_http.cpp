@@ -499,7 +499,7 @@ TEST_F(DaemonHttp, AdminDrainAndBitstreamSwapWithRollback) {
   EXPECT_EQ(post("/v2/dype/admin/bitstreams/load", {{"device", "fpga0"}, {"path", "broken.yaml"}})->status, 400);
   auto gpu = post("/v2/dype/admin/bitstreams/load", {{"device", "gpu0"}, {"path", "u280-sextans-swat.yaml"}});
   EXPECT_EQ(gpu->status, 400);
-  EXPECT_NE(gpu->body.find("not an emulated FPGA"), std::string::npos) << gpu->body;
+  EXPECT_NE(gpu->body.find("not a reconfigurable FPGA"), std::string::npos) << gpu->body;
   EXPECT_EQ(post("/v2/dype/admin/bitstreams/load", {{"device", "fpga7"}, {"path", "u280-sextans-swat.yaml"}})->status, 404);
   EXPECT_EQ(fpga0->bitstream()->name, "u280-sextans-gemm");
   EXPECT_EQ(labels(), labels_before);
