@@ -49,7 +49,7 @@ Found fastest(const CostTables& t, PassLog* log) {
   for (int kc = 0; kc < t.num_kc(); ++kc) ub = std::min(ub, t.compute(0, t.num_kernels() - 1, kc));
   PeriodSearch search(t);
   const Found f = search.run(ub);
-  if (log) log->add(pass, "period search", f, std::to_string(search.checks()) + " checks");
+  if (log) log->add(pass, "period search", f, PassLog::count(static_cast<std::size_t>(search.checks()), "check"));
   return f;
 }
 

@@ -218,7 +218,7 @@ Found run_pass(const CostTables& t, const Pass& pass, PassLog* log, LabelDp::Bou
     f.fig = figures(f.stages, t);
     f.ok = true;
   }
-  if (log) log->add(pass, "label DP", f, std::to_string(dp.labels()) + " labels");
+  if (log) log->add(pass, "label DP", f, PassLog::count(dp.labels(), "label"));
   return f;
 }
 

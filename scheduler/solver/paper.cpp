@@ -81,14 +81,14 @@ Found solve_paper(const CostTables& t, const ObjectiveSpec& o, Caps& caps, PassL
     fill_found.fig.energy = std::min(fill_found.fig.energy, f.fig.energy);
     fill_found.ok = true;
   }
-  if (log) log->add(fill, "Algorithm 1", fill_found, std::to_string(evaluated) + " schedules evaluated");
+  if (log) log->add(fill, "Algorithm 1", fill_found, PassLog::count(evaluated, "schedule") + " evaluated");
   caps = caps_for(o, p_best);
   Found best;
   for (const Found& f : all) {
     if (!within(f.fig.period, caps.period) || !within(f.fig.latency, caps.latency)) continue;
     if (!best.ok || score(f.fig, o.objective) < score(best.fig, o.objective)) best = f;
   }
-  if (log) log->add(review, "Algorithm 1", best, std::to_string(all.size()) + " complete schedules");
+  if (log) log->add(review, "Algorithm 1", best, PassLog::count(all.size(), "complete schedule"));
   if (!best.ok && o.objective == Objective::qos) {
     throw InfeasibleError(std::string("qos (paper solver): no schedule in dp[|wl|] meets the targets; ") +
                           "best throughput " + fmt(1.0 / p_best, "/s"));

@@ -50,6 +50,11 @@ class PassLog {
   }
   std::vector<SolverPass> take() { return std::move(passes_); }
 
+  // "1 label", "812 labels".
+  static std::string count(std::size_t n, const char* what) {
+    return std::to_string(n) + " " + what + (n == 1 ? "" : "s");
+  }
+
  private:
   std::vector<SolverPass> passes_;
 };
