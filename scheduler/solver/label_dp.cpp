@@ -22,7 +22,7 @@ inline bool dominates(const Label& x, const Label& y, unsigned dims) {
 }
 
 // Keeps `set` free of dominated labels.
-bool insert(std::vector<Label>& set, const Label& cand, unsigned dims) {
+inline bool insert(std::vector<Label>& set, const Label& cand, unsigned dims) {
   for (const Label& l : set) {
     if (dominates(l, cand, dims)) return false;
   }
@@ -98,13 +98,13 @@ std::vector<StageSpec> LabelDp::stages(int id) const {
 
 // Whether a label for kernels [0, i) can still lead to an admissible plan. The caps' tests are
 // monotone in the open stage's compute time: a stage that fails them cannot pass by growing.
-bool LabelDp::within_caps(const Label& l) const {
+inline bool LabelDp::within_caps(const Label& l) const {
   return within(l.partial, pass_.period_cap) && within(l.max_t, pass_.period_cap) &&
          within(l.lat, pass_.latency_cap);
 }
 
 // opening: the label opens a stage at i on devices already in u.
-bool LabelDp::keep(const Label& l, int u, int i, int kc, bool opening) const {
+inline bool LabelDp::keep(const Label& l, int u, int i, int kc, bool opening) const {
   if (!within_caps(l)) return false;
   if (pass_.energy_ub < kInf) {
     const double rest = opening ? b_->v_delta[state(i, u, kc)] : b_->w_delta[state(i, u, kc)];
@@ -114,7 +114,7 @@ bool LabelDp::keep(const Label& l, int u, int i, int kc, bool opening) const {
   return true;
 }
 
-void LabelDp::insert_state(std::size_t s, const Label& cand) {
+inline void LabelDp::insert_state(std::size_t s, const Label& cand) {
   std::vector<int>& list = lists_[s];
   for (int id : list) {
     if (dominates(arena_[id], cand, pass_.dims)) return;
