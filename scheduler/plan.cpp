@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "kernels/error.h"
+#include "scheduler/solver/figures.h"
 
 namespace dype::sched {
 
@@ -64,26 +65,16 @@ Plan evaluate(const std::vector<StageSpec>& specs, const CostTables& tables) {
   bool fits = true;
   for (int t = 0; t < tables.num_kinds(); ++t) fits = fits && used[t] <= tables.max_count(t);
   plan.mnemonic = mnemonic(specs, tables);
-  double period = 0, latency = 0;
-  for (const Stage& st : plan.stages) {
-    period = std::max(period, st.time_s());
-    latency += st.transfer_in_s + st.compute_s;
-    plan.devices_used += st.count;
-  }
-  if (!fits || !(period < kInf)) {
+  const Figures f = figures(specs, tables);
+  plan.devices_used = f.devices;
+  if (!fits || !(f.period < kInf)) {
     plan.note = fits ? "a stage's kind cannot run its kernels" : "uses more devices than available";
     return plan;  // period/energy stay kInf: infeasible
   }
-  double energy = 0;
-  for (const Stage& st : plan.stages) {
-    const PowerStates& p = tables.power(st.kind);
-    energy += st.count * (p.exec_w * st.compute_s + p.xfer_w * (st.transfer_in_s + st.transfer_out_s) +
-                          p.idle_w * (period - st.time_s()));
-  }
-  plan.period_s = period;
-  plan.throughput_per_s = period > 0 ? 1.0 / period : kInf;
-  plan.latency_s = latency;
-  plan.energy_j = energy;
+  plan.period_s = f.period;
+  plan.throughput_per_s = f.period > 0 ? 1.0 / f.period : kInf;
+  plan.latency_s = f.latency;
+  plan.energy_j = f.energy;
   return plan;
 }
 

@@ -12,6 +12,7 @@
 // X_1 = X_{S+1} = 0. Host I/O is identical for every plan that starts/ends on the same kind and
 // is the runtime's business, as in Algorithm 1 (dp[0] is an empty pipeline with time 0).
 // Devices a plan leaves unused are powered off for the plan's purposes (not counted).
+// The formula is written once, in scheduler/solver/figures.h; evaluate() below uses it.
 #include <string>
 #include <vector>
 
@@ -55,6 +56,18 @@ struct Stage {
   double runner_up_score = kInf;
 };
 
+// One pass a solver ran (numbered as in scheduler/solver/exact.cpp and paper.cpp), with what it
+// found, for dype-schedule --explain. Not part of to_json().
+struct SolverPass {
+  int number = 0;
+  std::string name;     // "fastest: min period"
+  std::string method;   // "period search", "label DP", "Algorithm 1", ...
+  bool found = false;   // a plan came out
+  double period_s = kInf;
+  double energy_j = kInf;
+  std::string work;     // how much it searched: "23 checks", "812 labels"
+};
+
 struct Plan {
   std::vector<Stage> stages;
   std::vector<std::string> kind_names;  // index = Stage::kind
@@ -69,6 +82,7 @@ struct Plan {
   double solve_time_s = 0.0;
   double score = kInf;  // the objective's value (period for perf, energy otherwise)
   std::string note;     // e.g. how a baseline was formed
+  std::vector<SolverPass> passes;  // the passes solve() ran, in order (empty for baselines)
   bool empty() const { return stages.empty(); }
 };
 

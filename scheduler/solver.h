@@ -7,13 +7,15 @@
 //   dype::sched::Plan plan = dype::sched::solve(sys, model, {.objective = Objective::balanced});
 //   std::cout << plan.mnemonic << " " << to_json(plan).dump(2);
 //
-// Solvers:
-//  - exact (default): label-setting DP; returns the optimum of the cost model in plan.h over the
-//    whole search space (contiguous stages, c >= 1 devices of one kind each, no device shared,
-//    unused devices allowed, a stage's kind must run all its kernels).
+// Solvers (implemented in scheduler/solver/, one job per file):
+//  - exact (default): numbered passes of a period search and a label-setting DP (exact.cpp lists
+//    them); returns the optimum of the cost model in plan.h over the whole search space
+//    (contiguous stages, c >= 1 devices of one kind each, no device shared, unused devices
+//    allowed, a stage's kind must run all its kernels).
 //  - paper: Algorithm 1 generalised to any number of kinds; one schedule per dp[i][usage]. It can
 //    miss the optimum because a stored schedule's last stage still grows by X_{s+1} later.
-//  - brute_force(): enumerates every plan; for tests on small instances.
+//  - brute_force.cpp: enumerate_plans() lists every plan; for tests on small instances.
+// The passes a solve ran are in plan.passes (dype-schedule --explain prints them).
 #include <string>
 #include <vector>
 

@@ -119,6 +119,18 @@ json plan_json(const sched::Plan& plan, const sched::Workload& wl) {
   return j;
 }
 
+// The solver's passes in the order they ran (numbered as in scheduler/solver/exact.cpp, paper.cpp),
+// each with how it searched and what it found.
+void print_passes(const sched::Plan& plan) {
+  std::printf("solver passes (%s), in the order they ran:\n", plan.solver.c_str());
+  for (const sched::SolverPass& p : plan.passes) {
+    const std::string found = p.found ? "period " + ms(p.period_s) + " ms, " + num(p.energy_j) + " J/inference"
+                                      : std::string("no plan");
+    std::printf("  pass %d  %-46s %-13s %-24s %s\n", p.number, p.name.c_str(), p.method.c_str(), p.work.c_str(),
+                found.c_str());
+  }
+}
+
 void print_plan(const sched::Plan& plan, const sched::Workload& wl, bool explain) {
   std::printf("plan %s  (objective %s, solver %s, solved in %s us)\n", plan.mnemonic.c_str(),
               plan.objective.c_str(), plan.solver.c_str(), num(plan.solve_time_s * 1e6).c_str());
@@ -136,6 +148,7 @@ void print_plan(const sched::Plan& plan, const sched::Workload& wl, bool explain
               "%d devices (modelled)\n",
               ms(plan.period_s).c_str(), num(plan.throughput_per_s).c_str(), ms(plan.latency_s).c_str(),
               num(plan.energy_j).c_str(), plan.devices_used);
+  if (explain && !plan.passes.empty()) print_passes(plan);
 }
 
 // The one-kernel rows of the cost tables (each kernel alone on each (kind, count)), and the
