@@ -50,6 +50,13 @@ TEST(DypeScheduleCli, TextExplainParetoAndBaselines) {
   EXPECT_NE(r.out.find("cost tables"), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("pareto front"), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("modelled"), std::string::npos) << r.out;
+  // --explain lists the solver's passes in the order they ran: perf runs pass 1 (period search) then 2.
+  const auto passes = r.out.find("solver passes (exact), in the order they ran:");
+  ASSERT_NE(passes, std::string::npos) << r.out;
+  const auto p1 = r.out.find("pass 1  fastest", passes), p2 = r.out.find("pass 2", passes);
+  ASSERT_NE(p1, std::string::npos) << r.out;
+  ASSERT_NE(p2, std::string::npos) << r.out;
+  EXPECT_LT(p1, p2) << r.out;
 
   r = run("--system " + kSys + " --model " + kGcn + " --nodes 169343 --edges 1166243 --features 128 "
           "--baseline static --json");
