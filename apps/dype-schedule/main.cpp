@@ -11,6 +11,8 @@
 // inference (all modelled by the cost model) and the solve time (measured). Exit status: 0 plan
 // printed, 2 bad input, 3 the objective's constraints cannot be met.
 #include <algorithm>
+#include <charconv>
+#include <cmath>
 #include <chrono>
 #include <cstdio>
 #include <filesystem>
@@ -40,7 +42,10 @@ using nlohmann::json;
 struct Options {
   std::string system_file, model_file, graph_file, dataset;
   std::int64_t nodes = 0, edges = 0, features = 0, seq_len = 0, window = 0;
-  double skew = 0.0;
+  // The counts as typed: parsed by count_flag, so an out-of-range number is an error, not clamped.
+  std::string nodes_arg, edges_arg, features_arg, seq_len_arg, window_arg;
+  double skew = 0.0;  // 0: not given (taken from the graph where there is one)
+  bool skew_given = false, min_throughput_given = false, max_latency_given = false;
   std::string mode = "perf", solver = "exact", baseline, dump_tables;
   std::string perfmodels = std::string(DYPE_SOURCE_DIR) + "/configs/perfmodels";
   bool perfmodels_given = false;
@@ -59,6 +64,44 @@ std::string num(double v) {
   char buf[32];
   std::snprintf(buf, sizeof buf, "%.4g", v);
   return buf;
+}
+
+// A count flag's value: a whole number in [0, 2^53] (exact as a double in the cost model); an
+// empty string (flag not given) is 0.
+std::int64_t count_flag(const std::string& flag, const std::string& text) {
+  if (text.empty()) return 0;
+  constexpr std::int64_t kMax = std::int64_t{1} << 53;
+  std::int64_t v = 0;
+  const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), v);
+  if (ec == std::errc::result_out_of_range || (ec == std::errc() && end == text.data() + text.size() && v > kMax))
+    throw InputError(flag, "'" + text + "' is too large (at most 2^53 = " + std::to_string(kMax) + ")");
+  if (ec != std::errc() || end != text.data() + text.size())
+    throw InputError(flag, "must be a whole number, got '" + text + "'");
+  if (v < 0) throw InputError(flag, "must be >= 0, got " + text);
+  return v;
+}
+
+// Checks the flags that have no meaning outside a range before anything is planned: the counts,
+// the degree skew (max / mean row nnz is finite and at least 1), at most nodes^2 edges, and qos
+// targets that are given and positive.
+void check_flags(Options& o) {
+  o.nodes = count_flag("--nodes", o.nodes_arg);
+  o.edges = count_flag("--edges", o.edges_arg);
+  o.features = count_flag("--features", o.features_arg);
+  o.seq_len = count_flag("--seq-len", o.seq_len_arg);
+  o.window = count_flag("--window", o.window_arg);
+  if (o.skew_given && !(std::isfinite(o.skew) && o.skew >= 1.0))
+    throw InputError("--skew", "must be a finite number >= 1 (max row nnz / mean row nnz), got " + num(o.skew));
+  if (o.edges > 0 && o.nodes == 0) throw InputError("--edges", "needs --nodes");
+  if (o.nodes > 0 && static_cast<long double>(o.edges) > static_cast<long double>(o.nodes) * o.nodes)
+    throw InputError("--edges", std::to_string(o.edges) + " is more than nodes^2 = " +
+                                    num(static_cast<double>(o.nodes) * static_cast<double>(o.nodes)) + " possible entries");
+  if (o.min_throughput_given && !(std::isfinite(o.min_throughput) && o.min_throughput > 0.0))
+    throw InputError("--min-throughput", "must be a finite number > 0 inferences/s, got " + num(o.min_throughput));
+  if (o.max_latency_given && !(std::isfinite(o.max_latency) && o.max_latency > 0.0))
+    throw InputError("--max-latency", "must be a finite number > 0 seconds, got " + num(o.max_latency));
+  if (o.mode == "qos" && !o.min_throughput_given && !o.max_latency_given)
+    throw InputError("--mode qos", "needs a target: --min-throughput and/or --max-latency");
 }
 
 // The input's characteristics from whichever of --graph / --dataset / explicit numbers was given.
@@ -168,7 +211,8 @@ void print_tables(const sched::CostTables& t, const sched::Workload& wl) {
   }
 }
 
-int run(const Options& o) {
+int run(Options o) {
+  check_flags(o);
   std::string described;
   const sched::InputCharacteristics in = characteristics(o, described);
   const sched::ModelConfig config = sched::load_model_config(o.model_file);
@@ -264,16 +308,16 @@ int main(int argc, char** argv) {
   app.add_option("--model", o.model_file, "model config (configs/models/*.yaml)")->required();
   app.add_option("--graph", o.graph_file, "graph file: Matrix Market (.mtx) or SNAP edge list");
   app.add_option("--dataset", o.dataset, "a paper Table I shape: S1..S4, ogbn-arxiv, ogbn-products");
-  app.add_option("--nodes", o.nodes, "graph nodes");
-  app.add_option("--edges", o.edges, "graph edges (adjacency nnz)");
-  app.add_option("--features", o.features, "input feature length (GNN)");
-  app.add_option("--skew", o.skew, "degree skew: max row nnz / mean row nnz");
-  app.add_option("--seq-len", o.seq_len, "transformer sequence length");
-  app.add_option("--window", o.window, "transformer sliding window");
+  app.add_option("--nodes", o.nodes_arg, "graph nodes");
+  app.add_option("--edges", o.edges_arg, "graph edges (adjacency nnz, at most nodes^2)");
+  app.add_option("--features", o.features_arg, "input feature length (GNN)");
+  auto* skew_opt = app.add_option("--skew", o.skew, "degree skew: max row nnz / mean row nnz (>= 1)");
+  app.add_option("--seq-len", o.seq_len_arg, "transformer sequence length");
+  app.add_option("--window", o.window_arg, "transformer sliding window");
   app.add_option("--mode", o.mode, "objective")->check(CLI::IsMember({"perf", "energy", "balanced", "qos"}));
   app.add_option("--ratio", o.ratio, "balanced: throughput >= ratio x the perf optimum (default 0.7)");
-  app.add_option("--min-throughput", o.min_throughput, "qos: inferences per second at least");
-  app.add_option("--max-latency", o.max_latency, "qos: end-to-end latency in seconds at most");
+  auto* min_tp_opt = app.add_option("--min-throughput", o.min_throughput, "qos: inferences per second at least (> 0)");
+  auto* max_lat_opt = app.add_option("--max-latency", o.max_latency, "qos: end-to-end latency in seconds at most (> 0)");
   app.add_option("--solver", o.solver, "exact (default) or paper (Algorithm 1 as published)")
       ->check(CLI::IsMember({"exact", "paper"}));
   app.add_option("--baseline", o.baseline,
@@ -286,8 +330,18 @@ int main(int argc, char** argv) {
                                         "folder of fitted performance models (<device model>.json from dype-profile) "
                                         "for kernel times; 'none': the devices' own models")
                              ->capture_default_str();
-  CLI11_PARSE(app, argc, argv);
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::Success& e) {
+    return app.exit(e);  // --help
+  } catch (const CLI::ParseError& e) {
+    app.exit(e);  // prints the message naming the option
+    return 2;     // bad input, as for every other mistake
+  }
   o.perfmodels_given = perfmodels_opt->count() > 0;
+  o.skew_given = skew_opt->count() > 0;
+  o.min_throughput_given = min_tp_opt->count() > 0;
+  o.max_latency_given = max_lat_opt->count() > 0;
   try {
     return run(o);
   } catch (const sched::InfeasibleError& e) {

@@ -98,7 +98,21 @@ TEST(DypeScheduleCli, BadInputNamesTheFlagOrKey) {
       {base + " --dataset S1 --baseline nosuch", "nosuch", 2},
       {base + " --graph /nonexistent/g.mtx --features 8", "/nonexistent/g.mtx", 2},
       {"--system " + kGcn + " --model " + kGcn + " --dataset S1", "gcn.yaml", 2},
-      {base + " --dataset S1 --mode fastest", "--mode", 105},  // CLI11's validation error
+      {base + " --dataset S1 --mode fastest", "--mode", 2},  // CLI11's validation error, exit 2 like the rest
+      {base + " --dataset S1 --no-such-flag", "--no-such-flag", 2},
+      {"--model " + kGcn + " --dataset S1", "--system", 2},
+      {base + " --nodes 99999999999999999999 --edges 10 --features 8", "--nodes", 2},
+      {base + " --nodes 1e6 --edges 10 --features 8", "--nodes", 2},
+      {base + " --nodes -5 --edges 10 --features 8", "--nodes", 2},
+      {base + " --nodes 100 --edges 10001 --features 8", "nodes^2", 2},
+      {base + " --edges 10 --features 8", "--edges", 2},
+      {base + " --dataset S1 --skew nan", "--skew", 2},
+      {base + " --dataset S1 --skew -3", "--skew", 2},
+      {base + " --dataset S1 --skew 0.5", "--skew", 2},
+      {base + " --dataset S1 --skew inf", "--skew", 2},
+      {base + " --dataset S1 --mode qos", "needs a target", 2},
+      {base + " --dataset S1 --mode qos --max-latency 0", "--max-latency", 2},
+      {base + " --dataset S1 --mode qos --min-throughput 0", "--min-throughput", 2},
       {base + " --dataset S1 --mode qos --min-throughput 1e9", "min throughput", 3},
       {base + " --dataset S1 --mode qos --max-latency 1e-9", "max latency", 3},
   };
