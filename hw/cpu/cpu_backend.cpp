@@ -1,6 +1,11 @@
 #include "hw/cpu/cpu_backend.h"
 
+#include <filesystem>
+#include <string>
+
 #include "hw/cpu/cpu_device.h"
+#include "hw/device_model.h"
+#include "hw/system_config.h"
 
 namespace dype::hw {
 
@@ -20,6 +25,15 @@ Backend cpu_backend() {
     d.kind = DeviceKind::cpu;
     d.link.type = LinkType::host;
     d.schedulable = true;  // alone, the CPU is the only place work can go
+    // The generic CPU profile gives the planner kernel times and power until a profile of this
+    // host is fitted (dype-profile); without one no kernel could be planned on the CPU.
+    const std::string profile = default_config_dir() + "/devices/generic-cpu.yaml";
+    if (std::filesystem::exists(profile)) {
+      d.model_file = profile;
+      d.model = load_device_model(profile);
+      d.power = d.model->power;
+      d.link.host_bandwidth_bytes_per_s = d.model->memory_bandwidth_bytes_per_s;
+    }
     return std::vector<DeviceConfig>{d};
   };
   return b;

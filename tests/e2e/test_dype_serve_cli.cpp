@@ -9,6 +9,7 @@
 
 #include <chrono>
 #include <filesystem>
+#include <vector>
 #include <fstream>
 #include <sstream>
 #include <string>
@@ -44,20 +45,27 @@ TEST(DypeServeCli, BadOptionsAreRefusedNamingTheOption) {
   EXPECT_NE(system.out.find("/no/such/system.yaml"), std::string::npos) << system.out;
 }
 
-TEST(DypeServeCli, ServesAndStopsCleanlyOnSigterm) {
+// Starts dype-serve with `args` (plus ephemeral ports and a port file) in `cwd`, checks it answers
+// ready, /v2/models and /metrics, then that it exits 0 on SIGTERM.
+void serve_and_stop(const std::vector<std::string>& args, const std::string& cwd) {
   const fs::path dir = dype::test::process_temp_dir("dype_serve_cli");
   const fs::path ports = dir / "ports.json", log = dir / "serve.log";
-  const std::string system = std::string(DYPE_SOURCE_DIR) + "/configs/systems/paper-testbed-pcie4.yaml";
+  fs::remove(ports);
+  std::vector<std::string> argv_s = {kExe};
+  argv_s.insert(argv_s.end(), args.begin(), args.end());
+  for (const char* a : {"--http-port", "0", "--grpc-port", "-1", "--metrics-port", "0", "--port-file"}) argv_s.push_back(a);
+  argv_s.push_back(ports.string());
+  std::vector<char*> argv;
+  for (auto& a : argv_s) argv.push_back(a.data());
+  argv.push_back(nullptr);
   const pid_t pid = fork();
   ASSERT_GE(pid, 0);
   if (pid == 0) {
     const std::string out = log.string();
     // One open file for both streams, so neither overwrites the other's lines.
     if (!freopen(out.c_str(), "w", stdout) || dup2(STDOUT_FILENO, STDERR_FILENO) < 0) _exit(126);
-    // A short trim interval runs the main thread's malloc_trim loop several times.
-    execl(kExe.c_str(), kExe.c_str(), "--system", system.c_str(), "--mode", "balanced", "--http-port", "0",
-          "--grpc-port", "-1", "--metrics-port", "0", "--trim-interval", "0.05", "--port-file",
-          ports.string().c_str(), static_cast<char*>(nullptr));
+    if (chdir(cwd.c_str()) != 0) _exit(125);
+    execv(kExe.c_str(), argv.data());
     _exit(127);
   }
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
@@ -95,6 +103,19 @@ TEST(DypeServeCli, ServesAndStopsCleanlyOnSigterm) {
   }
   ASSERT_TRUE(WIFEXITED(status)) << read_all(log);
   EXPECT_EQ(WEXITSTATUS(status), 0) << read_all(log);
+}
+
+TEST(DypeServeCli, ServesAndStopsCleanlyOnSigterm) {
+  const std::string system = std::string(DYPE_SOURCE_DIR) + "/configs/systems/paper-testbed-pcie4.yaml";
+  // A short trim interval runs the main thread's malloc_trim loop several times.
+  serve_and_stop({"--system", system, "--mode", "balanced", "--trim-interval", "0.05"}, fs::temp_directory_path().string());
+}
+
+// The first command a new user types: no --system, so the host is detected. On a machine with only
+// a CPU the detected CPU carries the generic CPU profile and serves every model (it used to exit 1:
+// "no device kind available to the scheduler can run kernel 0").
+TEST(DypeServeCli, BareCommandServesOnTheDetectedHost) {
+  serve_and_stop({}, DYPE_SOURCE_DIR);
 }
 
 }  // namespace
