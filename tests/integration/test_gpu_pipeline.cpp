@@ -7,16 +7,14 @@
 #include <gtest/gtest.h>
 
 #include <cstdlib>
-#include <memory>
-#include <mutex>
 #include <string>
 #include <vector>
 
 #include "hw/system.h"
 #include "hw/system_config.h"
-#include "kernels/graph/generators.h"
 #include "runtime/model.h"
 #include "runtime/pipeline.h"
+#include "../test_rt_requests.h"
 
 namespace dype::rt {
 namespace {
@@ -49,51 +47,10 @@ std::string unsupported_ops(const Model& model, const hw::Device& device) {
   return missing;
 }
 
-std::vector<Request> gnn_requests(const Model& m, std::int64_t nodes, std::int64_t edges, int count) {
-  auto g = Graph::from_edges(random_graph(nodes, edges, 7), m.family() == ModelFamily::gcn, m.spec().gin_eps);
-  std::vector<Request> out;
-  for (int i = 0; i < count; ++i)
-    out.push_back(Request::gnn(g, make_tensor(nodes, m.spec().in_features,
-                                              kernels::generate_features(nodes, m.spec().in_features, 300 + i))));
-  return out;
-}
-
-std::vector<Request> tf_requests(const Model& m, std::int64_t seq, std::int64_t window, int count) {
-  std::vector<Request> out;
-  for (int i = 0; i < count; ++i)
-    out.push_back(Request::transformer(
-        make_tensor(seq, m.spec().d_model, kernels::generate_features(seq, m.spec().d_model, 400 + i)), window));
-  return out;
-}
-
-// Runs the requests through `spec` and checks every output against the CPU reference, in order.
 // GPU reductions sum in another order than the CPU kernels, hence 1e-4 rather than 1e-5.
 void run_and_check(const Model& m, PipelineSpec spec, const std::vector<Request>& reqs) {
   const std::string what = describe(spec);
-  std::vector<HostTensor> expect;
-  for (const auto& r : reqs) expect.push_back(reference_forward(m, r));
-  std::mutex mu;
-  std::vector<Completion> got;
-  {
-    PipelineOptions po;
-    po.preload_graph = reqs[0].graph();
-    Pipeline p(m, spec, po);
-    for (std::size_t i = 0; i < reqs.size(); ++i) {
-      p.submit({.seq = i, .request = std::make_shared<Request>(reqs[i]), .not_before_s = 0,
-                .done = [&](Completion&& c) {
-                  std::lock_guard lock(mu);
-                  got.push_back(std::move(c));
-                }});
-    }
-    p.close();
-    p.join();
-  }
-  ASSERT_EQ(got.size(), reqs.size()) << what;
-  for (std::size_t i = 0; i < got.size(); ++i) {
-    ASSERT_EQ(got[i].seq, i) << what << ": completions out of order";
-    ASSERT_FALSE(got[i].error) << what << " request " << i;
-    EXPECT_LE(relative_error(got[i].output, expect[i]), 1e-4) << what << " request " << i;
-  }
+  testing::expect_pipeline_matches_reference(m, std::move(spec), reqs, what, 1e-4, /*queue_capacity=*/2);
 }
 
 // All kernels on the GPU, then every cut between the host CPU (first part) and the GPU.
@@ -116,17 +73,17 @@ void check_model(const Model& m, const std::vector<Request>& reqs) {
 
 TEST(GpuPipeline, GcnMatchesCpuReference) {
   Model m = Model::gcn({.layers = 2, .in_features = 64, .hidden = 128, .seed = 3});
-  check_model(m, gnn_requests(m, 5000, 60000, 3));
+  check_model(m, testing::gnn_requests(m, 5000, 60000, 3, 7, 300));
 }
 
 TEST(GpuPipeline, GinMatchesCpuReference) {
   Model m = Model::gin({.layers = 2, .in_features = 64, .hidden = 128, .seed = 4});
-  check_model(m, gnn_requests(m, 3000, 30000, 3));
+  check_model(m, testing::gnn_requests(m, 3000, 30000, 3, 7, 300));
 }
 
 TEST(GpuPipeline, TransformerMatchesCpuReference) {
   Model m = Model::transformer({.layers = 2, .d_model = 256, .heads = 4, .ffn = 512, .seed = 5});
-  check_model(m, tf_requests(m, 1024, 128, 2));
+  check_model(m, testing::tf_requests(m, 1024, 128, 2, 400));
 }
 
 }  // namespace

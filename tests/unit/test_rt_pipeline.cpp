@@ -11,6 +11,7 @@
 #include "runtime/model.h"
 #include "runtime/pipeline.h"
 #include "test_rt_common.h"
+#include "../test_rt_requests.h"
 
 namespace dype::rt {
 namespace {
@@ -32,49 +33,12 @@ std::vector<std::vector<std::pair<int, int>>> all_splits(int n) {
   return out;
 }
 
-std::vector<Request> gnn_requests(const Model& m, std::int64_t nodes, std::int64_t edges, int count) {
-  auto g = Graph::from_edges(random_graph(nodes, edges, 11), m.family() == ModelFamily::gcn, m.spec().gin_eps);
-  std::vector<Request> out;
-  for (int i = 0; i < count; ++i)
-    out.push_back(Request::gnn(g, make_tensor(nodes, m.spec().in_features,
-                                              kernels::generate_features(nodes, m.spec().in_features, 100 + i))));
-  return out;
-}
-
-std::vector<Request> tf_requests(const Model& m, std::int64_t seq, std::int64_t window, int count) {
-  std::vector<Request> out;
-  for (int i = 0; i < count; ++i)
-    out.push_back(Request::transformer(make_tensor(seq, m.spec().d_model, kernels::generate_features(seq, m.spec().d_model, 200 + i)), window));
-  return out;
-}
+using testing::gnn_requests;
+using testing::tf_requests;
 
 // Runs `reqs` through the pipeline and checks each against the reference, in order.
 void run_and_check(const Model& m, PipelineSpec spec, const std::vector<Request>& reqs, const std::string& what) {
-  std::vector<HostTensor> expect;
-  for (const auto& r : reqs) expect.push_back(reference_forward(m, r));
-  std::mutex mu;
-  std::vector<Completion> got;
-  {
-    PipelineOptions po;
-    po.queue_capacity = 1;
-    po.preload_graph = reqs[0].graph();
-    Pipeline p(m, spec, po);
-    for (std::size_t i = 0; i < reqs.size(); ++i) {
-      p.submit({.seq = i, .request = std::make_shared<Request>(reqs[i]), .not_before_s = 0,
-                .done = [&](Completion&& c) {
-                  std::lock_guard lock(mu);
-                  got.push_back(std::move(c));
-                }});
-    }
-    p.close();
-    p.join();
-  }
-  ASSERT_EQ(got.size(), reqs.size()) << what;
-  for (std::size_t i = 0; i < got.size(); ++i) {
-    ASSERT_EQ(got[i].seq, i) << what << ": completions out of order";
-    ASSERT_FALSE(got[i].error) << what;
-    EXPECT_LE(relative_error(got[i].output, expect[i]), 1e-5) << what << " request " << i;
-  }
+  testing::expect_pipeline_matches_reference(m, std::move(spec), reqs, what, 1e-5);
 }
 
 // Every split, with every stage on c = 1, 2, 3 devices and with mixed counts.
