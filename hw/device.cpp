@@ -28,6 +28,42 @@ void Device::reserve_memory(std::size_t bytes) {
   } while (!used_bytes_.compare_exchange_weak(used, used + bytes));
 }
 
+void check_copy_range(const std::string& where, std::size_t offset, std::size_t bytes,
+                      std::size_t capacity) {
+  if (offset > capacity || bytes > capacity - offset) {
+    throw InputError(where, "copy of " + std::to_string(bytes) + " bytes at offset " +
+                                std::to_string(offset) + " overruns a buffer of " +
+                                std::to_string(capacity));
+  }
+}
+
+void Device::check_owned(const Buffer& buffer, std::string_view what) const {
+  if (&buffer.device() != this) {
+    throw InputError(name(), std::string(what) + ": buffer is not on this device");
+  }
+}
+
+Event Device::launch(const KernelLaunch& l, std::span<const Event> after, int queue) {
+  validate(l, name());
+  for (std::size_t i = 0; i < l.inputs.size(); ++i) check_owned(*l.inputs[i], "input " + std::to_string(i));
+  check_owned(*l.output, "output");
+  return do_launch(l, after, queue);
+}
+
+Event Device::copy_from_host(Buffer& dst, std::span<const std::byte> src, std::size_t offset,
+                             std::span<const Event> after) {
+  check_owned(dst, "copy_from_host dst");
+  check_copy_range(name() + ": copy_from_host", offset, src.size(), dst.size_bytes());
+  return do_copy_from_host(dst, src, offset, after);
+}
+
+Event Device::copy_to_host(const Buffer& src, std::span<std::byte> dst, std::size_t offset,
+                           std::span<const Event> after) {
+  check_owned(src, "copy_to_host src");
+  check_copy_range(name() + ": copy_to_host", offset, dst.size(), src.size_bytes());
+  return do_copy_to_host(src, dst, offset, after);
+}
+
 Event Device::copy_to_peer(const Buffer& src, Buffer& dst, std::span<const Event> after) {
   if (&src.device() != this) throw Error(name() + ": copy_to_peer: source buffer is not on this device");
   if (dst.size_bytes() < src.size_bytes()) {
@@ -36,6 +72,14 @@ Event Device::copy_to_peer(const Buffer& src, Buffer& dst, std::span<const Event
                                                    " bytes, source " +
                                                    std::to_string(src.size_bytes()));
   }
+  return do_copy_to_peer(src, dst, after);
+}
+
+Event Device::do_copy_to_peer(const Buffer& src, Buffer& dst, std::span<const Event> after) {
+  return copy_to_peer_staged(src, dst, after);
+}
+
+Event Device::copy_to_peer_staged(const Buffer& src, Buffer& dst, std::span<const Event> after) {
   // Staged through host memory: device -> host, host -> peer.
   std::vector<std::byte> staging(src.size_bytes());
   Event down = copy_to_host(src, staging, 0, after);

@@ -1,7 +1,10 @@
 #pragma once
 // Device: the small interface every backend implements (hw/<backend>/<backend>_device.h), in the
-// shape of ONNX Runtime's execution providers and ggml-backend. Only allocate, launch and the two
-// host copies are required; everything else has a default.
+// shape of ONNX Runtime's execution providers and ggml-backend. Only allocate and the hooks
+// do_launch, do_copy_from_host and do_copy_to_host are required; everything else has a default.
+// As in ggml-backend (ggml_backend_tensor_set checks, then iface.set_tensor), the public calls
+// are not virtual: they validate once (launch shape, buffer ownership, copy bounds) and then call
+// the backend's protected hook, so no backend repeats or forgets a check.
 //
 //   hw::System sys = hw::System::from_config(hw::load_system_config("configs/systems/local.yaml"));
 //   hw::Device& dev = sys.device("cpu0");
@@ -82,20 +85,23 @@ class Device {
   std::size_t memory_used_bytes() const { return used_bytes_; }
 
   // Runs the kernel; starts no earlier than every event in `after` and every input's ready time.
-  // Throws InputError for a malformed launch, DeviceError for an op the device does not support.
-  // `queue` selects a stream on backends that have several; cpu and emu have one.
-  virtual Event launch(const KernelLaunch& launch, std::span<const Event> after = {},
-                       int queue = 0) = 0;
+  // Throws InputError for a malformed launch (hw::validate) or a buffer of another device,
+  // DeviceError for an op the device does not support. `queue` selects a stream on backends that
+  // have several; cpu and emu have one. Validates here, once, then calls do_launch.
+  Event launch(const KernelLaunch& launch, std::span<const Event> after = {}, int queue = 0);
 
-  // Host <-> device copies of `bytes` bytes at `offset` in the device buffer.
-  virtual Event copy_from_host(Buffer& dst, std::span<const std::byte> src,
-                               std::size_t offset = 0, std::span<const Event> after = {}) = 0;
-  virtual Event copy_to_host(const Buffer& src, std::span<std::byte> dst, std::size_t offset = 0,
-                             std::span<const Event> after = {}) = 0;
+  // Host <-> device copies of `bytes` bytes at `offset` in the device buffer. Throw InputError
+  // when the buffer is another device's or the copy overruns it ("copy of N bytes at offset M
+  // overruns a buffer of K"); then call do_copy_from_host / do_copy_to_host.
+  Event copy_from_host(Buffer& dst, std::span<const std::byte> src, std::size_t offset = 0,
+                       std::span<const Event> after = {});
+  Event copy_to_host(const Buffer& src, std::span<std::byte> dst, std::size_t offset = 0,
+                     std::span<const Event> after = {});
 
-  // Copies the whole of `src` (on this device) into `dst` (on a peer). The default stages through
-  // host memory; backends with peer access override it and consult the topology for P2P.
-  virtual Event copy_to_peer(const Buffer& src, Buffer& dst, std::span<const Event> after = {});
+  // Copies the whole of `src` (on this device) into `dst` (on a peer). Checks ownership and size,
+  // then calls do_copy_to_peer: the default stages through host memory; backends with peer access
+  // override it and consult the topology for P2P.
+  Event copy_to_peer(const Buffer& src, Buffer& dst, std::span<const Event> after = {});
 
   // Energy drawn since creation, if the device can tell (a power sensor, or a model on emu).
   virtual std::optional<EnergyReport> energy() const { return std::nullopt; }
@@ -144,6 +150,21 @@ class Device {
  protected:
   DeviceInfo& mutable_info() { return info_; }
 
+  // Backend hooks, called by the public calls above after they validated: the launch is
+  // well-formed and its buffers are this device's; copies are within the buffer. A hook only
+  // executes (and reports what the backend itself detects: unsupported ops, driver errors).
+  virtual Event do_launch(const KernelLaunch& launch, std::span<const Event> after, int queue) = 0;
+  virtual Event do_copy_from_host(Buffer& dst, std::span<const std::byte> src, std::size_t offset,
+                                  std::span<const Event> after) = 0;
+  virtual Event do_copy_to_host(const Buffer& src, std::span<std::byte> dst, std::size_t offset,
+                                std::span<const Event> after) = 0;
+  // `dst` is at least as large as `src`. Default: staged through host memory.
+  virtual Event do_copy_to_peer(const Buffer& src, Buffer& dst, std::span<const Event> after);
+  // The staged copy, for overrides that fall back to it (e.g. a peer without P2P).
+  Event copy_to_peer_staged(const Buffer& src, Buffer& dst, std::span<const Event> after);
+  // Throws InputError "<what>: buffer is not on this device" unless this device allocated it.
+  void check_owned(const Buffer& buffer, std::string_view what) const;
+
  private:
   DeviceInfo info_;
   std::atomic<std::size_t> used_bytes_{0};
@@ -152,5 +173,11 @@ class Device {
 };
 
 using DevicePtr = std::unique_ptr<Device>;
+
+// Throws InputError(where, "copy of N bytes at offset M overruns a buffer of K") when
+// [offset, offset + bytes) does not fit in `capacity` bytes. Device's copies call it; backends
+// with extra copy paths (HIP's mapped windows) call it too, so the message is written once.
+void check_copy_range(const std::string& where, std::size_t offset, std::size_t bytes,
+                      std::size_t capacity);
 
 }  // namespace dype::hw

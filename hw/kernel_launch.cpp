@@ -7,7 +7,7 @@
 namespace dype::hw {
 
 using kernels::OpKind;
-using kernels::cpu::Epilogue;
+using kernels::Epilogue;
 
 KernelLaunch KernelLaunch::spmm(const Buffer& indptr, const Buffer& indices, const Buffer& values,
                                 const Buffer& x, Buffer& y, std::int64_t m, std::int64_t k,

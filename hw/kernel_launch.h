@@ -19,7 +19,6 @@
 #include <vector>
 
 #include "hw/buffer.h"
-#include "kernels/cpu/gemm.h"
 #include "kernels/op.h"
 
 namespace dype::hw {
@@ -28,7 +27,7 @@ struct KernelLaunch {
   kernels::OpShape shape;
   std::vector<const Buffer*> inputs;
   Buffer* output = nullptr;
-  kernels::cpu::Epilogue epilogue = kernels::cpu::Epilogue::none;  // gemm
+  kernels::Epilogue epilogue = kernels::Epilogue::none;  // gemm
   int index_bytes = 4;                                              // spmm: 4 or 8
   float eps = 1e-5f;                                                // layer_norm
 
@@ -39,7 +38,7 @@ struct KernelLaunch {
   // bias may be nullptr when the epilogue has no bias.
   static KernelLaunch gemm(const Buffer& x, const Buffer& w, const Buffer* bias, Buffer& y,
                            std::int64_t m, std::int64_t k, std::int64_t n,
-                           kernels::cpu::Epilogue epilogue = kernels::cpu::Epilogue::none);
+                           kernels::Epilogue epilogue = kernels::Epilogue::none);
   static KernelLaunch window_attention(const Buffer& q, const Buffer& k, const Buffer& v,
                                        Buffer& out, std::int64_t seq_len, std::int64_t heads,
                                        std::int64_t head_dim, std::int64_t window);

@@ -15,6 +15,10 @@ enum class OpKind : std::uint8_t {
   layer_norm,        // row layer norm over [m,n]
 };
 
+// What a GEMM does after the product: add a bias row [n], apply ReLU, both, or nothing. Here, not
+// in kernels/cpu/gemm.h, because every backend's GEMM and hw::KernelLaunch speak it.
+enum class Epilogue : std::uint8_t { none, bias, relu, bias_relu };
+
 inline constexpr OpKind kAllOpKinds[] = {OpKind::spmm, OpKind::gemm, OpKind::window_attention,
                                          OpKind::softmax, OpKind::layer_norm};
 

@@ -159,7 +159,7 @@ int main(int argc, char** argv) {
         hw::BufferPtr bw = upload(*d, w, &xfer_s), bb = upload(*d, bias, &xfer_s);
         hw::BufferPtr by = d->allocate(nodes * hidden * 4);
         const auto l = hw::KernelLaunch::gemm(*bax, *bw, bb.get(), *by, nodes, features, hidden,
-                                              kernels::cpu::Epilogue::bias_relu);
+                                              kernels::Epilogue::bias_relu);
         const Event e = d->launch(l);
         std::vector<float> y(nodes * hidden);
         d->copy_to_host(*by, std::as_writable_bytes(std::span<float>(y)));

@@ -38,8 +38,7 @@ BufferPtr CpuDevice::allocate(std::size_t bytes, AllocMode mode) {
   return std::make_unique<HostBuffer>(*this, bytes, mode);
 }
 
-Event CpuDevice::launch(const KernelLaunch& l, std::span<const Event> after, int) {
-  validate(l, name());
+Event CpuDevice::do_launch(const KernelLaunch& l, std::span<const Event> after, int) {
   for (const Buffer* b : l.inputs) {
     if (!b->has_data()) throw InputError(name(), "input buffer holds no data (size-only)");
   }
@@ -53,14 +52,8 @@ Event CpuDevice::launch(const KernelLaunch& l, std::span<const Event> after, int
   return e;
 }
 
-Event CpuDevice::copy_from_host(Buffer& dst, std::span<const std::byte> src, std::size_t offset,
-                                std::span<const Event> after) {
-  if (offset + src.size() > dst.size_bytes()) {
-    throw InputError(name() + ": copy_from_host", "copy of " + std::to_string(src.size()) +
-                                                      " bytes at offset " + std::to_string(offset) +
-                                                      " overruns a buffer of " +
-                                                      std::to_string(dst.size_bytes()));
-  }
+Event CpuDevice::do_copy_from_host(Buffer& dst, std::span<const std::byte> src, std::size_t offset,
+                                   std::span<const Event> after) {
   wait_host(after);
   Event e;
   e.start_s = now_s();
@@ -69,14 +62,8 @@ Event CpuDevice::copy_from_host(Buffer& dst, std::span<const std::byte> src, std
   return e;
 }
 
-Event CpuDevice::copy_to_host(const Buffer& src, std::span<std::byte> dst, std::size_t offset,
-                              std::span<const Event> after) {
-  if (offset + dst.size() > src.size_bytes()) {
-    throw InputError(name() + ": copy_to_host", "copy of " + std::to_string(dst.size()) +
-                                                    " bytes at offset " + std::to_string(offset) +
-                                                    " overruns a buffer of " +
-                                                    std::to_string(src.size_bytes()));
-  }
+Event CpuDevice::do_copy_to_host(const Buffer& src, std::span<std::byte> dst, std::size_t offset,
+                                 std::span<const Event> after) {
   wait_host(after);
   Event e;
   e.start_s = now_s();

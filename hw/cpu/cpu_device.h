@@ -17,12 +17,14 @@ class CpuDevice final : public Device {
   int threads() const { return threads_; }
   bool supports(kernels::OpKind) const override { return true; }
   BufferPtr allocate(std::size_t bytes, AllocMode mode = AllocMode::data) override;
-  Event launch(const KernelLaunch& launch, std::span<const Event> after = {},
-               int queue = 0) override;
-  Event copy_from_host(Buffer& dst, std::span<const std::byte> src, std::size_t offset = 0,
-                       std::span<const Event> after = {}) override;
-  Event copy_to_host(const Buffer& src, std::span<std::byte> dst, std::size_t offset = 0,
-                     std::span<const Event> after = {}) override;
+
+
+ protected:
+  Event do_launch(const KernelLaunch& launch, std::span<const Event> after, int queue) override;
+  Event do_copy_from_host(Buffer& dst, std::span<const std::byte> src, std::size_t offset,
+                          std::span<const Event> after) override;
+  Event do_copy_to_host(const Buffer& src, std::span<std::byte> dst, std::size_t offset,
+                        std::span<const Event> after) override;
 
  private:
   int threads_;

@@ -18,7 +18,7 @@ namespace dype::hw {
 
 namespace kc = kernels::cuda;
 using kernels::OpKind;
-using kernels::cpu::Epilogue;
+using kernels::Epilogue;
 
 // launch_plan.cpp maps these codes without the headers; keep the numbers honest.
 static_assert(cudaErrorInvalidValue == 1 && cudaErrorMemoryAllocation == 2 &&
@@ -271,8 +271,7 @@ void CudaDevice::run_gemm(Queue& q, const KernelLaunch& l) {
   cuda_check(name(), "bias_act", kc::bias_act(y.ptr<float>(), b, s.m, s.n, relu, q.stream));
 }
 
-Event CudaDevice::launch(const KernelLaunch& l, std::span<const Event>, int queue_index) {
-  validate(l, name());
+Event CudaDevice::do_launch(const KernelLaunch& l, std::span<const Event>, int queue_index) {
   if (!supports(l.shape.kind)) {
     throw DeviceError(name(), std::string(kernels::to_string(l.shape.kind)) + " is not supported on the cuda backend");
   }
@@ -306,14 +305,9 @@ Event CudaDevice::launch(const KernelLaunch& l, std::span<const Event>, int queu
   return e;
 }
 
-Event CudaDevice::copy_from_host(Buffer& dst, std::span<const std::byte> src, std::size_t offset,
-                                 std::span<const Event>) {
+Event CudaDevice::do_copy_from_host(Buffer& dst, std::span<const std::byte> src, std::size_t offset,
+                               std::span<const Event>) {
   auto& d = on_device(&dst, *this, "copy_from_host dst");
-  if (offset + src.size() > dst.size_bytes()) {
-    throw InputError(name() + ": copy_from_host", "copy of " + std::to_string(src.size()) + " bytes at offset " +
-                                                      std::to_string(offset) + " overruns a buffer of " +
-                                                      std::to_string(dst.size_bytes()));
-  }
   set_current();
   std::lock_guard lock(staging_mutex_);
   Staging& st = *staging_;
@@ -337,14 +331,9 @@ Event CudaDevice::copy_from_host(Buffer& dst, std::span<const std::byte> src, st
   return e;
 }
 
-Event CudaDevice::copy_to_host(const Buffer& src, std::span<std::byte> dst, std::size_t offset,
-                               std::span<const Event>) {
+Event CudaDevice::do_copy_to_host(const Buffer& src, std::span<std::byte> dst, std::size_t offset,
+                             std::span<const Event>) {
   auto& s = on_device(&src, *this, "copy_to_host src");
-  if (offset + dst.size() > src.size_bytes()) {
-    throw InputError(name() + ": copy_to_host", "copy of " + std::to_string(dst.size()) + " bytes at offset " +
-                                                    std::to_string(offset) + " overruns a buffer of " +
-                                                    std::to_string(src.size_bytes()));
-  }
   set_current();
   std::lock_guard lock(staging_mutex_);
   Staging& st = *staging_;
@@ -380,16 +369,12 @@ bool CudaDevice::can_copy_peer(const CudaDevice& peer) const {
   return can != 0;
 }
 
-Event CudaDevice::copy_to_peer(const Buffer& src, Buffer& dst, std::span<const Event> after) {
+Event CudaDevice::do_copy_to_peer(const Buffer& src, Buffer& dst, std::span<const Event> after) {
   auto* peer = dynamic_cast<CudaDevice*>(&dst.device());
   const bool same = peer == this;
-  if (!peer || (!same && !can_copy_peer(*peer))) return Device::copy_to_peer(src, dst, after);
+  if (!peer || (!same && !can_copy_peer(*peer))) return copy_to_peer_staged(src, dst, after);
   auto& s = on_device(&src, *this, "copy_to_peer src");
   auto& d = dynamic_cast<CudaBuffer&>(dst);
-  if (dst.size_bytes() < src.size_bytes()) {
-    throw InputError(name() + ": copy_to_peer", "destination holds " + std::to_string(dst.size_bytes()) +
-                                                   " bytes, source " + std::to_string(src.size_bytes()));
-  }
   set_current();
   if (!same) {
     std::lock_guard lock(peers_mutex_);

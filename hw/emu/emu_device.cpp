@@ -18,15 +18,6 @@ double latest(std::span<const Event> after, double t) {
   return t;
 }
 
-void check_range(const std::string& where, std::size_t offset, std::size_t bytes,
-                 std::size_t capacity) {
-  if (offset + bytes > capacity) {
-    throw InputError(where, "copy of " + std::to_string(bytes) + " bytes at offset " +
-                                std::to_string(offset) + " overruns a buffer of " +
-                                std::to_string(capacity));
-  }
-}
-
 }  // namespace
 
 EmuDevice::EmuDevice(DeviceInfo info, DeviceModel model, EmuOptions options)
@@ -66,8 +57,7 @@ double EmuDevice::modelled_time_s(const kernels::OpShape& shape) const {
   return emu::modelled_time_s(model_, bitstream_ ? &*bitstream_ : nullptr, shape, name());
 }
 
-Event EmuDevice::launch(const KernelLaunch& l, std::span<const Event> after, int) {
-  validate(l, name());
+Event EmuDevice::do_launch(const KernelLaunch& l, std::span<const Event> after, int) {
   std::lock_guard lock(mutex_);
   const double model_s =
       emu::modelled_time_s(model_, bitstream_ ? &*bitstream_ : nullptr, l.shape, name());
@@ -103,9 +93,8 @@ double EmuDevice::transfer_time_to_host_s(std::size_t bytes) const {
   return model_.link.latency_s + static_cast<double>(bytes) / model_.link.bandwidth_bytes_per_s();
 }
 
-Event EmuDevice::copy_from_host(Buffer& dst, std::span<const std::byte> src, std::size_t offset,
-                                std::span<const Event> after) {
-  check_range(name() + ": copy_from_host", offset, src.size(), dst.size_bytes());
+Event EmuDevice::do_copy_from_host(Buffer& dst, std::span<const std::byte> src, std::size_t offset,
+                                   std::span<const Event> after) {
   std::lock_guard lock(mutex_);
   check_fault_locked();
   const double dur = jittered_locked(transfer_time_to_host_s(src.size()));
@@ -122,9 +111,8 @@ Event EmuDevice::copy_from_host(Buffer& dst, std::span<const std::byte> src, std
   return e;
 }
 
-Event EmuDevice::copy_to_host(const Buffer& src, std::span<std::byte> dst, std::size_t offset,
-                              std::span<const Event> after) {
-  check_range(name() + ": copy_to_host", offset, dst.size(), src.size_bytes());
+Event EmuDevice::do_copy_to_host(const Buffer& src, std::span<std::byte> dst, std::size_t offset,
+                                 std::span<const Event> after) {
   std::lock_guard lock(mutex_);
   check_fault_locked();
   const double dur = jittered_locked(transfer_time_to_host_s(dst.size()));
@@ -139,17 +127,10 @@ Event EmuDevice::copy_to_host(const Buffer& src, std::span<std::byte> dst, std::
   return e;
 }
 
-Event EmuDevice::copy_to_peer(const Buffer& src, Buffer& dst, std::span<const Event> after) {
+Event EmuDevice::do_copy_to_peer(const Buffer& src, Buffer& dst, std::span<const Event> after) {
   auto* peer = dynamic_cast<EmuDevice*>(&dst.device());
-  if (&src.device() != this) throw Error(name() + ": copy_to_peer: source buffer is not on this device");
   if (!peer || peer == this || !topology() || peer->topology() != topology()) {
-    return Device::copy_to_peer(src, dst, after);  // e.g. to the CPU: through host memory
-  }
-  if (dst.size_bytes() < src.size_bytes()) {
-    throw InputError(name() + ": copy_to_peer", "destination holds " +
-                                                   std::to_string(dst.size_bytes()) +
-                                                   " bytes, source " +
-                                                   std::to_string(src.size_bytes()));
+    return copy_to_peer_staged(src, dst, after);  // e.g. to the CPU: through host memory
   }
   std::scoped_lock lock(mutex_, peer->mutex_);
   check_fault_locked();

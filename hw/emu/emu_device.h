@@ -32,14 +32,6 @@ class EmuDevice final : public Device {
   const DeviceModel& model() const { return model_; }
   bool supports(kernels::OpKind op) const override;
   BufferPtr allocate(std::size_t bytes, AllocMode mode = AllocMode::data) override;
-  Event launch(const KernelLaunch& launch, std::span<const Event> after = {},
-               int queue = 0) override;
-  Event copy_from_host(Buffer& dst, std::span<const std::byte> src, std::size_t offset = 0,
-                       std::span<const Event> after = {}) override;
-  Event copy_to_host(const Buffer& src, std::span<std::byte> dst, std::size_t offset = 0,
-                     std::span<const Event> after = {}) override;
-  // Emulated peer: P2P when the topology allows, else staged through host (both modelled).
-  Event copy_to_peer(const Buffer& src, Buffer& dst, std::span<const Event> after = {}) override;
   // Energy over [0, clock_s()] from the power states (idle / execute / transfer), modelled.
   std::optional<EnergyReport> energy() const override { return energy_until(clock_s()); }
   EnergyReport energy_until(double t_s) const;
@@ -66,6 +58,16 @@ class EmuDevice final : public Device {
   const DeviceModel* device_profile() const override { return &model_; }
   double clock_s() const;   // when the device is next free
   void reset_clock();       // back to 0, energy counters cleared (buffers keep their data)
+
+
+ protected:
+  Event do_launch(const KernelLaunch& launch, std::span<const Event> after, int queue) override;
+  Event do_copy_from_host(Buffer& dst, std::span<const std::byte> src, std::size_t offset,
+                          std::span<const Event> after) override;
+  Event do_copy_to_host(const Buffer& src, std::span<std::byte> dst, std::size_t offset,
+                        std::span<const Event> after) override;
+  // Emulated peer: P2P when the topology allows, else staged through host (both modelled).
+  Event do_copy_to_peer(const Buffer& src, Buffer& dst, std::span<const Event> after) override;
 
  private:
   void check_fault_locked();

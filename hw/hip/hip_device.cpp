@@ -17,7 +17,7 @@ namespace dype::hw {
 
 namespace kh = kernels::hip;
 using kernels::OpKind;
-using kernels::cpu::Epilogue;
+using kernels::Epilogue;
 
 // launch_plan.cpp maps these codes without the headers; keep the numbers honest.
 static_assert(hipErrorInvalidValue == 1 && hipErrorOutOfMemory == 2 && hipErrorNotInitialized == 3 &&
@@ -289,8 +289,7 @@ void HipDevice::run_gemm(Queue& q, const KernelLaunch& l) {
             kh::gemm(x.ptr<const float>(), w.ptr<const float>(), b, y.ptr<float>(), s.m, s.k, s.n, relu, q.stream));
 }
 
-Event HipDevice::launch(const KernelLaunch& l, std::span<const Event>, int queue_index) {
-  validate(l, name());
+Event HipDevice::do_launch(const KernelLaunch& l, std::span<const Event>, int queue_index) {
   if (!supports(l.shape.kind)) {
     throw DeviceError(name(), std::string(kernels::to_string(l.shape.kind)) + " is not supported on the hip backend");
   }
@@ -324,14 +323,9 @@ Event HipDevice::launch(const KernelLaunch& l, std::span<const Event>, int queue
   return e;
 }
 
-Event HipDevice::copy_from_host(Buffer& dst, std::span<const std::byte> src, std::size_t offset,
-                                std::span<const Event>) {
+Event HipDevice::do_copy_from_host(Buffer& dst, std::span<const std::byte> src, std::size_t offset,
+                              std::span<const Event>) {
   auto& d = on_device(&dst, *this, "copy_from_host dst");
-  if (offset + src.size() > dst.size_bytes()) {
-    throw InputError(name() + ": copy_from_host", "copy of " + std::to_string(src.size()) + " bytes at offset " +
-                                                      std::to_string(offset) + " overruns a buffer of " +
-                                                      std::to_string(dst.size_bytes()));
-  }
   set_current();
   std::lock_guard lock(staging_mutex_);
   Staging& st = *staging_;
@@ -354,14 +348,9 @@ Event HipDevice::copy_from_host(Buffer& dst, std::span<const std::byte> src, std
   return e;
 }
 
-Event HipDevice::copy_to_host(const Buffer& src, std::span<std::byte> dst, std::size_t offset,
-                              std::span<const Event>) {
+Event HipDevice::do_copy_to_host(const Buffer& src, std::span<std::byte> dst, std::size_t offset,
+                            std::span<const Event>) {
   auto& s = on_device(&src, *this, "copy_to_host src");
-  if (offset + dst.size() > src.size_bytes()) {
-    throw InputError(name() + ": copy_to_host", "copy of " + std::to_string(dst.size()) + " bytes at offset " +
-                                                    std::to_string(offset) + " overruns a buffer of " +
-                                                    std::to_string(src.size_bytes()));
-  }
   set_current();
   std::lock_guard lock(staging_mutex_);
   Staging& st = *staging_;
@@ -395,16 +384,12 @@ bool HipDevice::can_copy_peer(const HipDevice& peer) const {
   return can != 0;
 }
 
-Event HipDevice::copy_to_peer(const Buffer& src, Buffer& dst, std::span<const Event> after) {
+Event HipDevice::do_copy_to_peer(const Buffer& src, Buffer& dst, std::span<const Event> after) {
   auto* peer = dynamic_cast<HipDevice*>(&dst.device());
   const bool same = peer == this;
-  if (!peer || (!same && !can_copy_peer(*peer))) return Device::copy_to_peer(src, dst, after);
+  if (!peer || (!same && !can_copy_peer(*peer))) return copy_to_peer_staged(src, dst, after);
   auto& s = on_device(&src, *this, "copy_to_peer src");
   auto& d = dynamic_cast<HipBuffer&>(dst);
-  if (dst.size_bytes() < src.size_bytes()) {
-    throw InputError(name() + ": copy_to_peer", "destination holds " + std::to_string(dst.size_bytes()) +
-                                                   " bytes, source " + std::to_string(src.size_bytes()));
-  }
   set_current();
   if (!same) {
     std::lock_guard lock(peers_mutex_);
@@ -468,11 +453,7 @@ Event HipDevice::copy_mapped(void* to, const void* from, std::size_t bytes) {
 
 Event HipDevice::copy_to_mapped(const Buffer& src, std::span<std::byte> window, std::size_t src_offset) {
   auto& s = on_device(&src, *this, "copy_to_mapped src");
-  if (src_offset + window.size() > src.size_bytes()) {
-    throw InputError(name() + ": copy_to_mapped", "copy of " + std::to_string(window.size()) + " bytes at offset " +
-                                                      std::to_string(src_offset) + " overruns a buffer of " +
-                                                      std::to_string(src.size_bytes()));
-  }
+  check_copy_range(name() + ": copy_to_mapped", src_offset, window.size(), src.size_bytes());
   if (window.empty()) return instant();
   set_current();
   register_window(window.data(), window.size());
@@ -481,11 +462,7 @@ Event HipDevice::copy_to_mapped(const Buffer& src, std::span<std::byte> window, 
 
 Event HipDevice::copy_from_mapped(Buffer& dst, std::span<const std::byte> window, std::size_t dst_offset) {
   auto& d = on_device(&dst, *this, "copy_from_mapped dst");
-  if (dst_offset + window.size() > dst.size_bytes()) {
-    throw InputError(name() + ": copy_from_mapped", "copy of " + std::to_string(window.size()) +
-                                                        " bytes at offset " + std::to_string(dst_offset) +
-                                                        " overruns a buffer of " + std::to_string(dst.size_bytes()));
-  }
+  check_copy_range(name() + ": copy_from_mapped", dst_offset, window.size(), dst.size_bytes());
   if (window.empty()) return instant();
   set_current();
   register_window(window.data(), window.size());

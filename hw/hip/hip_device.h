@@ -44,13 +44,6 @@ class HipDevice final : public Device {
   int ordinal() const { return ordinal_; }
   bool supports(kernels::OpKind op) const override;
   BufferPtr allocate(std::size_t bytes, AllocMode mode = AllocMode::data) override;
-  Event launch(const KernelLaunch& launch, std::span<const Event> after = {},
-               int queue = 0) override;
-  Event copy_from_host(Buffer& dst, std::span<const std::byte> src, std::size_t offset = 0,
-                       std::span<const Event> after = {}) override;
-  Event copy_to_host(const Buffer& src, std::span<std::byte> dst, std::size_t offset = 0,
-                     std::span<const Event> after = {}) override;
-  Event copy_to_peer(const Buffer& src, Buffer& dst, std::span<const Event> after = {}) override;
   std::optional<EnergyReport> energy() const override;
 
   // Direct copies between this GPU and a peer's PCIe memory window mapped into the process (an
@@ -66,6 +59,15 @@ class HipDevice final : public Device {
   // SpMM plans built so far (rocsparse_spmm preprocess stages): reused while the graph is unchanged.
   int spmm_plans_built() const { return spmm_plans_built_; }
   int warp_size() const { return warp_size_; }
+
+
+ protected:
+  Event do_launch(const KernelLaunch& launch, std::span<const Event> after, int queue) override;
+  Event do_copy_from_host(Buffer& dst, std::span<const std::byte> src, std::size_t offset,
+                          std::span<const Event> after) override;
+  Event do_copy_to_host(const Buffer& src, std::span<std::byte> dst, std::size_t offset,
+                        std::span<const Event> after) override;
+  Event do_copy_to_peer(const Buffer& src, Buffer& dst, std::span<const Event> after) override;
 
  private:
   struct Queue;

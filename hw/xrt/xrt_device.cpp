@@ -91,8 +91,7 @@ XrtBuffer& on_device(const Buffer* b, const XrtDevice& dev, const char* arg) {
 }
 }  // namespace
 
-Event XrtDevice::launch(const KernelLaunch& l, std::span<const Event>, int) {
-  validate(l, name());
+Event XrtDevice::do_launch(const KernelLaunch& l, std::span<const Event>, int) {
   std::shared_lock lock(swap_mutex_);
   const auto k = kernels_.find(l.shape.kind);
   if (k == kernels_.end()) {
@@ -135,14 +134,9 @@ Event XrtDevice::launch(const KernelLaunch& l, std::span<const Event>, int) {
   return e;
 }
 
-Event XrtDevice::copy_from_host(Buffer& dst, std::span<const std::byte> src, std::size_t offset,
-                                std::span<const Event>) {
+Event XrtDevice::do_copy_from_host(Buffer& dst, std::span<const std::byte> src, std::size_t offset,
+                              std::span<const Event>) {
   auto& d = on_device(&dst, *this, "copy_from_host dst");
-  if (offset + src.size() > dst.size_bytes()) {
-    throw InputError(name() + ": copy_from_host", "copy of " + std::to_string(src.size()) + " bytes at offset " +
-                                                      std::to_string(offset) + " overruns a buffer of " +
-                                                      std::to_string(dst.size_bytes()));
-  }
   std::shared_lock lock(swap_mutex_);
   Event e;
   e.start_s = now_s();
@@ -158,14 +152,9 @@ Event XrtDevice::copy_from_host(Buffer& dst, std::span<const std::byte> src, std
   return e;
 }
 
-Event XrtDevice::copy_to_host(const Buffer& src, std::span<std::byte> dst, std::size_t offset,
-                              std::span<const Event>) {
+Event XrtDevice::do_copy_to_host(const Buffer& src, std::span<std::byte> dst, std::size_t offset,
+                            std::span<const Event>) {
   auto& s = on_device(&src, *this, "copy_to_host src");
-  if (offset + dst.size() > src.size_bytes()) {
-    throw InputError(name() + ": copy_to_host", "copy of " + std::to_string(dst.size()) + " bytes at offset " +
-                                                    std::to_string(offset) + " overruns a buffer of " +
-                                                    std::to_string(src.size_bytes()));
-  }
   std::shared_lock lock(swap_mutex_);
   Event e;
   e.start_s = now_s();

@@ -38,12 +38,6 @@ class XrtDevice final : public Device {
   ::xrt::device& native() { return device_; }
   bool supports(kernels::OpKind op) const override;
   BufferPtr allocate(std::size_t bytes, AllocMode mode = AllocMode::data) override;
-  Event launch(const KernelLaunch& launch, std::span<const Event> after = {},
-               int queue = 0) override;
-  Event copy_from_host(Buffer& dst, std::span<const std::byte> src, std::size_t offset = 0,
-                       std::span<const Event> after = {}) override;
-  Event copy_to_host(const Buffer& src, std::span<std::byte> dst, std::size_t offset = 0,
-                     std::span<const Event> after = {}) override;
   std::optional<EnergyReport> energy() const override;
 
   // Loads the manifest's xclbin and kernels (the swap described above). Returns the time taken.
@@ -59,6 +53,14 @@ class XrtDevice final : public Device {
   // Buffers register themselves so a swap can park and restore them.
   void track(XrtBuffer* b);
   void untrack(XrtBuffer* b);
+
+
+ protected:
+  Event do_launch(const KernelLaunch& launch, std::span<const Event> after, int queue) override;
+  Event do_copy_from_host(Buffer& dst, std::span<const std::byte> src, std::size_t offset,
+                          std::span<const Event> after) override;
+  Event do_copy_to_host(const Buffer& src, std::span<std::byte> dst, std::size_t offset,
+                        std::span<const Event> after) override;
 
  private:
   struct Image {

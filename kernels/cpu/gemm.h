@@ -7,9 +7,11 @@
 #include <cstdint>
 #include <span>
 
+#include "kernels/op.h"
+
 namespace dype::kernels::cpu {
 
-enum class Epilogue { none, bias, relu, bias_relu };
+using Epilogue = kernels::Epilogue;  // kernels/op.h
 
 struct GemmDims {
   std::int64_t m = 0;  // rows of X and Y

@@ -25,7 +25,7 @@ TEST(CpuDevice, GemmWithBiasReluIsMeasuredAndCorrect) {
   cpu.copy_from_host(*bw, std::as_bytes(std::span<const float>(w)));
   cpu.copy_from_host(*bb, std::as_bytes(std::span<const float>(bias)));
   const Event e = cpu.launch(KernelLaunch::gemm(*bx, *bw, bb.get(), *by, m, k, n,
-                                                dype::kernels::cpu::Epilogue::bias_relu));
+                                                dype::kernels::Epilogue::bias_relu));
   EXPECT_EQ(e.source, TimeSource::measured);
   EXPECT_GE(e.end_s, e.start_s);
   const auto y = by->as<float>();
