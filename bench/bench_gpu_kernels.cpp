@@ -143,7 +143,7 @@ void bench_gemm(std::int64_t m, std::int64_t kk, std::int64_t n, hw::Device& cpu
   };
   auto make = [&](hw::Device& d, hw::Buffer& y) {
     auto h = std::make_shared<Held>(Held{upload(d, x), upload(d, w), upload(d, bias)});
-    return std::pair{hw::KernelLaunch::gemm(*h->x, *h->w, h->bias.get(), y, m, kk, n, k::cpu::Epilogue::bias_relu), h};
+    return std::pair{hw::KernelLaunch::gemm(*h->x, *h->w, h->bias.get(), y, m, kk, n, k::Epilogue::bias_relu), h};
   };
   const std::size_t out_bytes = static_cast<std::size_t>(m * n) * sizeof(float);
   Timed c = time_kernel(cpu, reps, make, out_bytes);
