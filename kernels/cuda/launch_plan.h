@@ -8,6 +8,8 @@
 #include <string>
 #include <string_view>
 
+#include "kernels/gpu/launch_plan.h"
+
 namespace dype::kernels::cuda {
 
 // cuBLAS is column-major. A row-major matrix read column-major is its transpose, so row-major
@@ -23,11 +25,11 @@ struct ColMajorGemm {
 // Throws InputError when a size is negative or exceeds cuBLAS's 32-bit int.
 ColMajorGemm row_major_gemm_args(std::int64_t m, std::int64_t k, std::int64_t n);
 
-struct Grid {
-  unsigned grid_x = 1, grid_y = 1;
-  unsigned block = 1;
-  std::size_t shared_bytes = 0;
-};
+using gpu::Grid;
+using gpu::WindowDims;
+using gpu::window_band;
+using gpu::ErrorClass;
+using gpu::format_error;
 
 // Bias/ReLU epilogue over y[m x n]: a 1-D grid-stride loop; the grid is capped so very large
 // outputs do not need more blocks than the device schedules at once.
@@ -40,20 +42,8 @@ Grid softmax_grid(std::int64_t m, std::int64_t n);
 // of scores and the query vector. Band = 2 * (window / 2) + 1 keys, clipped to seq_len.
 // Throws InputError when heads exceed the grid's y limit or the band does not fit in
 // max_shared_bytes (then the window is too wide for the single-pass kernel).
-struct WindowDims {
-  std::int64_t seq_len = 0, heads = 1, head_dim = 0, window = 0;
-};
-std::int64_t window_band(std::int64_t seq_len, std::int64_t window);
 Grid window_attention_grid(const WindowDims& d, std::size_t max_shared_bytes = 48 * 1024);
 
-// What a failed call means for the caller.
-enum class ErrorClass {
-  no_device,         // no driver, no GPU, driver too old: the backend is absent, not broken
-  out_of_memory,     // allocation failed: DeviceError, the scheduler may retry elsewhere
-  invalid_argument,  // a bad launch: InputError
-  unsupported,       // the op/feature is not available on this device
-  fatal,             // sticky context error (illegal address, launch failure): device unusable
-};
 std::string_view to_string(ErrorClass c);
 
 // Codes as in cuda_runtime_api.h / cublas_api.h / cusparse.h.
@@ -61,8 +51,5 @@ ErrorClass classify_cuda_error(int code);
 ErrorClass classify_cublas_status(int code);
 ErrorClass classify_cusparse_status(int code);
 
-// "<device>: <call> failed: <name> (<code>): <text>" — the message every CUDA failure carries.
-std::string format_error(std::string_view device, std::string_view call, int code,
-                         std::string_view name, std::string_view text);
 
 }  // namespace dype::kernels::cuda

@@ -57,9 +57,6 @@ Grid softmax_grid(std::int64_t m, std::int64_t n, int warp_size) {
   return g;
 }
 
-std::int64_t window_band(std::int64_t seq_len, std::int64_t window) {
-  return std::min<std::int64_t>(2 * (window / 2) + 1, std::max<std::int64_t>(seq_len, 1));
-}
 
 Grid window_attention_grid(const WindowDims& d, std::size_t max_shared_bytes) {
   if (d.seq_len < 0 || d.heads < 1 || d.head_dim < 1 || d.window < 0) {
@@ -233,13 +230,5 @@ std::string_view rocsparse_status_name(int code) {
   return names[code];
 }
 
-std::string format_error(std::string_view device, std::string_view call, int code,
-                         std::string_view name, std::string_view text) {
-  std::string s;
-  s.append(device).append(": ").append(call).append(" failed: ").append(name);
-  s.append(" (").append(std::to_string(code)).append(")");
-  if (!text.empty()) s.append(": ").append(text);
-  return s;
-}
 
 }  // namespace dype::kernels::hip

@@ -12,13 +12,15 @@
 #include <string_view>
 #include <vector>
 
+#include "kernels/gpu/launch_plan.h"
+
 namespace dype::kernels::hip {
 
-struct Grid {
-  unsigned grid_x = 1, grid_y = 1;
-  unsigned block = 1;
-  std::size_t shared_bytes = 0;
-};
+using gpu::Grid;
+using gpu::WindowDims;
+using gpu::window_band;
+using gpu::ErrorClass;
+using gpu::format_error;
 
 // Tiled GEMM (kernels/hip/gemm_tiling.h): grid_x row tiles, grid_y column tiles, static LDS.
 // Throws InputError when a size is negative, exceeds the kernel's 32-bit indices, or the column
@@ -34,10 +36,6 @@ Grid softmax_grid(std::int64_t m, std::int64_t n, int warp_size = 64);
 // LDS: the band's scores, the query vector and reduction scratch. Band = 2 * (window / 2) + 1
 // keys clipped to seq_len. Throws InputError when heads exceed the grid's y limit or the band
 // does not fit in max_shared_bytes.
-struct WindowDims {
-  std::int64_t seq_len = 0, heads = 1, head_dim = 0, window = 0;
-};
-std::int64_t window_band(std::int64_t seq_len, std::int64_t window);
 Grid window_attention_grid(const WindowDims& d, std::size_t max_shared_bytes = 64 * 1024);
 // Floats of reduction scratch the softmax and attention kernels reserve (one per wavefront of a
 // 256-thread workgroup at the smallest wavefront size, 32).
@@ -71,14 +69,6 @@ std::optional<std::uint64_t> pci_bus_id_to_bdfid(std::string_view bus_id);
 // rsmi_dev_energy_count_get's counter in units of `resolution_uj` microjoules, in joules.
 double energy_counter_to_j(std::uint64_t counter, float resolution_uj);
 
-// What a failed call means for the caller.
-enum class ErrorClass {
-  no_device,         // no driver, no GPU, no kernel image: the backend is absent, not broken
-  out_of_memory,     // allocation failed: DeviceError, the scheduler may retry elsewhere
-  invalid_argument,  // a bad launch or call: InputError
-  unsupported,       // the op/feature is not available on this device
-  fatal,             // a device fault (illegal address, launch failure): device unusable
-};
 std::string_view to_string(ErrorClass c);
 
 // Codes as in hip_runtime_api.h (hipError_t), rocsparse-types.h (rocsparse_status) and
@@ -89,8 +79,5 @@ ErrorClass classify_rsmi_status(std::uint32_t code);
 // rocSPARSE has no status-to-string function in 5.2: the enumerator's name.
 std::string_view rocsparse_status_name(int code);
 
-// "<device>: <call> failed: <name> (<code>): <text>" — the message every HIP failure carries.
-std::string format_error(std::string_view device, std::string_view call, int code,
-                         std::string_view name, std::string_view text);
 
 }  // namespace dype::kernels::hip
