@@ -187,7 +187,7 @@ int main(int argc, char** argv) {
   hw::Device& cpu = *cpus.front();
   hw::Device& gpu = *gpus.front();
   std::printf("bench_gpu_kernels: %s (%s, %s) vs %s (%s); medians of %d\n", gpu.name().c_str(),
-              gpu.info().model.c_str(), gpu.info().backend.c_str(), cpu.name().c_str(), cpu.info().model.c_str(), args.reps);
+              gpu.info().product.c_str(), gpu.info().backend.c_str(), cpu.name().c_str(), cpu.info().product.c_str(), args.reps);
   const std::int64_t f = args.features;
   SpmmInputs uniform{k::to_csr<std::int32_t>(k::generate_uniform(args.nodes, args.nnz, 1)),
                      k::generate_features(args.nodes, f, 2)};

@@ -31,7 +31,7 @@ namespace dype::hw {
 
 class Topology;
 struct Bitstream;
-struct DeviceModel;
+struct DeviceProfile;
 
 enum class DeviceKind : std::uint8_t { cpu, gpu, fpga };
 
@@ -60,7 +60,7 @@ class DeviceError : public Error {
 struct DeviceInfo {
   std::string name;     // unique in a system: "gpu0", "fpga2", "cpu0"
   DeviceKind kind = DeviceKind::cpu;
-  std::string model;    // "AMD Instinct MI210"
+  std::string product;  // "AMD Instinct MI210"
   std::string backend;  // "cpu", "emu", "cuda", "hip", "xrt"
   std::size_t memory_bytes = 0;
   TimeSource time_source = TimeSource::measured;  // how its Events are timed
@@ -112,7 +112,7 @@ class Device {
 
   // The device profile (configs/devices/*.yaml) its own times are modelled with; null when its
   // times are measured only (cpu, cuda, hip, xrt).
-  virtual const DeviceModel* device_profile() const { return nullptr; }
+  virtual const DeviceProfile* device_profile() const { return nullptr; }
   // The modelled duration of `shape` here (no jitter); nullopt for devices without a profile.
   virtual std::optional<double> modelled_kernel_time_s(const kernels::OpShape& /*shape*/) const {
     return std::nullopt;

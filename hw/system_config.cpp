@@ -112,20 +112,20 @@ SystemConfig load_system_config(const std::string& path) {
     }
     if (n.has("model")) {
       const auto mn = n.child("model");
-      d.model_file = resolve_config_path(path, mn.as_string());
-      if (!std::filesystem::exists(d.model_file)) mn.fail("file not found: " + d.model_file);
-      d.model = load_device_model(d.model_file);
-      d.kind = d.model->kind;
-      d.link = d.model->link;
-      d.power = d.model->power;
+      d.profile_file = resolve_config_path(path, mn.as_string());
+      if (!std::filesystem::exists(d.profile_file)) mn.fail("file not found: " + d.profile_file);
+      d.profile = load_device_profile(d.profile_file);
+      d.kind = d.profile->kind;
+      d.link = d.profile->link;
+      d.power = d.profile->power;
     } else if (d.backend == "emu") {
       n.child("model");  // throws "required key missing" with the key path
     }
     if (d.backend == "cpu") {
-      if (d.model && d.kind != DeviceKind::cpu) n.child("model").fail("backend cpu needs a cpu model");
+      if (d.profile && d.kind != DeviceKind::cpu) n.child("model").fail("backend cpu needs a cpu model");
       d.kind = DeviceKind::cpu;
       d.link.type = LinkType::host;
-      if (d.model) d.link.host_bandwidth_bytes_per_s = d.model->memory_bandwidth_bytes_per_s;
+      if (d.profile) d.link.host_bandwidth_bytes_per_s = d.profile->memory_bandwidth_bytes_per_s;
     }
     const auto socket = n.get_int("socket", 0);
     if (socket < 0 || socket >= cfg.sockets) {
@@ -144,9 +144,9 @@ SystemConfig load_system_config(const std::string& path) {
       d.bitstream_file = resolve_config_path(path, b->as_string());
       if (!std::filesystem::exists(d.bitstream_file)) b->fail("file not found: " + d.bitstream_file);
       d.bitstream = load_bitstream(d.bitstream_file);
-      if (d.model && d.bitstream->device_model != d.model->id) {
-        b->fail("bitstream is built for '" + d.bitstream->device_model + "', device model is '" +
-                d.model->id + "'");
+      if (d.profile && d.bitstream->profile_id != d.profile->id) {
+        b->fail("bitstream is built for '" + d.bitstream->profile_id + "', device model is '" +
+                d.profile->id + "'");
       }
     }
     d.timing_only = n.get_bool("timing_only", cfg.timing_only);

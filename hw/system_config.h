@@ -35,7 +35,7 @@
 #include <vector>
 
 #include "hw/device.h"
-#include "hw/device_model.h"
+#include "hw/device_profile.h"
 #include "hw/topology.h"
 
 namespace dype::hw {
@@ -43,8 +43,8 @@ namespace dype::hw {
 struct DeviceConfig {
   std::string name;
   std::string backend;     // cpu, emu, cuda, hip, xrt
-  std::string model_file;  // resolved path, "" when none
-  std::optional<DeviceModel> model;
+  std::string profile_file;  // resolved path of devices[i].model, "" when none
+  std::optional<DeviceProfile> profile;
   DeviceKind kind = DeviceKind::cpu;  // from the model (cpu when the backend is cpu)
   int socket = 0;
   Link link;

@@ -8,7 +8,7 @@
 #include <ctime>
 
 #include "hw/cpu/cpu_device.h"
-#include "hw/device_model.h"
+#include "hw/device_profile.h"
 #include "hw/kernel_launch.h"
 #include "kernels/cpu/isa.h"
 #include "kernels/error.h"
@@ -193,7 +193,7 @@ DeviceClass device_class_of(hw::DeviceKind kind) {
 
 FeatureParams feature_params_for(const hw::Device& device) {
   FeatureParams p;
-  if (const hw::DeviceModel* profile = device.device_profile()) {
+  if (const hw::DeviceProfile* profile = device.device_profile()) {
     if (profile->cache_bytes > 0) p.llc_bytes = profile->cache_bytes;
     if (const hw::Bitstream* bs = device.bitstream()) {
       if (const auto* k = bs->find(OpKind::spmm); k && k->frequency_mhz > 0 && k->mac_units > 0) {
@@ -311,7 +311,7 @@ ModelStore profile_device(hw::Device& device, const std::string& device_model,
                          dynamic_cast<const hw::CpuDevice*>(&device) != nullptr &&
                          device.info().time_source == hw::TimeSource::measured;
   store.time_basis = cpu_clock ? "cpu_time" : (store.provenance == "modelled" ? "device" : "wall");
-  store.host = host_name() + " / " + device.info().model + " (" + device.name() + ")";
+  store.host = host_name() + " / " + device.info().product + " (" + device.name() + ")";
   store.created = utc_now();
   const FeatureParams params = feature_params_for(device);
 

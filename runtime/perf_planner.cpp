@@ -28,10 +28,10 @@ std::string history_note(const perf::Refinement& r, std::uint64_t key) {
 
 }  // namespace
 
-std::string device_model_id(const hw::System& system, const hw::Device& device) {
-  if (const hw::DeviceModel* profile = device.device_profile()) return profile->id;
+std::string device_profile_id(const hw::System& system, const hw::Device& device) {
+  if (const hw::DeviceProfile* profile = device.device_profile()) return profile->id;
   const hw::DeviceConfig* cfg = system.config().find(device.name());
-  return cfg && cfg->model ? cfg->model->id : std::string();
+  return cfg && cfg->profile ? cfg->profile->id : std::string();
 }
 
 PerfModelPlanner::PerfModelPlanner(const Model& model, const hw::System& system, std::vector<perf::ModelStore> stores,
@@ -47,7 +47,7 @@ PerfModelPlanner::PerfModelPlanner(const Model& model, const hw::System& system,
   // Which kernels of which device model come from where, for every plan's record.
   std::map<std::string, std::pair<std::string, std::string>> by_model;  // id -> (fitted, device model)
   for (const hw::Device* d : system.devices()) {
-    const std::string id = device_model_id(system, *d);
+    const std::string id = device_profile_id(system, *d);
     if (id.empty() || by_model.count(id)) continue;
     auto& [fitted, own] = by_model[id];
     const auto it = stores_.find(id);
@@ -75,7 +75,7 @@ std::vector<perf::ModelStore> PerfModelPlanner::load_stores(const std::vector<st
 
 double PerfModelPlanner::kernel_time_s(const hw::Device& device, const kernels::OpShape& shape) const {
   if (!device.supports(shape.kind)) return sched::kInf;
-  const std::string id = device_model_id(sys_, device);
+  const std::string id = device_profile_id(sys_, device);
   {
     std::lock_guard lock(mu_);
     const auto it = stores_.find(id);
@@ -116,7 +116,7 @@ void PerfModelPlanner::on_stage(const StageEvent& e) {
     if (!(t.seconds > 0) || !std::isfinite(t.seconds)) continue;
     const hw::Device* d = sys_.find(t.device);
     if (!d) continue;
-    const std::string id = device_model_id(sys_, *d);
+    const std::string id = device_profile_id(sys_, *d);
     std::lock_guard lock(mu_);
     const auto it = stores_.find(id);
     if (it == stores_.end()) continue;

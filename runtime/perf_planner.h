@@ -84,6 +84,6 @@ class PerfModelPlanner : public SchedPlanner, public Observer {
 
 // The device model id of a device ("amd-mi210"): its emulated model's, else its system config's;
 // "" when unknown.
-std::string device_model_id(const hw::System& system, const hw::Device& device);
+std::string device_profile_id(const hw::System& system, const hw::Device& device);
 
 }  // namespace dype::rt

@@ -33,9 +33,9 @@ double modelled_kernel_time_s(const hw::System& sys, const hw::Device& d, const 
   if (!d.supports(shape.kind)) return sched::kInf;
   if (const auto t = d.modelled_kernel_time_s(shape)) return *t;
   const hw::DeviceConfig* cfg = sys.config().find(d.name());
-  if (cfg && cfg->model) {
+  if (cfg && cfg->profile) {
     try {
-      return hw::emu::modelled_time_s(*cfg->model, nullptr, shape, d.name());
+      return hw::emu::modelled_time_s(*cfg->profile, nullptr, shape, d.name());
     } catch (const Error&) {
       return sched::kInf;
     }

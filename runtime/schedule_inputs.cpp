@@ -92,7 +92,7 @@ ScheduleInputs load_schedule_inputs(const std::string& system_file, const sched:
       throw InputError("--perfmodels " + perfmodels_dir, "not a directory");
     for (std::size_t i = 0; i < first.size(); ++i) {
       if (!first[i]) continue;
-      const std::string id = device_model_id(system, *first[i]);
+      const std::string id = device_profile_id(system, *first[i]);
       const std::filesystem::path file = std::filesystem::path(perfmodels_dir) / (id + ".json");
       if (id.empty() || !std::filesystem::exists(file, ec)) continue;
       fitted[i] = perf::ModelStore::load(file, id);

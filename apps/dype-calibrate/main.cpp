@@ -138,7 +138,7 @@ std::vector<CopyPoint> host_copy(std::size_t max_bytes, int reps) {
 nlohmann::json measure_device(hw::Device& dev, std::size_t max_bytes, int reps) {
   nlohmann::json j;
   j["name"] = dev.name();
-  j["model"] = dev.info().model;
+  j["model"] = dev.info().product;
   j["backend"] = dev.info().backend;
   std::vector<std::byte> host(max_bytes, std::byte{3});
   auto buf = dev.allocate(max_bytes);

@@ -107,7 +107,7 @@ int main(int argc, char** argv) {
                          td.p2p ? " p2p" : "");
       std::printf("  %-7s %-5s %-8s %-34.34s %7.1f GiB  %-22s %d\n", d->name().c_str(),
                   std::string(to_string(d->kind())).c_str(), d->info().backend.c_str(),
-                  d->info().model.c_str(), d->info().memory_bytes / 1073741824.0, link, td.socket);
+                  d->info().product.c_str(), d->info().memory_bytes / 1073741824.0, link, td.socket);
     }
 
     // ---- 1. A GCN-like layer everywhere it can run --------------------------------------------

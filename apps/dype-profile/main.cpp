@@ -133,7 +133,7 @@ void print_store(const perf::ModelStore& st) {
 
 std::string device_model_key(const hw::System& sys, const std::string& device) {
   const hw::DeviceConfig* dc = sys.config().find(device);
-  if (dc != nullptr && dc->model) return dc->model->id;
+  if (dc != nullptr && dc->profile) return dc->profile->id;
   return sys.device(device).info().backend + "-" + std::string(hw::to_string(sys.device(device).kind()));
 }
 
@@ -227,7 +227,7 @@ int main(int argc, char** argv) {
       }
       const std::string where = dev.info().time_source == hw::TimeSource::modelled ? "modelled" : "measured";
       std::fprintf(stderr, "profiling %s (%s, device model %s, times %s) for %s\n", device.c_str(),
-                   dev.info().model.c_str(), key.c_str(), where.c_str(), budget.c_str());
+                   dev.info().product.c_str(), key.c_str(), where.c_str(), budget.c_str());
       const unsigned hw_threads = std::max(1u, std::thread::hardware_concurrency());
       const double load0 = load_average();
       // Other work on the machine inflates measured times (and skews the cpu clock by how much the

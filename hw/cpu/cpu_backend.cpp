@@ -4,7 +4,7 @@
 #include <string>
 
 #include "hw/cpu/cpu_device.h"
-#include "hw/device_model.h"
+#include "hw/device_profile.h"
 #include "hw/system_config.h"
 
 namespace dype::hw {
@@ -14,7 +14,7 @@ Backend cpu_backend() {
   b.name = "cpu";
   b.create = [](const DeviceConfig& dc, const SystemConfig&) -> DevicePtr {
     DeviceInfo info = detect_cpu_info(dc.name);
-    if (dc.model) info.model = dc.model->model + " (host: " + info.model + ")";
+    if (dc.profile) info.product = dc.profile->product + " (host: " + info.product + ")";
     info.power = dc.power;
     return std::make_unique<CpuDevice>(std::move(info), dc.threads);
   };
@@ -29,10 +29,10 @@ Backend cpu_backend() {
     // host is fitted (dype-profile); without one no kernel could be planned on the CPU.
     const std::string profile = default_config_dir() + "/devices/generic-cpu.yaml";
     if (std::filesystem::exists(profile)) {
-      d.model_file = profile;
-      d.model = load_device_model(profile);
-      d.power = d.model->power;
-      d.link.host_bandwidth_bytes_per_s = d.model->memory_bandwidth_bytes_per_s;
+      d.profile_file = profile;
+      d.profile = load_device_profile(profile);
+      d.power = d.profile->power;
+      d.link.host_bandwidth_bytes_per_s = d.profile->memory_bandwidth_bytes_per_s;
     }
     return std::vector<DeviceConfig>{d};
   };

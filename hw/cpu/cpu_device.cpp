@@ -78,12 +78,12 @@ DeviceInfo detect_cpu_info(const std::string& name) {
   info.kind = DeviceKind::cpu;
   info.backend = "cpu";
   info.time_source = TimeSource::measured;
-  info.model = "host CPU";
+  info.product = "host CPU";
   std::ifstream cpuinfo("/proc/cpuinfo");
   for (std::string line; std::getline(cpuinfo, line);) {
     if (line.rfind("model name", 0) == 0) {
       const auto colon = line.find(':');
-      if (colon != std::string::npos) info.model = line.substr(colon + 2);
+      if (colon != std::string::npos) info.product = line.substr(colon + 2);
       break;
     }
   }

@@ -61,7 +61,7 @@ Backend cuda_backend() {
                                               : std::to_string(count) + " present") + ")");
     }
     DeviceInfo info = cuda_device_info(dc.ordinal, dc.name);
-    if (dc.model) info.model += " (model: " + dc.model->model + ")";
+    if (dc.profile) info.product += " (model: " + dc.profile->product + ")";
     info.power = dc.power;
     CudaOptions opt;
     opt.allow_p2p = dc.p2p;

@@ -204,7 +204,7 @@ DeviceInfo cuda_device_info(int ordinal, const std::string& name) {
   info.name = name;
   info.kind = DeviceKind::gpu;
   info.backend = "cuda";
-  info.model = p.name;
+  info.product = p.name;
   info.memory_bytes = p.totalGlobalMem;
   info.time_source = TimeSource::measured;
   return info;

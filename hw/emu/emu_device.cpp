@@ -20,15 +20,15 @@ double latest(std::span<const Event> after, double t) {
 
 }  // namespace
 
-EmuDevice::EmuDevice(DeviceInfo info, DeviceModel model, EmuOptions options)
-    : Device(std::move(info)), model_(std::move(model)), options_(options), rng_(options.jitter_seed) {
+EmuDevice::EmuDevice(DeviceInfo info, DeviceProfile model, EmuOptions options)
+    : Device(std::move(info)), profile_(std::move(model)), options_(options), rng_(options.jitter_seed) {
   mutable_info().time_source = TimeSource::modelled;
-  if (mutable_info().memory_bytes == 0) mutable_info().memory_bytes = model_.memory_bytes;
+  if (mutable_info().memory_bytes == 0) mutable_info().memory_bytes = profile_.memory_bytes;
 }
 
 bool EmuDevice::supports(kernels::OpKind op) const {
   std::lock_guard lock(mutex_);
-  return emu::model_supports(model_, bitstream_ ? &*bitstream_ : nullptr, op);
+  return emu::model_supports(profile_, bitstream_ ? &*bitstream_ : nullptr, op);
 }
 
 BufferPtr EmuDevice::allocate(std::size_t bytes, AllocMode mode) {
@@ -54,13 +54,13 @@ double EmuDevice::jittered_locked(double t) {
 
 double EmuDevice::modelled_time_s(const kernels::OpShape& shape) const {
   std::lock_guard lock(mutex_);
-  return emu::modelled_time_s(model_, bitstream_ ? &*bitstream_ : nullptr, shape, name());
+  return emu::modelled_time_s(profile_, bitstream_ ? &*bitstream_ : nullptr, shape, name());
 }
 
 Event EmuDevice::do_launch(const KernelLaunch& l, std::span<const Event> after, int) {
   std::lock_guard lock(mutex_);
   const double model_s =
-      emu::modelled_time_s(model_, bitstream_ ? &*bitstream_ : nullptr, l.shape, name());
+      emu::modelled_time_s(profile_, bitstream_ ? &*bitstream_ : nullptr, l.shape, name());
   check_fault_locked();
   const double dur = jittered_locked(model_s);
   double start = latest(after, busy_until_s_);
@@ -90,7 +90,7 @@ double EmuDevice::transfer_time_to_host_s(std::size_t bytes) const {
     const int self = topology_index();
     return t->estimate_host_to(std::span<const int>(&self, 1), bytes).time_s;
   }
-  return model_.link.latency_s + static_cast<double>(bytes) / model_.link.bandwidth_bytes_per_s();
+  return profile_.link.latency_s + static_cast<double>(bytes) / profile_.link.bandwidth_bytes_per_s();
 }
 
 Event EmuDevice::do_copy_from_host(Buffer& dst, std::span<const std::byte> src, std::size_t offset,
@@ -168,10 +168,10 @@ EnergyReport EmuDevice::energy_until(double t_s) const {
 
 Event EmuDevice::load_bitstream(const Bitstream& bitstream) {
   std::lock_guard lock(mutex_);
-  if (model_.kind != DeviceKind::fpga) throw DeviceError(name(), "only FPGAs load bitstreams");
-  if (bitstream.device_model != model_.id) {
+  if (profile_.kind != DeviceKind::fpga) throw DeviceError(name(), "only FPGAs load bitstreams");
+  if (bitstream.profile_id != profile_.id) {
     throw DeviceError(name(), "bitstream '" + bitstream.name + "' is built for '" +
-                                  bitstream.device_model + "', this device is '" + model_.id + "'");
+                                  bitstream.profile_id + "', this device is '" + profile_.id + "'");
   }
   check_fault_locked();
   bitstream_ = bitstream;

@@ -15,7 +15,7 @@
 #include <string>
 
 #include "hw/device.h"
-#include "hw/device_model.h"
+#include "hw/device_profile.h"
 
 namespace dype::hw {
 
@@ -27,9 +27,9 @@ struct EmuOptions {
 
 class EmuDevice final : public Device {
  public:
-  EmuDevice(DeviceInfo info, DeviceModel model, EmuOptions options = {});
+  EmuDevice(DeviceInfo info, DeviceProfile model, EmuOptions options = {});
 
-  const DeviceModel& model() const { return model_; }
+  const DeviceProfile& profile() const { return profile_; }
   bool supports(kernels::OpKind op) const override;
   BufferPtr allocate(std::size_t bytes, AllocMode mode = AllocMode::data) override;
   // Energy over [0, clock_s()] from the power states (idle / execute / transfer), modelled.
@@ -55,7 +55,7 @@ class EmuDevice final : public Device {
   std::optional<double> modelled_kernel_time_s(const kernels::OpShape& shape) const override {
     return modelled_time_s(shape);
   }
-  const DeviceModel* device_profile() const override { return &model_; }
+  const DeviceProfile* device_profile() const override { return &profile_; }
   double clock_s() const;   // when the device is next free
   void reset_clock();       // back to 0, energy counters cleared (buffers keep their data)
 
@@ -74,7 +74,7 @@ class EmuDevice final : public Device {
   double jittered_locked(double t);
   double transfer_time_to_host_s(std::size_t bytes) const;
 
-  DeviceModel model_;
+  DeviceProfile profile_;
   EmuOptions options_;
   std::optional<Bitstream> bitstream_;
   mutable std::mutex mutex_;

@@ -27,7 +27,7 @@ double systolic_gemm_s(const BitstreamKernel& k, std::int64_t m, std::int64_t kk
   return k.launch_overhead_s + k.scale_c * flops / (k.peak_flops * k.efficiency);
 }
 
-double roofline_gemm_s(const DeviceModel& d, const OpModelParams& p, std::int64_t m,
+double roofline_gemm_s(const DeviceProfile& d, const OpModelParams& p, std::int64_t m,
                        std::int64_t k, std::int64_t n) {
   const double M = static_cast<double>(m), K = static_cast<double>(k), N = static_cast<double>(n);
   const double occ = d.saturation_outputs > 0 ? std::min(1.0, M * N / d.saturation_outputs) : 1.0;
@@ -36,7 +36,7 @@ double roofline_gemm_s(const DeviceModel& d, const OpModelParams& p, std::int64_
   return p.launch_overhead_s + std::max(t_compute, t_memory);
 }
 
-double roofline_spmm_s(const DeviceModel& d, const OpModelParams& p, const kernels::OpShape& s) {
+double roofline_spmm_s(const DeviceProfile& d, const OpModelParams& p, const kernels::OpShape& s) {
   const double M = static_cast<double>(s.m), K = static_cast<double>(s.k), N = static_cast<double>(s.n);
   const double nnz = static_cast<double>(s.nnz);
   // A wavefront works on one row, its lanes over the output columns: ceil(N / W) passes per row,
@@ -60,7 +60,7 @@ double roofline_spmm_s(const DeviceModel& d, const OpModelParams& p, const kerne
   return p.launch_overhead_s + std::max(bytes / bw, t_compute) + t_rows;
 }
 
-double roofline_dense_attention_s(const DeviceModel& d, const OpModelParams& p,
+double roofline_dense_attention_s(const DeviceProfile& d, const OpModelParams& p,
                                   const kernels::OpShape& s) {
   const double S = static_cast<double>(s.seq_len), H = static_cast<double>(s.heads),
                D = static_cast<double>(s.head_dim);
@@ -71,19 +71,19 @@ double roofline_dense_attention_s(const DeviceModel& d, const OpModelParams& p,
   return 3.0 * p.launch_overhead_s + std::max(t_compute, t_memory);
 }
 
-double roofline_rowwise_s(const DeviceModel& d, const OpModelParams& p, const kernels::OpShape& s) {
+double roofline_rowwise_s(const DeviceProfile& d, const OpModelParams& p, const kernels::OpShape& s) {
   const double elems = static_cast<double>(s.m) * static_cast<double>(s.n);
   const double t_memory = 8.0 * elems / (d.memory_bandwidth_bytes_per_s * p.memory_efficiency);
   const double t_compute = 5.0 * elems / (d.peak_fp32_flops * p.compute_efficiency);
   return p.launch_overhead_s + std::max(t_memory, t_compute);
 }
 
-bool model_supports(const DeviceModel& model, const Bitstream* bitstream, OpKind op) {
+bool model_supports(const DeviceProfile& model, const Bitstream* bitstream, OpKind op) {
   if (model.kind == DeviceKind::fpga) return bitstream && bitstream->find(op);
   return model.ops.count(op) > 0;
 }
 
-double modelled_time_s(const DeviceModel& model, const Bitstream* bitstream,
+double modelled_time_s(const DeviceProfile& model, const Bitstream* bitstream,
                        const kernels::OpShape& s, const std::string& device_name) {
   if (model.kind == DeviceKind::fpga) {
     const BitstreamKernel* k = bitstream ? bitstream->find(s.kind) : nullptr;

@@ -38,7 +38,7 @@
 //           t = 3 launches + max(flops / (peak eff_c), bytes / (bw eff_m)).
 //   softmax / layer_norm: memory bound, t = launch + 8 M N / (bw eff_m) (+ 3 passes' flops).
 // CPU-kind models use the same roofline formulas.
-#include "hw/device_model.h"
+#include "hw/device_profile.h"
 #include "kernels/op.h"
 
 namespace dype::hw::emu {
@@ -47,18 +47,18 @@ double sextans_spmm_s(const BitstreamKernel& k, std::int64_t m, std::int64_t nnz
 double swat_window_attention_s(const BitstreamKernel& k, std::int64_t seq_len, std::int64_t window);
 double systolic_gemm_s(const BitstreamKernel& k, std::int64_t m, std::int64_t kk, std::int64_t n);
 
-double roofline_gemm_s(const DeviceModel& d, const OpModelParams& p, std::int64_t m,
+double roofline_gemm_s(const DeviceProfile& d, const OpModelParams& p, std::int64_t m,
                        std::int64_t k, std::int64_t n);
-double roofline_spmm_s(const DeviceModel& d, const OpModelParams& p, const kernels::OpShape& s);
-double roofline_dense_attention_s(const DeviceModel& d, const OpModelParams& p,
+double roofline_spmm_s(const DeviceProfile& d, const OpModelParams& p, const kernels::OpShape& s);
+double roofline_dense_attention_s(const DeviceProfile& d, const OpModelParams& p,
                                   const kernels::OpShape& s);
-double roofline_rowwise_s(const DeviceModel& d, const OpModelParams& p, const kernels::OpShape& s);
+double roofline_rowwise_s(const DeviceProfile& d, const OpModelParams& p, const kernels::OpShape& s);
 
 // The duration of `shape` on a device of this model with this bitstream (FPGA; may be null).
 // Throws DeviceError(device_name, ...) when the op is not supported.
-double modelled_time_s(const DeviceModel& model, const Bitstream* bitstream,
+double modelled_time_s(const DeviceProfile& model, const Bitstream* bitstream,
                        const kernels::OpShape& shape, const std::string& device_name);
 // Whether modelled_time_s would succeed.
-bool model_supports(const DeviceModel& model, const Bitstream* bitstream, kernels::OpKind op);
+bool model_supports(const DeviceProfile& model, const Bitstream* bitstream, kernels::OpKind op);
 
 }  // namespace dype::hw::emu

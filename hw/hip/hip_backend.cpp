@@ -52,7 +52,7 @@ Backend hip_backend() {
                                              : std::to_string(count) + " present") + ")");
     }
     DeviceInfo info = hip_device_info(dc.ordinal, dc.name);
-    if (dc.model) info.model += " (model: " + dc.model->model + ")";
+    if (dc.profile) info.product += " (model: " + dc.profile->product + ")";
     info.power = dc.power;
     HipOptions opt;
     opt.allow_p2p = dc.p2p;

@@ -243,8 +243,8 @@ DeviceInfo hip_device_info(int ordinal, const std::string& name) {
   info.name = name;
   info.kind = DeviceKind::gpu;
   info.backend = "hip";
-  info.model = p.name;
-  if (p.gcnArchName[0] != '\0') info.model += std::string(" (") + p.gcnArchName + ")";
+  info.product = p.name;
+  if (p.gcnArchName[0] != '\0') info.product += std::string(" (") + p.gcnArchName + ")";
   info.memory_bytes = p.totalGlobalMem;
   info.time_source = TimeSource::measured;
   return info;

@@ -38,8 +38,8 @@ Backend xrt_backend() {
     info.name = dc.name;
     info.kind = DeviceKind::fpga;
     info.backend = "xrt";
-    info.model = dc.model ? dc.model->model : "Xilinx FPGA";
-    info.memory_bytes = dc.model ? dc.model->memory_bytes : 0;
+    info.product = dc.profile ? dc.profile->product : "Xilinx FPGA";
+    info.memory_bytes = dc.profile ? dc.profile->memory_bytes : 0;
     info.power = dc.power;
     auto dev = std::make_unique<XrtDevice>(std::move(info), static_cast<unsigned>(dc.ordinal), dc.p2p);
     if (dc.bitstream) dev->load_bitstream(*dc.bitstream);

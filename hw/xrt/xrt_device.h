@@ -19,7 +19,7 @@
 #include <xrt/xrt_uuid.h>
 
 #include "hw/device.h"
-#include "hw/device_model.h"
+#include "hw/device_profile.h"
 #include "hw/xrt/xrt_manifest.h"
 
 namespace dype::hw {

@@ -1,6 +1,6 @@
 #include "runtime/daemon/device_admin.h"
 
-#include "hw/device_model.h"
+#include "hw/device_profile.h"
 #include "hw/event.h"
 #include "runtime/perf_planner.h"
 #include "runtime/daemon/errors.h"
@@ -103,9 +103,9 @@ json DeviceAdmin::load_bitstream(const std::string& device, const std::string& m
   std::lock_guard lock(mu_);
   hw::Device& fpga = reconfigurable_fpga(device);
   const hw::Bitstream bs = hw::load_bitstream(manifest_path);  // InputError names the file and key
-  const std::string board = device_model_id(system_, fpga);  // "" when the system names no profile
-  if (!board.empty() && bs.device_model != board)
-    throw InputError("path", "bitstream '" + bs.name + "' is built for '" + bs.device_model + "', " + device +
+  const std::string board = device_profile_id(system_, fpga);  // "" when the system names no profile
+  if (!board.empty() && bs.profile_id != board)
+    throw InputError("path", "bitstream '" + bs.name + "' is built for '" + bs.profile_id + "', " + device +
                                  " is a '" + board + "'");
   const std::optional<hw::Bitstream> previous =
       fpga.bitstream() ? std::optional<hw::Bitstream>(*fpga.bitstream()) : std::nullopt;

@@ -33,7 +33,7 @@ std::vector<perf::ModelStore> load_perfmodels(const hw::System& system, const st
   if (!std::filesystem::is_directory(dir, ec)) throw InputError("perfmodels " + dir.string(), "not a directory");
   std::set<std::string> seen;
   for (const hw::Device* d : system.devices()) {
-    const std::string id = device_model_id(system, *d);
+    const std::string id = device_profile_id(system, *d);
     if (id.empty() || !seen.insert(id).second) continue;
     const std::filesystem::path file = dir / (id + ".json");
     if (std::filesystem::exists(file, ec)) stores.push_back(perf::ModelStore::load(file, id));

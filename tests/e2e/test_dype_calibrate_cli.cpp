@@ -30,10 +30,10 @@ TEST(DypeCalibrateCli, MeasuresHostCopyBandwidthAndWritesALoadableSystem) {
   const auto cfg = dype::hw::load_system_config((dir / "systems" / "calibrated.yaml").string());
   ASSERT_FALSE(cfg.devices.empty());
   const auto& cpu = cfg.devices.front();
-  ASSERT_TRUE(cpu.model.has_value());
+  ASSERT_TRUE(cpu.profile.has_value());
   // Host copy traffic of a machine that runs tests: somewhere between 0.5 GB/s and 2 TB/s.
-  EXPECT_GT(cpu.model->memory_bandwidth_bytes_per_s, 0.5e9);
-  EXPECT_LT(cpu.model->memory_bandwidth_bytes_per_s, 2e12);
+  EXPECT_GT(cpu.profile->memory_bandwidth_bytes_per_s, 0.5e9);
+  EXPECT_LT(cpu.profile->memory_bandwidth_bytes_per_s, 2e12);
 }
 
 TEST(DypeCalibrateCli, BadArgumentsAreRefused) {

@@ -7,7 +7,7 @@
 #include <functional>
 #include <string>
 
-#include "hw/device_model.h"
+#include "hw/device_profile.h"
 #include "hw/system.h"
 #include "hw/system_config.h"
 #include "kernels/op.h"
@@ -57,7 +57,7 @@ TEST(DeviceCapabilities, EmulatedDevicesAnswerFromProfileAndBitstream) {
   EXPECT_EQ(gpu.device_profile()->id, "amd-mi210");
   ASSERT_NE(fpga.device_profile(), nullptr);
   EXPECT_EQ(fpga.device_profile()->id, "xilinx-u280");
-  EXPECT_EQ(rt::device_model_id(sys, fpga), "xilinx-u280");
+  EXPECT_EQ(rt::device_profile_id(sys, fpga), "xilinx-u280");
 
   // The modelled time the planner costs with is the device's own.
   const kernels::OpShape shape{.kind = kernels::OpKind::gemm, .m = 4096, .k = 128, .n = 128};

@@ -75,7 +75,7 @@ TEST(EmuTiming, SwatKnownCase) {
 }
 
 TEST(EmuTiming, GpuRooflineBehaves) {
-  const DeviceModel mi210 = load_device_model(std::string(DYPE_SOURCE_DIR) + "/configs/devices/amd-mi210.yaml");
+  const DeviceProfile mi210 = load_device_profile(std::string(DYPE_SOURCE_DIR) + "/configs/devices/amd-mi210.yaml");
   const auto& g = mi210.ops.at(OpKind::gemm);
   // Large GEMM: compute bound near peak * efficiency.
   const double t = emu::roofline_gemm_s(mi210, g, 8192, 8192, 8192);
@@ -103,7 +103,7 @@ TEST(EmuTiming, GpuRooflineBehaves) {
 }
 
 TEST(EmuTiming, GpuSpmmPaysRowPassesAndWholeGatherLines) {
-  const DeviceModel mi210 = load_device_model(std::string(DYPE_SOURCE_DIR) + "/configs/devices/amd-mi210.yaml");
+  const DeviceProfile mi210 = load_device_profile(std::string(DYPE_SOURCE_DIR) + "/configs/devices/amd-mi210.yaml");
   OpModelParams p = mi210.ops.at(OpKind::spmm);
   ASSERT_EQ(p.wavefront, 64);
   // Very sparse rows (S4-like, 1.4 nnz per row): the row passes dominate, so time follows the
@@ -134,7 +134,7 @@ TEST(EmuTiming, GpuSpmmPaysRowPassesAndWholeGatherLines) {
   text.erase(at, std::strlen(", concurrent_rows: 1664"));
   std::ofstream(dir + "/gpu.yaml") << text;
   try {
-    load_device_model(dir + "/gpu.yaml");
+    load_device_profile(dir + "/gpu.yaml");
     ADD_FAILURE() << "row_latency_us without concurrent_rows was accepted";
   } catch (const std::exception& e) {
     EXPECT_NE(std::string(e.what()).find("concurrent_rows"), std::string::npos) << e.what();
@@ -297,7 +297,7 @@ TEST(EmuDevice, FpgaWithoutBitstreamSupportsNothing) {
   // A GPU refuses bitstreams; a bitstream for another board is refused.
   EXPECT_THROW(emu(sys, "gpu0").load_bitstream(gemm), DeviceError);
   Bitstream other = gemm;
-  other.device_model = "xilinx-u250";
+  other.profile_id = "xilinx-u250";
   EXPECT_THROW(f.load_bitstream(other), DeviceError);
 }
 

@@ -62,7 +62,7 @@ TEST(SystemConfig, PaperTestbedLoads) {
       EXPECT_EQ(d.link.lanes, 16);
       EXPECT_DOUBLE_EQ(d.power.idle_w, 45.0);
       EXPECT_DOUBLE_EQ(d.power.execute_w, 345.0);
-      EXPECT_EQ(d.model->memory_bytes, 64ull << 30);
+      EXPECT_EQ(d.profile->memory_bytes, 64ull << 30);
     }
     if (d.kind == DeviceKind::fpga) {
       ++fpgas;

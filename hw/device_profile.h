@@ -1,7 +1,10 @@
 #pragma once
-// Device models (configs/devices/*.yaml) and FPGA bitstream manifests (configs/bitstreams/*.yaml):
-// the numbers the emu backend times kernels with, and the power states every cost model uses.
-// hw/emu/emu_timing.h documents the formulas that consume them.
+// Device profiles (configs/devices/*.yaml, the `model:` of a system file's device) and FPGA
+// bitstream manifests (configs/bitstreams/*.yaml): the numbers the emu backend times kernels with,
+// and the power states every cost model uses. hw/emu/emu_timing.h documents the formulas that
+// consume them. "Profile" here, because "model" already names the served model (rt::Model) and
+// the fitted performance models (perf::KernelModel); a device's product name is
+// DeviceInfo::product.
 #include <cstddef>
 #include <map>
 #include <optional>
@@ -28,10 +31,10 @@ struct OpModelParams {
   double gather_bytes = 0.0;      // transaction size a dense-row gather is rounded up to
 };
 
-struct DeviceModel {
+struct DeviceProfile {
   std::string file;         // where it was loaded from ("" when built in code)
   std::string id;           // "amd-mi210"
-  std::string model;        // "AMD Instinct MI210"
+  std::string product;      // "AMD Instinct MI210"
   DeviceKind kind = DeviceKind::gpu;
   std::size_t memory_bytes = 0;
   std::string memory_type;  // "HBM2e"
@@ -62,14 +65,14 @@ struct BitstreamKernel {
 struct Bitstream {
   std::string file;
   std::string name;
-  std::string device_model;  // the board it is built for (DeviceModel::id)
+  std::string profile_id;  // the board it is built for (DeviceProfile::id; key device_model)
   double load_time_s = 0.0;  // reconfiguration time
   std::vector<BitstreamKernel> kernels;
   const BitstreamKernel* find(kernels::OpKind op) const;
 };
 
 // Load and validate; errors are InputError("<file>: <key path>", problem).
-DeviceModel load_device_model(const std::string& path);
+DeviceProfile load_device_profile(const std::string& path);
 Bitstream load_bitstream(const std::string& path);
 
 }  // namespace dype::hw

@@ -1,4 +1,4 @@
-#include "hw/device_model.h"
+#include "hw/device_profile.h"
 
 #include <filesystem>
 
@@ -93,13 +93,13 @@ OpModelParams parse_op(const ConfigNode& n) {
 
 }  // namespace
 
-DeviceModel load_device_model(const std::string& path) {
+DeviceProfile load_device_profile(const std::string& path) {
   const ConfigNode root = ConfigNode::load_file(path);
   root.expect_keys({"id", "model", "kind", "memory", "compute", "link", "power", "ops"});
-  DeviceModel d;
+  DeviceProfile d;
   d.file = path;
   d.id = root.get_string("id");
-  d.model = root.get_string("model");
+  d.product = root.get_string("model");
   const auto kind_node = root.child("kind");
   const auto kind = device_kind_from_string(kind_node.as_string());
   if (!kind) kind_node.fail("must be one of cpu, gpu, fpga, got '" + kind_node.as_string() + "'");
@@ -148,7 +148,7 @@ Bitstream load_bitstream(const std::string& path) {
   Bitstream b;
   b.file = path;
   b.name = root.get_string("name");
-  b.device_model = root.get_string("device_model");
+  b.profile_id = root.get_string("device_model");
   b.load_time_s = root.get_positive("load_time_ms", 0.0, true) * 1e-3;
   const auto ks = root.child("kernels");
   ks.expect_sequence();
