@@ -210,6 +210,10 @@ TEST_F(DaemonHttp, InferJsonAndBinaryMatchReference) {
                            "application/json");
   ASSERT_EQ(reg->status, 200) << reg->body;
   const std::string id = json::parse(reg->body)["id"];
+  // Ids are "g" + 128 random bits: not guessable, never g1 again after a restart.
+  EXPECT_EQ(id.size(), 33u) << id;
+  EXPECT_EQ(id.find_first_not_of("0123456789abcdef", 1), std::string::npos) << id;
+  expect_error(infer_binary("gcn", {Tensor::from_f32("x", {g.n, 16}, g.x)}, {{"graph_id", "g1"}}), 404, "unknown graph id");
   auto byid = infer_binary("gcn", {Tensor::from_f32("x", {g.n, 16}, g.x)}, {{"graph_id", id}});
   ASSERT_EQ(byid->status, 200) << byid->body;
   EXPECT_LT(rt::relative_error(output_of(byid), ref), 1e-5);
