@@ -285,7 +285,7 @@ struct GrpcServer::AdminImpl final : public dype::admin::DypeAdmin::Service {
       const auto& md = ctx->client_metadata();
       if (auto it = md.find("authorization"); it != md.end()) auth.assign(it->second.data(), it->second.size());
       api.authorize(auth);
-      r->set_json(f().dump());
+      r->set_json(f().dump(-1, ' ', false, nlohmann::json::error_handler_t::replace));  // invalid UTF-8 echoed back is replaced, not a 316 throw
       return grpc::Status::OK;
     } catch (...) {
       return status_of(std::current_exception(), reason);

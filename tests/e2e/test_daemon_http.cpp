@@ -284,6 +284,15 @@ TEST_F(DaemonHttp, DeeplyNestedJsonRefusedWithoutCrashing) {
   EXPECT_EQ(y->status, 200) << y->body;
 }
 
+TEST_F(DaemonHttp, InvalidUtf8EchoedInAnErrorStays404) {
+  start();
+  client_->set_url_encode(false);
+  const Graph g = make_graph(30, 90, 16, 1);
+  const std::vector<Tensor> in = {Tensor::from_f32("x", {g.n, 16}, g.x), Tensor::from_i64("edge_index", {2, 90}, g.edge_index)};
+  // The byte 0xff is echoed in "unknown model '...'": replaced, not a 500 from the JSON writer.
+  expect_error(infer_binary("bad%FFname", in, {}), 404, "unknown model 'bad");
+}
+
 TEST_F(DaemonHttp, FullQueueGets429AndEveryRequestAnsweredOnce) {
   ServerOptions o;
   o.max_queue = 3;
