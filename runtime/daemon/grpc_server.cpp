@@ -328,7 +328,11 @@ GrpcServer::GrpcServer(InferenceService& service, GraphRegistry& graphs, Metrics
       admin_(admin ? std::make_unique<AdminImpl>(*admin) : nullptr),
       host_(std::move(host)),
       requested_port_(port),
-      max_message_bytes_(max_message_bytes) {}
+      max_message_bytes_(max_message_bytes) {
+  std::set<std::string> names;
+  for (const ModelInfo& m : service.models()) names.insert(m.name);
+  metrics.set_served(names);
+}
 
 GrpcServer::~GrpcServer() { stop(0.0); }
 

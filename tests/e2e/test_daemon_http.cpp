@@ -293,6 +293,29 @@ TEST_F(DaemonHttp, InvalidUtf8EchoedInAnErrorStays404) {
   expect_error(infer_binary("bad%FFname", in, {}), 404, "unknown model 'bad");
 }
 
+TEST_F(DaemonHttp, HostileModelNamesCannotInjectMetricsOrBreakErrors) {
+  start();
+  client_->set_url_encode(false);
+  const Graph g = make_graph(30, 90, 16, 1);
+  const std::vector<Tensor> in = {Tensor::from_f32("x", {g.n, 16}, g.x), Tensor::from_i64("edge_index", {2, 90}, g.edge_index)};
+  // A name that closes the label and starts a line of its own.
+  expect_error(infer_binary("x%22%7D%201%0Adype_injected%7Bmodel%3D%22x", in, {}), 404, "unknown model");
+  // Invalid UTF-8 echoed in the message: still 404 with a JSON error, the byte replaced.
+  expect_error(infer_binary("bad%FFname", in, {}), 404, "unknown model");
+  for (int i = 0; i < 20; ++i) {
+    auto r = infer_binary("nosuch" + std::to_string(i), in, {});
+    ASSERT_TRUE(r);
+    EXPECT_EQ(r->status, 404) << r->body;
+  }
+  httplib::Client m("127.0.0.1", server_->metrics_port());
+  auto r = m.Get("/metrics");
+  ASSERT_EQ(r->status, 200);
+  EXPECT_EQ(r->body.find("\ndype_injected"), std::string::npos) << r->body;
+  EXPECT_EQ(r->body.find("nosuch"), std::string::npos) << r->body;
+  EXPECT_NE(r->body.find("dype_requests_total{model=\"unknown\",result=\"not_found\"} 22"), std::string::npos) << r->body;
+  EXPECT_EQ(metrics_.count("unknown", "not_found"), 22u);
+}
+
 TEST_F(DaemonHttp, FullQueueGets429AndEveryRequestAnsweredOnce) {
   ServerOptions o;
   o.max_queue = 3;
