@@ -420,7 +420,14 @@ TEST_F(DaemonHttp, BitstreamPathConfinement) {
   refused("missing.yaml", "not a file");
   refused("sub", "not a file");
   refused("", "empty");
+  refused(std::string("sub/gemm.yaml\0x", 15), "path: contains a NUL byte");  // would open sub/gemm.yaml
   // Over the admin API the same refusal is a 400 naming the path.
+  auto nul = client_->Post("/v2/dype/admin/bitstreams/load", {{"Authorization", "Bearer s3cret"}},
+                           R"({"device":"fpga0","path":"sub/gemm.yaml\u0000x"})", "application/json");
+  ASSERT_TRUE(nul);
+  EXPECT_EQ(nul->status, 400);
+  EXPECT_NE(nul->body.find("path: contains a NUL byte"), std::string::npos) << nul->body;
+  EXPECT_EQ(server_->confine_bitstream_path("sub/gemm.yaml"), fs::canonical(dir / "sub" / "gemm.yaml").string());
   const httplib::Headers auth{{"Authorization", "Bearer s3cret"}};
   auto r = client_->Post("/v2/dype/admin/bitstreams/load", auth, R"({"device":"fpga0","path":"escape.yaml"})",
                          "application/json");
