@@ -834,3 +834,43 @@ TEST_F(DaemonHttp, BodiesReadFromTheSocketInPiecesWholeChunkedAndShort) {
   ASSERT_TRUE(after);
   EXPECT_EQ(after->status, 200) << after->body;
 }
+
+// Header abuse refused before any body is read, each answered with its status and message, and
+// a good request answered after each.
+TEST_F(DaemonHttp, ContentLengthTwiceOrMissingIsRefused) {
+  start();
+  const Graph s = make_graph(12, 30, 16, 5);
+  const EncodedBody small = encode_infer_request(
+      "", {Tensor::from_f32("x", {s.n, 16}, s.x), Tensor::from_i64("edge_index", {2, 30}, s.edge_index)}, {}, true, true);
+  const std::string good = infer_request_bytes(small);
+  auto answered_after = [&] {
+    RawConnection c(server_->http_port());
+    c.send_all(good);
+    EXPECT_EQ(c.read_response().status, 200);
+  };
+  {  // two different lengths: which one frames the body is ambiguous (request smuggling)
+    RawConnection c(server_->http_port());
+    std::string req = good;
+    req.insert(req.find("\r\n\r\n"), "\r\nContent-Length: 7");
+    c.send_all(req);
+    const RawResponse r = c.read_response();
+    EXPECT_EQ(r.status, 400) << r.body;
+    EXPECT_EQ(json::parse(r.body)["error"], "Content-Length: sent more than once with different values");
+  }
+  answered_after();
+  {  // the same length twice is one length
+    RawConnection c(server_->http_port());
+    std::string req = good;
+    req.insert(req.find("\r\n\r\n"), "\r\nContent-Length: " + std::to_string(small.body.size()));
+    c.send_all(req);
+    EXPECT_EQ(c.read_response().status, 200);
+  }
+  {  // HTTP/1.0 POST with no length: was never answered; now 411
+    RawConnection c(server_->http_port());
+    c.send_all("POST /v2/models/gcn/infer HTTP/1.0\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n\r\n{\"inputs\":[]}");
+    const RawResponse r = c.read_response();
+    EXPECT_EQ(r.status, 411) << r.body;
+    EXPECT_EQ(json::parse(r.body)["error"], "Content-Length: required (or Transfer-Encoding: chunked)");
+  }
+  answered_after();
+}
