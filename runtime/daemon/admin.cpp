@@ -84,6 +84,8 @@ std::string AdminApi::confine_bitstream_path(const std::string& path) const {
   namespace fs = std::filesystem;
   if (bitstream_dir_.empty()) throw InputError("path", "no --bitstream-dir configured; bitstream loading is off");
   if (path.empty()) throw InputError("path", "is empty");
+  // The filesystem sees the path up to a NUL only, so "ok.xclbin\0anything" would load ok.xclbin.
+  if (path.find('\0') != std::string::npos) throw InputError("path", "contains a NUL byte");
   std::error_code ec;
   const fs::path root = fs::canonical(bitstream_dir_, ec);
   if (ec) throw InputError("--bitstream-dir", "'" + bitstream_dir_ + "' cannot be resolved: " + ec.message());

@@ -2,6 +2,9 @@
 
 #include "runtime/daemon/errors.h"
 
+#include <cstdio>
+#include <random>
+
 namespace dype::rt::daemon {
 
 std::shared_ptr<const Graph> normalise_for(const kernels::EdgeList& edges, const Model& model) {
@@ -14,7 +17,13 @@ std::string GraphRegistry::add(kernels::EdgeList edges) {
   if (graphs_.size() >= max_graphs_)
     throw InputError("graphs", "registry full (" + std::to_string(max_graphs_) + " graphs); delete one first");
   auto e = std::make_shared<GraphEntry>();
-  e->id = "g" + std::to_string(next_++);
+  // 128 random bits: a sequential id let any client guess and delete another's graph, and ids
+  // restarted at g1 after a restart so a held id answered with another graph.
+  do {
+    char hex[33];
+    std::snprintf(hex, sizeof hex, "%08x%08x%08x%08x", rng_(), rng_(), rng_(), rng_());
+    e->id = "g" + std::string(hex);
+  } while (graphs_.count(e->id) != 0);
   e->edges = std::move(edges);
   graphs_[e->id] = e;
   return e->id;

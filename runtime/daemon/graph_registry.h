@@ -7,6 +7,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <random>
 #include <string>
 
 #include "kernels/graph/edge_list.h"
@@ -23,7 +24,7 @@ struct GraphEntry {
 class GraphRegistry {
  public:
   explicit GraphRegistry(std::size_t max_graphs = 1024) : max_graphs_(max_graphs) {}
-  // Returns the new id ("g1", "g2", ...). InputError when the registry is full.
+  // Returns the new id: "g" and 32 random hex digits, unguessable and unique across restarts. InputError when the registry is full.
   std::string add(kernels::EdgeList edges);
   // NotFound for an unknown id.
   std::int64_t num_nodes(const std::string& id) const;
@@ -34,7 +35,7 @@ class GraphRegistry {
  private:
   mutable std::mutex mu_;
   std::map<std::string, std::shared_ptr<GraphEntry>> graphs_;
-  std::uint64_t next_ = 1;
+  std::random_device rng_;
   std::size_t max_graphs_;
 };
 

@@ -285,7 +285,7 @@ struct GrpcServer::AdminImpl final : public dype::admin::DypeAdmin::Service {
       const auto& md = ctx->client_metadata();
       if (auto it = md.find("authorization"); it != md.end()) auth.assign(it->second.data(), it->second.size());
       api.authorize(auth);
-      r->set_json(f().dump());
+      r->set_json(f().dump(-1, ' ', false, nlohmann::json::error_handler_t::replace));  // invalid UTF-8 echoed back is replaced, not a 316 throw
       return grpc::Status::OK;
     } catch (...) {
       return status_of(std::current_exception(), reason);
@@ -328,7 +328,11 @@ GrpcServer::GrpcServer(InferenceService& service, GraphRegistry& graphs, Metrics
       admin_(admin ? std::make_unique<AdminImpl>(*admin) : nullptr),
       host_(std::move(host)),
       requested_port_(port),
-      max_message_bytes_(max_message_bytes) {}
+      max_message_bytes_(max_message_bytes) {
+  std::set<std::string> names;
+  for (const ModelInfo& m : service.models()) names.insert(m.name);
+  metrics.set_served(names);
+}
 
 GrpcServer::~GrpcServer() { stop(0.0); }
 

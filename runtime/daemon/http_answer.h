@@ -15,7 +15,9 @@ namespace dype::rt::daemon {
 
 inline void send_json(httplib::Response& res, int status, const nlohmann::json& body) {
   res.status = status;
-  res.set_content(body.dump(), "application/json");
+  // Invalid UTF-8 (a model or tensor name echoed in an error) is replaced, not thrown as
+  // type_error 316, which turned a 400/404 into a 500.
+  res.set_content(body.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace), "application/json");
 }
 
 inline void send_error(httplib::Response& res, int status, const std::string& message) {

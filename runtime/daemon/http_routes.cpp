@@ -67,8 +67,25 @@ void HttpRoutes::add_to(httplib::Server& s) {
     on_error(req, res);
     return Handled::Handled;
   }));
-  s.set_pre_routing_handler([](const Req&, Res&) {
+  s.set_pre_routing_handler([](const Req& req, Res& res) {
     mark_arrival();
+    // Refused before any body is read (the connection is closed, the body being unframed):
+    // differing Content-Length headers (httplib would frame by the first one only), and a body
+    // with no length, which httplib would read until the client closes, never answering it.
+    const std::size_t lengths = req.get_header_value_count("Content-Length");
+    for (std::size_t i = 1; i < lengths; ++i) {
+      if (req.get_header_value("Content-Length", i) != req.get_header_value("Content-Length", 0)) {
+        res.set_header("Connection", "close");
+        send_error(res, 400, "Content-Length: sent more than once with different values");
+        return Handled::Handled;
+      }
+    }
+    const bool has_body = req.method == "POST" || req.method == "PUT" || req.method == "PATCH";
+    if (has_body && lengths == 0 && !req.has_header("Transfer-Encoding")) {
+      res.set_header("Connection", "close");
+      send_error(res, 411, "Content-Length: required (or Transfer-Encoding: chunked)");
+      return Handled::Handled;
+    }
     return Handled::Unhandled;
   });
   s.set_exception_handler([](const Req&, Res& res, std::exception_ptr ep) {

@@ -40,7 +40,11 @@ class HttpRoutes {
         metrics_(metrics),
         options_(options),
         admission_(admission),
-        admin_(admin) {}
+        admin_(admin) {
+    std::set<std::string> names;
+    for (const ModelInfo& m : service.models()) names.insert(m.name);
+    metrics.set_served(names);
+  }
 
   // Every API route, plus the server's error, exception and pre-routing hooks.
   void add_to(httplib::Server& server);

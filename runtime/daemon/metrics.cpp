@@ -4,8 +4,30 @@
 
 namespace dype::rt::daemon {
 
-void Metrics::record(const std::string& model, const std::string& reason, double seconds) {
+namespace {
+// A label value per the Prometheus text format: backslash, double quote and newline escaped, so a
+// model name from a URL cannot close the label and inject a metric line.
+std::string escaped(const std::string& v) {
+  std::string out;
+  out.reserve(v.size());
+  for (char c : v) {
+    if (c == '\\') out += "\\\\";
+    else if (c == '"') out += "\\\"";
+    else if (c == '\n') out += "\\n";
+    else out += c;
+  }
+  return out;
+}
+}  // namespace
+
+void Metrics::set_served(const std::set<std::string>& names) {
   std::lock_guard lock(mu_);
+  served_ = names;
+}
+
+void Metrics::record(const std::string& name, const std::string& reason, double seconds) {
+  std::lock_guard lock(mu_);
+  const std::string& model = served_.empty() || name.empty() || served_.count(name) ? name : kUnknown;
   ++requests_[{model, reason}];
   if (reason != "ok") return;
   Histogram& h = durations_[model];
@@ -27,15 +49,15 @@ std::string Metrics::render(const std::string& extra) const {
   o << "# HELP dype_requests_total Inference requests by model and result (ok or the failure reason).\n"
        "# TYPE dype_requests_total counter\n";
   for (const auto& [k, n] : requests_)
-    o << "dype_requests_total{model=\"" << k.first << "\",result=\"" << k.second << "\"} " << n << "\n";
+    o << "dype_requests_total{model=\"" << escaped(k.first) << "\",result=\"" << escaped(k.second) << "\"} " << n << "\n";
   o << "# HELP dype_request_duration_seconds Time from request received to response ready (measured).\n"
        "# TYPE dype_request_duration_seconds histogram\n";
   for (const auto& [model, h] : durations_) {
     for (std::size_t i = 0; i < kBuckets.size(); ++i)
-      o << "dype_request_duration_seconds_bucket{model=\"" << model << "\",le=\"" << kBuckets[i] << "\"} " << h.le[i] << "\n";
-    o << "dype_request_duration_seconds_bucket{model=\"" << model << "\",le=\"+Inf\"} " << h.count << "\n";
-    o << "dype_request_duration_seconds_sum{model=\"" << model << "\"} " << h.sum << "\n";
-    o << "dype_request_duration_seconds_count{model=\"" << model << "\"} " << h.count << "\n";
+      o << "dype_request_duration_seconds_bucket{model=\"" << escaped(model) << "\",le=\"" << kBuckets[i] << "\"} " << h.le[i] << "\n";
+    o << "dype_request_duration_seconds_bucket{model=\"" << escaped(model) << "\",le=\"+Inf\"} " << h.count << "\n";
+    o << "dype_request_duration_seconds_sum{model=\"" << escaped(model) << "\"} " << h.sum << "\n";
+    o << "dype_request_duration_seconds_count{model=\"" << escaped(model) << "\"} " << h.count << "\n";
   }
   o << "# HELP dype_requests_in_flight Admitted requests not yet answered.\n# TYPE dype_requests_in_flight gauge\n"
     << "dype_requests_in_flight " << in_flight_.load() << "\n";

@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <map>
 #include <mutex>
+#include <set>
 #include <string>
 
 namespace dype::rt::daemon {
@@ -16,6 +17,9 @@ class Metrics {
   // reason: "ok", "bad_input", "not_found", "too_large", "overloaded", "unavailable", "internal", ...
   void record(const std::string& model, const std::string& reason, double seconds);
   void set_in_flight(std::int64_t n) { in_flight_.store(n); }
+  // The served model names; once set, requests naming any other model are counted under
+  // model="unknown", so a client cannot add series without bound.
+  void set_served(const std::set<std::string>& names);
   // Text exposition format 0.0.4, followed by `extra` (the service's lines).
   std::string render(const std::string& extra) const;
   std::uint64_t count(const std::string& model, const std::string& reason) const;
@@ -31,6 +35,8 @@ class Metrics {
   mutable std::mutex mu_;
   std::map<std::pair<std::string, std::string>, std::uint64_t> requests_;
   std::map<std::string, Histogram> durations_;  // successful requests per model
+  inline static const std::string kUnknown = "unknown";
+  std::set<std::string> served_;  // empty: every name is its own label (unit tests)
   std::atomic<std::int64_t> in_flight_{0};
 };
 

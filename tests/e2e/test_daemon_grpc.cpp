@@ -157,6 +157,37 @@ TEST_F(DaemonGrpc, ErrorsMapToCodes) {
   EXPECT_EQ(stub_->ModelInfer(&ctx3, short_raw, &resp).error_code(), grpc::StatusCode::INVALID_ARGUMENT);
 }
 
+// Hostile input over gRPC: a NUL inside a bitstream path is refused naming the field (the file
+// system would see only the part before it), and a model name that is not served is counted under
+// model="unknown" in the metrics; good calls are answered afterwards.
+TEST_F(DaemonGrpc, NulInBitstreamPathAndUnknownModelNames) {
+  auto load = [&](const std::string& path) {
+    grpc::ClientContext c;
+    c.AddMetadata("authorization", "Bearer s3cret");
+    dype::admin::AdminRequest q;
+    q.set_device("fpga0");
+    q.set_path(path);
+    dype::admin::AdminResponse r;
+    return admin_stub_->LoadBitstream(&c, q, &r);
+  };
+  const grpc::Status nul = load(std::string("u280-sextans-gemm.yaml\0x", 24));
+  EXPECT_EQ(nul.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_EQ(nul.error_message(), "path: contains a NUL byte");
+  const grpc::Status ok = load("u280-sextans-gemm.yaml");
+  EXPECT_TRUE(ok.ok()) << ok.error_message();
+
+  auto req = to_request(make_input(20, 40, 4), "x");
+  req.set_model_name("x\"} 1\ndype_injected{model=\"x");
+  grpc::ClientContext ctx;
+  inference::ModelInferResponse resp;
+  EXPECT_EQ(stub_->ModelInfer(&ctx, req, &resp).error_code(), grpc::StatusCode::NOT_FOUND);
+  EXPECT_EQ(metrics_.count("unknown", "not_found"), 1u);
+  EXPECT_EQ(metrics_.render("").find("dype_injected"), std::string::npos);
+  grpc::ClientContext ctx2;
+  const grpc::Status good = stub_->ModelInfer(&ctx2, to_request(make_input(20, 40, 4), "g"), &resp);
+  EXPECT_TRUE(good.ok()) << good.error_message();
+}
+
 TEST_F(DaemonGrpc, StreamAnswersEveryRequestOnceInOrder) {
   grpc::ClientContext ctx;
   auto stream = stub_->ModelStreamInfer(&ctx);

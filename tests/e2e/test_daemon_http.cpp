@@ -210,6 +210,10 @@ TEST_F(DaemonHttp, InferJsonAndBinaryMatchReference) {
                            "application/json");
   ASSERT_EQ(reg->status, 200) << reg->body;
   const std::string id = json::parse(reg->body)["id"];
+  // Ids are "g" + 128 random bits: not guessable, never g1 again after a restart.
+  EXPECT_EQ(id.size(), 33u) << id;
+  EXPECT_EQ(id.find_first_not_of("0123456789abcdef", 1), std::string::npos) << id;
+  expect_error(infer_binary("gcn", {Tensor::from_f32("x", {g.n, 16}, g.x)}, {{"graph_id", "g1"}}), 404, "unknown graph id");
   auto byid = infer_binary("gcn", {Tensor::from_f32("x", {g.n, 16}, g.x)}, {{"graph_id", id}});
   ASSERT_EQ(byid->status, 200) << byid->body;
   EXPECT_LT(rt::relative_error(output_of(byid), ref), 1e-5);
@@ -278,6 +282,38 @@ TEST_F(DaemonHttp, DeeplyNestedJsonRefusedWithoutCrashing) {
   auto y = infer_binary("gcn", {Tensor::from_f32("x", {g.n, 16}, g.x), Tensor::from_i64("edge_index", {2, 20}, g.edge_index)}, {});
   ASSERT_TRUE(y);
   EXPECT_EQ(y->status, 200) << y->body;
+}
+
+TEST_F(DaemonHttp, InvalidUtf8EchoedInAnErrorStays404) {
+  start();
+  client_->set_url_encode(false);
+  const Graph g = make_graph(30, 90, 16, 1);
+  const std::vector<Tensor> in = {Tensor::from_f32("x", {g.n, 16}, g.x), Tensor::from_i64("edge_index", {2, 90}, g.edge_index)};
+  // The byte 0xff is echoed in "unknown model '...'": replaced, not a 500 from the JSON writer.
+  expect_error(infer_binary("bad%FFname", in, {}), 404, "unknown model 'bad");
+}
+
+TEST_F(DaemonHttp, HostileModelNamesCannotInjectMetricsOrBreakErrors) {
+  start();
+  client_->set_url_encode(false);
+  const Graph g = make_graph(30, 90, 16, 1);
+  const std::vector<Tensor> in = {Tensor::from_f32("x", {g.n, 16}, g.x), Tensor::from_i64("edge_index", {2, 90}, g.edge_index)};
+  // A name that closes the label and starts a line of its own.
+  expect_error(infer_binary("x%22%7D%201%0Adype_injected%7Bmodel%3D%22x", in, {}), 404, "unknown model");
+  // Invalid UTF-8 echoed in the message: still 404 with a JSON error, the byte replaced.
+  expect_error(infer_binary("bad%FFname", in, {}), 404, "unknown model");
+  for (int i = 0; i < 20; ++i) {
+    auto r = infer_binary("nosuch" + std::to_string(i), in, {});
+    ASSERT_TRUE(r);
+    EXPECT_EQ(r->status, 404) << r->body;
+  }
+  httplib::Client m("127.0.0.1", server_->metrics_port());
+  auto r = m.Get("/metrics");
+  ASSERT_EQ(r->status, 200);
+  EXPECT_EQ(r->body.find("\ndype_injected"), std::string::npos) << r->body;
+  EXPECT_EQ(r->body.find("nosuch"), std::string::npos) << r->body;
+  EXPECT_NE(r->body.find("dype_requests_total{model=\"unknown\",result=\"not_found\"} 22"), std::string::npos) << r->body;
+  EXPECT_EQ(metrics_.count("unknown", "not_found"), 22u);
 }
 
 TEST_F(DaemonHttp, FullQueueGets429AndEveryRequestAnsweredOnce) {
@@ -384,7 +420,14 @@ TEST_F(DaemonHttp, BitstreamPathConfinement) {
   refused("missing.yaml", "not a file");
   refused("sub", "not a file");
   refused("", "empty");
+  refused(std::string("sub/gemm.yaml\0x", 15), "path: contains a NUL byte");  // would open sub/gemm.yaml
   // Over the admin API the same refusal is a 400 naming the path.
+  auto nul = client_->Post("/v2/dype/admin/bitstreams/load", {{"Authorization", "Bearer s3cret"}},
+                           R"({"device":"fpga0","path":"sub/gemm.yaml\u0000x"})", "application/json");
+  ASSERT_TRUE(nul);
+  EXPECT_EQ(nul->status, 400);
+  EXPECT_NE(nul->body.find("path: contains a NUL byte"), std::string::npos) << nul->body;
+  EXPECT_EQ(server_->confine_bitstream_path("sub/gemm.yaml"), fs::canonical(dir / "sub" / "gemm.yaml").string());
   const httplib::Headers auth{{"Authorization", "Bearer s3cret"}};
   auto r = client_->Post("/v2/dype/admin/bitstreams/load", auth, R"({"device":"fpga0","path":"escape.yaml"})",
                          "application/json");
@@ -790,4 +833,44 @@ TEST_F(DaemonHttp, BodiesReadFromTheSocketInPiecesWholeChunkedAndShort) {
   auto after = infer_binary("gcn", {Tensor::from_f32("x", {g.n, 16}, g.x), Tensor::from_i64("edge_index", {2, 1500}, g.edge_index)}, {});
   ASSERT_TRUE(after);
   EXPECT_EQ(after->status, 200) << after->body;
+}
+
+// Header abuse refused before any body is read, each answered with its status and message, and
+// a good request answered after each.
+TEST_F(DaemonHttp, ContentLengthTwiceOrMissingIsRefused) {
+  start();
+  const Graph s = make_graph(12, 30, 16, 5);
+  const EncodedBody small = encode_infer_request(
+      "", {Tensor::from_f32("x", {s.n, 16}, s.x), Tensor::from_i64("edge_index", {2, 30}, s.edge_index)}, {}, true, true);
+  const std::string good = infer_request_bytes(small);
+  auto answered_after = [&] {
+    RawConnection c(server_->http_port());
+    c.send_all(good);
+    EXPECT_EQ(c.read_response().status, 200);
+  };
+  {  // two different lengths: which one frames the body is ambiguous (request smuggling)
+    RawConnection c(server_->http_port());
+    std::string req = good;
+    req.insert(req.find("\r\n\r\n"), "\r\nContent-Length: 7");
+    c.send_all(req);
+    const RawResponse r = c.read_response();
+    EXPECT_EQ(r.status, 400) << r.body;
+    EXPECT_EQ(json::parse(r.body)["error"], "Content-Length: sent more than once with different values");
+  }
+  answered_after();
+  {  // the same length twice is one length
+    RawConnection c(server_->http_port());
+    std::string req = good;
+    req.insert(req.find("\r\n\r\n"), "\r\nContent-Length: " + std::to_string(small.body.size()));
+    c.send_all(req);
+    EXPECT_EQ(c.read_response().status, 200);
+  }
+  {  // HTTP/1.0 POST with no length: was never answered; now 411
+    RawConnection c(server_->http_port());
+    c.send_all("POST /v2/models/gcn/infer HTTP/1.0\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n\r\n{\"inputs\":[]}");
+    const RawResponse r = c.read_response();
+    EXPECT_EQ(r.status, 411) << r.body;
+    EXPECT_EQ(json::parse(r.body)["error"], "Content-Length: required (or Transfer-Encoding: chunked)");
+  }
+  answered_after();
 }

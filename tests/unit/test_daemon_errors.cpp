@@ -7,6 +7,7 @@
 
 #include "kernels/error.h"
 #include "runtime/daemon/errors.h"
+#include "runtime/daemon/metrics.h"
 
 using namespace dype;
 using namespace dype::rt::daemon;
@@ -48,4 +49,23 @@ TEST(DaemonErrors, EachExceptionMapsToItsHttpStatusGrpcCodeAndReason) {
     EXPECT_EQ(std::string(a.reason), c.reason);
     EXPECT_EQ(a.message, c.message) << c.reason;
   }
+}
+
+// Label values are escaped per the Prometheus text format, and once the served models are known
+// every other name is counted under model="unknown".
+TEST(DaemonMetrics, LabelValuesEscapedAndUnknownModelsBounded) {
+  Metrics m;
+  m.record("a\"b\\c\nd", "ok", 0.001);
+  const std::string text = m.render("");
+  EXPECT_NE(text.find("dype_requests_total{model=\"a\\\"b\\\\c\\nd\",result=\"ok\"} 1\n"), std::string::npos) << text;
+  EXPECT_NE(text.find("dype_request_duration_seconds_count{model=\"a\\\"b\\\\c\\nd\"} 1\n"), std::string::npos) << text;
+  EXPECT_EQ(text.find("\nd\""), std::string::npos) << text;
+
+  Metrics served;
+  served.set_served({"gcn"});
+  served.record("gcn", "ok", 0.001);
+  for (int i = 0; i < 100; ++i) served.record("nosuch" + std::to_string(i), "not_found", 0.0);
+  EXPECT_EQ(served.count("gcn", "ok"), 1u);
+  EXPECT_EQ(served.count("unknown", "not_found"), 100u);
+  EXPECT_EQ(served.render("").find("nosuch"), std::string::npos);
 }
