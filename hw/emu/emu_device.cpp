@@ -189,6 +189,7 @@ Event EmuDevice::load_bitstream(const Bitstream& bitstream) {
 
 void EmuDevice::unload_bitstream() {
   std::lock_guard lock(mutex_);
+  if (profile_.kind != DeviceKind::fpga) throw DeviceError(name(), "only FPGAs load bitstreams");
   bitstream_.reset();
   mutable_info().power.execute_w_by_op.clear();
 }
