@@ -22,6 +22,7 @@
 
 #include "hw/device.h"
 #include "hw/gpu/gpu_buffer.h"
+#include "hw/gpu/spmm_plan_cache.h"
 
 namespace dype::hw {
 
@@ -32,7 +33,7 @@ struct GpuOptions {
 };
 
 template <class Api>
-class GpuDevice : public Device {
+class GpuDevice : public Device, public SpmmPlanCount {
  public:
   using Stream = typename Api::Stream;
   using VendorBuffer = GpuBuffer<Api>;
@@ -48,8 +49,6 @@ class GpuDevice : public Device {
 
   // Whether a direct peer copy to `peer` is used (hardware peer access and config allow it).
   bool can_copy_peer(const GpuDevice& peer) const;
-  // SpMM plans built so far: reused while the graph is unchanged.
-  int spmm_plans_built() const { return spmm_plans_built_; }
 
  protected:
   GpuDevice(DeviceInfo info, int ordinal, GpuOptions options);
@@ -75,7 +74,6 @@ class GpuDevice : public Device {
   Stream staging_stream() const;
   // Runs `enqueue` on the staging stream's copy lock and waits for it (copies of the same device).
   Event copy_on_staging_stream(const std::function<void(Stream)>& enqueue);
-  void count_spmm_plan() { ++spmm_plans_built_; }
   std::size_t max_shared_bytes() const { return max_shared_bytes_; }
 
  private:
@@ -95,7 +93,6 @@ class GpuDevice : public Device {
   std::mutex peers_mutex_;
   std::vector<int> peers_enabled_;
   double energy_at_start_j_ = 0.0;
-  std::atomic<int> spmm_plans_built_{0};
 };
 
 }  // namespace dype::hw

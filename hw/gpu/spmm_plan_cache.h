@@ -4,6 +4,7 @@
 // contents (GpuBuffer id and write generation). A new graph's plans replace the old graph's, and at
 // most kMaxPlans are kept (least recently used goes first).
 #include <algorithm>
+#include <atomic>
 #include <cstdint>
 #include <map>
 #include <memory>
@@ -14,6 +15,21 @@ namespace dype::hw {
 // (indptr id, generation, indices id, generation, values id, generation, m, k, n, nnz, index bytes)
 using SpmmPlanKey = std::tuple<std::uint64_t, std::uint64_t, std::uint64_t, std::uint64_t, std::uint64_t,
                                std::uint64_t, std::int64_t, std::int64_t, std::int64_t, std::int64_t, int>;
+
+// The count of SpMM plans a GPU device has built, apart from its vendor (GpuDevice<Api> derives
+// from it), so tools and tests can read it through dynamic_cast<SpmmPlanCount*>(&device).
+class SpmmPlanCount {
+ public:
+  virtual ~SpmmPlanCount() = default;
+  // SpMM plans built so far: reused while the graph is unchanged.
+  int spmm_plans_built() const { return built_; }
+
+ protected:
+  void count_spmm_plan() { ++built_; }
+
+ private:
+  std::atomic<int> built_{0};
+};
 
 template <class Plan>
 class SpmmPlanCache {

@@ -13,6 +13,8 @@
 
 #include <gtest/gtest.h>
 
+#include "../test_device_data.h"
+
 #include "hw/cpu/cpu_device.h"
 #include "hw/device_profile.h"
 #include "hw/registry.h"
@@ -60,24 +62,10 @@ Target target(const std::string& which) {
   return real_device(which);
 }
 
-template <typename T>
-hw::BufferPtr upload(hw::Device& d, const std::vector<T>& v) {
-  auto b = d.allocate(v.size() * sizeof(T));
-  d.copy_from_host(*b, std::as_bytes(std::span<const T>(v)));
-  return b;
-}
-std::vector<float> download(hw::Device& d, const hw::Buffer& b) {
-  std::vector<float> v(b.size_bytes() / sizeof(float));
-  d.copy_to_host(b, std::as_writable_bytes(std::span<float>(v)));
-  return v;
-}
-std::vector<float> random_floats(std::size_t n, unsigned seed) {
-  std::mt19937 rng(seed);
-  std::uniform_real_distribution<float> u(-1.0f, 1.0f);
-  std::vector<float> v(n);
-  for (auto& x : v) x = u(rng);
-  return v;
-}
+using hw::testing::download;
+using hw::testing::random_floats;
+using hw::testing::upload;
+
 // Absolute tolerances: GPU kernels sum in another order than the CPU's (emu runs the CPU kernels).
 void expect_close(const std::vector<float>& got, const std::vector<float>& want, float tolerance,
                   const char* op) {

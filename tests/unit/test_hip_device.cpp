@@ -1,10 +1,12 @@
-// The hip backend: detection, config integration and ROCm SMI loading on any machine; on real
-// hardware, staging chunks, SpMM plan reuse, peer copies and mapped windows (GEMM with both
-// epilogues and window attention against the CPU kernels run in test_device_conformance.cpp).
+// What only the hip backend has: config integration and ROCm SMI loading on any machine; on real
+// hardware, mapped-window copies and energy from ROCm SMI. Detection, staging chunks, SpMM plan
+// reuse and peer copies, shared with CUDA, run in test_gpu_device.cpp; kernels against the CPU in
+// test_device_conformance.cpp.
 // Without a driver or GPU, detection comes back empty with a reason and the hardware tests skip
 // with GTEST_SKIP() saying why.
 #include <gtest/gtest.h>
 
+#include "../test_device_data.h"
 #include "../test_temp_dir.h"
 
 #include <cstdio>
@@ -19,8 +21,6 @@
 #include "hw/registry.h"
 #include "hw/system.h"
 #include "hw/system_config.h"
-#include "kernels/cpu/gemm.h"
-#include "kernels/cpu/window_attention.h"
 
 #if DYPE_HAVE_HIP
 #include "hw/hip/hip_backend.h"
@@ -57,28 +57,9 @@ std::unique_ptr<hw::Device> make_gpu(int i) {
   return hw::find_backend("hip")->create(gpus().configs.at(static_cast<std::size_t>(i)), sys);
 }
 
-template <typename T>
-std::span<const std::byte> bytes(const std::vector<T>& v) {
-  return std::as_bytes(std::span<const T>(v));
-}
-template <typename T>
-hw::BufferPtr upload(hw::Device& d, const std::vector<T>& v) {
-  auto b = d.allocate(v.size() * sizeof(T));
-  d.copy_from_host(*b, bytes(v));
-  return b;
-}
-std::vector<float> download(hw::Device& d, const hw::Buffer& b) {
-  std::vector<float> v(b.size_bytes() / sizeof(float));
-  d.copy_to_host(b, std::as_writable_bytes(std::span<float>(v)));
-  return v;
-}
-std::vector<float> random_vec(std::size_t n, unsigned seed) {
-  std::mt19937 rng(seed);
-  std::uniform_real_distribution<float> u(-1.0f, 1.0f);
-  std::vector<float> v(n);
-  for (auto& x : v) x = u(rng);
-  return v;
-}
+using hw::testing::download;
+using hw::testing::random_floats;
+using hw::testing::upload;
 
 #define NEED_GPU()                                      \
   do {                                                  \
@@ -88,24 +69,6 @@ std::vector<float> random_vec(std::size_t n, unsigned seed) {
   } while (0)
 
 }  // namespace
-
-TEST(HipDevice, DetectionIsEmptyWithReasonOrListsGpus) {
-  if (gpus().configs.empty()) {
-    EXPECT_FALSE(gpus().why.empty());
-    std::printf("no HIP device here: %s\n", gpus().why.c_str());
-  } else {
-    for (const auto& c : gpus().configs) {
-      EXPECT_EQ(c.backend, "hip");
-      EXPECT_EQ(c.kind, hw::DeviceKind::gpu);
-    }
-  }
-  ASSERT_NE(hw::find_backend("hip"), nullptr);
-  // detect_system_config (the `detect` path) goes through the registry and includes them.
-  const auto detected = hw::detect_system_config();
-  std::size_t hip = 0;
-  for (const auto& d : detected.devices) hip += d.backend == "hip";
-  EXPECT_EQ(hip, gpus().configs.size());
-}
 
 TEST(HipDevice, SystemConfigWithHipBackend) {
   namespace fs = std::filesystem;
@@ -156,64 +119,6 @@ TEST(HipDevice, RocmSmiLoadFailsWithReason) {
   }
 }
 
-TEST(HipDevice, CopyRoundTripAcrossStagingChunks) {
-  NEED_GPU();
-  auto gpu = make_gpu(0);
-  // 20 MiB + a tail: three 8 MiB staging chunks, the last partial.
-  const auto v = random_vec((20u << 20) / 4 + 17, 1);
-  auto b = upload(*gpu, v);
-  EXPECT_EQ(download(*gpu, *b), v);
-}
-
-TEST(HipDevice, SpmmMatchesCpuAndReusesPlanWhileGraphUnchanged) {
-  NEED_GPU();
-  auto gpu = make_gpu(0);
-  auto* hip = dynamic_cast<hw::HipDevice*>(gpu.get());
-  const std::int32_t rows = 300, cols = 200, feat = 32;
-  std::vector<std::int32_t> indptr{0}, indices;
-  std::vector<float> values;
-  std::mt19937 rng(5);
-  for (int r = 0; r < rows; ++r) {
-    for (int j = 0; j < 1 + r % 9; ++j) {
-      indices.push_back(static_cast<std::int32_t>(rng() % cols));
-      values.push_back(0.1f * (j + 1));
-    }
-    indptr.push_back(static_cast<std::int32_t>(indices.size()));
-  }
-  const std::int64_t nnz = static_cast<std::int64_t>(indices.size());
-  auto bp = upload(*gpu, indptr), bi = upload(*gpu, indices), bv = upload(*gpu, values);
-  auto by = gpu->allocate(rows * feat * 4);
-  for (unsigned round = 0; round < 3; ++round) {
-    const auto x = random_vec(cols * feat, 10 + round);
-    auto bx = upload(*gpu, x);
-    gpu->launch(hw::KernelLaunch::spmm(*bp, *bi, *bv, *bx, *by, rows, cols, feat, nnz));
-    std::vector<float> ref(rows * feat, 0.0f);
-    for (int r = 0; r < rows; ++r)
-      for (int p = indptr[r]; p < indptr[r + 1]; ++p)
-        for (int f = 0; f < feat; ++f) ref[r * feat + f] += values[p] * x[indices[p] * feat + f];
-    const auto y = download(*gpu, *by);
-    for (std::size_t i = 0; i < y.size(); ++i) ASSERT_NEAR(y[i], ref[i], 1e-4f) << i;
-  }
-  EXPECT_EQ(hip->spmm_plans_built(), 1);  // features changed, the graph did not
-  gpu->copy_from_host(*bv, bytes(values));  // rewriting the graph invalidates the plan
-  auto bx = upload(*gpu, random_vec(cols * feat, 99));
-  gpu->launch(hw::KernelLaunch::spmm(*bp, *bi, *bv, *bx, *by, rows, cols, feat, nnz));
-  EXPECT_EQ(hip->spmm_plans_built(), 2);
-}
-
-TEST(HipDevice, PeerCopyBetweenTwoGpus) {
-  if (gpus().configs.size() < 2) {
-    GTEST_SKIP() << "needs two HIP devices, found " << gpus().configs.size()
-                 << (gpus().why.empty() ? "" : " (" + gpus().why + ")");
-  }
-  auto a = make_gpu(0), b = make_gpu(1);
-  const auto v = random_vec(1 << 20, 30);
-  auto src = upload(*a, v);
-  auto dst = b->allocate(v.size() * 4);
-  a->copy_to_peer(*src, *dst);  // P2P when hipDeviceCanAccessPeer allows, else staged
-  EXPECT_EQ(download(*b, *dst), v);
-}
-
 TEST(HipDevice, MappedWindowCopiesRoundTrip) {
   NEED_GPU();
   auto gpu = make_gpu(0);
@@ -221,7 +126,7 @@ TEST(HipDevice, MappedWindowCopiesRoundTrip) {
   // Page-aligned host memory stands in for an FPGA's mapped P2P window (same registration and
   // copy path; a real window needs an FPGA with a flags::p2p buffer).
   const std::size_t n = 1 << 18;
-  const auto v = random_vec(n, 40);
+  const auto v = random_floats(n, 40);
   auto src = upload(*gpu, v);
   void* mem = std::aligned_alloc(4096, n * sizeof(float));
   ASSERT_NE(mem, nullptr);

@@ -1,0 +1,160 @@
+// What the one GPU backend (hw/gpu/GpuDevice<Api>) does the same way on CUDA and on HIP, run on
+// each vendor's first detected GPU: detection comes back empty with a reason or lists GPUs,
+// host copies go through the double-buffered staging chunks, the SpMM plan is built once per
+// graph and rebuilt when the graph is rewritten, and peer copies between two GPUs. Kernels
+// against the CPU run for every backend in test_device_conformance.cpp; what only one vendor
+// has (ROCm SMI, mapped windows, cuda's missing layer_norm) stays in test_{cuda,hip}_device.cpp.
+// Without the vendor's build, driver or GPU the cases skip and say why.
+#include <gtest/gtest.h>
+
+#include <cstdint>
+#include <memory>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "../test_device_data.h"
+#include "hw/gpu/spmm_plan_cache.h"
+#include "hw/registry.h"
+#include "hw/system_config.h"
+
+#if DYPE_HAVE_CUDA
+#include "hw/cuda/cuda_backend.h"
+#endif
+#if DYPE_HAVE_HIP
+#include "hw/hip/hip_backend.h"
+#endif
+
+namespace {
+
+namespace hw = dype::hw;
+using hw::testing::bytes;
+using hw::testing::download;
+using hw::testing::random_floats;
+using hw::testing::upload;
+
+struct Gpus {
+  bool built = false;
+  std::vector<hw::DeviceConfig> configs;
+  std::string why;
+};
+
+const Gpus& gpus(const std::string& vendor) {
+  static const Gpus cuda = [] {
+    Gpus r;
+#if DYPE_HAVE_CUDA
+    r.built = true;
+    r.configs = hw::detect_cuda_devices(&r.why);
+#else
+    r.why = "built without CUDA (DYPE_WITH_CUDA=OFF or no nvcc)";
+#endif
+    return r;
+  }();
+  static const Gpus hip = [] {
+    Gpus r;
+#if DYPE_HAVE_HIP
+    r.built = true;
+    r.configs = hw::detect_hip_devices(&r.why);
+#else
+    r.why = "built without HIP (DYPE_WITH_HIP=OFF or no hipcc/libamdhip64-dev/librocsparse-dev)";
+#endif
+    return r;
+  }();
+  return vendor == "cuda" ? cuda : hip;
+}
+
+// SpMM plans the device has built (GpuDevice<Api> counts them apart from its vendor).
+int spmm_plans_built(hw::Device& d) {
+  if (auto* c = dynamic_cast<hw::SpmmPlanCount*>(&d)) return c->spmm_plans_built();
+  ADD_FAILURE() << d.name() << " is not a GPU backend device";
+  return -1;
+}
+
+class GpuDevice : public ::testing::TestWithParam<std::string> {
+ protected:
+  const Gpus& found() const { return gpus(GetParam()); }
+  // Skips unless `n` GPUs of this vendor are here.
+  bool have(std::size_t n) const { return found().configs.size() >= n; }
+  std::unique_ptr<hw::Device> make(std::size_t i) const {
+    hw::SystemConfig sys;
+    return hw::find_backend(GetParam())->create(found().configs.at(i), sys);
+  }
+  std::string why_none() const {
+    return "no " + GetParam() + " device" + (found().why.empty() ? "" : ": " + found().why);
+  }
+};
+
+TEST_P(GpuDevice, DetectionIsEmptyWithReasonOrListsGpus) {
+  if (!found().built) GTEST_SKIP() << found().why;
+  ASSERT_NE(hw::find_backend(GetParam()), nullptr);  // the registry lists a built backend either way
+  if (found().configs.empty()) {
+    EXPECT_FALSE(found().why.empty());
+    std::printf("no %s device here: %s\n", GetParam().c_str(), found().why.c_str());
+  }
+  for (const auto& c : found().configs) {
+    EXPECT_EQ(c.backend, GetParam());
+    EXPECT_EQ(c.kind, hw::DeviceKind::gpu);
+  }
+}
+
+TEST_P(GpuDevice, CopyRoundTripAcrossStagingChunks) {
+  if (!have(1)) GTEST_SKIP() << why_none();
+  auto gpu = make(0);
+  // 20 MiB + a tail: three 8 MiB staging chunks, the last partial.
+  const auto v = random_floats((20u << 20) / 4 + 17, 1);
+  auto b = upload(*gpu, v);
+  EXPECT_EQ(download(*gpu, *b), v);
+}
+
+TEST_P(GpuDevice, SpmmMatchesCpuAndReusesPlanWhileGraphUnchanged) {
+  if (!have(1)) GTEST_SKIP() << why_none();
+  auto gpu = make(0);
+  const std::int32_t rows = 300, cols = 200, feat = 32;
+  std::vector<std::int32_t> indptr{0}, indices;
+  std::vector<float> values;
+  std::mt19937 rng(5);
+  for (int r = 0; r < rows; ++r) {
+    for (int j = 0; j < 1 + r % 9; ++j) {
+      indices.push_back(static_cast<std::int32_t>(rng() % cols));
+      values.push_back(0.1f * (j + 1));
+    }
+    indptr.push_back(static_cast<std::int32_t>(indices.size()));
+  }
+  const std::int64_t nnz = static_cast<std::int64_t>(indices.size());
+  auto bp = upload(*gpu, indptr), bi = upload(*gpu, indices), bv = upload(*gpu, values);
+  auto by = gpu->allocate(rows * feat * 4);
+  for (unsigned round = 0; round < 3; ++round) {
+    const auto x = random_floats(cols * feat, 10 + round);
+    auto bx = upload(*gpu, x);
+    gpu->launch(hw::KernelLaunch::spmm(*bp, *bi, *bv, *bx, *by, rows, cols, feat, nnz));
+    std::vector<float> ref(rows * feat, 0.0f);
+    for (int r = 0; r < rows; ++r)
+      for (int p = indptr[r]; p < indptr[r + 1]; ++p)
+        for (int f = 0; f < feat; ++f) ref[r * feat + f] += values[p] * x[indices[p] * feat + f];
+    const auto y = download(*gpu, *by);
+    for (std::size_t i = 0; i < y.size(); ++i) ASSERT_NEAR(y[i], ref[i], 1e-4f) << i;
+  }
+  EXPECT_EQ(spmm_plans_built(*gpu), 1);  // features changed, the graph did not
+  gpu->copy_from_host(*bv, bytes(values));  // rewriting the graph invalidates the plan
+  auto bx = upload(*gpu, random_floats(cols * feat, 99));
+  gpu->launch(hw::KernelLaunch::spmm(*bp, *bi, *bv, *bx, *by, rows, cols, feat, nnz));
+  EXPECT_EQ(spmm_plans_built(*gpu), 2);
+}
+
+TEST_P(GpuDevice, PeerCopyBetweenTwoGpus) {
+  if (!have(2)) {
+    GTEST_SKIP() << "needs two " << GetParam() << " devices, found " << found().configs.size()
+                 << (found().why.empty() ? "" : " (" + found().why + ")");
+  }
+  auto a = make(0), b = make(1);
+  const auto v = random_floats(1 << 20, 30);
+  auto src = upload(*a, v);
+  auto dst = b->allocate(v.size() * 4);
+  a->copy_to_peer(*src, *dst);  // P2P when the runtime says the pair can access each other, else staged
+  EXPECT_EQ(download(*b, *dst), v);
+}
+
+INSTANTIATE_TEST_SUITE_P(Vendors, GpuDevice, ::testing::Values("cuda", "hip"),
+                         [](const auto& info) { return info.param; });
+
+}  // namespace
