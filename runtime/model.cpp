@@ -109,10 +109,19 @@ std::shared_ptr<const Graph> Graph::from_edges(const kernels::EdgeList& edges, b
   const std::int64_t num_edges = edges.num_edges();
   std::vector<std::int64_t> start(static_cast<std::size_t>(n) + 1, 0);  // rows (by destination)
   std::vector<std::int64_t> by_src(static_cast<std::size_t>(n) + 1, 0);
+  // GCN adds self loops the way PyG's gcn_norm does (add_remaining_self_loops): a node's own loop
+  // edges are replaced by one loop carrying the last one's weight, 1 where it had none. GIN keeps
+  // loop edges as neighbours beside its (1 + eps) x_i, as GINConv does.
+  std::vector<float> loop_weight(gcn_norm ? static_cast<std::size_t>(n) : 0, 1.0f);
+  auto dropped = [&](std::int64_t e) { return gcn_norm && edges.src[e] == edges.dst[e]; };
   for (std::int64_t e = 0; e < num_edges; ++e) {
     const auto s = edges.src[e], d = edges.dst[e];
     if (s < 0 || s >= n || d < 0 || d >= n) {
       throw InputError("graph.edge[" + std::to_string(e) + "]", "node id out of [0, " + std::to_string(n) + ")");
+    }
+    if (dropped(e)) {
+      loop_weight[s] = edges.weight.empty() ? 1.0f : edges.weight[e];
+      continue;
     }
     ++start[d + 1];
     ++by_src[s + 1];
@@ -125,9 +134,12 @@ std::shared_ptr<const Graph> Graph::from_edges(const kernels::EdgeList& edges, b
   std::vector<Entry> bucket(static_cast<std::size_t>(by_src[n]));  // (destination, weight) by source
   {
     std::vector<std::int64_t> fill(by_src.begin(), by_src.end() - 1);
-    for (std::int64_t e = 0; e < num_edges; ++e)
+    for (std::int64_t e = 0; e < num_edges; ++e) {
+      if (dropped(e)) continue;
       bucket[fill[edges.src[e]]++] = {static_cast<std::int32_t>(edges.dst[e]), edges.weight.empty() ? 1.0f : edges.weight[e]};
-    for (std::int64_t r = 0; r < n; ++r) bucket[fill[r]++] = {static_cast<std::int32_t>(r), self_weight};
+    }
+    for (std::int64_t r = 0; r < n; ++r)
+      bucket[fill[r]++] = {static_cast<std::int32_t>(r), gcn_norm ? loop_weight[r] : self_weight};
   }
   std::vector<Entry> entries(static_cast<std::size_t>(start[n]));
   {
@@ -226,6 +238,18 @@ int Model::add_weight(std::int64_t rows, std::int64_t cols, std::uint64_t stream
   return static_cast<int>(weights_.size()) - 1;
 }
 
+void Model::set_weight(int i, HostTensor values, const std::string& what) {
+  HostTensor& w = weights_.at(static_cast<std::size_t>(i));
+  if (values.rows != w.rows || values.cols != w.cols) {
+    throw InputError(what, "shape [" + std::to_string(values.rows) + ", " + std::to_string(values.cols) +
+                               "], the model needs [" + std::to_string(w.rows) + ", " + std::to_string(w.cols) + "]");
+  }
+  if (static_cast<std::int64_t>(values.data.size()) != values.rows * values.cols) {
+    throw InputError(what, "holds " + std::to_string(values.data.size()) + " values for its shape");
+  }
+  w = std::move(values);
+}
+
 namespace {
 void check_spec(const ModelSpec& s) {
   if (s.layers < 1) throw InputError("model.layers", "must be >= 1");
@@ -236,6 +260,7 @@ void check_spec(const ModelSpec& s) {
   } else {
     if (s.in_features < 1) throw InputError("model.in_features", "must be >= 1");
     if (s.hidden < 1) throw InputError("model.hidden", "must be >= 1");
+    if (s.out_features < 0) throw InputError("model.out_features", "must be >= 1 (or 0 for hidden)");
   }
 }
 }  // namespace
@@ -250,11 +275,12 @@ Model Model::gcn(ModelSpec spec) {
     const bool last = l + 1 == spec.layers;
     m.steps_.push_back({"l" + std::to_string(l) + ".aggregate", l, OpKind::spmm, false, width, width, Epilogue::none, {}});
     const float sc = 1.0f / std::sqrt(static_cast<float>(width));
-    Step g{"l" + std::to_string(l) + ".update", l, OpKind::gemm, false, width, spec.hidden,
+    const std::int64_t out = last ? spec.out_width() : spec.hidden;
+    Step g{"l" + std::to_string(l) + ".update", l, OpKind::gemm, false, width, out,
            last ? Epilogue::bias : Epilogue::bias_relu, {}};
-    g.weights = {m.add_weight(width, spec.hidden, stream++, sc), m.add_weight(1, spec.hidden, stream++, 0.1f)};
+    g.weights = {m.add_weight(width, out, stream++, sc), m.add_weight(1, out, stream++, 0.1f)};
     m.steps_.push_back(g);
-    width = spec.hidden;
+    width = out;
   }
   return m;
 }
@@ -269,15 +295,17 @@ Model Model::gin(ModelSpec spec) {
     const bool last = l + 1 == spec.layers;
     const std::string p = "l" + std::to_string(l) + ".";
     m.steps_.push_back({p + "aggregate", l, OpKind::spmm, false, width, width, Epilogue::none, {}});
-    Step a{p + "mlp1", l, OpKind::gemm, false, width, spec.hidden, Epilogue::bias_relu, {}};
-    a.weights = {m.add_weight(width, spec.hidden, stream++, 1.0f / std::sqrt(static_cast<float>(width))),
-                 m.add_weight(1, spec.hidden, stream++, 0.1f)};
+    // PyG's GIN: each layer's MLP is [width, out, out] (out = hidden, the last layer's out_features).
+    const std::int64_t out = last ? spec.out_width() : spec.hidden;
+    Step a{p + "mlp1", l, OpKind::gemm, false, width, out, Epilogue::bias_relu, {}};
+    a.weights = {m.add_weight(width, out, stream++, 1.0f / std::sqrt(static_cast<float>(width))),
+                 m.add_weight(1, out, stream++, 0.1f)};
     m.steps_.push_back(a);
-    Step b{p + "mlp2", l, OpKind::gemm, false, spec.hidden, spec.hidden, last ? Epilogue::bias : Epilogue::bias_relu, {}};
-    b.weights = {m.add_weight(spec.hidden, spec.hidden, stream++, 1.0f / std::sqrt(static_cast<float>(spec.hidden))),
-                 m.add_weight(1, spec.hidden, stream++, 0.1f)};
+    Step b{p + "mlp2", l, OpKind::gemm, false, out, out, last ? Epilogue::bias : Epilogue::bias_relu, {}};
+    b.weights = {m.add_weight(out, out, stream++, 1.0f / std::sqrt(static_cast<float>(out))),
+                 m.add_weight(1, out, stream++, 0.1f)};
     m.steps_.push_back(b);
-    width = spec.hidden;
+    width = out;
   }
   return m;
 }

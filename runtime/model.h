@@ -44,8 +44,9 @@ struct Graph {
   double degree_skew = 1.0;  // max row nnz / mean row nnz
   bool size_only() const { return indices.empty() && nnz > 0; }
 
-  // gcn_norm: add self loops, weight D^-1/2 (A + I) D^-1/2 (Kipf & Welling). Otherwise the plain
-  // adjacency plus (1 + eps) on the diagonal (GIN's (1 + eps) x_i + sum_j x_j), eps = gin_eps.
+  // gcn_norm: add self loops, weight D^-1/2 (A + I) D^-1/2 (Kipf & Welling) as PyG's gcn_norm does
+  // (a node's own loop edges become one loop; duplicate edges add). Otherwise the plain adjacency
+  // plus (1 + eps) on the diagonal (GIN's (1 + eps) x_i + sum_j x_j), eps = gin_eps.
   static std::shared_ptr<const Graph> from_edges(const kernels::EdgeList& edges, bool gcn_norm,
                                                  float gin_eps = 0.0f);
   // Degrees only (timing-only): `nodes` rows, `nnz` entries; skew > 1 makes every 64th row heavy.
@@ -65,6 +66,7 @@ struct ModelSpec {
   // GNN
   std::int64_t in_features = 64;
   std::int64_t hidden = 128;
+  std::int64_t out_features = 0;  // the last layer's width (classes); 0: hidden
   float gin_eps = 0.0f;
   // transformer
   std::int64_t d_model = 512;
@@ -73,6 +75,8 @@ struct ModelSpec {
   std::uint64_t seed = 1;
   // false: only shapes, no weight values (timing-only, paper-scale)
   bool materialize_weights = true;
+
+  std::int64_t out_width() const { return out_features > 0 ? out_features : hidden; }
 };
 
 // One planned kernel. The transformer's QKV kernel runs as three GEMM launches (Q, K, V land in
@@ -116,6 +120,9 @@ class Model {
   const Step& step(int i) const { return steps_.at(i); }
   const std::vector<Step>& steps() const { return steps_; }
   const HostTensor& weight(int i) const { return weights_.at(i); }
+  int num_weights() const { return static_cast<int>(weights_.size()); }
+  // Replaces weight i with trained values of the same shape (InputError naming `what` otherwise).
+  void set_weight(int i, HostTensor values, const std::string& what);
   std::int64_t output_cols() const { return steps_.back().out_cols; }
 
   // OpShapes of every kernel for a request with these characteristics (whole, one device).

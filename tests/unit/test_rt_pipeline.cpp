@@ -105,16 +105,26 @@ TEST(RtModel, FromEdgesMatchesAStraightforwardConstruction) {
       e.src.push_back((k * 13 + static_cast<std::int64_t>(seed)) % n);
       e.dst.push_back(0);
     }
+    for (std::int64_t k = 0; k < 3; ++k) {  // loop edges, one node twice
+      e.src.push_back(k % 2 + 1);
+      e.dst.push_back(k % 2 + 1);
+    }
     if (seed % 2 == 0) {
       for (std::size_t i = 0; i < e.src.size(); ++i) e.weight.push_back(0.25f + static_cast<float>((i * 7) % 5));
     }
     for (const bool gcn : {true, false}) {
       const float eps = 0.3f;
       auto g = Graph::from_edges(e, gcn, eps);
+      // PyG's gcn_norm: a node's loop edges give way to one loop with the last one's weight (1 if
+      // none); GIN keeps loop edges as neighbours and adds (1 + eps) x_i.
       std::vector<std::map<std::int64_t, double>> rows(static_cast<std::size_t>(n));
-      for (std::size_t i = 0; i < e.src.size(); ++i)
-        rows[static_cast<std::size_t>(e.dst[i])][e.src[i]] += e.weight.empty() ? 1.0 : e.weight[i];
-      for (std::int64_t r = 0; r < n; ++r) rows[static_cast<std::size_t>(r)][r] += gcn ? 1.0 : 1.0 + eps;
+      std::vector<double> loop(static_cast<std::size_t>(n), 1.0);
+      for (std::size_t i = 0; i < e.src.size(); ++i) {
+        const double w = e.weight.empty() ? 1.0 : e.weight[i];
+        if (gcn && e.src[i] == e.dst[i]) loop[static_cast<std::size_t>(e.src[i])] = w;
+        else rows[static_cast<std::size_t>(e.dst[i])][e.src[i]] += w;
+      }
+      for (std::int64_t r = 0; r < n; ++r) rows[static_cast<std::size_t>(r)][r] += gcn ? loop[static_cast<std::size_t>(r)] : 1.0 + eps;
       std::vector<double> deg(static_cast<std::size_t>(n), 0.0);
       for (std::int64_t r = 0; r < n; ++r)
         for (const auto& [c, w] : rows[static_cast<std::size_t>(r)]) deg[static_cast<std::size_t>(r)] += w;
