@@ -36,7 +36,7 @@ for candidate in /usr/bin/python3 python3; do
   fi
 done
 if [[ -z "$python" ]]; then
-  echo "run_attention_peers: peer missing: no python3 with torch and numpy (scripts/setup.sh --peers)" >&2
+  echo "run_attention_peers: peer missing: no python3 with torch and numpy (scripts/setup.sh)" >&2
   exit 3
 fi
 

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Installs exactly the Debian 12 packages dype needs that are missing. Idempotent: a second run
-# installs nothing. Usage: scripts/setup.sh [--peers]   (--peers adds python3-torch for benchmarks)
+# installs nothing. Usage: scripts/setup.sh
 set -euo pipefail
 
 packages=(
@@ -11,10 +11,10 @@ packages=(
   libxrt-dev python3 python3-numpy python3-scipy
   hipcc libamdhip64-dev librocsparse-dev librocm-smi-dev  # HIP/ROCm backend (hw/hip), ~2 GB
   python3-libpysal  # ships virginia_queen.mtx, a real graph the Matrix Market tests read
+  # References only, never a runtime dependency: served models are checked against PyTorch
+  # (tests/scripts/pyg_reference.py), and the example models are trained on networkx's karate club.
+  python3-torch python3-networkx
 )
-if [[ "${1:-}" == "--peers" ]]; then
-  packages+=(python3-torch)
-fi
 
 missing=()
 for p in "${packages[@]}"; do

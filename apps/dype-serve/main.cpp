@@ -22,6 +22,7 @@
 #include "runtime/daemon/engine_service.h"
 #include "runtime/daemon/grpc_server.h"
 #include "runtime/daemon/http_server.h"
+#include "runtime/daemon/repository_models.h"
 #include "runtime/observer.h"
 
 using namespace dype;
@@ -36,6 +37,10 @@ int main(int argc, char** argv) {
   double exit_timeout_s = 30.0;
   double trim_interval_s = 30.0;
   app.add_option("--system", so.system_config, "system config YAML (default: detect this host)");
+  std::vector<std::string> repositories;
+  app.add_option("--model-repository", repositories,
+                 "model repository folder (one folder per model: config.yaml + model.safetensors); repeatable. "
+                 "Without it the built-in seeded models are served");
   std::string perfmodels = std::string(DYPE_SOURCE_DIR) + "/configs/perfmodels";
   auto* perfmodels_opt = app.add_option("--perfmodels", perfmodels,
                  "folder of fitted performance models (<device model>.json from dype-profile) to plan with; "
@@ -84,6 +89,12 @@ int main(int argc, char** argv) {
     // own models, said in the log; a folder given on the command line must exist.
     if (perfmodels != "none" && (perfmodels_opt->count() > 0 || std::filesystem::is_directory(perfmodels)))
       so.perfmodels_dir = perfmodels;
+    if (!repositories.empty()) {
+      RepositoryLoad loaded = repository_models(repositories);
+      for (const std::string& f : loaded.failures) spdlog::error("{}", f);
+      if (loaded.models.empty()) throw InputError("--model-repository", "no model could be loaded (see above)");
+      so.models = std::move(loaded.models);
+    }
     EngineService service(so);
     spdlog::info("kernel times for planning: {}", service.cost_source());
     auto trace = std::make_shared<rt::ChromeTraceObserver>();
@@ -100,7 +111,7 @@ int main(int argc, char** argv) {
       grpc->start();
     }
     for (const ModelInfo& m : service.models())
-      spdlog::info("model {} ({}): plan {} [{}]", m.name, m.family, service.engine(m.name).current_label(),
+      spdlog::info("model {} version {} ({}): plan {} [{}]", m.name, m.version, m.family, service.engine(m.name).current_label(),
                    rt::describe(service.engine(m.name).current_spec()));
     spdlog::info("dype-serve: HTTP on {}:{}, gRPC on port {}, metrics on port {}, mode {}", ho.host, http.http_port(),
                  grpc ? grpc->port() : -1, http.metrics_port(), service.mode());

@@ -56,7 +56,8 @@ EngineService::EngineService(EngineServiceOptions options) : options_(std::move(
     auto s = std::make_unique<Served>();
     s->name = m.name;
     s->plan_for = m.plan_for;
-    s->model = std::make_unique<Model>(Model::make(m.spec));
+    s->model = m.model ? m.model : std::make_shared<const Model>(Model::make(m.spec));
+    s->version = m.version;
     std::shared_ptr<PerfModelPlanner> fitted;
     if (!stores.empty()) {
       // Each model refines its own copy: its launches' shapes are what its plans depend on.
@@ -89,13 +90,13 @@ EngineService::Served& EngineService::find(const std::string& name) const {
 
 std::vector<ModelInfo> EngineService::models() const {
   std::vector<ModelInfo> out;
-  for (const auto& s : served_) out.push_back(describe_model(s->name, *s->model));
+  for (const auto& s : served_) out.push_back(describe_model(s->name, *s->model, s->version));
   return out;
 }
 
 ModelInfo EngineService::model(const std::string& name) const {
   const Served& s = find(name);
-  return describe_model(s.name, *s.model);
+  return describe_model(s.name, *s.model, s.version);
 }
 
 bool EngineService::model_ready(const std::string& name) const { return find(name).engine != nullptr; }

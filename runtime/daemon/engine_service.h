@@ -25,8 +25,10 @@ namespace dype::rt::daemon {
 
 struct ServedModel {
   std::string name;      // the protocol's model name
-  ModelSpec spec;
+  ModelSpec spec;        // built with seeded weights when `model` is not given
   Characteristics plan_for;  // what the first plan is made for, until requests say otherwise
+  std::shared_ptr<const Model> model = nullptr;  // trained weights (a model repository entry)
+  std::int64_t version = 1;
 };
 
 struct EngineServiceOptions {
@@ -80,7 +82,8 @@ class EngineService final : public InferenceService {
  private:
   struct Served {
     std::string name;
-    std::unique_ptr<Model> model;
+    std::shared_ptr<const Model> model;
+    std::int64_t version = 1;
     std::shared_ptr<SchedPlanner> planner;
     std::unique_ptr<Engine> engine;
     Characteristics plan_for;

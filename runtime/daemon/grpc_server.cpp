@@ -95,9 +95,10 @@ InferRequest from_proto(const pb::ModelInferRequest& r) {
   return in;
 }
 
-void to_proto(const std::string& model, const std::string& id, const Tensor& y, pb::ModelInferResponse& resp) {
+void to_proto(const std::string& model, std::int64_t version, const std::string& id, const Tensor& y,
+              pb::ModelInferResponse& resp) {
   resp.set_model_name(model);
-  resp.set_model_version("1");
+  resp.set_model_version(std::to_string(version));
   resp.set_id(id);
   auto* o = resp.add_outputs();
   o->set_name(y.name);
@@ -122,11 +123,12 @@ struct GrpcServer::Impl final : public pb::GRPCInferenceService::Service {
     std::string reason = "ok";
     grpc::Status st = grpc::Status::OK;
     try {
-      service.model(req.model_name());
+      const std::int64_t version = service.model(req.model_name()).version;
+      check_version(req.model_name(), req.model_version(), version);
       AdmissionControl::Ticket ticket(admission);
       const InferRequest in = from_proto(req);
       double engine_s = 0.0;
-      to_proto(req.model_name(), in.id, run_infer(service, graphs, req.model_name(), in, &engine_s), resp);
+      to_proto(req.model_name(), version, in.id, run_infer(service, graphs, req.model_name(), in, &engine_s), resp);
       (*resp.mutable_parameters())["dype_engine_time_us"].set_double_param(engine_s * 1e6);
     } catch (...) {
       st = status_of(std::current_exception(), reason);
@@ -165,7 +167,7 @@ struct GrpcServer::Impl final : public pb::GRPCInferenceService::Service {
     try {
       const ModelInfo m = service.model(q->name());
       r->set_name(m.name);
-      r->add_versions("1");
+      r->add_versions(std::to_string(m.version));
       r->set_platform("dype_" + m.family);
       auto fill = [](const std::vector<TensorSpec>& specs, auto add) {
         for (const TensorSpec& t : specs) {
@@ -196,6 +198,7 @@ struct GrpcServer::Impl final : public pb::GRPCInferenceService::Service {
     constexpr std::size_t window = 8;
     struct Item {
       std::string model, id;
+      std::int64_t version = 1;
       Clock::time_point t0, submitted;
       std::unique_ptr<AdmissionControl::Ticket> ticket;  // held until answered
       std::future<HostTensor> y;
@@ -222,7 +225,7 @@ struct GrpcServer::Impl final : public pb::GRPCInferenceService::Service {
           if (it.error) std::rethrow_exception(it.error);
           const HostTensor y = it.y.get();
           const double engine_s = std::chrono::duration<double>(Clock::now() - it.submitted).count();
-          to_proto(it.model, it.id, output_tensor(y), *out.mutable_infer_response());
+          to_proto(it.model, it.version, it.id, output_tensor(y), *out.mutable_infer_response());
           (*out.mutable_infer_response()->mutable_parameters())["dype_engine_time_us"].set_double_param(engine_s * 1e6);
         } catch (...) {
           const grpc::Status st = status_of(std::current_exception(), reason);
@@ -247,7 +250,8 @@ struct GrpcServer::Impl final : public pb::GRPCInferenceService::Service {
       it.id = req.id();
       it.t0 = Clock::now();
       try {
-        service.model(it.model);
+        it.version = service.model(it.model).version;
+        check_version(it.model, req.model_version(), it.version);
         it.ticket = std::make_unique<AdmissionControl::Ticket>(admission);
         // The engine's request owns copies of what it needs, so `req` can be reused at once.
         const InferRequest in = from_proto(req);

@@ -34,10 +34,11 @@ namespace {
 // answer; server = arrival to the header encoded, body read included; server CPU = this thread's
 // CPU time over the same span. The rest of server - engine (beyond receive, parse and build) is
 // output encoding and routing.
-EncodedBody encode_header(const std::string& model, const InferRequest& in, const Tensor& out, const InferTimes& t) {
+EncodedBody encode_header(const std::string& model, std::int64_t version, const InferRequest& in, const Tensor& out,
+                          const InferTimes& t) {
   bool binary = in.binary_output;
   for (const RequestedOutput& o : in.outputs) binary = o.binary;
-  ResponseHeader h{.model_name = model, .id = in.id,
+  ResponseHeader h{.model_name = model, .model_version = std::to_string(version), .id = in.id,
                    .parameters = {{"dype_engine_time_us", elapsed_us(t.submitted, t.answered)},
                                   {"dype_server_time_us", kServerTimeSlot},
                                   {"dype_server_cpu_us", kServerCpuSlot},
@@ -83,23 +84,23 @@ void HttpRoutes::post_infer(const Req& req, Res& res, const httplib::ContentRead
   metrics_.record(model, reason, std::chrono::duration<double>(Clock::now() - times.arrival.wall).count());
 }
 
-// Refusals before admission: a body not read in full (413 when over the limit), a version other
-// than 1, an unknown model (404).
-void HttpRoutes::check_infer_target(const Req& req, const Res& res, const std::string& model,
-                                    const ReceivedBody& body) const {
+// Refusals before admission: a body not read in full (413 when over the limit), an unknown model
+// or a version other than the one served (404). Returns the version served.
+std::int64_t HttpRoutes::check_infer_target(const Req& req, const Res& res, const std::string& model,
+                                            const ReceivedBody& body) const {
   if (!body.complete) {
     if (res.status == 413)
       throw TooLarge(too_large_message());
     throw InputError("request body", "could not be read in full");
   }
-  if (req.matches[2].matched && req.matches[2].str() != "1")
-    throw NotFound("model '" + model + "' has no version '" + req.matches[2].str() + "' (only 1)");
-  service_.model(model);
+  const std::int64_t version = service_.model(model).version;
+  if (req.matches[2].matched) check_version(model, req.matches[2].str(), version);
+  return version;
 }
 
 void HttpRoutes::answer_infer(const Req& req, Res& res, const std::string& model, const ReceivedBody& body,
                               InferTimes& times) {
-  check_infer_target(req, res, model, body);
+  const std::int64_t version = check_infer_target(req, res, model, body);
   AdmissionControl::Ticket admitted(admission_);
   const InferRequest in =
       parse_infer_request(body.bytes, header_length(req, body.bytes.size()), /*borrow_binary=*/true);
@@ -108,7 +109,7 @@ void HttpRoutes::answer_infer(const Req& req, Res& res, const std::string& model
   auto y = std::make_shared<const HostTensor>(answer.get());
   times.answered = Clock::now();
   const Tensor out = output_view(*y);
-  send_response(res, encode_header(model, in, out, times), std::move(y), out.bytes());
+  send_response(res, encode_header(model, version, in, out, times), std::move(y), out.bytes());
 }
 
 }  // namespace dype::rt::daemon

@@ -159,7 +159,7 @@ void HttpRoutes::get_models(const Req&, Res& res) const {
 void HttpRoutes::get_model_metadata(const Req& req, Res& res) const {
   guarded(res, [&] {
     const ModelInfo m = service_.model(req.matches[1]);
-    send_json(res, 200, {{"name", m.name}, {"versions", {"1"}}, {"platform", "dype_" + m.family},
+    send_json(res, 200, {{"name", m.name}, {"versions", {std::to_string(m.version)}}, {"platform", "dype_" + m.family},
                          {"inputs", tensor_specs(m.inputs)}, {"outputs", tensor_specs(m.outputs)}});
   });
 }

@@ -72,7 +72,8 @@ class HttpRoutes {
   // Inference (http_infer.cpp): receive the body, check, admit, parse, run, encode, send.
   void post_infer(const Req& req, Res& res, const httplib::ContentReader& reader);
   void answer_infer(const Req& req, Res& res, const std::string& model, const ReceivedBody& body, InferTimes& times);
-  void check_infer_target(const Req& req, const Res& res, const std::string& model, const ReceivedBody& body) const;
+  std::int64_t check_infer_target(const Req& req, const Res& res, const std::string& model,
+                                  const ReceivedBody& body) const;
 
   // Graph registration.
   void post_graph(const Req& req, Res& res);

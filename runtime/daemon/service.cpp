@@ -1,12 +1,15 @@
 #include "runtime/daemon/service.h"
 
+#include "runtime/daemon/errors.h"
+
 namespace dype::rt::daemon {
 
-ModelInfo describe_model(const std::string& name, const Model& model) {
+ModelInfo describe_model(const std::string& name, const Model& model, std::int64_t version) {
   ModelInfo info;
   info.name = name;
   info.family = to_string(model.family());
   info.model = &model;
+  info.version = version;
   if (model.is_gnn()) {
     info.inputs = {{"x", "FP32", {-1, model.spec().in_features}},
                    {"edge_index", "INT64", {2, -1}},
@@ -19,6 +22,11 @@ ModelInfo describe_model(const std::string& name, const Model& model) {
   }
   info.outputs = {{"y", "FP32", {-1, model.output_cols()}}};
   return info;
+}
+
+void check_version(const std::string& model, const std::string& asked, std::int64_t served) {
+  if (asked.empty() || asked == std::to_string(served)) return;
+  throw NotFound("model '" + model + "' has no version '" + asked + "' (serving " + std::to_string(served) + ")");
 }
 
 }  // namespace dype::rt::daemon

@@ -22,6 +22,7 @@ struct ModelInfo {
   std::string name;
   std::string family;               // gcn | gin | transformer
   const Model* model = nullptr;     // the model requests are checked against
+  std::int64_t version = 1;         // the version served (a model repository's version folder)
   std::vector<TensorSpec> inputs;
   std::vector<TensorSpec> outputs;
 };
@@ -47,6 +48,10 @@ class InferenceService {
 };
 
 // Model metadata as the protocol publishes it (inputs x / edge_index / indptr / indices / ...).
-ModelInfo describe_model(const std::string& name, const Model& model);
+ModelInfo describe_model(const std::string& name, const Model& model, std::int64_t version = 1);
+
+// A request naming a version (URL /versions/{v}, gRPC model_version) must name the one served:
+// NotFound "model 'm' has no version 'v' (serving 2)" otherwise. An empty `asked` names none.
+void check_version(const std::string& model, const std::string& asked, std::int64_t served);
 
 }  // namespace dype::rt::daemon

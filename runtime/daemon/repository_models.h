@@ -1,0 +1,25 @@
+#pragma once
+// The models a daemon serves from model repositories (runtime/repository/): every model folder is
+// loaded with its trained weights; one that cannot be loaded is reported (its name and the file,
+// tensor or key at fault) and left out, and the others still serve.
+//
+//   auto loaded = daemon::repository_models({"models"});
+//   for (const auto& f : loaded.failures) spdlog::error("{}", f);
+//   options.models = loaded.models;
+#include <string>
+#include <vector>
+
+#include "runtime/daemon/engine_service.h"
+
+namespace dype::rt::daemon {
+
+struct RepositoryLoad {
+  std::vector<ServedModel> models;
+  std::vector<std::string> failures;  // "model 'x' not served: <what is wrong>"
+};
+
+// InputError when a root is not a folder or a model name is in two roots (nothing can be served
+// safely then); per-model problems go to `failures`.
+RepositoryLoad repository_models(const std::vector<std::string>& roots);
+
+}  // namespace dype::rt::daemon

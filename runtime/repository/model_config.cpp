@@ -1,0 +1,87 @@
+#include "runtime/repository/model_config.h"
+
+#include <cmath>
+#include <limits>
+
+#include "hw/config_node.h"
+#include "kernels/error.h"
+
+namespace dype::rt {
+
+namespace {
+
+// A whole number in [lo, hi] at `key`.
+std::int64_t sized(const hw::ConfigNode& n, std::string_view key, std::int64_t lo, std::int64_t hi) {
+  const hw::ConfigNode c = n.child(key);
+  const std::int64_t v = c.as_int();
+  if (v < lo || v > hi) c.fail("must be in [" + std::to_string(lo) + ", " + std::to_string(hi) + "], got " + std::to_string(v));
+  return v;
+}
+
+constexpr std::int64_t kMaxWidth = std::int64_t{1} << 20;  // features per row
+constexpr std::int64_t kMaxLayers = 1024;
+
+ModelConfig from_node(const hw::ConfigNode& root) {
+  root.expect_map();
+  ModelConfig c;
+  c.file = root.file();
+  const std::string family = root.get_string("family");
+  if (family == "gcn") {
+    c.spec.family = ModelFamily::gcn;
+    root.expect_keys({"family", "in_features", "hidden", "out_features", "layers", "activation", "tensor_names",
+                      "version"});
+  } else if (family == "gin") {
+    c.spec.family = ModelFamily::gin;
+    root.expect_keys({"family", "in_features", "hidden", "out_features", "layers", "activation", "eps", "train_eps",
+                      "batch_norm", "batch_norm_eps", "tensor_names", "version"});
+  } else if (family == "sage" || family == "transformer") {
+    root.child("family").fail("'" + family + "' cannot be served from weights yet (" +
+                              (family == "sage" ? std::string("SAGE's second GEMM on the node's own features")
+                                                : std::string("residual connections and layer norm")) +
+                              " are not kernels of the chain); supported: gcn, gin");
+  } else {
+    root.child("family").fail("unknown family '" + family + "'; supported: gcn, gin");
+  }
+  c.spec.in_features = sized(root, "in_features", 1, kMaxWidth);
+  c.spec.hidden = sized(root, "hidden", 1, kMaxWidth);
+  c.spec.out_features = root.has("out_features") ? sized(root, "out_features", 1, kMaxWidth) : 0;
+  c.spec.layers = static_cast<int>(sized(root, "layers", 1, kMaxLayers));
+  c.activation = root.get_string("activation", "relu");
+  if (c.activation != "relu") {
+    root.child("activation").fail("'" + c.activation + "' is not a kernel epilogue yet; supported: relu");
+  }
+  if (c.spec.family == ModelFamily::gin) {
+    if (root.has("eps")) {
+      const double eps = root.get_double("eps");
+      if (!std::isfinite(eps) || eps <= -1.0) root.child("eps").fail("must be finite and > -1");
+      c.spec.gin_eps = static_cast<float>(eps);
+      c.eps_given = true;
+    }
+    c.train_eps = root.get_bool("train_eps", false);
+    c.batch_norm = root.get_bool("batch_norm", false);
+    c.batch_norm_eps = root.get_positive("batch_norm_eps", 1e-5);
+  }
+  if (auto names = root.optional_child("tensor_names")) {
+    names->expect_map();
+    for (const auto& kv : names->yaml()) {
+      if (!kv.first.IsScalar()) names->fail("keys must be dype weight slots such as l0.update.weight");
+      const std::string slot = kv.first.as<std::string>();
+      const hw::ConfigNode v = names->child(slot);
+      const std::string tensor = v.as_string();
+      if (tensor.empty()) v.fail("must name a tensor");
+      c.tensor_names[slot] = tensor;
+    }
+  }
+  if (root.has("version")) c.version = sized(root, "version", 0, std::numeric_limits<std::int32_t>::max());
+  return c;
+}
+
+}  // namespace
+
+ModelConfig parse_model_config(const std::string& yaml_text, const std::string& file_name) {
+  return from_node(hw::ConfigNode::parse(yaml_text, file_name));
+}
+
+ModelConfig load_model_config(const std::string& path) { return from_node(hw::ConfigNode::load_file(path)); }
+
+}  // namespace dype::rt

@@ -1,0 +1,211 @@
+// The example repository (models/) served: GCN and GIN trained in PyTorch on Zachary's karate club
+// (the graph as Debian's python3-networkx ships it). dype must give every member the class PyTorch
+// gave it (models/karate/reference.json, written by scripts/train_example_models.py), so its
+// accuracy equals PyTorch's: in process, and through the daemon with a real HTTP client (httplib)
+// and a real gRPC client (grpc++ stubs generated from KServe's proto).
+#include <fstream>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include <grpcpp/grpcpp.h>
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+
+#include "kernels/graph/mtx_reader.h"
+#include "runtime/daemon/engine_service.h"
+#include "runtime/daemon/grpc_server.h"
+#include "runtime/daemon/http_server.h"
+#include "runtime/daemon/proto/grpc_service.grpc.pb.h"
+#include "runtime/daemon/repository_models.h"
+#include "runtime/daemon/tensor.h"
+#include "runtime/repository/model_repository.h"
+
+#include <httplib.h>  // after the project headers (its <resolv.h> breaks Eigen parsed later)
+
+using namespace dype;
+using json = nlohmann::json;
+
+namespace {
+
+const std::string kModels = std::string(DYPE_SOURCE_DIR) + "/models";
+
+struct Karate {
+  kernels::EdgeList edges;
+  std::vector<int> labels;
+  std::vector<bool> train;
+  json reference;
+  std::vector<float> identity;  // one-hot member ids, [34 x 34]
+};
+
+const Karate& karate() {
+  static const Karate k = [] {
+    Karate r;
+    r.edges = kernels::read_mtx(kModels + "/karate/karate.mtx");
+    std::ifstream labels(kModels + "/karate/labels.txt"), split(kModels + "/karate/split.txt");
+    for (int c; labels >> c;) r.labels.push_back(c);
+    for (std::string s; split >> s;) r.train.push_back(s == "train");
+    r.reference = json::parse(std::ifstream(kModels + "/karate/reference.json"));
+    const auto n = static_cast<std::size_t>(r.edges.num_nodes);
+    r.identity.assign(n * n, 0.0f);
+    for (std::size_t i = 0; i < n; ++i) r.identity[i * n + i] = 1.0f;
+    return r;
+  }();
+  return k;
+}
+
+std::vector<int> argmax_rows(const std::vector<float>& y, std::size_t cols) {
+  std::vector<int> out;
+  for (std::size_t r = 0; r < y.size() / cols; ++r) {
+    std::size_t best = 0;
+    for (std::size_t c = 1; c < cols; ++c)
+      if (y[r * cols + c] > y[r * cols + best]) best = c;
+    out.push_back(static_cast<int>(best));
+  }
+  return out;
+}
+
+double accuracy(const std::vector<int>& pred, bool held_out_only) {
+  const Karate& k = karate();
+  int right = 0, total = 0;
+  for (std::size_t i = 0; i < pred.size(); ++i) {
+    if (held_out_only && k.train[i]) continue;
+    ++total;
+    right += pred[i] == k.labels[i];
+  }
+  return static_cast<double>(right) / total;
+}
+
+// dype's predictions are PyTorch's, member by member, and so are the accuracies.
+void expect_as_pytorch(const std::string& model, const std::vector<int>& pred, const std::string& how) {
+  const json& ref = karate().reference.at("models").at(model);
+  EXPECT_EQ(pred, ref.at("predictions").get<std::vector<int>>()) << model << " " << how;
+  EXPECT_DOUBLE_EQ(accuracy(pred, true), ref.at("accuracy_test").get<double>()) << model << " " << how;
+  EXPECT_DOUBLE_EQ(accuracy(pred, false), ref.at("accuracy_all").get<double>()) << model << " " << how;
+  std::printf("%s via %s: accuracy %.3f held out, %.3f all (PyTorch %s: %.3f, %.3f)\n", model.c_str(), how.c_str(),
+              accuracy(pred, true), accuracy(pred, false), karate().reference.at("torch").get<std::string>().c_str(),
+              ref.at("accuracy_test").get<double>(), ref.at("accuracy_all").get<double>());
+}
+
+TEST(ExampleModels, RepositoryHoldsTheTrainedModels) {
+  const rt::ModelRepository repo({kModels});
+  EXPECT_EQ(repo.index(), (std::vector<std::string>{"karate-gcn", "karate-gin"}));
+  for (const std::string& name : repo.index()) {
+    const rt::RepositoryModel m = repo.load(name);
+    EXPECT_EQ(m.version, 1);
+    EXPECT_EQ(m.model->spec().in_features, 34);
+    EXPECT_EQ(m.model->output_cols(), 2);
+  }
+}
+
+TEST(ExampleModels, ReferenceForwardPredictsAsPytorch) {
+  const rt::ModelRepository repo({kModels});
+  const Karate& k = karate();
+  for (const std::string& name : repo.index()) {
+    const rt::RepositoryModel m = repo.load(name);
+    const rt::Model& model = *m.model;
+    auto g = rt::Graph::from_edges(k.edges, model.family() == rt::ModelFamily::gcn, model.spec().gin_eps);
+    const rt::HostTensor y = rt::reference_forward(model, rt::Request::gnn(g, rt::make_tensor(34, 34, k.identity)));
+    expect_as_pytorch(name, argmax_rows(y.data, 2), "the CPU reference");
+  }
+}
+
+class ExampleModelsServed : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    rt::daemon::EngineServiceOptions o;
+    o.system_config = std::string(DYPE_SOURCE_DIR) + "/configs/systems/paper-testbed-pcie4.yaml";
+    rt::daemon::RepositoryLoad loaded = rt::daemon::repository_models({kModels});
+    ASSERT_TRUE(loaded.failures.empty()) << loaded.failures.front();
+    o.models = loaded.models;
+    service_ = std::make_unique<rt::daemon::EngineService>(o);
+    rt::daemon::ServerOptions so;
+    so.host = "127.0.0.1";
+    so.http_port = 0;
+    so.metrics_port = -1;
+    http_ = std::make_unique<rt::daemon::HttpServer>(*service_, graphs_, metrics_, so);
+    http_->start();
+    grpc_ = std::make_unique<rt::daemon::GrpcServer>(*service_, graphs_, metrics_, http_->admission(), "127.0.0.1", 0,
+                                                     64u << 20, nullptr);
+    grpc_->start();
+  }
+  void TearDown() override {
+    if (grpc_) grpc_->stop(1.0);
+    if (http_) http_->stop();
+  }
+  std::vector<std::int64_t> edge_index() const {
+    std::vector<std::int64_t> e = karate().edges.src;
+    e.insert(e.end(), karate().edges.dst.begin(), karate().edges.dst.end());
+    return e;
+  }
+
+  std::unique_ptr<rt::daemon::EngineService> service_;
+  rt::daemon::GraphRegistry graphs_;
+  rt::daemon::Metrics metrics_;
+  std::unique_ptr<rt::daemon::HttpServer> http_;
+  std::unique_ptr<rt::daemon::GrpcServer> grpc_;
+};
+
+TEST_F(ExampleModelsServed, HttpJsonPredictsAsPytorch) {
+  httplib::Client c("127.0.0.1", http_->http_port());
+  for (const std::string name : {"karate-gcn", "karate-gin"}) {
+    const auto meta = c.Get("/v2/models/" + name);
+    ASSERT_TRUE(meta);
+    ASSERT_EQ(meta->status, 200) << meta->body;
+    const json m = json::parse(meta->body);
+    EXPECT_EQ(m["versions"], json::array({"1"}));
+    EXPECT_EQ(m["outputs"][0]["shape"], json::array({-1, 2}));
+    const std::vector<std::int64_t> e = edge_index();
+    const json body = {{"inputs",
+                        {{{"name", "x"}, {"datatype", "FP32"}, {"shape", {34, 34}}, {"data", karate().identity}},
+                         {{"name", "edge_index"}, {"datatype", "INT64"}, {"shape", {2, e.size() / 2}}, {"data", e}}}}};
+    const auto r = c.Post("/v2/models/" + name + "/infer", body.dump(), "application/json");
+    ASSERT_TRUE(r);
+    ASSERT_EQ(r->status, 200) << r->body;
+    const json out = json::parse(r->body);
+    EXPECT_EQ(out["model_version"], "1");
+    expect_as_pytorch(name, argmax_rows(out["outputs"][0]["data"].get<std::vector<float>>(), 2), "HTTP");
+    const auto wrong = c.Post("/v2/models/" + name + "/versions/2/infer", body.dump(), "application/json");
+    ASSERT_TRUE(wrong);
+    EXPECT_EQ(wrong->status, 404) << wrong->body;
+    EXPECT_NE(wrong->body.find("serving 1"), std::string::npos) << wrong->body;
+  }
+}
+
+TEST_F(ExampleModelsServed, GrpcPredictsAsPytorch) {
+  auto stub = inference::GRPCInferenceService::NewStub(
+      grpc::CreateChannel("127.0.0.1:" + std::to_string(grpc_->port()), grpc::InsecureChannelCredentials()));
+  const std::vector<std::int64_t> e = edge_index();
+  for (const std::string name : {"karate-gcn", "karate-gin"}) {
+    inference::ModelInferRequest q;
+    q.set_model_name(name);
+    auto* x = q.add_inputs();
+    x->set_name("x");
+    x->set_datatype("FP32");
+    x->add_shape(34);
+    x->add_shape(34);
+    q.add_raw_input_contents(std::string(reinterpret_cast<const char*>(karate().identity.data()), 34 * 34 * 4));
+    auto* ei = q.add_inputs();
+    ei->set_name("edge_index");
+    ei->set_datatype("INT64");
+    ei->add_shape(2);
+    ei->add_shape(static_cast<std::int64_t>(e.size() / 2));
+    q.add_raw_input_contents(std::string(reinterpret_cast<const char*>(e.data()), e.size() * 8));
+    inference::ModelInferResponse r;
+    grpc::ClientContext ctx;
+    const grpc::Status st = stub->ModelInfer(&ctx, q, &r);
+    ASSERT_TRUE(st.ok()) << st.error_message();
+    EXPECT_EQ(r.model_version(), "1");
+    std::vector<float> y(r.raw_output_contents(0).size() / 4);
+    std::memcpy(y.data(), r.raw_output_contents(0).data(), y.size() * 4);
+    expect_as_pytorch(name, argmax_rows(y, 2), "gRPC");
+
+    q.set_model_version("7");
+    inference::ModelInferResponse r2;
+    grpc::ClientContext ctx2;
+    const grpc::Status wrong = stub->ModelInfer(&ctx2, q, &r2);
+    EXPECT_EQ(wrong.error_code(), grpc::StatusCode::NOT_FOUND) << wrong.error_message();
+  }
+}
+
+}  // namespace

@@ -1,0 +1,141 @@
+// Served GNNs against PyTorch. tests/scripts/pyg_reference.py states PyG's GCNConv, GINConv (with
+// and without batch norm in its MLP) and BasicGNN in plain PyTorch, trains nothing, writes the
+// weights under PyG's names through the safetensors format, and computes the output for a random
+// directed graph with duplicate and loop edges. dype loads that repository entry, runs the same
+// graph and features through its CPU reference and through pipelines of every split of the kernel
+// chain across emulated GPUs and FPGAs, and must agree within 1e-4 relative error. Skips, saying
+// so, where Debian's python3-torch is not installed (scripts/setup.sh installs it).
+#include <gtest/gtest.h>
+
+#include <cstdlib>
+#include <fstream>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "../test_temp_dir.h"
+#include "../unit/test_rt_common.h"
+#include "runtime/model.h"
+#include "runtime/pipeline.h"
+#include "runtime/repository/model_repository.h"
+
+namespace dype::rt {
+namespace {
+
+constexpr double kTolerance = 1e-4;
+
+bool torch_available(std::string* why) {
+  if (std::system("/usr/bin/python3 -c 'import torch' >/dev/null 2>&1") == 0) return true;
+  *why = "python3-torch is not installed (Debian package; scripts/setup.sh installs it)";
+  return false;
+}
+
+struct Case {
+  RepositoryModel model;
+  Request request;
+  HostTensor expected;
+  std::string torch_version;
+};
+
+// Writes one repository entry with PyTorch and loads it into dype.
+Case make_case(const std::string& name, const std::string& args) {
+  const auto dir = test::process_temp_dir("dype-torch-ref");
+  const std::string cmd = "/usr/bin/python3 " + std::string(DYPE_SOURCE_DIR) + "/tests/scripts/pyg_reference.py " +
+                          args + " --dir " + dir.string() + " --name " + name;
+  if (std::system(cmd.c_str()) != 0) throw std::runtime_error("failed: " + cmd);
+  std::ifstream in(dir / (name + ".case.json"));
+  const nlohmann::json j = nlohmann::json::parse(in);
+  Case c{ModelRepository({dir.string()}).load(name), {}, {}, j.at("torch").get<std::string>()};
+  kernels::EdgeList e;
+  e.num_nodes = j.at("nodes").get<std::int64_t>();
+  e.src = j.at("src").get<std::vector<std::int64_t>>();
+  e.dst = j.at("dst").get<std::vector<std::int64_t>>();
+  const Model& m = *c.model.model;
+  auto graph = Graph::from_edges(e, m.family() == ModelFamily::gcn, m.spec().gin_eps);
+  c.request = Request::gnn(graph, make_tensor(e.num_nodes, j.at("in").get<std::int64_t>(),
+                                              j.at("x").get<std::vector<float>>()));
+  c.expected = make_tensor(e.num_nodes, j.at("out").get<std::int64_t>(), j.at("expected").get<std::vector<float>>());
+  return c;
+}
+
+// Every contiguous split of the chain; stage s on 1 or 2 devices, GPUs and FPGAs taking turns
+// (the system needs 2 GPUs per kernel).
+void expect_every_split_matches(const Case& c, hw::System& sys) {
+  const Model& m = *c.model.model;
+  const auto gpus = sys.devices_of(hw::DeviceKind::gpu), fpgas = sys.devices_of(hw::DeviceKind::fpga);
+  const int n = m.num_kernels();
+  int plans = 0;
+  for (unsigned mask = 0; mask < (1u << (n - 1)); ++mask) {
+    PipelineSpec spec;
+    int first = 0;
+    std::size_t next_gpu = 0, next_fpga = 0;
+    for (int k = 0; k < n; ++k) {
+      if (k != n - 1 && !((mask >> k) & 1u)) continue;
+      const std::size_t s = spec.stages.size();
+      PipelineStage st{first, k, {}, 0.0};
+      const int count = static_cast<int>((mask + s) % 2) + 1;
+      const bool on_fpga = (s + mask) % 2 == 1 && next_fpga + count <= fpgas.size();
+      for (int i = 0; i < count; ++i) st.devices.push_back(on_fpga ? fpgas.at(next_fpga++) : gpus.at(next_gpu++));
+      spec.stages.push_back(st);
+      first = k + 1;
+    }
+    PipelineOptions po;
+    po.preload_graph = c.request.graph();
+    std::vector<Completion> got;
+    {
+      Pipeline p(m, spec, po);
+      p.submit({.seq = 0, .request = std::make_shared<Request>(c.request), .not_before_s = 0,
+                .done = [&](Completion&& done) { got.push_back(std::move(done)); }});
+      p.close();
+      p.join();
+    }
+    ASSERT_EQ(got.size(), 1u) << describe(spec);
+    ASSERT_FALSE(got[0].error) << describe(spec);
+    EXPECT_LE(relative_error(got[0].output, c.expected), kTolerance) << describe(spec) << " vs PyTorch";
+    ++plans;
+  }
+  EXPECT_EQ(plans, 1 << (n - 1));
+}
+
+class PytorchReference : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    std::string why;
+    if (!torch_available(&why)) GTEST_SKIP() << why;
+  }
+};
+
+TEST_F(PytorchReference, GcnMatchesOnTheReferenceAndEverySplit) {
+  const Case c = make_case("gcn", "--family gcn --in 12 --hidden 16 --out 5 --layers 3 --seed 3");
+  EXPECT_LE(relative_error(reference_forward(*c.model.model, c.request), c.expected), kTolerance)
+      << "torch " << c.torch_version;
+  auto sys = testing::emu_system(12, 3);
+  expect_every_split_matches(c, sys);
+}
+
+TEST_F(PytorchReference, GinMatchesOnTheReferenceAndEverySplit) {
+  const Case c = make_case("gin", "--family gin --in 10 --hidden 8 --out 3 --layers 2 --eps 0.25 --seed 4");
+  EXPECT_FLOAT_EQ(c.model.model->spec().gin_eps, 0.25f);
+  EXPECT_LE(relative_error(reference_forward(*c.model.model, c.request), c.expected), kTolerance);
+  auto sys = testing::emu_system(12, 3);
+  expect_every_split_matches(c, sys);
+}
+
+TEST_F(PytorchReference, GinWithBatchNormFoldedMatches) {
+  const Case c = make_case("gin-bn", "--family gin --batch-norm --in 10 --hidden 8 --out 4 --layers 3 --seed 5");
+  EXPECT_LE(relative_error(reference_forward(*c.model.model, c.request), c.expected), kTolerance);
+  auto sys = testing::emu_system(18, 3);
+  expect_every_split_matches(c, sys);
+}
+
+TEST_F(PytorchReference, HalfAndBfloat16WeightsAreWidenedExactly) {
+  // PyTorch computes with the rounded weights it wrote, so the answers must still agree.
+  for (const char* dtype : {"F16", "BF16"}) {
+    const Case c = make_case(std::string("gcn-") + dtype, std::string("--family gcn --dtype ") + dtype + " --seed 6");
+    EXPECT_LE(relative_error(reference_forward(*c.model.model, c.request), c.expected), kTolerance) << dtype;
+  }
+}
+
+}  // namespace
+}  // namespace dype::rt
