@@ -1,0 +1,202 @@
+// Model repository entries that cannot be served are refused with the folder, file, key or tensor
+// named and the problem said: configs read strictly, weights that disagree with the config,
+// missing or extra tensors, NaN weights, version folders, and a daemon that still serves the
+// good models beside a bad one. (Correctness against PyTorch: tests/integration/test_pytorch_reference.cpp.)
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <fstream>
+#include <string>
+#include <vector>
+
+#include "../test_safetensors_file.h"
+#include "../test_temp_dir.h"
+#include "kernels/error.h"
+#include "runtime/daemon/repository_models.h"
+#include "runtime/repository/model_config.h"
+#include "runtime/repository/model_repository.h"
+#include "runtime/repository/model_weights.h"
+
+namespace dype::rt {
+namespace {
+
+namespace fs = std::filesystem;
+using test::F32Tensor;
+
+#define EXPECT_REFUSED(message, needle) \
+  EXPECT_NE(std::string(message).find(needle), std::string::npos) << (message)
+
+std::string config_refusal(const std::string& yaml) {
+  try {
+    parse_model_config(yaml, "config.yaml");
+  } catch (const InputError& e) {
+    return e.what();
+  }
+  return "(accepted)";
+}
+
+const std::string kGcn = "family: gcn\nin_features: 3\nhidden: 4\nout_features: 2\nlayers: 2\n";
+
+// A 2-layer GCN 3 -> 4 -> 2 under PyG's names, every value `v`.
+std::vector<F32Tensor> gcn_tensors(float v = 0.5f) {
+  return {{"convs.0.lin.weight", {4, 3}, std::vector<float>(12, v)},
+          {"convs.0.bias", {4}, std::vector<float>(4, v)},
+          {"convs.1.lin.weight", {2, 4}, std::vector<float>(8, v)},
+          {"convs.1.bias", {2}, std::vector<float>(2, v)}};
+}
+
+// ROOT/name/config.yaml and ROOT/name/[version/]model.safetensors.
+fs::path make_model(const fs::path& root, const std::string& name, const std::string& config,
+                    const std::vector<F32Tensor>& tensors, const std::string& version = "") {
+  const fs::path dir = root / name;
+  fs::create_directories(dir / version);
+  std::ofstream(dir / "config.yaml") << config;
+  if (!tensors.empty()) test::write_safetensors(dir / version / "model.safetensors", tensors);
+  return dir;
+}
+
+fs::path fresh_root(const std::string& tag) {
+  const fs::path root = test::process_temp_dir("dype-repo") / tag;
+  fs::remove_all(root);
+  fs::create_directories(root);
+  return root;
+}
+
+std::string load_refusal(const fs::path& root, const std::string& name) {
+  try {
+    ModelRepository({root.string()}).load(name);
+  } catch (const InputError& e) {
+    return e.what();
+  }
+  return "(accepted)";
+}
+
+TEST(ModelConfig, ReadsStrictly) {
+  const ModelConfig c = parse_model_config(kGcn + "tensor_names: {l0.update.bias: b0}\nversion: 3\n", "config.yaml");
+  EXPECT_EQ(c.spec.family, ModelFamily::gcn);
+  EXPECT_EQ(c.spec.out_width(), 2);
+  EXPECT_EQ(c.tensor_names.at("l0.update.bias"), "b0");
+  EXPECT_EQ(c.version, 3);
+  EXPECT_REFUSED(config_refusal(kGcn + "dropout: 0.5\n"), "dropout");
+  EXPECT_REFUSED(config_refusal("family: gat\n"), "config.yaml: family: unknown family 'gat'; supported: gcn, gin");
+  EXPECT_REFUSED(config_refusal("family: sage\n"), "'sage' cannot be served from weights yet");
+  EXPECT_REFUSED(config_refusal("family: transformer\n"), "residual connections and layer norm");
+  EXPECT_REFUSED(config_refusal("family: gcn\nhidden: 4\nlayers: 2\n"), "in_features: required key missing");
+  EXPECT_REFUSED(config_refusal("family: gcn\nin_features: 0\nhidden: 4\nlayers: 2\n"), "in_features: must be in [1,");
+  EXPECT_REFUSED(config_refusal(kGcn + "activation: gelu\n"), "activation: 'gelu' is not a kernel epilogue yet");
+  EXPECT_REFUSED(config_refusal(kGcn + "eps: 0.1\n"), "eps");  // not a GCN key
+  EXPECT_REFUSED(config_refusal("family: gin\nin_features: 3\nhidden: 4\nlayers: 2\neps: -1\n"), "eps: must be finite and > -1");
+  EXPECT_REFUSED(config_refusal(kGcn + "tensor_names: [a]\n"), "tensor_names: must be a mapping");
+  EXPECT_REFUSED(config_refusal("family: gcn\nin_features: [\n"), "config.yaml:");
+}
+
+TEST(ModelWeights, RefusesWeightsThatAreNotTheConfigsModel) {
+  const fs::path root = fresh_root("weights");
+  make_model(root, "ok", kGcn, gcn_tensors());
+  const RepositoryModel m = ModelRepository({root.string()}).load("ok");
+  EXPECT_EQ(m.model->weight(m.model->step(1).weights[0]).rows, 3);  // [out, in] transposed to [in, out]
+  EXPECT_EQ(m.model->weight(m.model->step(1).weights[0]).cols, 4);
+
+  auto missing = gcn_tensors();
+  missing.pop_back();
+  make_model(root, "missing", kGcn, missing);
+  EXPECT_REFUSED(load_refusal(root, "missing"), "tensor 'convs.1.bias': missing (weight slot l1.update.bias");
+
+  auto extra = gcn_tensors();
+  extra.push_back({"convs.2.lin.weight", {2, 2}, {1, 2, 3, 4}});
+  make_model(root, "extra", kGcn, extra);
+  EXPECT_REFUSED(load_refusal(root, "extra"), "tensor 'convs.2.lin.weight': is not used by a 2-layer gcn");
+
+  // The config says 5 input features, the weights were trained on 3.
+  make_model(root, "wide", "family: gcn\nin_features: 5\nhidden: 4\nout_features: 2\nlayers: 2\n", gcn_tensors());
+  EXPECT_REFUSED(load_refusal(root, "wide"), "tensor 'convs.0.lin.weight': shape [4, 3], expected [4, 5]");
+
+  auto nan = gcn_tensors();
+  nan[2].values[5] = std::nanf("");
+  make_model(root, "nan", kGcn, nan);
+  EXPECT_REFUSED(load_refusal(root, "nan"), "tensor 'convs.1.lin.weight': NaN at flat index 5");
+
+  // tensor_names maps a slot to the file's own name; an unknown slot is refused listing the slots.
+  auto renamed = gcn_tensors();
+  renamed[1].name = "first.bias";
+  make_model(root, "renamed", kGcn + "tensor_names: {l0.update.bias: first.bias}\n", renamed);
+  EXPECT_NO_THROW(ModelRepository({root.string()}).load("renamed"));
+  make_model(root, "badslot", kGcn + "tensor_names: {l0.bias: first.bias}\n", renamed);
+  EXPECT_REFUSED(load_refusal(root, "badslot"), "tensor_names.l0.bias: not a weight slot of this model; its slots: l0.update.weight");
+}
+
+TEST(ModelWeights, GinEpsMustBeOneAndAgreeWithTheConfig) {
+  const fs::path root = fresh_root("gin");
+  const std::string gin = "family: gin\nin_features: 2\nhidden: 2\nlayers: 2\n";
+  auto tensors = [](float eps0, float eps1) {
+    std::vector<F32Tensor> t;
+    for (int l = 0; l < 2; ++l) {
+      const std::string c = "convs." + std::to_string(l) + ".";
+      t.push_back({c + "nn.lins.0.weight", {2, 2}, {1, 0, 0, 1}});
+      t.push_back({c + "nn.lins.0.bias", {2}, {0, 0}});
+      t.push_back({c + "nn.lins.1.weight", {2, 2}, {1, 0, 0, 1}});
+      t.push_back({c + "nn.lins.1.bias", {2}, {0, 0}});
+      t.push_back({c + "eps", {1}, {l == 0 ? eps0 : eps1}});
+    }
+    return t;
+  };
+  make_model(root, "same", gin, tensors(0.25f, 0.25f));
+  EXPECT_FLOAT_EQ(ModelRepository({root.string()}).load("same").model->spec().gin_eps, 0.25f);
+  make_model(root, "differ", gin, tensors(0.25f, 0.5f));
+  EXPECT_REFUSED(load_refusal(root, "differ"), "tensor 'convs.1.eps': eps 0.500000 differs from 'convs.0.eps'");
+  make_model(root, "disagree", gin + "eps: 0.1\n", tensors(0.25f, 0.25f));
+  EXPECT_REFUSED(load_refusal(root, "disagree"), "eps: config says 0.100000, the weights' 'convs.0.eps' holds 0.250000");
+}
+
+TEST(ModelRepository, FoldersAndVersions) {
+  const fs::path root = fresh_root("versions");
+  make_model(root, "v", kGcn, gcn_tensors(0.1f), "1");
+  make_model(root, "v", kGcn, gcn_tensors(0.2f), "3");
+  const RepositoryModel highest = ModelRepository({root.string()}).load("v");
+  EXPECT_EQ(highest.version, 3);
+  EXPECT_FLOAT_EQ(highest.model->weight(1).data[0], 0.2f);
+  make_model(root, "pinned", kGcn + "version: 1\n", gcn_tensors(0.1f), "1");
+  make_model(root, "pinned", kGcn + "version: 1\n", gcn_tensors(0.2f), "2");
+  EXPECT_EQ(ModelRepository({root.string()}).load("pinned").version, 1);
+  make_model(root, "pinless", kGcn + "version: 9\n", gcn_tensors(), "1");
+  EXPECT_REFUSED(load_refusal(root, "pinless"), "version: pins 9, no such folder");
+  make_model(root, "word", kGcn, gcn_tensors(), "latest");
+  EXPECT_REFUSED(load_refusal(root, "word"), "version folder 'latest' is not a number");
+  make_model(root, "empty", kGcn, {});
+  EXPECT_REFUSED(load_refusal(root, "empty"), "has no weights (model.safetensors or <version>/model.safetensors)");
+  make_model(root, "both", kGcn, gcn_tensors());
+  make_model(root, "both", kGcn, gcn_tensors(), "2");
+  EXPECT_REFUSED(load_refusal(root, "both"), "has both model.safetensors and version folders");
+  EXPECT_REFUSED(load_refusal(root, "nothere"), "model 'nothere': not in the model repository");
+  fs::create_directories(root / "bad name");
+  std::ofstream(root / "bad name" / "config.yaml") << kGcn;
+  EXPECT_THROW(ModelRepository({root.string()}), InputError);
+  fs::remove_all(root / "bad name");
+  EXPECT_THROW(ModelRepository({(root / "v" / "config.yaml").string()}), InputError);  // not a folder
+  const fs::path other = fresh_root("other");
+  make_model(other, "v", kGcn, gcn_tensors());
+  try {
+    ModelRepository({root.string(), other.string()});
+    ADD_FAILURE() << "a model in two roots was accepted";
+  } catch (const InputError& e) {
+    EXPECT_REFUSED(e.what(), "model 'v' is in both");
+  }
+}
+
+TEST(ModelRepository, DaemonServesTheGoodModelsBesideABadOne) {
+  const fs::path root = fresh_root("daemon");
+  make_model(root, "good", kGcn, gcn_tensors());
+  auto bad = gcn_tensors();
+  bad[0].shape = {3, 4};
+  make_model(root, "bad", kGcn, bad);
+  const daemon::RepositoryLoad loaded = daemon::repository_models({root.string()});
+  ASSERT_EQ(loaded.models.size(), 1u);
+  EXPECT_EQ(loaded.models[0].name, "good");
+  EXPECT_EQ(loaded.models[0].plan_for.feature_len, 3);
+  ASSERT_EQ(loaded.failures.size(), 1u);
+  EXPECT_REFUSED(loaded.failures[0], "model 'bad' not served:");
+  EXPECT_REFUSED(loaded.failures[0], "tensor 'convs.0.lin.weight': shape [3, 4], expected [4, 3]");
+}
+
+}  // namespace
+}  // namespace dype::rt
