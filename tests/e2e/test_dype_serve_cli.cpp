@@ -46,8 +46,10 @@ TEST(DypeServeCli, BadOptionsAreRefusedNamingTheOption) {
 }
 
 // Starts dype-serve with `args` (plus ephemeral ports and a port file) in `cwd`, checks it answers
-// ready, /v2/models and /metrics, then that it exits 0 on SIGTERM.
-void serve_and_stop(const std::vector<std::string>& args, const std::string& cwd) {
+// ready, /v2/models (listing each of `served`) and /metrics, then that it exits 0 on SIGTERM, and
+// that its log says each of `logged`.
+void serve_and_stop(const std::vector<std::string>& args, const std::string& cwd,
+                    const std::vector<std::string>& served = {"gcn"}, const std::vector<std::string>& logged = {}) {
   const fs::path dir = dype::test::process_temp_dir("dype_serve_cli");
   const fs::path ports = dir / "ports.json", log = dir / "serve.log";
   fs::remove(ports);
@@ -83,7 +85,8 @@ void serve_and_stop(const std::vector<std::string>& args, const std::string& cwd
   EXPECT_EQ(ready->status, 200) << ready->body;
   const auto models = http.Get("/v2/models");
   ASSERT_TRUE(models);
-  EXPECT_NE(models->body.find("gcn"), std::string::npos) << models->body;
+  for (const std::string& name : served)
+    EXPECT_NE(models->body.find("\"" + name + "\""), std::string::npos) << models->body;
   httplib::Client metrics("127.0.0.1", j["metrics"].get<int>());
   const auto m = metrics.Get("/metrics");
   ASSERT_TRUE(m);
@@ -103,6 +106,7 @@ void serve_and_stop(const std::vector<std::string>& args, const std::string& cwd
   }
   ASSERT_TRUE(WIFEXITED(status)) << read_all(log);
   EXPECT_EQ(WEXITSTATUS(status), 0) << read_all(log);
+  for (const std::string& line : logged) EXPECT_NE(read_all(log).find(line), std::string::npos) << read_all(log);
 }
 
 TEST(DypeServeCli, ServesAndStopsCleanlyOnSigterm) {
@@ -116,6 +120,30 @@ TEST(DypeServeCli, ServesAndStopsCleanlyOnSigterm) {
 // "no device kind available to the scheduler can run kernel 0").
 TEST(DypeServeCli, BareCommandServesOnTheDetectedHost) {
   serve_and_stop({}, DYPE_SOURCE_DIR);
+}
+
+// A model repository: its models are served with their versions; one that cannot be loaded is
+// reported by name with the reason, and the others still serve.
+TEST(DypeServeCli, ServesAModelRepositoryBesideAModelThatCannotLoad) {
+  const fs::path repo = dype::test::process_temp_dir("dype_serve_repo") / "models";
+  fs::remove_all(repo);
+  fs::create_directories(repo);
+  fs::copy(std::string(DYPE_SOURCE_DIR) + "/models/karate-gcn", repo / "karate-gcn", fs::copy_options::recursive);
+  fs::create_directories(repo / "broken");
+  std::ofstream(repo / "broken" / "config.yaml") << "family: gcn\nin_features: 34\nhidden: 16\nlayers: 2\nactivation: gelu\n";
+  const std::string system = std::string(DYPE_SOURCE_DIR) + "/configs/systems/paper-testbed-pcie4.yaml";
+  serve_and_stop({"--system", system, "--model-repository", repo.string()}, fs::temp_directory_path().string(),
+                 {"karate-gcn"},
+                 {"model 'broken' not served", "activation: 'gelu' is not a kernel epilogue yet",
+                  "model karate-gcn version 1 (gcn)"});
+}
+
+TEST(DypeServeCli, ARepositoryWithNothingServableExits1) {
+  const fs::path repo = dype::test::process_temp_dir("dype_serve_repo") / "empty";
+  fs::create_directories(repo);
+  const auto r = dype::test::run_cli(kExe, "--model-repository " + repo.string() + " --http-port 0 --grpc-port -1");
+  EXPECT_EQ(r.status, 1);
+  EXPECT_NE(r.out.find("--model-repository: no model could be loaded"), std::string::npos) << r.out;
 }
 
 }  // namespace
