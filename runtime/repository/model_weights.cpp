@@ -47,11 +47,7 @@ std::string file_and(const SafetensorsFile& f, const std::string& tensor) {
 
 // [out, in] as PyTorch's Linear stores it, transposed to the [in, out] the GEMM reads.
 HostTensor linear_weight(const SafetensorsFile& f, const std::string& name, std::int64_t in, std::int64_t out) {
-  const std::vector<float> w = f.to_f32(name, std::vector<std::int64_t>{out, in});
-  HostTensor t = HostTensor::zeros(in, out);
-  for (std::int64_t o = 0; o < out; ++o)
-    for (std::int64_t i = 0; i < in; ++i) t.data[static_cast<std::size_t>(i * out + o)] = w[static_cast<std::size_t>(o * in + i)];
-  return t;
+  return make_tensor(in, out, f.to_f32_transposed(name, out, in));
 }
 
 HostTensor vector_of(const SafetensorsFile& f, const std::string& name, std::int64_t n) {

@@ -55,6 +55,9 @@ class SafetensorsFile {
   // a float, when `expect_shape` is given and differs, or at the first NaN or Inf (its flat index).
   std::vector<float> to_f32(const std::string& name,
                             std::optional<std::vector<std::int64_t>> expect_shape = std::nullopt) const;
+  // A 2-D tensor of shape [rows, cols] (PyTorch's Linear weight [out, in]) widened and transposed
+  // to row-major [cols, rows] in one pass, with the same checks as to_f32.
+  std::vector<float> to_f32_transposed(const std::string& name, std::int64_t rows, std::int64_t cols) const;
 
  private:
   SafetensorsFile() = default;
