@@ -8,7 +8,7 @@ seeded) are the training set; the rest are held out.
 
 Writes, per model, models/<name>/config.yaml and model.safetensors (PyG names, see
 tests/scripts/pyg_reference.py for the layer definitions), and models/karate/ the graph as a
-Matrix Market file (both directions of each friendship), labels.txt, split.txt and
+Matrix Market file (both directions of each friendship), features.npy, labels.txt, split.txt and
 reference.json: PyTorch's predictions and accuracies, which dype's must equal.
 
   /usr/bin/python3 scripts/train_example_models.py [--out models]
@@ -19,6 +19,7 @@ import os
 import sys
 
 import networkx as nx
+import numpy as np
 import torch
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "tests", "scripts"))
@@ -78,6 +79,7 @@ def main():
         f.write(f"{n} {n} {src.numel()}\n")
         for s, d in zip(src.tolist(), dst.tolist()):
             f.write(f"{s + 1} {d + 1}\n")
+    np.save(os.path.join(data, "features.npy"), np.eye(n, dtype=np.float32))  # one-hot member ids
     with open(os.path.join(data, "labels.txt"), "w") as f:
         f.write("".join(f"{int(c)}\n" for c in labels))
     with open(os.path.join(data, "split.txt"), "w") as f:

@@ -30,6 +30,7 @@
 #include "kernels/error.h"
 #include "kernels/graph/generators.h"
 #include "kernels/graph/snap_reader.h"
+#include "infer.h"
 #include "transport.h"
 #include "workload.h"
 
@@ -237,18 +238,20 @@ int main(int argc, char** argv) {
   app.add_option("--metrics-port", ep.metrics_port, "server metrics port (plan changes during stream)");
   app.add_option("--protocol", protocol_name, "http or grpc")->check(CLI::IsMember({"http", "grpc"}));
 
-  auto* infer = app.add_subcommand("infer", "one request; prints output shape and checksum");
-  std::string model = "gcn", mtx, snap;
-  std::int64_t nodes = 1000, edges = 8000, seq_len = 256, window = 16;
+  auto* infer = app.add_subcommand("infer", "one request; prints the output's shape and checksum (and top classes for small outputs)");
+  InferOptions io;
+  std::string model = "gcn";
   std::uint64_t seed = 1;
-  infer->add_option("--model", model);
-  infer->add_option("--mtx", mtx, "graph from a Matrix Market file");
-  infer->add_option("--snap", snap, "graph from a SNAP edge list");
-  infer->add_option("--nodes", nodes, "generated graph: nodes");
-  infer->add_option("--edges", edges, "generated graph: edges");
-  infer->add_option("--seq-len", seq_len, "transformer: tokens");
-  infer->add_option("--window", window, "transformer: attention window");
-  infer->add_option("--seed", seed);
+  infer->add_option("--model", io.model);
+  infer->add_option("--graph,--mtx,--snap", io.graph, "graph file: Matrix Market (.mtx) or a SNAP edge list");
+  infer->add_option("--features", io.features, "input x from a .npy (float32/float64) or .safetensors file (default: generated)");
+  infer->add_option("--out", io.out, "write the output as .npy (float32)");
+  infer->add_option("--top-k", io.top_k, "classes printed per row for outputs of at most 64 rows (0: none)");
+  infer->add_option("--nodes", io.nodes, "generated graph: nodes");
+  infer->add_option("--edges", io.edges, "generated graph: edges");
+  infer->add_option("--seq-len", io.seq_len, "transformer: tokens (generated x)");
+  infer->add_option("--window", io.window, "transformer: attention window");
+  infer->add_option("--seed", io.seed);
 
   auto* stream = app.add_subcommand("stream", "a stream of requests: a drift schedule or a directory of graph files");
   int requests = 0, concurrency = 4, per_file = 50;
@@ -279,32 +282,8 @@ int main(int argc, char** argv) {
 
   try {
     if (*infer) {
-      auto t = make_transport(protocol, ep, false);
-      const ModelInfo info = t->model_info(model);
-      std::vector<Tensor> in;
-      json params = json::object();
-      if (info.transformer) {
-        in.push_back(Tensor::from_f32("x", {seq_len, info.features}, kernels::generate_features(seq_len, info.features, seed)));
-        params["window"] = window;
-      } else {
-        const kernels::EdgeList el = !mtx.empty() ? read_graph_file(mtx) : !snap.empty() ? kernels::read_snap(snap).edges
-                                                                         : kernels::generate_uniform(nodes, edges, seed);
-        in.push_back(Tensor::from_f32("x", {el.num_nodes, info.features}, kernels::generate_features(el.num_nodes, info.features, seed)));
-        for (Tensor& g : graph_tensors(el)) in.push_back(std::move(g));
-      }
-      const auto t0 = Clock::now();
-      const rt::daemon::InferResponse r = t->infer(model, in, params);
-      const double ms = std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
-      const Tensor& y = r.outputs.at(0);
-      double sum = 0.0, abs_sum = 0.0;
-      for (float v : y.f32()) {
-        sum += v;
-        abs_sum += std::fabs(v);
-      }
-      std::cout << "model " << model << " output " << y.name << " shape [" << y.shape[0] << ", " << y.shape[1]
-                << "] checksum sum=" << sum << " abs_sum=" << abs_sum << " latency " << ms << " ms (measured, "
-                << protocol_name << ")\n";
-      return 0;
+      io.protocol_name = protocol_name;
+      return run_infer(*make_transport(protocol, ep, false), io);
     }
     if (*stream) {
       const bool from_dir = !dir.empty();

@@ -14,6 +14,7 @@
 #include "runtime/daemon/engine_service.h"
 #include "runtime/daemon/grpc_server.h"
 #include "runtime/daemon/http_server.h"
+#include "kernels/graph/mtx_reader.h"
 
 using namespace dype;
 using namespace dype::rt::daemon;
@@ -87,6 +88,47 @@ TEST_F(DypeClientCli, InferIsTheSameOverHttpAndGrpc) {
   EXPECT_NE(checksum_of(h.out), "(none)") << h.out;
   EXPECT_EQ(checksum_of(h.out), checksum_of(r.out)) << h.out << r.out;
   EXPECT_NE(h.out.find("shape [6, 16]"), std::string::npos) << h.out;
+}
+
+// The user's own features (.npy written by numpy, or .safetensors) go in, the output comes back
+// as a .npy numpy reads, equal to the daemon's reference answer; small outputs print top classes.
+TEST_F(DypeClientCli, InferWithFeaturesFromNpyWritesNpy) {
+  if (std::system("/usr/bin/python3 -c 'import numpy' >/dev/null 2>&1") != 0) GTEST_SKIP() << "no python3-numpy";
+  const fs::path g = graph_dir("npy") / "a.mtx", x = dir_ / "x.npy", y = dir_ / "y.npy", x64 = dir_ / "x64.npy";
+  ASSERT_EQ(std::system(("/usr/bin/python3 -c \"import numpy as np; a=np.arange(48,dtype=np.float32).reshape(6,8)/48; "
+                         "np.save('" + x.string() + "', a); np.save('" + x64.string() + "', a.astype(np.float64))\"").c_str()),
+            0);
+  const Result r = run(ports_ + " infer --model gcn --graph " + g.string() + " --features " + x.string() + " --out " +
+                       y.string() + " --top-k 3");
+  ASSERT_EQ(r.status, 0) << r.out;
+  EXPECT_NE(r.out.find("top 3 of 16 per row"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("wrote " + y.string()), std::string::npos) << r.out;
+  // numpy reads the output, and it is the reference forward pass of the same inputs.
+  std::vector<float> xs(48);
+  for (int i = 0; i < 48; ++i) xs[static_cast<std::size_t>(i)] = static_cast<float>(i) / 48.0f;
+  const rt::HostTensor want = rt::reference_forward(
+      *service_->model("gcn").model,
+      rt::Request::gnn(rt::Graph::from_edges(kernels::read_mtx(g), true), rt::make_tensor(6, 8, xs)));
+  const fs::path dump = dir_ / "y.txt";
+  ASSERT_EQ(std::system(("/usr/bin/python3 -c \"import numpy as np; y=np.load('" + y.string() +
+                         "'); assert y.dtype==np.float32 and y.shape==(6,16); np.savetxt('" + dump.string() +
+                         "', y.reshape(-1), fmt='%.9g')\"").c_str()),
+            0);
+  std::ifstream in(dump);
+  std::vector<float> got;
+  for (float v; in >> v;) got.push_back(v);
+  EXPECT_LE(rt::relative_error(rt::make_tensor(6, 16, got), want), 1e-5);
+  // float64 features read as well; the same answer.
+  const Result r64 = run(ports_ + " --protocol grpc infer --model gcn --graph " + g.string() + " --features " + x64.string());
+  ASSERT_EQ(r64.status, 0) << r64.out;
+  EXPECT_EQ(checksum_of(r64.out), checksum_of(r.out));
+  // Features that do not fit the model or the graph are refused naming the file.
+  const Result wide = run(ports_ + " infer --model gcn --graph " + g.string() + " --features " + y.string());
+  EXPECT_EQ(wide.status, 1);
+  EXPECT_NE(wide.out.find("has 16 features per row, the model takes 8"), std::string::npos) << wide.out;
+  const Result notnpy = run(ports_ + " infer --model gcn --graph " + g.string() + " --features " + g.string());
+  EXPECT_EQ(notnpy.status, 1);
+  EXPECT_NE(notnpy.out.find("not a .npy file"), std::string::npos) << notnpy.out;
 }
 
 TEST_F(DypeClientCli, StreamsADirectoryOverGrpcAndDeletesItsGraphs) {

@@ -1,0 +1,112 @@
+#include "infer.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <iostream>
+#include <numeric>
+
+#include "kernels/error.h"
+#include "kernels/graph/generators.h"
+#include "runtime/repository/npy.h"
+#include "runtime/repository/safetensors.h"
+#include "workload.h"
+
+namespace dype::client {
+
+namespace {
+
+using rt::daemon::Tensor;
+constexpr std::int64_t kMaxPrintedRows = 64;
+
+// [rows, cols] FP32 from a .npy or .safetensors file, checked against the model's width.
+rt::NpyArray read_features(const std::string& path, int features) {
+  rt::NpyArray a;
+  if (path.size() > 12 && path.ends_with(".safetensors")) {
+    const rt::SafetensorsFile f = rt::SafetensorsFile::open(path);
+    const std::vector<std::string> names = f.names();
+    const std::string name = f.contains("x") ? "x" : names.size() == 1 ? names.front() : "";
+    if (name.empty()) throw InputError("--features " + path, "holds several tensors and none is named 'x'");
+    a.shape = f.tensor(name).shape;
+    a.data = f.to_f32(name);
+  } else {
+    a = rt::read_npy(path);
+  }
+  if (a.shape.size() != 2) throw InputError("--features " + path, "must be 2-D [rows, features], has " + std::to_string(a.shape.size()) + " dimensions");
+  if (a.shape[1] != features) {
+    throw InputError("--features " + path, "has " + std::to_string(a.shape[1]) + " features per row, the model takes " +
+                                               std::to_string(features));
+  }
+  return a;
+}
+
+void print_top(const Tensor& y, int k) {
+  const std::int64_t rows = y.shape[0], cols = y.shape[1];
+  const std::vector<float> v = y.f32();
+  k = static_cast<int>(std::min<std::int64_t>(k, cols));
+  std::cout << "top " << k << " of " << cols << " per row (class:logit):\n";
+  std::vector<std::int64_t> idx(static_cast<std::size_t>(cols));
+  for (std::int64_t r = 0; r < rows; ++r) {
+    std::iota(idx.begin(), idx.end(), 0);
+    const float* row = v.data() + r * cols;
+    std::partial_sort(idx.begin(), idx.begin() + k, idx.end(), [&](auto a, auto b) { return row[a] > row[b]; });
+    std::cout << "  " << r << ":";
+    for (int i = 0; i < k; ++i) std::cout << " " << idx[static_cast<std::size_t>(i)] << ":" << row[idx[static_cast<std::size_t>(i)]];
+    std::cout << "\n";
+  }
+}
+
+}  // namespace
+
+int run_infer(Transport& t, const InferOptions& o) {
+  const ModelInfo info = t.model_info(o.model);
+  std::vector<Tensor> in;
+  nlohmann::json params = nlohmann::json::object();
+  std::int64_t rows = 0;
+  if (info.transformer) {
+    rows = o.seq_len;
+    if (!o.features.empty()) {
+      rt::NpyArray x = read_features(o.features, info.features);
+      rows = x.shape[0];
+      in.push_back(Tensor::from_f32("x", {rows, info.features}, x.data));
+    } else {
+      in.push_back(Tensor::from_f32("x", {rows, info.features}, kernels::generate_features(rows, info.features, o.seed)));
+    }
+    params["window"] = o.window;
+  } else {
+    const kernels::EdgeList el = !o.graph.empty() ? read_graph_file(o.graph) : kernels::generate_uniform(o.nodes, o.edges, o.seed);
+    rows = el.num_nodes;
+    if (!o.features.empty()) {
+      rt::NpyArray x = read_features(o.features, info.features);
+      if (x.shape[0] != rows) {
+        throw InputError("--features " + o.features, "has " + std::to_string(x.shape[0]) + " rows, the graph " +
+                                                         std::to_string(rows) + " nodes");
+      }
+      in.push_back(Tensor::from_f32("x", {rows, info.features}, x.data));
+    } else {
+      in.push_back(Tensor::from_f32("x", {rows, info.features}, kernels::generate_features(rows, info.features, o.seed)));
+    }
+    for (Tensor& g : graph_tensors(el)) in.push_back(std::move(g));
+  }
+  const auto t0 = std::chrono::steady_clock::now();
+  const rt::daemon::InferResponse r = t.infer(o.model, in, params);
+  const double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+  const Tensor& y = r.outputs.at(0);
+  double sum = 0.0, abs_sum = 0.0;
+  for (float v : y.f32()) {
+    sum += v;
+    abs_sum += std::fabs(v);
+  }
+  std::cout << "model " << o.model << " output " << y.name << " shape [" << y.shape[0] << ", " << y.shape[1]
+            << "] checksum sum=" << sum << " abs_sum=" << abs_sum << " latency " << ms << " ms (measured, "
+            << o.protocol_name << ")\n";
+  if (y.shape.size() == 2 && y.shape[0] <= kMaxPrintedRows && o.top_k > 0) print_top(y, o.top_k);
+  if (!o.out.empty()) {
+    const std::vector<float> v = y.f32();
+    rt::write_npy(o.out, y.shape, v);
+    std::cout << "wrote " << o.out << "\n";
+  }
+  return 0;
+}
+
+}  // namespace dype::client
