@@ -41,7 +41,7 @@ cleanup() {
 }
 trap cleanup EXIT
 
-"$serve" --system "$root/configs/systems/paper-testbed-pcie4.yaml" --mode balanced --http-port 0 --grpc-port 0 \
+"$serve" --builtin-models --system "$root/configs/systems/paper-testbed-pcie4.yaml" --mode balanced --http-port 0 --grpc-port 0 \
   --metrics-port 0 --port-file "$work/ports.json" --log-level warn >"$work/serve.log" 2>&1 &
 daemon_pid=$!
 for _ in $(seq 1 600); do

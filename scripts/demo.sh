@@ -29,8 +29,10 @@ cleanup() {
 trap cleanup EXIT
 
 head -c 24 /dev/urandom | od -An -tx1 | tr -d ' \n' > "$work/token"
-echo "== starting dype-serve --mode balanced on configs/systems/paper-testbed-pcie4.yaml"
+echo "== starting dype-serve --mode balanced on configs/systems/paper-testbed-pcie4.yaml, serving the"
+echo "   example repository (models/: GCN and GIN trained on the karate club) and the built-in gcn"
 "$bin/dype-serve" --system configs/systems/paper-testbed-pcie4.yaml --mode balanced \
+  --model-repository models --builtin-models \
   --http-port 0 --grpc-port 0 --metrics-port 0 --port-file "$work/ports.json" \
   --admin-token-file "$work/token" --bitstream-dir configs/bitstreams > "$work/serve.log" 2>&1 &
 pid=$!
@@ -69,6 +71,25 @@ elif what == "load":
           f"swap took {j['swap_s'] * 1e3:.1f} ms ({j['swap_source']}), held out {j['held_out']}, plans {j['plans']}")
 PY
 plans() { "${admin[@]}" --model gcn plan | python3 "$work/show.py" plan; }
+
+echo "== karate-gcn (trained in PyTorch) on Zachary's karate club: dype's answers against the labels"
+"${client[@]}" infer --model karate-gcn --graph models/karate/karate.mtx --features models/karate/features.npy \
+  --out "$work/karate.npy" --top-k 0
+python3 - "$work/karate.npy" <<'PY'
+import json, struct, sys
+# The .npy written by dype-client: a 128-byte v1 header, then float32 [34, 2].
+raw = open(sys.argv[1], "rb").read()
+hlen = struct.unpack("<H", raw[8:10])[0]
+vals = struct.unpack("<68f", raw[10 + hlen:])
+pred = [0 if vals[2 * i] >= vals[2 * i + 1] else 1 for i in range(34)]
+labels = [int(l) for l in open("models/karate/labels.txt")]
+split = [l.strip() for l in open("models/karate/split.txt")]
+ref = json.load(open("models/karate/reference.json"))["models"]["karate-gcn"]
+test = [i for i in range(34) if split[i] == "test"]
+acc = sum(pred[i] == labels[i] for i in test) / len(test)
+print(f"  held-out accuracy {acc:.3f} through dype; PyTorch {ref['accuracy_test']:.3f};"
+      f" predictions identical to PyTorch's: {pred == ref['predictions']}")
+PY
 echo "== plan before the stream"
 plans
 

@@ -28,6 +28,37 @@
 using namespace dype;
 using namespace dype::rt::daemon;
 
+namespace {
+
+// What the daemon serves: every loadable model of the repositories (the example repository when
+// none is given and it exists), plus the built-in seeded models when asked for.
+std::vector<ServedModel> served_models(std::vector<std::string> repositories, const std::string& example,
+                                       bool builtin) {
+  const bool given = !repositories.empty();
+  if (!given && std::filesystem::is_directory(example)) repositories = {example};
+  std::vector<ServedModel> models;
+  if (!repositories.empty()) {
+    RepositoryLoad loaded = repository_models(repositories);
+    for (const std::string& f : loaded.failures) spdlog::error("{}", f);
+    models = std::move(loaded.models);
+    if (models.empty() && !builtin) throw InputError("--model-repository", "no model could be loaded (see above)");
+  }
+  if (builtin) {
+    for (ServedModel& m : default_models()) {
+      for (const ServedModel& r : models)
+        if (r.name == m.name) throw InputError("--builtin-models", "model '" + m.name + "' is also in the repository");
+      models.push_back(std::move(m));
+    }
+  }
+  if (models.empty()) {
+    throw InputError("models", "nothing to serve: give --model-repository DIR (the example one, " + example +
+                                   ", is not here) or --builtin-models");
+  }
+  return models;
+}
+
+}  // namespace
+
 int main(int argc, char** argv) {
   CLI::App app{"dype-serve: pipelined GNN / sliding-window transformer inference (KServe v2 protocol)"};
   EngineServiceOptions so;
@@ -38,9 +69,14 @@ int main(int argc, char** argv) {
   double trim_interval_s = 30.0;
   app.add_option("--system", so.system_config, "system config YAML (default: detect this host)");
   std::vector<std::string> repositories;
+  const std::string example_models = std::string(DYPE_SOURCE_DIR) + "/models";
   app.add_option("--model-repository", repositories,
-                 "model repository folder (one folder per model: config.yaml + model.safetensors); repeatable. "
-                 "Without it the built-in seeded models are served");
+                 "model repository folder (one folder per model: config.yaml + model.safetensors); repeatable "
+                 "(default: the example repository " + example_models + " when it exists)");
+  bool builtin_models = false;
+  app.add_flag("--builtin-models", builtin_models,
+               "also serve the built-in seeded models gcn, gin and swin-transformer (random weights: demos and "
+               "paper-scale timing)");
   std::string perfmodels = std::string(DYPE_SOURCE_DIR) + "/configs/perfmodels";
   auto* perfmodels_opt = app.add_option("--perfmodels", perfmodels,
                  "folder of fitted performance models (<device model>.json from dype-profile) to plan with; "
@@ -89,12 +125,7 @@ int main(int argc, char** argv) {
     // own models, said in the log; a folder given on the command line must exist.
     if (perfmodels != "none" && (perfmodels_opt->count() > 0 || std::filesystem::is_directory(perfmodels)))
       so.perfmodels_dir = perfmodels;
-    if (!repositories.empty()) {
-      RepositoryLoad loaded = repository_models(repositories);
-      for (const std::string& f : loaded.failures) spdlog::error("{}", f);
-      if (loaded.models.empty()) throw InputError("--model-repository", "no model could be loaded (see above)");
-      so.models = std::move(loaded.models);
-    }
+    so.models = served_models(repositories, example_models, builtin_models);
     EngineService service(so);
     spdlog::info("kernel times for planning: {}", service.cost_source());
     auto trace = std::make_shared<rt::ChromeTraceObserver>();

@@ -112,14 +112,16 @@ void serve_and_stop(const std::vector<std::string>& args, const std::string& cwd
 TEST(DypeServeCli, ServesAndStopsCleanlyOnSigterm) {
   const std::string system = std::string(DYPE_SOURCE_DIR) + "/configs/systems/paper-testbed-pcie4.yaml";
   // A short trim interval runs the main thread's malloc_trim loop several times.
-  serve_and_stop({"--system", system, "--mode", "balanced", "--trim-interval", "0.05"}, fs::temp_directory_path().string());
+  serve_and_stop({"--system", system, "--mode", "balanced", "--trim-interval", "0.05", "--builtin-models"},
+                 fs::temp_directory_path().string(), {"gcn", "gin", "swin-transformer", "karate-gcn", "karate-gin"});
 }
 
-// The first command a new user types: no --system, so the host is detected. On a machine with only
-// a CPU the detected CPU carries the generic CPU profile and serves every model (it used to exit 1:
-// "no device kind available to the scheduler can run kernel 0").
-TEST(DypeServeCli, BareCommandServesOnTheDetectedHost) {
-  serve_and_stop({}, DYPE_SOURCE_DIR);
+// The first command a new user types: no --system, so the host is detected, and no models, so the
+// example repository is served. On a machine with only a CPU the detected CPU carries the generic
+// CPU profile and serves every model (it used to exit 1: "no device kind available to the
+// scheduler can run kernel 0").
+TEST(DypeServeCli, BareCommandServesTheExampleRepositoryOnTheDetectedHost) {
+  serve_and_stop({}, DYPE_SOURCE_DIR, {"karate-gcn", "karate-gin"}, {"model karate-gcn version 1 (gcn)"});
 }
 
 // A model repository: its models are served with their versions; one that cannot be loaded is
