@@ -1,0 +1,46 @@
+#!/usr/bin/env bash
+# Full-graph CPU inference of whole GNNs, dype vs PyTorch 1.13 on the same weights, graph,
+# features and thread count (measured, medians of REPS). The graph is real: Debian's package
+# dependency graph from this machine's apt lists (apps/dype-profile/debian_deps_graph.py, ~68k
+# nodes, ~600k edges), 128 input features, 128 hidden, 16 classes, 2 layers. For each of GCN and
+# GIN: PyTorch's PyG-style message passing (gather/scatter) and its CSR-matmul variant, dype's CPU
+# path, the ratios (target dype >= 2x PyTorch), and dype's answer checked against PyTorch's (1e-4).
+#
+#   bench/run_model_peers.sh [BUILD_DIR]        (default build/kernel-peers)
+#   Env: THREADS (2), REPS (5), GRAPH (default: the Debian dependency graph, written to /tmp)
+set -euo pipefail
+
+root=$(cd "$(dirname "$0")/.." && pwd)
+build=${1:-$root/build/kernel-peers}
+threads=${THREADS:-2}
+reps=${REPS:-5}
+python=/usr/bin/python3
+"$python" -c "import torch, numpy" 2>/dev/null || { echo "run_model_peers: peer missing: python3-torch (scripts/setup.sh)" >&2; exit 3; }
+
+echo "== building bench_gnn_models (release) in $build"
+cmake --preset release -B "$build" >/dev/null
+cmake --build "$build" -j2 --target bench_gnn_models >/dev/null
+export OMP_NUM_THREADS=$threads OPENBLAS_NUM_THREADS=$threads MKL_NUM_THREADS=$threads
+
+graph=${GRAPH:-/tmp/dype-debian-deps.mtx}
+[[ -s "$graph" ]] || "$python" "$root/apps/dype-profile/debian_deps_graph.py" "$graph"
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+status=0
+for family in gcn gin; do
+  echo "== $family on $(basename "$graph"), 128 -> 128 -> 16, $threads threads"
+  torch_out=$("$python" "$root/bench/peers/gnn_torch.py" "$graph" "$family" "$work" "$family" 128 128 16 2 "$threads" "$reps")
+  echo "$torch_out" | sed 's/^/  /'
+  dype_out=$("$build/bench/bench_gnn_models" --repo "$work" --model "$family" --graph "$graph" \
+    --features "$work/x.npy" --expect "$work/$family.torch.npy" --reps "$reps") || status=1
+  echo "  $dype_out"
+  d=$(sed -E 's/.*median_ms=([0-9.]+).*/\1/' <<<"$dype_out")
+  for way in gather csr; do
+    t=$(grep "torch $family $way" <<<"$torch_out" | sed -E 's/.*median_ms=([0-9.]+).*/\1/')
+    ratio=$(awk -v a="$t" -v b="$d" 'BEGIN { printf "%.2f", a / b }')
+    verdict=$(awk -v r="$ratio" 'BEGIN { print (r >= 2.0) ? "met" : "MISSED" }')
+    echo "  dype / torch ($way): ${ratio}x (target >= 2x: $verdict)"
+    [[ $verdict == met ]] || status=1
+  done
+done
+exit $status
