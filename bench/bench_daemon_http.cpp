@@ -142,9 +142,9 @@ class TaggingService final : public InferenceService {
   std::vector<ModelInfo> models() const override { return real_.models(); }
   ModelInfo model(const std::string& n) const override { return real_.model(n); }
   bool model_ready(const std::string& n) const override { return real_.model_ready(n); }
-  std::future<rt::HostTensor> infer(const std::string& m, rt::Request r) override {
+  std::future<rt::HostTensor> infer(const std::string& m, rt::Request r, std::int64_t* version) override {
     handler_tid.store(this_tid());
-    return real_.infer(m, std::move(r));
+    return real_.infer(m, std::move(r), version);
   }
   json plan(const std::string& m) const override { return real_.plan(m); }
   void set_mode(const std::string& m) override { real_.set_mode(m); }

@@ -30,12 +30,10 @@ using namespace dype::rt::daemon;
 
 namespace {
 
-// What the daemon serves: every loadable model of the repositories (the example repository when
-// none is given and it exists), plus the built-in seeded models when asked for.
-std::vector<ServedModel> served_models(std::vector<std::string> repositories, const std::string& example,
+// What the daemon serves at start: every loadable model of the repositories, plus the built-in
+// seeded models when asked for.
+std::vector<ServedModel> served_models(const std::vector<std::string>& repositories, const std::string& example,
                                        bool builtin) {
-  const bool given = !repositories.empty();
-  if (!given && std::filesystem::is_directory(example)) repositories = {example};
   std::vector<ServedModel> models;
   if (!repositories.empty()) {
     RepositoryLoad loaded = repository_models(repositories);
@@ -125,7 +123,10 @@ int main(int argc, char** argv) {
     // own models, said in the log; a folder given on the command line must exist.
     if (perfmodels != "none" && (perfmodels_opt->count() > 0 || std::filesystem::is_directory(perfmodels)))
       so.perfmodels_dir = perfmodels;
+    // Without --model-repository, the example repository when it is here.
+    if (repositories.empty() && std::filesystem::is_directory(example_models)) repositories = {example_models};
     so.models = served_models(repositories, example_models, builtin_models);
+    so.repositories = repositories;
     EngineService service(so);
     spdlog::info("kernel times for planning: {}", service.cost_source());
     auto trace = std::make_shared<rt::ChromeTraceObserver>();

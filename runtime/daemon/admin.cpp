@@ -80,6 +80,24 @@ json AdminApi::unload_bitstream(const std::string& device) {
   return hooks_.unload_bitstream(device);
 }
 
+json AdminApi::repository_index() {
+  std::lock_guard lock(mu_);
+  if (!hooks_.repository_index) throw NotSupported("this server has no model repository");
+  return hooks_.repository_index();
+}
+
+json AdminApi::load_model(const std::string& model, const std::optional<std::string>& config) {
+  std::lock_guard lock(mu_);
+  if (!hooks_.load_model) throw NotSupported("model loading is not supported by this runtime");
+  return hooks_.load_model(model, config);
+}
+
+json AdminApi::unload_model(const std::string& model) {
+  std::lock_guard lock(mu_);
+  if (!hooks_.unload_model) throw NotSupported("model unloading is not supported by this runtime");
+  return hooks_.unload_model(model);
+}
+
 std::string AdminApi::confine_bitstream_path(const std::string& path) const {
   namespace fs = std::filesystem;
   if (bitstream_dir_.empty()) throw InputError("path", "no --bitstream-dir configured; bitstream loading is off");

@@ -25,6 +25,10 @@ struct AdminHooks {
   std::function<nlohmann::json(const std::string& device, const std::string& path)> load_bitstream;
   std::function<nlohmann::json(const std::string& device)> unload_bitstream;
   std::function<nlohmann::json()> devices;
+  // The model repository extension: index, load (optionally with config.yaml text), unload.
+  std::function<nlohmann::json()> repository_index;
+  std::function<nlohmann::json(const std::string& model, const std::optional<std::string>& config)> load_model;
+  std::function<nlohmann::json(const std::string& model)> unload_model;
 };
 
 class AdminApi {
@@ -43,6 +47,9 @@ class AdminApi {
   // `path` relative to the bitstream dir (or absolute inside it).
   nlohmann::json load_bitstream(const std::string& device, const std::string& path);
   nlohmann::json unload_bitstream(const std::string& device);
+  nlohmann::json repository_index();
+  nlohmann::json load_model(const std::string& model, const std::optional<std::string>& config);
+  nlohmann::json unload_model(const std::string& model);
 
   // Resolves `path` inside the bitstream dir; InputError("path", ...) when it escapes the dir
   // (.., absolute paths, symlinks), does not exist, or no dir is configured.

@@ -52,6 +52,21 @@ void DeviceAdmin::apply_left_out(const std::set<std::string>& left_out, const st
   }
 }
 
+void DeviceAdmin::admit(Engine& engine, const std::string& model) {
+  std::lock_guard lock(mu_);
+  std::set<std::string> left_out = operator_drained_;
+  for (const std::string& d : mismatched_fpgas()) left_out.insert(d);
+  for (const std::string& d : left_out) {
+    if (!engine.drain_device(d, "loaded", "left out as for every served model", 60.0))
+      throw Error("model " + model + ": could not leave out " + d);
+  }
+}
+
+void DeviceAdmin::set_engines(std::vector<ServedEngine> engines) {
+  std::lock_guard lock(mu_);
+  engines_ = std::move(engines);
+}
+
 DeviceAdmin::Snapshot DeviceAdmin::snapshot() const {
   Snapshot snap;
   for (const ServedEngine& s : engines_) {

@@ -44,6 +44,13 @@ class DeviceAdmin {
   // Every device: kind, backend, bitstream, drained, held out, energy.
   nlohmann::json devices() const;
 
+  // Models loaded or unloaded while serving. admit: a new engine leaves out what every engine
+  // leaves out (drained devices, FPGAs holding another image) before it takes requests; throws
+  // when that leaves it no plan. set_engines: the engines device changes apply to from now on
+  // (waits for a device change in progress).
+  void admit(Engine& engine, const std::string& model);
+  void set_engines(std::vector<ServedEngine> engines);
+
  private:
   hw::Device& reconfigurable_fpga(const std::string& device) const;
   // FPGAs whose bitstream differs from the first FPGA's (see above).

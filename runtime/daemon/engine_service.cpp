@@ -49,32 +49,39 @@ EngineService::EngineService(EngineServiceOptions options) : options_(std::move(
                                              : hw::System::from_config(hw::load_system_config(options_.system_config)));
   if (options_.models.empty()) options_.models = default_models();
   mode_ = options_.mode;
-  EngineOptions eo = options_.engine;
-  eo.mode = mode_;
-  const std::vector<perf::ModelStore> stores = load_perfmodels(*system_, options_.perfmodels_dir);
-  for (const ServedModel& m : options_.models) {
-    auto s = std::make_unique<Served>();
-    s->name = m.name;
-    s->plan_for = m.plan_for;
-    s->model = m.model ? m.model : std::make_shared<const Model>(Model::make(m.spec));
-    s->version = m.version;
-    std::shared_ptr<PerfModelPlanner> fitted;
-    if (!stores.empty()) {
-      // Each model refines its own copy: its launches' shapes are what its plans depend on.
-      fitted = std::make_shared<PerfModelPlanner>(*s->model, *system_, stores);
-      cost_source_ = fitted->cost_source();
-      s->planner = fitted;
-    } else {
-      s->planner = std::make_shared<SchedPlanner>(*s->model, *system_);
-    }
-    s->engine = std::make_unique<Engine>(*s->model, s->planner, m.plan_for, eo);
-    if (fitted) s->engine->add_observer(fitted);
-    served_.push_back(std::move(s));
-  }
-  for (const auto& s : served_) engines_.push_back({s->name, s->engine.get()});
+  stores_ = load_perfmodels(*system_, options_.perfmodels_dir);
+  for (const ServedModel& m : options_.models) served_.push_back(make_served(m));
+  index_engines_locked();
   devices_ = std::make_unique<DeviceAdmin>(*system_, engines_);
   // FPGAs configured with another image than the first FPGA are held out (see load_bitstream).
   devices_->hold_out_mismatched_fpgas();
+}
+
+std::shared_ptr<EngineService::Served> EngineService::make_served(const ServedModel& m) {
+  auto s = std::make_shared<Served>();
+  s->name = m.name;
+  s->plan_for = m.plan_for;
+  s->model = m.model ? m.model : std::make_shared<const Model>(Model::make(m.spec));
+  s->version = m.version;
+  EngineOptions eo = options_.engine;
+  eo.mode = s->mode = mode();
+  std::shared_ptr<PerfModelPlanner> fitted;
+  if (!stores_.empty()) {
+    // Each model refines its own copy: its launches' shapes are what its plans depend on.
+    fitted = std::make_shared<PerfModelPlanner>(*s->model, *system_, stores_);
+    cost_source_ = fitted->cost_source();
+    s->planner = fitted;
+  } else {
+    s->planner = std::make_shared<SchedPlanner>(*s->model, *system_);
+  }
+  s->engine = std::make_unique<Engine>(*s->model, s->planner, m.plan_for, eo);
+  if (fitted) s->engine->add_observer(fitted);
+  return s;
+}
+
+void EngineService::index_engines_locked() {
+  engines_.clear();
+  for (const auto& s : served_) engines_.push_back({s->name, s->engine.get()});
 }
 
 EngineService::~EngineService() {
@@ -82,33 +89,44 @@ EngineService::~EngineService() {
   for (auto& s : served_) s->engine.reset();
 }
 
-EngineService::Served& EngineService::find(const std::string& name) const {
+std::shared_ptr<EngineService::Served> EngineService::find(const std::string& name) const {
+  std::shared_lock lock(served_mu_);
   for (const auto& s : served_)
-    if (s->name == name) return *s;
+    if (s->name == name) return s;
   throw NotFound("unknown model '" + name + "'");
 }
 
 std::vector<ModelInfo> EngineService::models() const {
+  std::shared_lock lock(served_mu_);
   std::vector<ModelInfo> out;
-  for (const auto& s : served_) out.push_back(describe_model(s->name, *s->model, s->version));
+  for (const auto& s : served_) out.push_back(describe_model(s->name, s->model, s->version));
   return out;
 }
 
 ModelInfo EngineService::model(const std::string& name) const {
-  const Served& s = find(name);
-  return describe_model(s.name, *s.model, s.version);
+  const auto s = find(name);
+  return describe_model(s->name, s->model, s->version);
 }
 
-bool EngineService::model_ready(const std::string& name) const { return find(name).engine != nullptr; }
+bool EngineService::model_ready(const std::string& name) const { return find(name)->engine != nullptr; }
 
-std::future<HostTensor> EngineService::infer(const std::string& model, Request request) {
-  return find(model).engine->submit(std::move(request));
+std::future<HostTensor> EngineService::infer(const std::string& model, Request request, std::int64_t* version) {
+  // Found and submitted under the shared lock: a reload's switch (exclusive) falls wholly before
+  // or after, so the version reported is the one whose engine took the request.
+  std::shared_lock lock(served_mu_);
+  for (const auto& s : served_) {
+    if (s->name != model) continue;
+    if (version) *version = s->version;
+    return s->engine->submit(std::move(request));
+  }
+  throw NotFound("unknown model '" + model + "'");
 }
 
-Engine& EngineService::engine(const std::string& model) { return *find(model).engine; }
+Engine& EngineService::engine(const std::string& model) { return *find(model)->engine; }
 
 nlohmann::json EngineService::plan(const std::string& model) const {
-  const Served& s = find(model);
+  const auto held = find(model);
+  const Served& s = *held;
   const PipelineSpec spec = s.engine->current_spec();
   nlohmann::json stages = nlohmann::json::array();
   for (const PipelineStage& st : spec.stages) {
@@ -134,7 +152,8 @@ nlohmann::json EngineService::plan(const std::string& model) const {
 }
 
 nlohmann::json EngineService::pareto(const std::string& model, std::optional<Characteristics> c) const {
-  const Served& s = find(model);
+  const auto held = find(model);
+  const Served& s = *held;
   const Characteristics ch = c ? *c : s.plan_for;
   const sched::SystemSpec spec = s.planner->system_spec({});
   const auto cm = s.planner->cost_model(spec, ch);
@@ -151,7 +170,11 @@ void EngineService::set_mode(const std::string& mode) {
   if (mode != "perf" && mode != "energy" && mode != "balanced" && mode != "qos")
     throw InputError("mode", "'" + mode + "' is not one of perf, energy, balanced, qos");
   std::lock_guard lock(mode_mu_);
-  for (auto& s : served_) s->engine->set_mode(mode);
+  std::shared_lock served(served_mu_);
+  for (auto& s : served_) {
+    s->engine->set_mode(mode);
+    s->mode = mode;
+  }
   mode_ = mode;
 }
 
@@ -160,10 +183,19 @@ std::string EngineService::mode() const {
   return mode_;
 }
 
-std::string EngineService::metrics_text() const { return render_engine_metrics(engines_, mode(), *system_); }
+std::string EngineService::metrics_text() const {
+  const std::string m = mode();
+  std::shared_lock lock(served_mu_);
+  return render_engine_metrics(engines_, m, *system_);
+}
 
 void EngineService::drain() {
-  for (auto& s : served_) s->engine->drain();
+  std::vector<std::shared_ptr<Served>> all;
+  {
+    std::shared_lock lock(served_mu_);
+    all = served_;
+  }
+  for (auto& s : all) s->engine->drain();
 }
 
 // Device administration: DeviceAdmin (device_admin.h) does it for every served engine.
@@ -186,6 +218,11 @@ AdminHooks admin_hooks(EngineService& service) {
   h.load_bitstream = [&service](const std::string& d, const std::string& p) { return service.load_bitstream(d, p); };
   h.unload_bitstream = [&service](const std::string& d) { return service.unload_bitstream(d); };
   h.devices = [&service] { return service.devices(); };
+  h.repository_index = [&service] { return service.repository_index(); };
+  h.load_model = [&service](const std::string& m, const std::optional<std::string>& config) {
+    return service.load_model(m, config);
+  };
+  h.unload_model = [&service](const std::string& m) { return service.unload_model(m); };
   return h;
 }
 

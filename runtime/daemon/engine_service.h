@@ -10,6 +10,7 @@
 #include <mutex>
 #include <optional>
 #include <set>
+#include <shared_mutex>
 #include <string>
 #include <vector>
 
@@ -20,6 +21,7 @@
 #include "runtime/daemon/service.h"
 #include "runtime/engine.h"
 #include "runtime/planner.h"
+#include "perfmodel/model_store.h"
 
 namespace dype::rt::daemon {
 
@@ -41,6 +43,9 @@ struct EngineServiceOptions {
   // from every launch) and fall back to the devices' own models for the rest. Empty: plan on the
   // devices' own models only.
   std::string perfmodels_dir;
+  // Model repositories (runtime/repository/) the repository API loads from at run time; the
+  // models served at start are `models` (repository_models() reads them from the same folders).
+  std::vector<std::string> repositories;
 };
 
 // gcn, gin (in_features 64, hidden 128) and swin-transformer (d_model 256, 4 heads) with first
@@ -57,7 +62,7 @@ class EngineService final : public InferenceService {
   const std::string& cost_source() const { return cost_source_; }
   ModelInfo model(const std::string& name) const override;
   bool model_ready(const std::string& name) const override;
-  std::future<HostTensor> infer(const std::string& model, Request request) override;
+  std::future<HostTensor> infer(const std::string& model, Request request, std::int64_t* version = nullptr) override;
   nlohmann::json plan(const std::string& model) const override;
   void set_mode(const std::string& mode) override;
   std::string mode() const override;
@@ -79,6 +84,19 @@ class EngineService final : public InferenceService {
   nlohmann::json unload_bitstream(const std::string& device);
   nlohmann::json devices() const;  // kind, backend, bitstream, drained, held out, energy
 
+  // Model management while serving (engine_service_models.cpp; the Open Inference Protocol's
+  // model repository extension). Each repository model with its state: READY (and the version
+  // served) or UNAVAILABLE (and why, when a load failed).
+  nlohmann::json repository_index() const;
+  // Loads `name` from the repositories, or reloads it (new weights, new version, or the config
+  // text `config_yaml` instead of the folder's): the new version is built and planned beside the
+  // serving one, then switched in at once; requests admitted before the switch are answered by
+  // the old version, the ones after by the new, none is lost or answered twice. A load that fails
+  // leaves the serving version untouched (InputError naming the file, tensor or key).
+  nlohmann::json load_model(const std::string& name, const std::optional<std::string>& config_yaml = std::nullopt);
+  // Stops admitting requests for `name`, lets those admitted finish, and frees the model.
+  nlohmann::json unload_model(const std::string& name);
+
  private:
   struct Served {
     std::string name;
@@ -87,12 +105,25 @@ class EngineService final : public InferenceService {
     std::shared_ptr<SchedPlanner> planner;
     std::unique_ptr<Engine> engine;
     Characteristics plan_for;
+    std::string mode;  // the objective the engine was built with
   };
-  Served& find(const std::string& name) const;
+  // A model as served: its planner and engine, planned for m.plan_for in the current mode.
+  std::shared_ptr<Served> make_served(const ServedModel& m);
+  // The serving entry of `name` (NotFound otherwise); shared so a concurrent unload cannot free it
+  // under a caller.
+  std::shared_ptr<Served> find(const std::string& name) const;
+  // Under served_mu_ held exclusively: engines_ from served_.
+  void index_engines_locked();
+  // Waits until no caller holds `old`, then drains and frees its engine and model; seconds taken.
+  static double retire(std::shared_ptr<Served> old);
 
   EngineServiceOptions options_;
   std::unique_ptr<hw::System> system_;
-  std::vector<std::unique_ptr<Served>> served_;
+  std::vector<perf::ModelStore> stores_;  // fitted performance models, for every model's planner
+  mutable std::shared_mutex served_mu_;   // served_ and engines_: shared to serve, exclusive to swap
+  std::vector<std::shared_ptr<Served>> served_;
+  std::map<std::string, std::string> load_failures_;  // repository model -> why its last load failed
+  mutable std::mutex models_mu_;                       // loads and unloads, one at a time
   mutable std::mutex mode_mu_;
   std::string mode_;
   std::string cost_source_ = "device models";

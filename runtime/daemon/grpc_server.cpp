@@ -1,5 +1,6 @@
 #include "runtime/daemon/grpc_server.h"
 
+#include <set>
 #include <chrono>
 #include <condition_variable>
 #include <deque>
@@ -11,6 +12,7 @@
 #include <grpcpp/grpcpp.h>
 
 #include "runtime/daemon/errors.h"
+#include "runtime/daemon/grpc_repository.h"
 #include "runtime/daemon/request_builder.h"
 #include "runtime/daemon/proto/dype_admin.grpc.pb.h"
 #include "runtime/daemon/proto/grpc_service.grpc.pb.h"
@@ -112,10 +114,34 @@ struct GrpcServer::Impl final : public pb::GRPCInferenceService::Service {
   GraphRegistry& graphs;
   Metrics& metrics;
   AdmissionControl& admission;
+  AdminApi* admin;  // the repository RPCs' token check and calls (grpc_repository.h); may be null
   std::unique_ptr<grpc::Server> server;
 
-  Impl(InferenceService& s, GraphRegistry& g, Metrics& m, AdmissionControl& a)
-      : service(s), graphs(g), metrics(m), admission(a) {}
+  Impl(InferenceService& s, GraphRegistry& g, Metrics& m, AdmissionControl& a, AdminApi* ad)
+      : service(s), graphs(g), metrics(m), admission(a), admin(ad) {}
+
+  grpc::Status RepositoryIndex(grpc::ServerContext* c, const pb::RepositoryIndexRequest* q,
+                               pb::RepositoryIndexResponse* r) override {
+    return repository_index(admin, *c, *q, *r);
+  }
+  grpc::Status RepositoryModelLoad(grpc::ServerContext* c, const pb::RepositoryModelLoadRequest* q,
+                                   pb::RepositoryModelLoadResponse*) override {
+    const grpc::Status st = repository_load(admin, *c, *q);
+    served_changed();
+    return st;
+  }
+  grpc::Status RepositoryModelUnload(grpc::ServerContext* c, const pb::RepositoryModelUnloadRequest* q,
+                                     pb::RepositoryModelUnloadResponse*) override {
+    const grpc::Status st = repository_unload(admin, *c, *q);
+    served_changed();
+    return st;
+  }
+  // Requests for a model loaded while serving are counted under its name, not "unknown".
+  void served_changed() {
+    std::set<std::string> names;
+    for (const ModelInfo& m : service.models()) names.insert(m.name);
+    metrics.set_served(names);
+  }
 
   // One request start to finish; the reason goes to the metrics.
   grpc::Status infer_one(const pb::ModelInferRequest& req, pb::ModelInferResponse& resp) {
@@ -123,12 +149,13 @@ struct GrpcServer::Impl final : public pb::GRPCInferenceService::Service {
     std::string reason = "ok";
     grpc::Status st = grpc::Status::OK;
     try {
-      const std::int64_t version = service.model(req.model_name()).version;
+      std::int64_t version = service.model(req.model_name()).version;
       check_version(req.model_name(), req.model_version(), version);
       AdmissionControl::Ticket ticket(admission);
       const InferRequest in = from_proto(req);
       double engine_s = 0.0;
-      to_proto(req.model_name(), version, in.id, run_infer(service, graphs, req.model_name(), in, &engine_s), resp);
+      const Tensor y = run_infer(service, graphs, req.model_name(), in, &engine_s, &version);
+      to_proto(req.model_name(), version, in.id, y, resp);
       (*resp.mutable_parameters())["dype_engine_time_us"].set_double_param(engine_s * 1e6);
     } catch (...) {
       st = status_of(std::current_exception(), reason);
@@ -158,7 +185,8 @@ struct GrpcServer::Impl final : public pb::GRPCInferenceService::Service {
                               pb::ServerMetadataResponse* r) override {
     r->set_name("dype");
     r->set_version("0.1.0");
-    for (const char* e : {"binary_tensor_data", "dype_graphs", "dype_admin", "dype_plan"}) r->add_extensions(e);
+    for (const char* e : {"binary_tensor_data", "model_repository", "dype_graphs", "dype_admin", "dype_plan"})
+      r->add_extensions(e);
     return grpc::Status::OK;
   }
   grpc::Status ModelMetadata(grpc::ServerContext*, const pb::ModelMetadataRequest* q,
@@ -255,7 +283,7 @@ struct GrpcServer::Impl final : public pb::GRPCInferenceService::Service {
         it.ticket = std::make_unique<AdmissionControl::Ticket>(admission);
         // The engine's request owns copies of what it needs, so `req` can be reused at once.
         const InferRequest in = from_proto(req);
-        it.y = submit_infer(service, graphs, it.model, in, &it.submitted);
+        it.y = submit_infer(service, graphs, it.model, in, &it.submitted, &it.version);
       } catch (...) {
         it.error = std::current_exception();
       }
@@ -328,7 +356,7 @@ struct GrpcServer::AdminImpl final : public dype::admin::DypeAdmin::Service {
 
 GrpcServer::GrpcServer(InferenceService& service, GraphRegistry& graphs, Metrics& metrics, AdmissionControl& admission,
                        std::string host, int port, std::size_t max_message_bytes, AdminApi* admin)
-    : impl_(std::make_unique<Impl>(service, graphs, metrics, admission)),
+    : impl_(std::make_unique<Impl>(service, graphs, metrics, admission, admin)),
       admin_(admin ? std::make_unique<AdminImpl>(*admin) : nullptr),
       host_(std::move(host)),
       requested_port_(port),

@@ -100,12 +100,12 @@ std::int64_t HttpRoutes::check_infer_target(const Req& req, const Res& res, cons
 
 void HttpRoutes::answer_infer(const Req& req, Res& res, const std::string& model, const ReceivedBody& body,
                               InferTimes& times) {
-  const std::int64_t version = check_infer_target(req, res, model, body);
+  std::int64_t version = check_infer_target(req, res, model, body);
   AdmissionControl::Ticket admitted(admission_);
   const InferRequest in =
       parse_infer_request(body.bytes, header_length(req, body.bytes.size()), /*borrow_binary=*/true);
   times.parsed = Clock::now();
-  std::future<HostTensor> answer = submit_infer(service_, graphs_, model, in, &times.submitted);
+  std::future<HostTensor> answer = submit_infer(service_, graphs_, model, in, &times.submitted, &version);
   auto y = std::make_shared<const HostTensor>(answer.get());
   times.answered = Clock::now();
   const Tensor out = output_view(*y);

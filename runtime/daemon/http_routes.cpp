@@ -1,5 +1,6 @@
 #include "runtime/daemon/http_routes.h"
 
+#include <set>
 #include <charconv>
 
 #include <httplib.h>
@@ -112,6 +113,9 @@ void HttpRoutes::add_to(httplib::Server& s) {
   s.Post("/v2/dype/admin/devices/([^/]+)/(drain|undrain)", route(&HttpRoutes::post_admin_drain));
   s.Post("/v2/dype/admin/bitstreams/load", route(&HttpRoutes::post_admin_load_bitstream));
   s.Post("/v2/dype/admin/bitstreams/unload", route(&HttpRoutes::post_admin_unload_bitstream));
+  s.Post("/v2/repository/index", route(&HttpRoutes::post_repository_index));
+  s.Post("/v2/repository/models/([^/]+)/load", route(&HttpRoutes::post_repository_load));
+  s.Post("/v2/repository/models/([^/]+)/unload", route(&HttpRoutes::post_repository_unload));
 }
 
 void HttpRoutes::add_metrics_to(httplib::Server& s) {
@@ -147,7 +151,7 @@ void HttpRoutes::get_ready(const Req&, Res& res) const {
 
 void HttpRoutes::get_server_metadata(const Req&, Res& res) const {
   send_json(res, 200, {{"name", "dype"}, {"version", "0.1.0"},
-                       {"extensions", {"binary_tensor_data", "dype_graphs", "dype_admin", "dype_plan"}}});
+                       {"extensions", {"binary_tensor_data", "model_repository", "dype_graphs", "dype_admin", "dype_plan"}}});
 }
 
 void HttpRoutes::get_models(const Req&, Res& res) const {
@@ -235,6 +239,56 @@ void HttpRoutes::post_admin_load_bitstream(const Req& req, Res& res) {
 
 void HttpRoutes::post_admin_unload_bitstream(const Req& req, Res& res) {
   admin_call(req, res, [&] { return admin_.unload_bitstream(string_field(body_json(req), "device")); });
+}
+
+void HttpRoutes::post_repository_index(const Req& req, Res& res) {
+  admin_call(req, res, [&] {
+    const json j = body_json(req);
+    if (j.contains("ready") && !j["ready"].is_boolean()) throw InputError("ready", "must be true or false");
+    json index = admin_.repository_index();
+    if (j.value("ready", false)) {
+      json ready = json::array();
+      for (const json& m : index)
+        if (m.value("state", "") == "READY") ready.push_back(m);
+      index = ready;
+    }
+    return index;
+  });
+}
+
+void HttpRoutes::post_repository_load(const Req& req, Res& res) {
+  admin_call(req, res, [&] {
+    // Triton's form: {"parameters": {"config": "<the model's config, here config.yaml text>"}}.
+    const json j = body_json(req);
+    std::optional<std::string> config;
+    if (j.contains("parameters")) {
+      const json& p = j["parameters"];
+      if (!p.is_object()) throw InputError("parameters", "must be an object");
+      for (const auto& [k, v] : p.items()) {
+        if (k != "config") throw InputError("parameters." + k, "unknown (known: config)");
+        if (!v.is_string()) throw InputError("parameters.config", "must be the config.yaml text as a string");
+        config = v.get<std::string>();
+      }
+    }
+    json answer = admin_.load_model(req.matches[1], config);
+    served_changed();
+    return answer;
+  });
+}
+
+void HttpRoutes::post_repository_unload(const Req& req, Res& res) {
+  admin_call(req, res, [&] {
+    body_json(req);  // any body must still be well-formed
+    json answer = admin_.unload_model(req.matches[1]);
+    served_changed();
+    return answer;
+  });
+}
+
+void HttpRoutes::served_changed() {
+  std::set<std::string> names;
+  for (const ModelInfo& m : service_.models()) names.insert(m.name);
+  metrics_.set_served(names);
 }
 
 }  // namespace dype::rt::daemon

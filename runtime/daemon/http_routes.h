@@ -89,6 +89,12 @@ class HttpRoutes {
   void post_admin_drain(const Req& req, Res& res);
   void post_admin_load_bitstream(const Req& req, Res& res);
   void post_admin_unload_bitstream(const Req& req, Res& res);
+  // The model repository extension (POST /v2/repository/index, .../models/{m}/load|unload).
+  void post_repository_index(const Req& req, Res& res);
+  void post_repository_load(const Req& req, Res& res);
+  void post_repository_unload(const Req& req, Res& res);
+  // Metrics count requests per served model: tell it the models after a load or unload.
+  void served_changed();
 
   InferenceService& service_;
   GraphRegistry& graphs_;

@@ -1,7 +1,6 @@
 #include "runtime/daemon/repository_models.h"
 
 #include "kernels/error.h"
-#include "runtime/repository/model_repository.h"
 
 namespace dype::rt::daemon {
 
@@ -10,21 +9,22 @@ RepositoryLoad repository_models(const std::vector<std::string>& roots) {
   RepositoryLoad out;
   for (const std::string& name : repo.index()) {
     try {
-      RepositoryModel m = repo.load(name);
-      ServedModel s;
-      s.name = name;
-      s.spec = m.model->spec();
-      s.model = m.model;
-      s.version = m.version;
-      // The first plan is made for a mid-size graph at the model's own feature width; requests
-      // re-plan it as their characteristics arrive.
-      s.plan_for = {.nodes = 4096, .nnz = 40960, .feature_len = m.model->spec().in_features, .degree_skew = 1.0};
-      out.models.push_back(std::move(s));
+      out.models.push_back(served_model(repo.load(name)));
     } catch (const Error& e) {
       out.failures.push_back("model '" + name + "' not served: " + e.what());
     }
   }
   return out;
+}
+
+ServedModel served_model(const RepositoryModel& m) {
+  ServedModel s;
+  s.name = m.name;
+  s.spec = m.model->spec();
+  s.model = m.model;
+  s.version = m.version;
+  s.plan_for = {.nodes = 4096, .nnz = 40960, .feature_len = m.model->spec().in_features, .degree_skew = 1.0};
+  return s;
 }
 
 }  // namespace dype::rt::daemon

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "runtime/daemon/engine_service.h"
+#include "runtime/repository/model_repository.h"
 
 namespace dype::rt::daemon {
 
@@ -21,5 +22,9 @@ struct RepositoryLoad {
 // InputError when a root is not a folder or a model name is in two roots (nothing can be served
 // safely then); per-model problems go to `failures`.
 RepositoryLoad repository_models(const std::vector<std::string>& roots);
+
+// A loaded repository model as the service serves it (first plan for a mid-size graph at the
+// model's own feature width; requests re-plan it as their characteristics arrive).
+ServedModel served_model(const RepositoryModel& m);
 
 }  // namespace dype::rt::daemon

@@ -134,13 +134,14 @@ Request build_request(const Model& model, const InferRequest& in, GraphRegistry&
 }
 
 std::future<HostTensor> submit_infer(InferenceService& service, GraphRegistry& graphs, const std::string& model,
-                                     const InferRequest& in, std::chrono::steady_clock::time_point* submitted) {
+                                     const InferRequest& in, std::chrono::steady_clock::time_point* submitted,
+                                     std::int64_t* version) {
   const ModelInfo info = service.model(model);
   for (const RequestedOutput& o : in.outputs)
     if (o.name != "y") throw InputError("outputs", "model '" + model + "' has no output '" + o.name + "' (only y)");
   Request request = build_request(*info.model, in, graphs);
   if (submitted) *submitted = std::chrono::steady_clock::now();
-  return service.infer(model, std::move(request));
+  return service.infer(model, std::move(request), version);
 }
 
 Tensor output_tensor(const HostTensor& y) { return Tensor::from_f32("y", {y.rows, y.cols}, y.data); }
@@ -151,9 +152,9 @@ Tensor output_view(const HostTensor& y) {
 }
 
 Tensor run_infer(InferenceService& service, GraphRegistry& graphs, const std::string& model, const InferRequest& in,
-                 double* engine_seconds) {
+                 double* engine_seconds, std::int64_t* version) {
   std::chrono::steady_clock::time_point t0;
-  HostTensor y = submit_infer(service, graphs, model, in, &t0).get();
+  HostTensor y = submit_infer(service, graphs, model, in, &t0, version).get();
   if (engine_seconds) *engine_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   return output_tensor(y);
 }

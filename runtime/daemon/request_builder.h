@@ -25,14 +25,15 @@ kernels::EdgeList edges_from_request(const InferRequest& in, std::optional<std::
 // engine_seconds: set to the time from submitting to the engine until its answer (measured), so
 // front ends can report it and protocol overhead can be told apart from inference.
 Tensor run_infer(InferenceService& service, GraphRegistry& graphs, const std::string& model, const InferRequest& in,
-                 double* engine_seconds = nullptr);
+                 double* engine_seconds = nullptr, std::int64_t* version = nullptr);
 
 // run_infer's first half, for callers that wait elsewhere (the gRPC stream): checks the requested
 // outputs, builds the request (copying what it needs out of `in`) and submits it; `submitted`, when
-// given, is set to when the engine got it.
+// given, is set to when the engine got it, and `version` to the model version that took it.
 std::future<HostTensor> submit_infer(InferenceService& service, GraphRegistry& graphs, const std::string& model,
                                      const InferRequest& in,
-                                     std::chrono::steady_clock::time_point* submitted = nullptr);
+                                     std::chrono::steady_clock::time_point* submitted = nullptr,
+                                     std::int64_t* version = nullptr);
 // The protocol's output tensor "y" (FP32 [rows, cols]) of an answer.
 Tensor output_tensor(const HostTensor& y);
 // The same tensor viewing y's data (Tensor::view) instead of copying it; y must outlive it.

@@ -4,11 +4,12 @@
 
 namespace dype::rt::daemon {
 
-ModelInfo describe_model(const std::string& name, const Model& model, std::int64_t version) {
+ModelInfo describe_model(const std::string& name, std::shared_ptr<const Model> shared, std::int64_t version) {
+  const Model& model = *shared;
   ModelInfo info;
   info.name = name;
   info.family = to_string(model.family());
-  info.model = &model;
+  info.model = std::move(shared);
   info.version = version;
   if (model.is_gnn()) {
     info.inputs = {{"x", "FP32", {-1, model.spec().in_features}},

@@ -3,6 +3,7 @@
 // requests run (EngineService: one rt::Engine per model). Front ends only parse, validate, admit
 // and encode; everything about plans and devices comes through here.
 #include <future>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -21,7 +22,7 @@ struct TensorSpec {
 struct ModelInfo {
   std::string name;
   std::string family;               // gcn | gin | transformer
-  const Model* model = nullptr;     // the model requests are checked against
+  std::shared_ptr<const Model> model;  // the model requests are checked against (kept alive)
   std::int64_t version = 1;         // the version served (a model repository's version folder)
   std::vector<TensorSpec> inputs;
   std::vector<TensorSpec> outputs;
@@ -35,7 +36,9 @@ class InferenceService {
   virtual ModelInfo model(const std::string& name) const = 0;
   virtual bool model_ready(const std::string& name) const = 0;
   // InputError when the request does not fit the model; the future carries run-time failures.
-  virtual std::future<HostTensor> infer(const std::string& model, Request request) = 0;
+  // `version`, when given, gets the version of the model that takes the request (a reload may
+  // switch versions between requests; each is answered by the one that admitted it).
+  virtual std::future<HostTensor> infer(const std::string& model, Request request, std::int64_t* version) = 0;
   // The current plan of a model: epoch, label, stages, re-plan records (JSON for the admin API).
   virtual nlohmann::json plan(const std::string& model) const = 0;
   // Changes the objective of every model (perf | energy | balanced | qos); re-plans at once.
@@ -48,7 +51,7 @@ class InferenceService {
 };
 
 // Model metadata as the protocol publishes it (inputs x / edge_index / indptr / indices / ...).
-ModelInfo describe_model(const std::string& name, const Model& model, std::int64_t version = 1);
+ModelInfo describe_model(const std::string& name, std::shared_ptr<const Model> model, std::int64_t version = 1);
 
 // A request naming a version (URL /versions/{v}, gRPC model_version) must name the one served:
 // NotFound "model 'm' has no version 'v' (serving 2)" otherwise. An empty `asked` names none.

@@ -82,11 +82,12 @@ std::string ModelRepository::folder(const std::string& name) const {
   return it->second.string();
 }
 
-RepositoryModel ModelRepository::load(const std::string& name) const {
+RepositoryModel ModelRepository::load(const std::string& name, const std::optional<std::string>& config_yaml) const {
   const fs::path dir = folder(name);
   RepositoryModel m;
   m.name = name;
-  m.config = load_model_config((dir / "config.yaml").string());
+  m.config = config_yaml ? parse_model_config(*config_yaml, (dir / "config.yaml").string() + " (given with the load)")
+                         : load_model_config((dir / "config.yaml").string());
   const auto versions = versions_in(dir);
   std::error_code ec;
   const bool top = fs::exists(dir / "model.safetensors", ec);

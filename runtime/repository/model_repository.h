@@ -14,6 +14,7 @@
 //   }
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -41,8 +42,9 @@ class ModelRepository {
   std::vector<std::string> index() const;
   // The folder of model `name`; InputError when there is none.
   std::string folder(const std::string& name) const;
-  // Reads the config, picks the version and loads the weights.
-  RepositoryModel load(const std::string& name) const;
+  // Reads the config (or `config_yaml`, text that replaces the folder's config.yaml), picks the
+  // version and loads the weights.
+  RepositoryModel load(const std::string& name, const std::optional<std::string>& config_yaml = std::nullopt) const;
 
  private:
   std::vector<std::string> roots_;

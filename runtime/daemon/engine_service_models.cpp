@@ -1,0 +1,128 @@
+// EngineService's model management while serving: the model repository extension's index, load
+// (first load or reload) and unload. A reload builds and plans the new version beside the serving
+// one and switches the name over under the exclusive lock, so the pause a client can see is that
+// switch alone; the old version's engine then finishes what it admitted and is freed.
+#include <algorithm>
+#include <chrono>
+#include <thread>
+
+#include <spdlog/spdlog.h>
+
+#include "kernels/error.h"
+#include "runtime/daemon/engine_service.h"
+#include "runtime/daemon/errors.h"
+#include "runtime/daemon/repository_models.h"
+#include "runtime/repository/model_repository.h"
+
+namespace dype::rt::daemon {
+
+using json = nlohmann::json;
+using Clock = std::chrono::steady_clock;
+
+namespace {
+double since(Clock::time_point t0) { return std::chrono::duration<double>(Clock::now() - t0).count(); }
+}  // namespace
+
+double EngineService::retire(std::shared_ptr<Served> old) {
+  const auto t0 = Clock::now();
+  // Callers hold an entry only between finding it and submitting to its engine: short.
+  while (old.use_count() > 1) std::this_thread::sleep_for(std::chrono::microseconds(200));
+  old->engine.reset();  // drains: every admitted request is answered by this version
+  old.reset();          // frees the model's weights (unless a ModelInfo still holds them)
+  return since(t0);
+}
+
+json EngineService::repository_index() const {
+  if (options_.repositories.empty()) throw NotSupported("this server was started without a model repository");
+  const ModelRepository repo(options_.repositories);
+  json out = json::array();
+  std::lock_guard models(models_mu_);
+  std::shared_lock lock(served_mu_);
+  for (const std::string& name : repo.index()) {
+    json m = {{"name", name}, {"version", ""}, {"state", "UNAVAILABLE"}, {"reason", "unloaded"}};
+    for (const auto& s : served_) {
+      if (s->name != name) continue;
+      m["version"] = std::to_string(s->version);
+      m["state"] = "READY";
+      m["reason"] = "";
+    }
+    if (const auto f = load_failures_.find(name); f != load_failures_.end() && m["state"] != "READY") m["reason"] = f->second;
+    out.push_back(m);
+  }
+  return out;
+}
+
+json EngineService::load_model(const std::string& name, const std::optional<std::string>& config_yaml) {
+  if (options_.repositories.empty()) throw NotSupported("this server was started without a model repository");
+  std::lock_guard models(models_mu_);
+  const auto t0 = Clock::now();
+  std::shared_ptr<Served> fresh;
+  try {
+    const ModelRepository repo(options_.repositories);
+    const auto names = repo.index();
+    if (std::find(names.begin(), names.end(), name) == names.end())
+      throw NotFound("model '" + name + "' is not in the model repository");
+    fresh = make_served(served_model(repo.load(name, config_yaml)));
+    devices_->admit(*fresh->engine, name);
+  } catch (const NotFound&) {
+    throw;
+  } catch (const std::exception& e) {
+    load_failures_[name] = e.what();
+    throw;
+  }
+  load_failures_.erase(name);
+  const double build_s = since(t0);
+  std::shared_ptr<Served> old;
+  double pause_s = 0.0;
+  {
+    // The mode may have changed while the new version was planned.
+    std::lock_guard mode(mode_mu_);
+    if (fresh->mode != mode_) fresh->engine->set_mode(fresh->mode = mode_);
+    const auto t1 = Clock::now();
+    std::unique_lock lock(served_mu_);
+    auto it = std::find_if(served_.begin(), served_.end(), [&](const auto& s) { return s->name == name; });
+    if (it == served_.end()) {
+      served_.push_back(fresh);
+    } else {
+      old = *it;
+      *it = fresh;
+    }
+    index_engines_locked();
+    devices_->set_engines(engines_);
+    pause_s = since(t1);
+  }
+  const std::int64_t previous = old ? old->version : 0;
+  const double drain_s = old ? retire(std::move(old)) : 0.0;
+  spdlog::info("model {} version {} loaded{} in {:.3f} s: switch paused admission {:.3f} ms, old version drained in {:.3f} s",
+               name, fresh->version, previous ? " (replacing version " + std::to_string(previous) + ")" : "", build_s,
+               pause_s * 1e3, drain_s);
+  return {{"model", name},
+          {"version", std::to_string(fresh->version)},
+          {"previous_version", previous ? json(std::to_string(previous)) : json(nullptr)},
+          {"plan", fresh->engine->current_label()},
+          {"load_s", build_s},
+          {"switch_pause_s", pause_s},
+          {"old_version_drain_s", drain_s},
+          {"source", "measured"}};
+}
+
+json EngineService::unload_model(const std::string& name) {
+  std::lock_guard models(models_mu_);
+  std::shared_ptr<Served> old;
+  {
+    std::unique_lock lock(served_mu_);
+    auto it = std::find_if(served_.begin(), served_.end(), [&](const auto& s) { return s->name == name; });
+    if (it == served_.end()) throw NotFound("unknown model '" + name + "'");
+    old = *it;
+    served_.erase(it);
+    index_engines_locked();
+    devices_->set_engines(engines_);
+  }
+  const std::int64_t version = old->version;
+  const double drain_s = retire(std::move(old));
+  spdlog::info("model {} version {} unloaded: admitted requests finished in {:.3f} s", name, version, drain_s);
+  return {{"model", name}, {"version", std::to_string(version)}, {"unloaded", true}, {"drain_s", drain_s},
+          {"source", "measured"}};
+}
+
+}  // namespace dype::rt::daemon
