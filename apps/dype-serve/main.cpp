@@ -33,10 +33,10 @@ namespace {
 // What the daemon serves at start: every loadable model of the repositories, plus the built-in
 // seeded models when asked for.
 std::vector<ServedModel> served_models(const std::vector<std::string>& repositories, const std::string& example,
-                                       bool builtin) {
+                                       bool builtin, const std::vector<std::string>& only) {
   std::vector<ServedModel> models;
   if (!repositories.empty()) {
-    RepositoryLoad loaded = repository_models(repositories);
+    RepositoryLoad loaded = repository_models(repositories, only);
     for (const std::string& f : loaded.failures) spdlog::error("{}", f);
     models = std::move(loaded.models);
     if (models.empty() && !builtin) throw InputError("--model-repository", "no model could be loaded (see above)");
@@ -71,6 +71,14 @@ int main(int argc, char** argv) {
   app.add_option("--model-repository", repositories,
                  "model repository folder (one folder per model: config.yaml + model.safetensors); repeatable "
                  "(default: the example repository " + example_models + " when it exists)");
+  std::string control_mode = "none";
+  app.add_option("--model-control-mode", control_mode,
+                 "none: serve every repository model, no load/unload while serving; explicit: serve the --load-model "
+                 "ones (all without it) and load, reload or unload through the repository API (admin token)")
+      ->check(CLI::IsMember({"none", "explicit"}))
+      ->capture_default_str();
+  std::vector<std::string> load_models;
+  app.add_option("--load-model", load_models, "with --model-control-mode explicit: a model to serve at start (repeatable)");
   bool builtin_models = false;
   app.add_flag("--builtin-models", builtin_models,
                "also serve the built-in seeded models gcn, gin and swin-transformer (random weights: demos and "
@@ -125,8 +133,11 @@ int main(int argc, char** argv) {
       so.perfmodels_dir = perfmodels;
     // Without --model-repository, the example repository when it is here.
     if (repositories.empty() && std::filesystem::is_directory(example_models)) repositories = {example_models};
-    so.models = served_models(repositories, example_models, builtin_models);
+    if (!load_models.empty() && control_mode != "explicit")
+      throw InputError("--load-model", "needs --model-control-mode explicit (mode none serves every model)");
+    so.models = served_models(repositories, example_models, builtin_models, load_models);
     so.repositories = repositories;
+    so.model_control = control_mode == "explicit";
     EngineService service(so);
     spdlog::info("kernel times for planning: {}", service.cost_source());
     auto trace = std::make_shared<rt::ChromeTraceObserver>();

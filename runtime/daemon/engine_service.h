@@ -46,6 +46,9 @@ struct EngineServiceOptions {
   // Model repositories (runtime/repository/) the repository API loads from at run time; the
   // models served at start are `models` (repository_models() reads them from the same folders).
   std::vector<std::string> repositories;
+  // false (tritonserver's --model-control-mode none): the repository API only lists; load and
+  // unload are refused (NotSupported).
+  bool model_control = true;
 };
 
 // gcn, gin (in_features 64, hidden 128) and swin-transformer (d_model 256, 4 heads) with first

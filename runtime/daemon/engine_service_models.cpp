@@ -52,7 +52,14 @@ json EngineService::repository_index() const {
   return out;
 }
 
+namespace {
+void check_control(bool on) {
+  if (!on) throw NotSupported("models are not loaded or unloaded while serving: dype-serve runs with --model-control-mode none (use explicit)");
+}
+}  // namespace
+
 json EngineService::load_model(const std::string& name, const std::optional<std::string>& config_yaml) {
+  check_control(options_.model_control);
   if (options_.repositories.empty()) throw NotSupported("this server was started without a model repository");
   std::lock_guard models(models_mu_);
   const auto t0 = Clock::now();
@@ -107,6 +114,7 @@ json EngineService::load_model(const std::string& name, const std::optional<std:
 }
 
 json EngineService::unload_model(const std::string& name) {
+  check_control(options_.model_control);
   std::lock_guard models(models_mu_);
   std::shared_ptr<Served> old;
   {

@@ -1,13 +1,21 @@
 #include "runtime/daemon/repository_models.h"
 
+#include <algorithm>
+
 #include "kernels/error.h"
 
 namespace dype::rt::daemon {
 
-RepositoryLoad repository_models(const std::vector<std::string>& roots) {
+RepositoryLoad repository_models(const std::vector<std::string>& roots, const std::vector<std::string>& only) {
   const ModelRepository repo(roots);
   RepositoryLoad out;
-  for (const std::string& name : repo.index()) {
+  const std::vector<std::string> all = repo.index();
+  for (const std::string& name : only) {
+    if (std::find(all.begin(), all.end(), name) == all.end())
+      out.failures.push_back("model '" + name + "' not served: not in the model repository");
+  }
+  for (const std::string& name : all) {
+    if (!only.empty() && std::find(only.begin(), only.end(), name) == only.end()) continue;
     try {
       out.models.push_back(served_model(repo.load(name)));
     } catch (const Error& e) {

@@ -21,7 +21,9 @@ struct RepositoryLoad {
 
 // InputError when a root is not a folder or a model name is in two roots (nothing can be served
 // safely then); per-model problems go to `failures`.
-RepositoryLoad repository_models(const std::vector<std::string>& roots);
+// `only`: the model names to load (empty: every model of the repositories); a name that is not in
+// them is a failure.
+RepositoryLoad repository_models(const std::vector<std::string>& roots, const std::vector<std::string>& only = {});
 
 // A loaded repository model as the service serves it (first plan for a mid-size graph at the
 // model's own feature width; requests re-plan it as their characteristics arrive).

@@ -140,6 +140,16 @@ TEST(DypeServeCli, ServesAModelRepositoryBesideAModelThatCannotLoad) {
                   "model karate-gcn version 1 (gcn)"});
 }
 
+// tritonserver's model control: explicit serves only the --load-model models at start.
+TEST(DypeServeCli, ExplicitModelControlServesTheNamedModels) {
+  const std::string system = std::string(DYPE_SOURCE_DIR) + "/configs/systems/paper-testbed-pcie4.yaml";
+  serve_and_stop({"--system", system, "--model-control-mode", "explicit", "--load-model", "karate-gin"},
+                 fs::temp_directory_path().string(), {"karate-gin"}, {"model karate-gin version 1 (gin)"});
+  const auto r = dype::test::run_cli(kExe, "--load-model karate-gin --http-port 0 --grpc-port -1");
+  EXPECT_EQ(r.status, 1);
+  EXPECT_NE(r.out.find("--load-model: needs --model-control-mode explicit"), std::string::npos) << r.out;
+}
+
 TEST(DypeServeCli, ARepositoryWithNothingServableExits1) {
   const fs::path repo = dype::test::process_temp_dir("dype_serve_repo") / "empty";
   fs::create_directories(repo);

@@ -19,6 +19,7 @@
 #include "../test_temp_dir.h"
 #include "kernels/graph/mtx_reader.h"
 #include "runtime/daemon/engine_service.h"
+#include "runtime/daemon/errors.h"
 #include "runtime/daemon/grpc_server.h"
 #include "runtime/daemon/http_server.h"
 #include "runtime/daemon/proto/grpc_service.grpc.pb.h"
@@ -233,6 +234,26 @@ TEST_F(ModelReload, FailedReloadKeepsServingUnloadAndLoadAgainNeedTheToken) {
   const auto served = c.Post("/v2/models/m/infer", body, "application/json");
   ASSERT_TRUE(served);
   EXPECT_EQ(served->status, 200) << served->body;
+}
+
+TEST(ModelControl, ModeNoneListsButRefusesLoadAndUnload) {
+  rt::daemon::EngineServiceOptions o;
+  o.system_config = std::string(DYPE_SOURCE_DIR) + "/configs/systems/paper-testbed-pcie4.yaml";
+  o.repositories = {kModels};
+  o.models = rt::daemon::repository_models(o.repositories, {"karate-gcn"}).models;
+  o.model_control = false;
+  rt::daemon::EngineService service(o);
+  const json index = service.repository_index();
+  ASSERT_EQ(index.size(), 2u);
+  EXPECT_EQ(index[0]["state"], "READY");        // karate-gcn
+  EXPECT_EQ(index[1]["state"], "UNAVAILABLE");  // karate-gin: not loaded at start
+  try {
+    service.load_model("karate-gin");
+    ADD_FAILURE() << "load accepted in model control mode none";
+  } catch (const rt::daemon::NotSupported& e) {
+    EXPECT_NE(std::string(e.what()).find("--model-control-mode none"), std::string::npos) << e.what();
+  }
+  EXPECT_THROW(service.unload_model("karate-gcn"), rt::daemon::NotSupported);
 }
 
 TEST_F(ModelReload, GrpcRepositoryCalls) {
