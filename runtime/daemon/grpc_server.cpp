@@ -194,6 +194,7 @@ struct GrpcServer::Impl final : public pb::GRPCInferenceService::Service {
     std::string reason;
     try {
       const ModelInfo m = service.model(q->name());
+      check_version(m.name, q->version(), m.version);
       r->set_name(m.name);
       r->add_versions(std::to_string(m.version));
       r->set_platform("dype_" + m.family);

@@ -101,6 +101,7 @@ void HttpRoutes::add_to(httplib::Server& s) {
   s.Get("/v2/models", route(&HttpRoutes::get_models));
   s.Get(model_re, route(&HttpRoutes::get_model_metadata));
   s.Get(model_re + "/ready", route(&HttpRoutes::get_model_ready));
+  s.Get(model_re + "/config", route(&HttpRoutes::get_model_config));
   s.Post(model_re + "/infer", [this](const Req& req, Res& res, const httplib::ContentReader& reader) {
     post_infer(req, res, reader);
   });
@@ -163,8 +164,32 @@ void HttpRoutes::get_models(const Req&, Res& res) const {
 void HttpRoutes::get_model_metadata(const Req& req, Res& res) const {
   guarded(res, [&] {
     const ModelInfo m = service_.model(req.matches[1]);
+    if (req.matches[2].matched) check_version(m.name, req.matches[2].str(), m.version);
     send_json(res, 200, {{"name", m.name}, {"versions", {std::to_string(m.version)}}, {"platform", "dype_" + m.family},
                          {"inputs", tensor_specs(m.inputs)}, {"outputs", tensor_specs(m.outputs)}});
+  });
+}
+
+void HttpRoutes::get_model_config(const Req& req, Res& res) const {
+  guarded(res, [&] {
+    const ModelInfo m = service_.model(req.matches[1]);
+    if (req.matches[2].matched) check_version(m.name, req.matches[2].str(), m.version);
+    const ModelSpec& spec = m.model->spec();
+    json c = {{"name", m.name}, {"version", std::to_string(m.version)}, {"family", m.family}, {"layers", spec.layers}};
+    if (m.model->is_gnn()) {
+      c["in_features"] = spec.in_features;
+      c["hidden"] = spec.hidden;
+      c["out_features"] = spec.out_width();
+      if (spec.family == ModelFamily::gin) c["eps"] = spec.gin_eps;
+    } else {
+      c["d_model"] = spec.d_model;
+      c["heads"] = spec.heads;
+      c["ffn"] = spec.ffn;
+    }
+    json kernels = json::array();
+    for (const Step& st : m.model->steps()) kernels.push_back({{"name", st.name}, {"op", std::string(kernels::to_string(st.op))}});
+    c["kernels"] = kernels;
+    send_json(res, 200, c);
   });
 }
 

@@ -67,6 +67,8 @@ class HttpRoutes {
   void get_models(const Req& req, Res& res) const;
   void get_model_metadata(const Req& req, Res& res) const;
   void get_model_ready(const Req& req, Res& res) const;
+  // The served version's configuration: family, sizes and the kernel chain the scheduler plans.
+  void get_model_config(const Req& req, Res& res) const;
   void get_metrics(const Req& req, Res& res) const;
 
   // Inference (http_infer.cpp): receive the body, check, admit, parse, run, encode, send.

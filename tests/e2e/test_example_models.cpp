@@ -165,6 +165,16 @@ TEST_F(ExampleModelsServed, HttpJsonPredictsAsPytorch) {
     const json out = json::parse(r->body);
     EXPECT_EQ(out["model_version"], "1");
     expect_as_pytorch(name, argmax_rows(out["outputs"][0]["data"].get<std::vector<float>>(), 2), "HTTP");
+    const auto config = c.Get("/v2/models/" + name + "/versions/1/config");
+    ASSERT_TRUE(config);
+    ASSERT_EQ(config->status, 200) << config->body;
+    const json cfg = json::parse(config->body);
+    EXPECT_EQ(cfg["in_features"], 34);
+    EXPECT_EQ(cfg["out_features"], 2);
+    EXPECT_EQ(cfg["kernels"][0]["op"], "spmm");
+    const auto no_such = c.Get("/v2/models/" + name + "/versions/9");
+    ASSERT_TRUE(no_such);
+    EXPECT_EQ(no_such->status, 404);
     const auto wrong = c.Post("/v2/models/" + name + "/versions/2/infer", body.dump(), "application/json");
     ASSERT_TRUE(wrong);
     EXPECT_EQ(wrong->status, 404) << wrong->body;
