@@ -21,6 +21,7 @@
 #include <iostream>
 #include <map>
 #include <mutex>
+#include <sstream>
 #include <thread>
 
 #include <CLI/CLI.hpp>
@@ -213,6 +214,24 @@ int run_admin(httplib::Client& c, const std::string& token_file, const std::stri
       need(1);
       return c.Post("/v2/dype/admin/bitstreams/unload", h, json{{"device", admin_args[1]}}.dump(), "application/json");
     }
+    // The model repository extension: index, load NAME [CONFIG.yaml], unload NAME.
+    if (cmd == "index") return c.Post("/v2/repository/index", h, "{}", "application/json");
+    if (cmd == "load") {
+      if (admin_args.size() != 2 && admin_args.size() != 3) throw InputError("load", "takes a model name and optionally a config.yaml");
+      json body = json::object();
+      if (admin_args.size() == 3) {
+        std::ifstream f(admin_args[2]);
+        if (!f) throw InputError(admin_args[2], "cannot read the config");
+        std::stringstream text;
+        text << f.rdbuf();
+        body["parameters"] = {{"config", text.str()}};
+      }
+      return c.Post(("/v2/repository/models/" + admin_args[1] + "/load").c_str(), h, body.dump(), "application/json");
+    }
+    if (cmd == "unload") {
+      need(1);
+      return c.Post(("/v2/repository/models/" + admin_args[1] + "/unload").c_str(), h, "{}", "application/json");
+    }
     throw InputError("admin", "unknown command '" + cmd + "'");
   };
   httplib::Result r = send();
@@ -277,6 +296,12 @@ int main(int argc, char** argv) {
   admin->add_option("--model", admin_model, "limit plan/pareto to one model");
   admin->add_option("command", admin_args, "plan | mode M | pareto | devices | drain DEV | undrain DEV | load-bitstream DEV PATH | unload-bitstream DEV")
       ->required();
+  auto* repository = app.add_subcommand("repository", "model repository over HTTP (needs the server's token)");
+  std::vector<std::string> repository_args;
+  repository->add_option("--token-file", token_file)->required();
+  repository->add_option("command", repository_args, "index | load MODEL [CONFIG.yaml] | unload MODEL")
+      ->required()
+      ->check([](const std::string& s) { return s.empty() ? std::string("empty command") : std::string(); });
   CLI11_PARSE(app, argc, argv);
   const Protocol protocol = protocol_name == "grpc" ? Protocol::grpc : Protocol::http;
 
@@ -300,6 +325,11 @@ int main(int argc, char** argv) {
       httplib::Client c(ep.host, ep.http_port);
       c.set_read_timeout(300, 0);
       return run_admin(c, token_file, admin_model, admin_args);
+    }
+    if (*repository) {
+      httplib::Client c(ep.host, ep.http_port);
+      c.set_read_timeout(300, 0);
+      return run_admin(c, token_file, "", repository_args);
     }
   } catch (const std::exception& e) {
     std::cerr << "dype-client: " << e.what() << "\n";
