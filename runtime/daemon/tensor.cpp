@@ -83,6 +83,14 @@ void flatten(const json& j, const std::string& dt, const std::string& where, std
   else throw InputError(where + ".datatype", dt + " cannot be given as JSON data here");
 }
 
+// Scalars in a (nested) JSON data array; the depth was bounded before parsing (json_depth.h).
+std::int64_t leaf_count(const json& j) {
+  if (!j.is_array()) return 1;
+  std::int64_t n = 0;
+  for (const json& e : j) n += leaf_count(e);
+  return n;
+}
+
 std::vector<std::int64_t> parse_shape(const json& j, const std::string& where) {
   if (!j.is_array()) throw InputError(where + ".shape", "must be an array of integers");
   std::vector<std::int64_t> shape;
@@ -141,6 +149,12 @@ std::vector<Tensor> parse_tensors(const json& arr, const std::string& field, std
       else x.raw.assign(binary.substr(offset, want));
       offset += want;
     } else if (t.contains("data")) {
+      // Count before allocating: a declared shape of [1e12, 64] with two values is refused here,
+      // not by a failed allocation of its 256 TB.
+      const std::int64_t given = leaf_count(t["data"]);
+      if (given != n)
+        throw InputError(where + ".data", "has " + std::to_string(given) + " elements, shape " + shape_str(x.shape) +
+                                              " needs " + std::to_string(n));
       std::int64_t index = 0;
       x.raw.reserve(want);
       flatten(t["data"], x.datatype, where, index, x.raw);

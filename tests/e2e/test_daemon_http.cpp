@@ -284,6 +284,21 @@ TEST_F(DaemonHttp, DeeplyNestedJsonRefusedWithoutCrashing) {
   EXPECT_EQ(y->status, 200) << y->body;
 }
 
+// A declared shape far larger than the data given is refused from the counts, before anything is
+// allocated for it (a [1e12, 64] shape used to end in 500 'std::bad_alloc').
+TEST_F(DaemonHttp, HugeDeclaredShapesRefusedBeforeAllocating) {
+  start({});
+  expect_error(client_->Post("/v2/models/gcn/infer",
+                             R"({"inputs":[{"name":"x","datatype":"FP32","shape":[1000000000000,16],"data":[1,2]},)"
+                             R"({"name":"edge_index","datatype":"INT64","shape":[2,1],"data":[0,1]}]})",
+                             "application/json"),
+               400, "inputs['x'].data: has 2 elements, shape [1000000000000,16] needs 16000000000000");
+  expect_error(client_->Post("/v2/dype/graphs",
+                             R"({"inputs":[{"name":"edge_index","datatype":"INT64","shape":[2,1000000000000],"data":[0,1]}]})",
+                             "application/json"),
+               400, "needs 2000000000000");
+}
+
 TEST_F(DaemonHttp, InvalidUtf8EchoedInAnErrorStays404) {
   start();
   client_->set_url_encode(false);
