@@ -7,6 +7,11 @@
 // SIGTERM/SIGINT: readiness goes false at once, new requests get 503, admitted requests finish
 // (up to --exit-timeout seconds), then the process exits 0.
 #include <cerrno>
+#include <chrono>
+#include <thread>
+#include <stop_token>
+#include <mutex>
+#include <condition_variable>
 #include <csignal>
 #include <ctime>
 #include <filesystem>
@@ -74,9 +79,13 @@ int main(int argc, char** argv) {
   std::string control_mode = "none";
   app.add_option("--model-control-mode", control_mode,
                  "none: serve every repository model, no load/unload while serving; explicit: serve the --load-model "
-                 "ones (all without it) and load, reload or unload through the repository API (admin token)")
-      ->check(CLI::IsMember({"none", "explicit"}))
+                 "ones (all without it) and load, reload or unload through the repository API (admin token); poll: "
+                 "serve every model and follow the repository's changes (every --repository-poll-secs)")
+      ->check(CLI::IsMember({"none", "explicit", "poll"}))
       ->capture_default_str();
+  double poll_s = 15.0;
+  app.add_option("--repository-poll-secs", poll_s, "with --model-control-mode poll: seconds between looks at the repository")
+      ->check(CLI::Range(0.01, 86400.0));
   std::vector<std::string> load_models;
   app.add_option("--load-model", load_models, "with --model-control-mode explicit: a model to serve at start (repeatable)");
   bool builtin_models = false;
@@ -133,6 +142,8 @@ int main(int argc, char** argv) {
       so.perfmodels_dir = perfmodels;
     // Without --model-repository, the example repository when it is here.
     if (repositories.empty() && std::filesystem::is_directory(example_models)) repositories = {example_models};
+    if (control_mode == "poll" && repositories.empty())
+      throw InputError("--model-control-mode", "poll needs a model repository to follow");
     if (!load_models.empty() && control_mode != "explicit")
       throw InputError("--load-model", "needs --model-control-mode explicit (mode none serves every model)");
     so.models = served_models(repositories, example_models, builtin_models, load_models);
@@ -158,6 +169,24 @@ int main(int argc, char** argv) {
                    rt::describe(service.engine(m.name).current_spec()));
     spdlog::info("dype-serve: HTTP on {}:{}, gRPC on port {}, metrics on port {}, mode {}", ho.host, http.http_port(),
                  grpc ? grpc->port() : -1, http.metrics_port(), service.mode());
+    // --model-control-mode poll: a thread looks at the repositories and follows their changes.
+    std::jthread poller;
+    if (control_mode == "poll") {
+      poller = std::jthread([&service, poll_s](std::stop_token stop) {
+        std::mutex mu;
+        std::condition_variable_any cv;
+        std::unique_lock lock(mu);
+        while (!stop.stop_requested()) {
+          cv.wait_for(lock, stop, std::chrono::duration<double>(poll_s), [] { return false; });  // wakes on stop
+          if (stop.stop_requested()) break;
+          try {
+            for (const std::string& change : service.poll_repository()) spdlog::info("repository poll: {}", change);
+          } catch (const std::exception& e) {
+            spdlog::error("repository poll: {}", e.what());
+          }
+        }
+      });
+    }
     if (!port_file.empty()) {
       std::ofstream f(port_file + ".tmp");
       f << "{\"http\": " << http.http_port() << ", \"grpc\": " << (grpc ? grpc->port() : -1)
@@ -181,6 +210,10 @@ int main(int argc, char** argv) {
       sigwait(&stop_signals, &sig);
     }
     spdlog::info("signal {}: not ready, refusing new requests, finishing in-flight ones", sig);
+    if (poller.joinable()) {
+      poller.request_stop();
+      poller.join();
+    }
     http.begin_shutdown();
     if (!http.wait_idle(exit_timeout_s)) spdlog::warn("exit timeout: requests still in flight after {} s", exit_timeout_s);
     service.drain();

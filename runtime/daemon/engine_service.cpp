@@ -63,6 +63,7 @@ std::shared_ptr<EngineService::Served> EngineService::make_served(const ServedMo
   s->plan_for = m.plan_for;
   s->model = m.model ? m.model : std::make_shared<const Model>(Model::make(m.spec));
   s->version = m.version;
+  s->fingerprint = m.fingerprint;
   EngineOptions eo = options_.engine;
   eo.mode = s->mode = mode();
   std::shared_ptr<PerfModelPlanner> fitted;

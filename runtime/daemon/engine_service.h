@@ -31,6 +31,7 @@ struct ServedModel {
   Characteristics plan_for;  // what the first plan is made for, until requests say otherwise
   std::shared_ptr<const Model> model = nullptr;  // trained weights (a model repository entry)
   std::int64_t version = 1;
+  std::string fingerprint = "";  // its repository folder's state when read (empty: not from one)
 };
 
 struct EngineServiceOptions {
@@ -99,6 +100,10 @@ class EngineService final : public InferenceService {
   nlohmann::json load_model(const std::string& name, const std::optional<std::string>& config_yaml = std::nullopt);
   // Stops admitting requests for `name`, lets those admitted finish, and frees the model.
   nlohmann::json unload_model(const std::string& name);
+  // One look at the repositories (--model-control-mode poll): a model whose folder changed is
+  // reloaded, a new one loaded, one whose folder is gone unloaded; a load that fails is reported and
+  // not retried until its folder changes again. Returns what happened, one line per model.
+  std::vector<std::string> poll_repository();
 
  private:
   struct Served {
@@ -109,6 +114,7 @@ class EngineService final : public InferenceService {
     std::unique_ptr<Engine> engine;
     Characteristics plan_for;
     std::string mode;  // the objective the engine was built with
+    std::string fingerprint;  // its repository folder's when loaded; empty: not from a repository
   };
   // A model as served: its planner and engine, planned for m.plan_for in the current mode.
   std::shared_ptr<Served> make_served(const ServedModel& m);
@@ -119,6 +125,10 @@ class EngineService final : public InferenceService {
   void index_engines_locked();
   // Waits until no caller holds `old`, then drains and frees its engine and model; seconds taken.
   static double retire(std::shared_ptr<Served> old);
+  // Takes `name` out of service (exclusive lock; device changes no longer reach it); null if absent.
+  std::shared_ptr<Served> take(const std::string& name);
+  // load_model without the model-control check (the poller loads in mode poll).
+  nlohmann::json do_load(const std::string& name, const std::optional<std::string>& config_yaml);
 
   EngineServiceOptions options_;
   std::unique_ptr<hw::System> system_;
@@ -126,6 +136,7 @@ class EngineService final : public InferenceService {
   mutable std::shared_mutex served_mu_;   // served_ and engines_: shared to serve, exclusive to swap
   std::vector<std::shared_ptr<Served>> served_;
   std::map<std::string, std::string> load_failures_;  // repository model -> why its last load failed
+  std::map<std::string, std::string> failed_fingerprints_;  // the folder state a poll failed to load
   mutable std::mutex models_mu_;                       // loads and unloads, one at a time
   mutable std::mutex mode_mu_;
   std::string mode_;

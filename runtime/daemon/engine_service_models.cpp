@@ -60,8 +60,12 @@ void check_control(bool on) {
 
 json EngineService::load_model(const std::string& name, const std::optional<std::string>& config_yaml) {
   check_control(options_.model_control);
-  if (options_.repositories.empty()) throw NotSupported("this server was started without a model repository");
   std::lock_guard models(models_mu_);
+  return do_load(name, config_yaml);
+}
+
+json EngineService::do_load(const std::string& name, const std::optional<std::string>& config_yaml) {
+  if (options_.repositories.empty()) throw NotSupported("this server was started without a model repository");
   const auto t0 = Clock::now();
   std::shared_ptr<Served> fresh;
   try {
@@ -69,7 +73,8 @@ json EngineService::load_model(const std::string& name, const std::optional<std:
     const auto names = repo.index();
     if (std::find(names.begin(), names.end(), name) == names.end())
       throw NotFound("model '" + name + "' is not in the model repository");
-    fresh = make_served(served_model(repo.load(name, config_yaml)));
+    const RepositoryModel loaded = repo.load(name, config_yaml);
+    fresh = make_served(served_model(loaded));
     devices_->admit(*fresh->engine, name);
   } catch (const NotFound&) {
     throw;
@@ -113,24 +118,63 @@ json EngineService::load_model(const std::string& name, const std::optional<std:
           {"source", "measured"}};
 }
 
+std::shared_ptr<EngineService::Served> EngineService::take(const std::string& name) {
+  std::unique_lock lock(served_mu_);
+  auto it = std::find_if(served_.begin(), served_.end(), [&](const auto& s) { return s->name == name; });
+  if (it == served_.end()) return nullptr;
+  std::shared_ptr<Served> old = *it;
+  served_.erase(it);
+  index_engines_locked();
+  devices_->set_engines(engines_);
+  return old;
+}
+
 json EngineService::unload_model(const std::string& name) {
   check_control(options_.model_control);
   std::lock_guard models(models_mu_);
-  std::shared_ptr<Served> old;
-  {
-    std::unique_lock lock(served_mu_);
-    auto it = std::find_if(served_.begin(), served_.end(), [&](const auto& s) { return s->name == name; });
-    if (it == served_.end()) throw NotFound("unknown model '" + name + "'");
-    old = *it;
-    served_.erase(it);
-    index_engines_locked();
-    devices_->set_engines(engines_);
-  }
+  std::shared_ptr<Served> old = take(name);
+  if (!old) throw NotFound("unknown model '" + name + "'");
   const std::int64_t version = old->version;
   const double drain_s = retire(std::move(old));
   spdlog::info("model {} version {} unloaded: admitted requests finished in {:.3f} s", name, version, drain_s);
   return {{"model", name}, {"version", std::to_string(version)}, {"unloaded", true}, {"drain_s", drain_s},
           {"source", "measured"}};
+}
+
+std::vector<std::string> EngineService::poll_repository() {
+  std::vector<std::string> changes;
+  std::lock_guard models(models_mu_);
+  const ModelRepository repo(options_.repositories);
+  const std::vector<std::string> names = repo.index();
+  std::map<std::string, std::string> serving;  // name -> fingerprint, repository models only
+  {
+    std::shared_lock lock(served_mu_);
+    for (const auto& s : served_)
+      if (!s->fingerprint.empty()) serving[s->name] = s->fingerprint;
+  }
+  for (const std::string& name : names) {
+    const std::string now = repo.fingerprint(name);
+    const auto it = serving.find(name);
+    if (it != serving.end() && it->second == now) continue;
+    if (const auto f = failed_fingerprints_.find(name); f != failed_fingerprints_.end() && f->second == now) continue;
+    try {
+      const json j = do_load(name, std::nullopt);
+      failed_fingerprints_.erase(name);
+      changes.push_back("model '" + name + "' " + (it == serving.end() ? "loaded" : "reloaded") + ", version " +
+                        j["version"].get<std::string>());
+    } catch (const std::exception& e) {
+      failed_fingerprints_[name] = now;
+      changes.push_back("model '" + name + "' not " + (it == serving.end() ? "loaded" : "reloaded") + ": " + e.what());
+    }
+  }
+  for (const auto& [name, fp] : serving) {
+    if (std::find(names.begin(), names.end(), name) != names.end()) continue;
+    std::shared_ptr<Served> old = take(name);
+    if (!old) continue;
+    retire(std::move(old));
+    changes.push_back("model '" + name + "' unloaded: its folder is gone");
+  }
+  return changes;
 }
 
 }  // namespace dype::rt::daemon

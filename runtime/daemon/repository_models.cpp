@@ -31,6 +31,7 @@ ServedModel served_model(const RepositoryModel& m) {
   s.spec = m.model->spec();
   s.model = m.model;
   s.version = m.version;
+  s.fingerprint = m.fingerprint;
   s.plan_for = {.nodes = 4096, .nnz = 40960, .feature_len = m.model->spec().in_features, .degree_skew = 1.0};
   return s;
 }

@@ -82,10 +82,27 @@ std::string ModelRepository::folder(const std::string& name) const {
   return it->second.string();
 }
 
+std::string ModelRepository::fingerprint(const std::string& name) const {
+  const fs::path dir = folder(name);
+  std::vector<std::string> lines;
+  std::error_code ec;
+  for (auto it = fs::recursive_directory_iterator(dir, ec); !ec && it != fs::recursive_directory_iterator(); it.increment(ec)) {
+    if (!it->is_regular_file(ec)) continue;
+    const auto size = it->file_size(ec);
+    const auto when = it->last_write_time(ec).time_since_epoch().count();
+    lines.push_back(fs::relative(it->path(), dir, ec).string() + " " + std::to_string(size) + " " + std::to_string(when));
+  }
+  std::sort(lines.begin(), lines.end());
+  std::string out;
+  for (const std::string& l : lines) out += l + "\n";
+  return out;
+}
+
 RepositoryModel ModelRepository::load(const std::string& name, const std::optional<std::string>& config_yaml) const {
   const fs::path dir = folder(name);
   RepositoryModel m;
   m.name = name;
+  m.fingerprint = fingerprint(name);
   m.config = config_yaml ? parse_model_config(*config_yaml, (dir / "config.yaml").string() + " (given with the load)")
                          : load_model_config((dir / "config.yaml").string());
   const auto versions = versions_in(dir);

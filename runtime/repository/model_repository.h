@@ -27,6 +27,7 @@ struct RepositoryModel {
   std::string name;
   std::int64_t version = 1;
   std::string weights_file;
+  std::string fingerprint;  // of the model folder when it was read (see ModelRepository::fingerprint)
   ModelConfig config;
   std::shared_ptr<const Model> model;
 };
@@ -42,6 +43,9 @@ class ModelRepository {
   std::vector<std::string> index() const;
   // The folder of model `name`; InputError when there is none.
   std::string folder(const std::string& name) const;
+  // Every file of the model's folder with its size and modification time: it changes when a
+  // file is added, removed or rewritten (what --model-control-mode poll watches).
+  std::string fingerprint(const std::string& name) const;
   // Reads the config (or `config_yaml`, text that replaces the folder's config.yaml), picks the
   // version and loads the weights.
   RepositoryModel load(const std::string& name, const std::optional<std::string>& config_yaml = std::nullopt) const;

@@ -256,6 +256,34 @@ TEST(ModelControl, ModeNoneListsButRefusesLoadAndUnload) {
   EXPECT_THROW(service.unload_model("karate-gcn"), rt::daemon::NotSupported);
 }
 
+// --model-control-mode poll: the service follows the repository's folders.
+TEST_F(ModelReload, PollFollowsTheRepository) {
+  EXPECT_TRUE(service_->poll_repository().empty());  // nothing changed since start
+  write_version(repo_, 2, 3.0f);
+  auto changes = service_->poll_repository();
+  ASSERT_EQ(changes.size(), 1u);
+  EXPECT_EQ(changes[0], "model 'm' reloaded, version 2");
+  EXPECT_EQ(service_->model("m").version, 2);
+  // A broken new version is reported once and not retried while the folder stays the same.
+  write_version(repo_, 3, std::nanf(""));
+  changes = service_->poll_repository();
+  ASSERT_EQ(changes.size(), 1u);
+  EXPECT_NE(changes[0].find("model 'm' not reloaded:"), std::string::npos) << changes[0];
+  EXPECT_NE(changes[0].find("NaN"), std::string::npos) << changes[0];
+  EXPECT_TRUE(service_->poll_repository().empty());
+  EXPECT_EQ(service_->model("m").version, 2);  // still serving
+  // A new model folder is loaded; a removed one unloaded.
+  fs::copy(kModels + "/karate-gin", repo_ / "gin", fs::copy_options::recursive);
+  changes = service_->poll_repository();
+  ASSERT_EQ(changes.size(), 1u);
+  EXPECT_EQ(changes[0], "model 'gin' loaded, version 1");
+  fs::remove_all(repo_ / "gin");
+  changes = service_->poll_repository();
+  ASSERT_EQ(changes.size(), 1u);
+  EXPECT_EQ(changes[0], "model 'gin' unloaded: its folder is gone");
+  EXPECT_THROW(service_->model("gin"), rt::daemon::NotFound);
+}
+
 TEST_F(ModelReload, GrpcRepositoryCalls) {
   auto stub = inference::GRPCInferenceService::NewStub(
       grpc::CreateChannel("127.0.0.1:" + std::to_string(grpc_->port()), grpc::InsecureChannelCredentials()));
