@@ -215,6 +215,7 @@ int main(int argc, char** argv) {
       poller.join();
     }
     http.begin_shutdown();
+    if (grpc) grpc->set_serving(false);
     if (!http.wait_idle(exit_timeout_s)) spdlog::warn("exit timeout: requests still in flight after {} s", exit_timeout_s);
     service.drain();
     if (grpc) grpc->stop(1.0);

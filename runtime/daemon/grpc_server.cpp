@@ -10,6 +10,7 @@
 #include <thread>
 
 #include <grpcpp/grpcpp.h>
+#include <grpcpp/health_check_service_interface.h>
 
 #include "runtime/daemon/errors.h"
 #include "runtime/daemon/grpc_repository.h"
@@ -370,6 +371,9 @@ GrpcServer::GrpcServer(InferenceService& service, GraphRegistry& graphs, Metrics
 GrpcServer::~GrpcServer() { stop(0.0); }
 
 void GrpcServer::start() {
+  // grpc.health.v1.Health (Kubernetes' gRPC probes): SERVING while ready, NOT_SERVING from the
+  // start of shutdown (set_serving).
+  grpc::EnableDefaultHealthCheckService(true);
   grpc::ServerBuilder b;
   b.AddListeningPort(host_ + ":" + std::to_string(requested_port_), grpc::InsecureServerCredentials(), &port_);
   b.RegisterService(impl_.get());
@@ -378,10 +382,24 @@ void GrpcServer::start() {
   b.SetMaxSendMessageSize(INT32_MAX);
   impl_->server = b.BuildAndStart();
   if (!impl_->server || port_ <= 0) throw Error("cannot listen for gRPC on " + host_ + ":" + std::to_string(requested_port_));
+  if (auto* health = impl_->server->GetHealthCheckService()) {
+    // Named services are known to the health service once given a status.
+    health->SetServingStatus(pb::GRPCInferenceService::service_full_name(), true);
+    if (admin_) health->SetServingStatus(dype::admin::DypeAdmin::service_full_name(), true);
+  }
+  set_serving(true);
+}
+
+void GrpcServer::set_serving(bool serving) {
+  if (!impl_ || !impl_->server) return;
+  if (auto* health = impl_->server->GetHealthCheckService()) {
+    health->SetServingStatus(serving);  // the server ("") and every service by name
+  }
 }
 
 void GrpcServer::stop(double deadline_s) {
   if (!impl_ || !impl_->server) return;
+  set_serving(false);
   impl_->server->Shutdown(std::chrono::system_clock::now() +
                           std::chrono::duration_cast<std::chrono::system_clock::duration>(std::chrono::duration<double>(deadline_s)));
   impl_->server->Wait();

@@ -44,6 +44,9 @@ class GrpcServer {
   int port() const { return port_; }
   // Cancels open streams after `deadline_s` and stops.
   void stop(double deadline_s = 5.0);
+  // grpc.health.v1.Health's answer for the server and each of its services: SERVING after start,
+  // NOT_SERVING once shutdown begins.
+  void set_serving(bool serving);
 
  private:
   struct Impl;

@@ -15,6 +15,7 @@
 #include "runtime/daemon/http_server.h"
 #include "runtime/daemon/proto/dype_admin.grpc.pb.h"
 #include "runtime/daemon/proto/grpc_service.grpc.pb.h"
+#include "runtime/daemon/proto/health.grpc.pb.h"
 #include "../test_replan_counts.h"
 
 using namespace dype;
@@ -137,6 +138,31 @@ TEST_F(DaemonGrpc, HealthMetadataAndUnaryInfer) {
   ASSERT_TRUE(st.ok()) << st.error_message();
   EXPECT_EQ(resp.id(), "u1");
   EXPECT_LT(rt::relative_error(output_of(resp), reference(in)), 1e-5);
+}
+
+// grpc.health.v1.Health, as Kubernetes' gRPC probes ask it: SERVING for the server and for the
+// inference service while serving, NOT_SERVING once shutdown begins, SERVICE_UNKNOWN for others.
+TEST_F(DaemonGrpc, StandardHealthCheck) {
+  auto health = grpc::health::v1::Health::NewStub(
+      grpc::CreateChannel("127.0.0.1:" + std::to_string(grpc_->port()), grpc::InsecureChannelCredentials()));
+  auto check = [&](const std::string& service, grpc::Status* st = nullptr) {
+    grpc::health::v1::HealthCheckRequest q;
+    q.set_service(service);
+    grpc::health::v1::HealthCheckResponse r;
+    grpc::ClientContext ctx;
+    const grpc::Status s = health->Check(&ctx, q, &r);
+    if (st) *st = s;
+    return r.status();
+  };
+  using R = grpc::health::v1::HealthCheckResponse;
+  EXPECT_EQ(check(""), R::SERVING);
+  EXPECT_EQ(check("inference.GRPCInferenceService"), R::SERVING);
+  grpc::Status unknown;
+  check("no.such.Service", &unknown);
+  EXPECT_EQ(unknown.error_code(), grpc::StatusCode::NOT_FOUND);
+  grpc_->set_serving(false);
+  EXPECT_EQ(check(""), R::NOT_SERVING);
+  EXPECT_EQ(check("inference.GRPCInferenceService"), R::NOT_SERVING);
 }
 
 TEST_F(DaemonGrpc, ErrorsMapToCodes) {
