@@ -76,6 +76,15 @@ int main(int argc, char** argv) {
   app.add_option("--model-repository", repositories,
                  "model repository folder (one folder per model: config.yaml + model.safetensors); repeatable "
                  "(default: the example repository " + example_models + " when it exists)");
+  GraphRegistryLimits graph_limits;
+  app.add_option("--max-graphs", graph_limits.max_graphs, "registered graphs at once")->capture_default_str();
+  app.add_option("--max-graph-bytes", graph_limits.max_bytes,
+                 "bytes the registered graphs may hold together (edges and normalised graphs)")
+      ->capture_default_str();
+  app.add_option("--graph-ttl-secs", graph_limits.idle_ttl_s,
+                 "a registered graph unused this long is dropped (0: never)")
+      ->check(CLI::Range(0.0, 1e9))
+      ->capture_default_str();
   std::string control_mode = "none";
   app.add_option("--model-control-mode", control_mode,
                  "none: serve every repository model, no load/unload while serving; explicit: serve the --load-model "
@@ -154,7 +163,7 @@ int main(int argc, char** argv) {
     auto trace = std::make_shared<rt::ChromeTraceObserver>();
     if (!trace_file.empty())
       for (const ModelInfo& m : service.models()) service.engine(m.name).add_observer(trace);
-    GraphRegistry graphs;
+    GraphRegistry graphs(graph_limits);
     Metrics metrics;
     HttpServer http(service, graphs, metrics, ho, admin_hooks(service));
     http.start();

@@ -3,12 +3,14 @@
 // stream carries only features. Edges are validated at registration (kernels/graph/edge_index.h);
 // the normalised runtime Graph is built once per normalisation (GCN vs GIN) and shared, so its
 // device-side preloads are reused across requests.
+#include <chrono>
 #include <cstdint>
 #include <map>
 #include <memory>
 #include <mutex>
 #include <random>
 #include <string>
+#include <vector>
 
 #include "kernels/graph/edge_list.h"
 #include "runtime/model.h"
@@ -19,24 +21,52 @@ struct GraphEntry {
   std::string id;
   kernels::EdgeList edges;
   std::map<std::string, std::shared_ptr<const Graph>> normalised;  // key: "gcn" | "gin:<eps>"
+  std::size_t bytes = 0;                                          // edges and normalised graphs
+  std::chrono::steady_clock::time_point last_used;
+};
+
+// Bounds on what clients may park in the registry: a count, the bytes of their edges and
+// normalised graphs together, and how long a graph may go unused before it is dropped (a client
+// stopped mid-stream never deletes its graphs).
+struct GraphRegistryLimits {
+  std::size_t max_graphs = 1024;
+  std::size_t max_bytes = std::size_t{2} << 30;
+  double idle_ttl_s = 3600.0;  // <= 0: never dropped
+};
+
+// One registered graph as the admin listing shows it.
+struct GraphSummary {
+  std::string id;
+  std::int64_t nodes = 0, edges = 0;
+  std::size_t bytes = 0;
+  double idle_s = 0.0;
 };
 
 class GraphRegistry {
  public:
-  explicit GraphRegistry(std::size_t max_graphs = 1024) : max_graphs_(max_graphs) {}
-  // Returns the new id: "g" and 32 random hex digits, unguessable and unique across restarts. InputError when the registry is full.
+  explicit GraphRegistry(GraphRegistryLimits limits = {}) : limits_(limits) {}
+  // Returns the new id: "g" and 32 random hex digits, unguessable and unique across restarts.
+  // InputError when the registry is full (count or bytes); graphs idle past the TTL go first.
   std::string add(kernels::EdgeList edges);
-  // NotFound for an unknown id.
-  std::int64_t num_nodes(const std::string& id) const;
+  // NotFound for an unknown or expired id.
+  std::int64_t num_nodes(const std::string& id);
   std::shared_ptr<const Graph> graph_for(const std::string& id, const Model& model);
   bool remove(const std::string& id);
   std::size_t size() const;
+  std::size_t bytes() const;
+  std::vector<GraphSummary> list();  // by id
+  const GraphRegistryLimits& limits() const { return limits_; }
 
  private:
+  // Under mu_: the live entry of `id` (touched), or NotFound; drops idle ones on the way.
+  std::shared_ptr<GraphEntry> find_locked(const std::string& id);
+  void drop_idle_locked();
+
   mutable std::mutex mu_;
   std::map<std::string, std::shared_ptr<GraphEntry>> graphs_;
   std::random_device rng_;
-  std::size_t max_graphs_;
+  GraphRegistryLimits limits_;
+  std::size_t bytes_ = 0;
 };
 
 // The runtime Graph a model wants for these edges (GCN normalisation or GIN's 1 + eps diagonal).

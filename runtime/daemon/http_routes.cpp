@@ -114,6 +114,7 @@ void HttpRoutes::add_to(httplib::Server& s) {
   s.Post("/v2/dype/admin/devices/([^/]+)/(drain|undrain)", route(&HttpRoutes::post_admin_drain));
   s.Post("/v2/dype/admin/bitstreams/load", route(&HttpRoutes::post_admin_load_bitstream));
   s.Post("/v2/dype/admin/bitstreams/unload", route(&HttpRoutes::post_admin_unload_bitstream));
+  s.Get("/v2/dype/admin/graphs", route(&HttpRoutes::get_admin_graphs));
   s.Post("/v2/repository/index", route(&HttpRoutes::post_repository_index));
   s.Post("/v2/repository/models/([^/]+)/load", route(&HttpRoutes::post_repository_load));
   s.Post("/v2/repository/models/([^/]+)/unload", route(&HttpRoutes::post_repository_unload));
@@ -264,6 +265,19 @@ void HttpRoutes::post_admin_load_bitstream(const Req& req, Res& res) {
 
 void HttpRoutes::post_admin_unload_bitstream(const Req& req, Res& res) {
   admin_call(req, res, [&] { return admin_.unload_bitstream(string_field(body_json(req), "device")); });
+}
+
+void HttpRoutes::get_admin_graphs(const Req& req, Res& res) {
+  admin_call(req, res, [&] {
+    json graphs = json::array();
+    for (const GraphSummary& g : graphs_.list()) {
+      graphs.push_back({{"id", g.id}, {"nodes", g.nodes}, {"edges", g.edges}, {"bytes", g.bytes}, {"idle_s", g.idle_s}});
+    }
+    const GraphRegistryLimits& l = graphs_.limits();
+    return json{{"graphs", graphs},
+                {"bytes", graphs_.bytes()},
+                {"limits", {{"max_graphs", l.max_graphs}, {"max_bytes", l.max_bytes}, {"idle_ttl_s", l.idle_ttl_s}}}};
+  });
 }
 
 void HttpRoutes::post_repository_index(const Req& req, Res& res) {

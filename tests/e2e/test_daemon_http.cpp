@@ -299,6 +299,30 @@ TEST_F(DaemonHttp, HugeDeclaredShapesRefusedBeforeAllocating) {
                400, "needs 2000000000000");
 }
 
+// Operators list the registered graphs (admin token), with sizes, idle times and the limits.
+TEST_F(DaemonHttp, AdminListsRegisteredGraphs) {
+  start({});
+  const Graph g = make_graph(12, 30, 16, 3);
+  const auto reg = client_->Post("/v2/dype/graphs",
+                                 json{{"inputs", {{{"name", "edge_index"}, {"datatype", "INT64"}, {"shape", {2, 30}},
+                                                   {"data", g.edge_index}}}}}.dump(),
+                                 "application/json");
+  ASSERT_TRUE(reg);
+  ASSERT_EQ(reg->status, 200) << reg->body;
+  const std::string id = json::parse(reg->body)["id"];
+  const auto anon = client_->Get("/v2/dype/admin/graphs");
+  ASSERT_TRUE(anon);
+  EXPECT_EQ(anon->status, 401);
+  const auto listed = client_->Get("/v2/dype/admin/graphs", {{"Authorization", "Bearer s3cret"}});
+  ASSERT_TRUE(listed);
+  ASSERT_EQ(listed->status, 200) << listed->body;
+  const json j = json::parse(listed->body);
+  bool found = false;
+  for (const json& e : j["graphs"]) found |= e["id"] == id && e["nodes"] == 12 && e["edges"] == 30 && e["bytes"] == 480;
+  EXPECT_TRUE(found) << j.dump();
+  EXPECT_EQ(j["limits"]["max_graphs"], 1024);
+}
+
 TEST_F(DaemonHttp, InvalidUtf8EchoedInAnErrorStays404) {
   start();
   client_->set_url_encode(false);
