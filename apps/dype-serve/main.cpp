@@ -113,6 +113,9 @@ int main(int argc, char** argv) {
   app.add_option("--host", ho.host, "address to listen on");
   app.add_option("--admin-token-file", token_file, "file holding the admin API token (admin API off without it)");
   app.add_option("--bitstream-dir", ho.bitstream_dir, "admin bitstream paths must resolve inside this folder");
+  app.add_option("--state-dir", ho.state_dir,
+                 "keep the operator's changes (mode, drained devices, FPGA images) in DIR/state.json and restore "
+                 "them at start");
   app.add_option("--max-request-bytes", ho.max_request_bytes, "larger request bodies get 413");
   app.add_option("--max-queue", ho.max_queue, "admitted requests at once; more get 429");
   app.add_option("--http-threads", ho.threads, "HTTP worker threads");
@@ -166,6 +169,7 @@ int main(int argc, char** argv) {
     GraphRegistry graphs(graph_limits);
     Metrics metrics;
     HttpServer http(service, graphs, metrics, ho, admin_hooks(service));
+    for (const std::string& line : http.admin().restore_state()) spdlog::info("state restored: {}", line);
     http.start();
     std::unique_ptr<GrpcServer> grpc;
     if (grpc_port >= 0) {

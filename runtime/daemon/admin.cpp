@@ -42,6 +42,8 @@ json AdminApi::plan(const std::optional<std::string>& model) {
 json AdminApi::set_mode(const std::string& mode) {
   std::lock_guard lock(mu_);
   service_.set_mode(mode);
+  state_.mode = service_.mode();
+  save_state();
   json plans = json::object();
   for (const ModelInfo& m : service_.models()) plans[m.name] = service_.plan(m.name)["label"];
   return {{"mode", service_.mode()}, {"plans", plans}};
@@ -58,7 +60,11 @@ json AdminApi::pareto(const std::optional<std::string>& model) {
 json AdminApi::drain_device(const std::string& device, bool drain) {
   std::lock_guard lock(mu_);
   if (!hooks_.drain_device) throw NotSupported("device drain is not supported by this runtime");
-  return hooks_.drain_device(device, drain);
+  json out = hooks_.drain_device(device, drain);
+  if (drain) state_.drained.insert(device);
+  else state_.drained.erase(device);
+  save_state();
+  return out;
 }
 
 json AdminApi::devices() {
@@ -71,13 +77,20 @@ json AdminApi::load_bitstream(const std::string& device, const std::string& path
   const std::string file = confine_bitstream_path(path);  // refuse before taking the lock
   std::lock_guard lock(mu_);
   if (!hooks_.load_bitstream) throw NotSupported("bitstream loading is not supported by this runtime");
-  return hooks_.load_bitstream(device, file);
+  json out = hooks_.load_bitstream(device, file);
+  state_.bitstreams[device] = file;
+  state_.drained.erase(device);  // a loaded image puts a drained FPGA back in service
+  save_state();
+  return out;
 }
 
 json AdminApi::unload_bitstream(const std::string& device) {
   std::lock_guard lock(mu_);
   if (!hooks_.unload_bitstream) throw NotSupported("bitstream unloading is not supported by this runtime");
-  return hooks_.unload_bitstream(device);
+  json out = hooks_.unload_bitstream(device);
+  state_.bitstreams[device] = "";
+  save_state();
+  return out;
 }
 
 json AdminApi::repository_index() {
@@ -96,6 +109,40 @@ json AdminApi::unload_model(const std::string& model) {
   std::lock_guard lock(mu_);
   if (!hooks_.unload_model) throw NotSupported("model unloading is not supported by this runtime");
   return hooks_.unload_model(model);
+}
+
+void AdminApi::keep_state_in(std::shared_ptr<OperatorStateFile> file) {
+  std::lock_guard lock(mu_);
+  state_file_ = std::move(file);
+}
+
+void AdminApi::save_state() {
+  if (state_file_) state_file_->save(state_);
+}
+
+std::vector<std::string> AdminApi::restore_state() {
+  std::vector<std::string> report;
+  OperatorState saved;
+  {
+    std::lock_guard lock(mu_);
+    if (!state_file_) return report;
+    saved = state_file_->load();
+  }
+  auto attempt = [&](const std::string& what, auto&& f) {
+    try {
+      f();
+      report.push_back(what);
+    } catch (const std::exception& e) {
+      report.push_back(what + " skipped: " + e.what());
+    }
+  };
+  if (saved.mode) attempt("mode " + *saved.mode, [&] { set_mode(*saved.mode); });
+  for (const auto& [device, path] : saved.bitstreams) {
+    if (path.empty()) attempt(device + ": bitstream unloaded", [&] { unload_bitstream(device); });
+    else attempt(device + ": bitstream " + path, [&] { load_bitstream(device, path); });
+  }
+  for (const std::string& device : saved.drained) attempt(device + ": drained", [&] { drain_device(device, true); });
+  return report;
 }
 
 std::string AdminApi::confine_bitstream_path(const std::string& path) const {

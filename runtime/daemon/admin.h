@@ -7,12 +7,14 @@
 //   admin.authorize(request_header("Authorization"));   // Unauthorized unless "Bearer s3cret"
 //   json j = admin.load_bitstream("fpga0", "u280-sextans-gemm.yaml");
 #include <functional>
+#include <memory>
 #include <mutex>
 #include <optional>
 #include <string>
 
 #include <nlohmann/json.hpp>
 
+#include "runtime/daemon/operator_state.h"
 #include "runtime/daemon/service.h"
 
 namespace dype::rt::daemon {
@@ -51,6 +53,14 @@ class AdminApi {
   nlohmann::json load_model(const std::string& model, const std::optional<std::string>& config);
   nlohmann::json unload_model(const std::string& model);
 
+  // Operator state kept across restarts (operator_state.h): every successful mode change, drain,
+  // undrain and bitstream load/unload is saved to `file` from now on.
+  void keep_state_in(std::shared_ptr<OperatorStateFile> file);
+  // Applies the saved state (mode, FPGA images, drained devices, in that order) at start; a part
+  // that no longer applies (a device gone, a manifest moved) is skipped and reported, the rest is
+  // applied. Returns one line per change or problem.
+  std::vector<std::string> restore_state();
+
   // Resolves `path` inside the bitstream dir; InputError("path", ...) when it escapes the dir
   // (.., absolute paths, symlinks), does not exist, or no dir is configured.
   std::string confine_bitstream_path(const std::string& path) const;
@@ -63,6 +73,9 @@ class AdminApi {
   std::string token_;
   std::string bitstream_dir_;
   std::mutex mu_;  // admin calls run one at a time
+  std::shared_ptr<OperatorStateFile> state_file_;
+  OperatorState state_;  // what has been saved (under mu_)
+  void save_state();     // under mu_
 };
 
 }  // namespace dype::rt::daemon

@@ -31,6 +31,7 @@ HttpServer::HttpServer(InferenceService& service, GraphRegistry& graphs, Metrics
       admission_(options_.max_queue, metrics),
       admin_(service, std::move(hooks), options_.admin_token, options_.bitstream_dir),
       routes_(std::make_unique<HttpRoutes>(service, graphs, metrics, options_, admission_, admin_)) {
+  if (!options_.state_dir.empty()) admin_.keep_state_in(std::make_shared<OperatorStateFile>(options_.state_dir));
   http_ = std::make_unique<httplib::Server>();
   const int threads = options_.threads;
   http_->new_task_queue = [threads] { return new httplib::ThreadPool(static_cast<std::size_t>(threads)); };

@@ -58,6 +58,7 @@ struct ServerOptions {
   int threads = 32;                            // HTTP worker threads
   std::string admin_token;                     // empty: admin API refuses every call (401)
   std::string bitstream_dir;                   // admin bitstream paths must resolve inside it
+  std::string state_dir;                       // operator state kept across restarts (empty: not kept)
 };
 
 class HttpServer {

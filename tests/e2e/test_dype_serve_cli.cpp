@@ -150,6 +150,79 @@ TEST(DypeServeCli, ExplicitModelControlServesTheNamedModels) {
   EXPECT_NE(r.out.find("--load-model: needs --model-control-mode explicit"), std::string::npos) << r.out;
 }
 
+// --state-dir: the operator's changes survive SIGKILL. Mode, a drained GPU and a swapped FPGA image
+// are set over the admin API, the daemon is killed with no chance to save anything more, and the
+// restarted daemon comes back with all three.
+TEST(DypeServeCli, OperatorStateSurvivesSigkill) {
+  const fs::path dir = dype::test::process_temp_dir("dype_serve_state");
+  const fs::path state = dir / "state", token = dir / "token", ports = dir / "ports.json", log = dir / "serve.log";
+  fs::remove_all(state);
+  std::ofstream(token) << "s3cret\n";
+  const std::string src = DYPE_SOURCE_DIR;
+  auto start = [&]() -> pid_t {
+    fs::remove(ports);
+    std::vector<std::string> a = {kExe, "--system", src + "/configs/systems/paper-testbed-pcie4.yaml", "--builtin-models",
+                                  "--state-dir", state.string(), "--admin-token-file", token.string(), "--bitstream-dir",
+                                  src + "/configs/bitstreams", "--http-port", "0", "--grpc-port", "-1", "--metrics-port",
+                                  "-1", "--port-file", ports.string()};
+    std::vector<char*> argv;
+    for (auto& x : a) argv.push_back(x.data());
+    argv.push_back(nullptr);
+    const pid_t pid = fork();
+    if (pid == 0) {
+      if (!freopen(log.c_str(), "a", stdout) || dup2(STDOUT_FILENO, STDERR_FILENO) < 0) _exit(126);
+      execv(kExe.c_str(), argv.data());
+      _exit(127);
+    }
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
+    while (!fs::exists(ports) && std::chrono::steady_clock::now() < deadline)
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    return pid;
+  };
+  pid_t pid = start();
+  ASSERT_TRUE(fs::exists(ports)) << read_all(log);
+  int port = nlohmann::json::parse(read_all(ports))["http"];
+  const httplib::Headers auth{{"Authorization", "Bearer s3cret"}};
+  {
+    httplib::Client c("127.0.0.1", port);
+    auto mode = c.Post("/v2/dype/admin/mode", auth, R"({"mode": "energy"})", "application/json");
+    ASSERT_TRUE(mode);
+    ASSERT_EQ(mode->status, 200) << mode->body;
+    auto drain = c.Post("/v2/dype/admin/devices/gpu1/drain", auth, "", "application/json");
+    ASSERT_TRUE(drain);
+    ASSERT_EQ(drain->status, 200) << drain->body;
+    auto load = c.Post("/v2/dype/admin/bitstreams/load", auth, R"({"device": "fpga0", "path": "u280-sextans-gemm.yaml"})",
+                       "application/json");
+    ASSERT_TRUE(load);
+    ASSERT_EQ(load->status, 200) << load->body;
+  }
+  kill(pid, SIGKILL);
+  int status = 0;
+  waitpid(pid, &status, 0);
+
+  pid = start();
+  ASSERT_TRUE(fs::exists(ports)) << read_all(log);
+  port = nlohmann::json::parse(read_all(ports))["http"];
+  httplib::Client c("127.0.0.1", port);
+  const auto plan = c.Get("/v2/dype/admin/plan", auth);
+  ASSERT_TRUE(plan);
+  EXPECT_EQ(nlohmann::json::parse(plan->body)["mode"], "energy") << plan->body;
+  const auto devices = c.Get("/v2/dype/admin/devices", auth);
+  ASSERT_TRUE(devices);
+  const nlohmann::json d = nlohmann::json::parse(devices->body);
+  bool gpu1_drained = false, fpga0_gemm = false;
+  for (const auto& dev : d["devices"]) {
+    if (dev["name"] == "gpu1") gpu1_drained = dev["drained"].get<bool>();
+    if (dev["name"] == "fpga0") fpga0_gemm = dev["bitstream"] == "u280-sextans-gemm";
+  }
+  EXPECT_TRUE(gpu1_drained) << d.dump();
+  EXPECT_TRUE(fpga0_gemm) << d.dump();
+  EXPECT_NE(read_all(log).find("state restored: gpu1: drained"), std::string::npos) << read_all(log);
+  kill(pid, SIGTERM);
+  waitpid(pid, &status, 0);
+  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << read_all(log);
+}
+
 TEST(DypeServeCli, ARepositoryWithNothingServableExits1) {
   const fs::path repo = dype::test::process_temp_dir("dype_serve_repo") / "empty";
   fs::create_directories(repo);

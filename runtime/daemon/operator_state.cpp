@@ -1,0 +1,94 @@
+#include "runtime/daemon/operator_state.h"
+
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+#include <nlohmann/json.hpp>
+
+#include "kernels/error.h"
+
+namespace dype::rt::daemon {
+
+namespace fs = std::filesystem;
+using json = nlohmann::json;
+
+namespace {
+
+void sync_path(const std::string& path, int flags) {
+  const int fd = ::open(path.c_str(), flags | O_CLOEXEC);
+  if (fd < 0) throw Error(path + ": cannot open to sync: " + std::strerror(errno));
+  const int rc = ::fsync(fd);
+  ::close(fd);
+  if (rc != 0) throw Error(path + ": fsync failed: " + std::strerror(errno));
+}
+
+}  // namespace
+
+OperatorStateFile::OperatorStateFile(std::string dir) : dir_(std::move(dir)), path_(dir_ + "/state.json") {
+  std::error_code ec;
+  fs::create_directories(dir_, ec);
+  if (ec || !fs::is_directory(dir_)) throw InputError("--state-dir " + dir_, "cannot be created: " + ec.message());
+  if (::access(dir_.c_str(), W_OK) != 0) throw InputError("--state-dir " + dir_, "is not writable");
+}
+
+OperatorState OperatorStateFile::load() const {
+  OperatorState s;
+  std::ifstream in(path_);
+  if (!in) return s;
+  std::stringstream text;
+  text << in.rdbuf();
+  json j;
+  try {
+    j = json::parse(text.str());
+  } catch (const json::exception& e) {
+    throw InputError(path_, std::string("not valid JSON: ") + e.what());
+  }
+  if (!j.is_object()) throw InputError(path_, "must be a JSON object");
+  for (const auto& [k, v] : j.items()) {
+    if (k == "mode") {
+      if (!v.is_string()) throw InputError(path_ + ": mode", "must be a string");
+      s.mode = v.get<std::string>();
+    } else if (k == "drained") {
+      if (!v.is_array()) throw InputError(path_ + ": drained", "must be a list of device names");
+      for (const json& d : v) {
+        if (!d.is_string()) throw InputError(path_ + ": drained", "must be a list of device names");
+        s.drained.insert(d.get<std::string>());
+      }
+    } else if (k == "bitstreams") {
+      if (!v.is_object()) throw InputError(path_ + ": bitstreams", "must map devices to manifest paths");
+      for (const auto& [d, p] : v.items()) {
+        if (!p.is_string()) throw InputError(path_ + ": bitstreams." + d, "must be a manifest path");
+        s.bitstreams[d] = p.get<std::string>();
+      }
+    } else {
+      throw InputError(path_ + ": " + k, "unknown key");
+    }
+  }
+  return s;
+}
+
+void OperatorStateFile::save(const OperatorState& s) const {
+  json j = json::object();
+  if (s.mode) j["mode"] = *s.mode;
+  j["drained"] = s.drained;
+  j["bitstreams"] = s.bitstreams;
+  const std::string tmp = path_ + ".tmp";
+  {
+    std::ofstream out(tmp, std::ios::trunc);
+    out << j.dump(2) << "\n";
+    out.close();
+    if (!out) throw Error(tmp + ": write failed");
+  }
+  sync_path(tmp, O_RDONLY);
+  if (std::rename(tmp.c_str(), path_.c_str()) != 0) throw Error(path_ + ": rename failed: " + std::strerror(errno));
+  sync_path(dir_, O_RDONLY | O_DIRECTORY);  // the rename itself survives a crash
+}
+
+}  // namespace dype::rt::daemon
