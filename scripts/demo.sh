@@ -64,10 +64,16 @@ elif what == "replans":
             continue
         sw = "swapped" if r["swapped"] else "kept (not better)"
         print(f"  at request {r['at_request']:>4}  {r['cause']:<9} {r['old_plan']:>8} -> {r['new_plan']:<8} {sw}; {r['detail']}")
+elif what == "drift-replans":
+    for r in j["plans"][0]["replans"]:
+        if r["cause"] != "drift" or not r["swapped"]:
+            continue
+        gain = "n/a" if r["predicted_gain"] is None else f"{r['predicted_gain'] * 100:+.0f}%"
+        print(f"  at request {r['at_request']:>4}  {r['old_plan']:>7} -> {r['new_plan']:<7} predicted gain {gain}; {r['detail']}")
 elif what == "drain":
     print(f"   {j['device']}: drained={j['drained']}, plans {j['plans']}")
 elif what == "load":
-    print(f"   fpga0: {j['previous']} -> {j['bitstream']}, load {j['load_time_s']} s ({j['load_time_source']}), "
+    print(f"   fpga0: {j['previous']} -> {j['bitstream']}, load {j['load_time_s']:.3g} s ({j['load_time_source']}), "
           f"swap took {j['swap_s'] * 1e3:.1f} ms ({j['swap_source']}), held out {j['held_out']}, plans {j['plans']}")
 PY
 plans() { "${admin[@]}" --model gcn plan | python3 "$work/show.py" plan; }
@@ -95,7 +101,7 @@ plans
 
 # Drift schedule: small graphs, then 10x larger ones, then small again. Meanwhile the operator
 # drains gpu0 (the plan moves off it), swaps fpga0's bitstream, and lets gpu0 back in.
-echo "== streaming 300 requests (4 concurrent) with a drift schedule; admin changes mid-stream"
+echo "== streaming 400 gcn requests (4 concurrent, 25/s) with a drift schedule; admin changes mid-stream"
 ( sleep 4
   echo "-- admin: drain gpu0"
   "${admin[@]}" drain gpu0 | python3 "$work/show.py" drain
@@ -107,14 +113,27 @@ echo "== streaming 300 requests (4 concurrent) with a drift schedule; admin chan
   "${admin[@]}" undrain gpu0 | python3 "$work/show.py" drain
 ) &
 swapper=$!
-"${client[@]}" stream --model gcn --requests 300 --concurrency 4 \
-  --drift "0:2000x16000,100:20000x200000,200:2000x16000"
+# Paced at 25 req/s so the operator's changes (at 4, 8 and 12 s) land inside the stream.
+"${client[@]}" stream --model gcn --requests 400 --rate 25 --concurrency 4 \
+  --drift "0:2000x16000,130:20000x200000,260:2000x16000"
 wait "$swapper"
 
 echo "== re-plans of gcn (cause: old -> new)"
 "${admin[@]}" --model gcn plan | python3 "$work/show.py" replans
 echo "== plan after the stream"
 plans
+# The data drives the next plans: the transformer's sequence length jumps 512 -> 8192 -> 512 and
+# the daemon re-plans on its own (the window attention moves to an FPGA running SWAT and back).
+echo "-- admin: load-bitstream fpga0 u280-sextans-swat.yaml (every FPGA on the SWAT image again)"
+"${admin[@]}" load-bitstream fpga0 u280-sextans-swat.yaml | python3 "$work/show.py" load
+echo "== swin-transformer: three phases, sequence length 512 -> 8192 -> 512 (window 32 / 512 / 32)"
+for phase in "512x32" "8192x512" "512x32"; do
+  echo "-- phase seq x window $phase, 40 requests"
+  "${client[@]}" stream --model swin-transformer --requests 40 --concurrency 2 --drift "0:$phase" | grep '^summary' | sed 's/^/   /'
+done
+echo "== re-plans of swin-transformer caused by the data (cause: old -> new, predicted gain, modelled)"
+"${admin[@]}" --model swin-transformer plan | python3 "$work/show.py" drift-replans
+
 echo "== energy (modelled) from /metrics"
 curl -s "http://127.0.0.1:$metrics/metrics" | grep -E '^dype_inference_energy_joules(_total)?\{model="gcn"' | sed 's/^/  /'
 
