@@ -1,4 +1,4 @@
-// Full-graph CPU inference of a model repository entry (trained-layout GCN or GIN) on a graph file:
+// Full-graph CPU inference of a model repository entry (trained-layout GCN, GIN or GraphSAGE) on a graph file:
 // dype's single-device CPU path (graph normalised once, as at registration; then the chain of CPU
 // kernels), medians of --reps runs, measured. Checks the answer against PyTorch's when given.
 //
@@ -41,7 +41,7 @@ int main(int argc, char** argv) {
   try {
     const rt::RepositoryModel m = rt::ModelRepository({repo}).load(model);
     const kernels::EdgeList edges = kernels::read_mtx(graph);
-    auto g = rt::Graph::from_edges(edges, m.model->family() == rt::ModelFamily::gcn, m.model->spec().gin_eps);
+    auto g = rt::graph_for_model(edges, m.model->spec());
     const rt::NpyArray x = rt::read_npy(features);
     const rt::Request req = rt::Request::gnn(g, rt::make_tensor(x.shape[0], x.shape[1], x.data));
     rt::HostTensor y = rt::reference_forward(*m.model, req);  // warm-up

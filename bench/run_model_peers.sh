@@ -2,8 +2,8 @@
 # Full-graph CPU inference of whole GNNs, dype vs PyTorch 1.13 on the same weights, graph,
 # features and thread count (measured, medians of REPS). The graph is real: Debian's package
 # dependency graph from this machine's apt lists (apps/dype-profile/debian_deps_graph.py, ~68k
-# nodes, ~600k edges), 128 input features, 128 hidden, 16 classes, 2 layers. For each of GCN and
-# GIN: PyTorch's PyG-style message passing (gather/scatter) and its CSR-matmul variant, dype's CPU
+# nodes, ~300k edges), 128 input features, 128 hidden, 16 classes, 2 layers. For each of GCN,
+# GraphSAGE and GIN: PyTorch's PyG-style message passing (gather/scatter) and its CSR-matmul variant, dype's CPU
 # path, the ratios (target dype >= 2x PyTorch), and dype's answer checked against PyTorch's (1e-4).
 #
 #   bench/run_model_peers.sh [BUILD_DIR]        (default build/kernel-peers)
@@ -27,7 +27,7 @@ graph=${GRAPH:-/tmp/dype-debian-deps.mtx}
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 status=0
-for family in gcn gin; do
+for family in gcn sage gin; do
   echo "== $family on $(basename "$graph"), 128 -> 128 -> 16, $threads threads"
   torch_out=$("$python" "$root/bench/peers/gnn_torch.py" "$graph" "$family" "$work" "$family" 128 128 16 2 "$threads" "$reps")
   echo "$torch_out" | sed 's/^/  /'

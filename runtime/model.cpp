@@ -53,6 +53,7 @@ const char* to_string(ModelFamily f) {
   switch (f) {
     case ModelFamily::gcn: return "gcn";
     case ModelFamily::gin: return "gin";
+    case ModelFamily::sage: return "sage";
     case ModelFamily::transformer: return "transformer";
   }
   return "unknown";
@@ -200,6 +201,63 @@ std::shared_ptr<const Graph> Graph::from_edges(const kernels::EdgeList& edges, b
   return g;
 }
 
+std::shared_ptr<const Graph> Graph::sage_mean(const kernels::EdgeList& edges) {
+  const std::int64_t n = edges.num_nodes;
+  if (n <= 0 || n > (std::int64_t{1} << 29)) throw InputError("graph.num_nodes", "must be in [1, 2^29]");
+  // Each node's in-neighbours as (source, multiplicity), merged: mean = multiplicity / in-degree.
+  std::vector<std::int64_t> deg(static_cast<std::size_t>(n), 0);
+  for (std::int64_t e = 0; e < edges.num_edges(); ++e) {
+    const auto s = edges.src[e], d = edges.dst[e];
+    if (s < 0 || s >= n || d < 0 || d >= n) {
+      throw InputError("graph.edge[" + std::to_string(e) + "]", "node id out of [0, " + std::to_string(n) + ")");
+    }
+    ++deg[static_cast<std::size_t>(d)];
+  }
+  std::vector<std::int64_t> start(static_cast<std::size_t>(n) + 1, 0);
+  for (std::int64_t i = 0; i < n; ++i) start[i + 1] = start[i] + deg[i];
+  std::vector<std::int32_t> cols(static_cast<std::size_t>(start[n]));
+  {
+    std::vector<std::int64_t> fill(start.begin(), start.end() - 1);
+    for (std::int64_t e = 0; e < edges.num_edges(); ++e) cols[fill[edges.dst[e]]++] = static_cast<std::int32_t>(edges.src[e]);
+  }
+  auto g = std::make_shared<Graph>();
+  g->id = next_graph_id++;
+  g->nodes = n;
+  g->rows_per_node = 2;
+  g->indptr.assign(1, 0);
+  g->indptr.reserve(static_cast<std::size_t>(2 * n) + 1);
+  for (std::int64_t i = 0; i < n; ++i) {
+    auto* b = cols.data() + start[i];
+    auto* e = cols.data() + start[i + 1];
+    std::sort(b, e);
+    const float inv = deg[i] > 0 ? 1.0f / static_cast<float>(deg[i]) : 0.0f;
+    for (auto* p = b; p < e;) {
+      auto* q = p;
+      while (q < e && *q == *p) ++q;
+      g->indices.push_back(*p);
+      g->values.push_back(static_cast<float>(q - p) * inv);
+      p = q;
+    }
+    g->indptr.push_back(static_cast<std::int32_t>(g->indices.size()));
+    g->indices.push_back(static_cast<std::int32_t>(i));  // row 2i + 1: the node itself
+    g->values.push_back(1.0f);
+    g->indptr.push_back(static_cast<std::int32_t>(g->indices.size()));
+  }
+  g->nnz = static_cast<std::int64_t>(g->indices.size());
+  g->degree_skew = skew_of(g->indptr);
+  return g;
+}
+
+std::shared_ptr<const Graph> graph_for_model(const kernels::EdgeList& edges, const ModelSpec& spec) {
+  switch (spec.family) {
+    case ModelFamily::gcn: return Graph::from_edges(edges, true);
+    case ModelFamily::gin: return Graph::from_edges(edges, false, spec.gin_eps);
+    case ModelFamily::sage: return Graph::sage_mean(edges);
+    case ModelFamily::transformer: break;
+  }
+  throw InputError("graph", "a transformer takes token sequences, not graphs");
+}
+
 std::shared_ptr<const Graph> Graph::shape_only(std::int64_t nodes, std::int64_t nnz, double skew) {
   if (nodes <= 0 || nnz < nodes || nnz > (std::int64_t{1} << 31) - 1) {
     throw InputError("graph shape", "need nodes >= 1 and nodes <= nnz < 2^31");
@@ -310,6 +368,28 @@ Model Model::gin(ModelSpec spec) {
   return m;
 }
 
+Model Model::sage(ModelSpec spec) {
+  spec.family = ModelFamily::sage;
+  check_spec(spec);
+  Model m(spec);
+  std::int64_t width = spec.in_features;
+  std::uint64_t stream = 0;
+  for (int l = 0; l < spec.layers; ++l) {
+    const bool last = l + 1 == spec.layers;
+    const std::string p = "l" + std::to_string(l) + ".";
+    // [A_mean h | h] in one SpMM over the interleaved matrix (Graph::sage_mean), then one GEMM with
+    // [W_l ; W_r] stacked: lin_l(mean of neighbours) + lin_r(h) + b.
+    m.steps_.push_back({p + "aggregate", l, OpKind::spmm, false, width, 2 * width, Epilogue::none, {}});
+    const std::int64_t out = last ? spec.out_width() : spec.hidden;
+    Step g{p + "update", l, OpKind::gemm, false, 2 * width, out, last ? Epilogue::bias : Epilogue::bias_relu, {}};
+    g.weights = {m.add_weight(2 * width, out, stream++, 1.0f / std::sqrt(static_cast<float>(2 * width))),
+                 m.add_weight(1, out, stream++, 0.1f)};
+    m.steps_.push_back(g);
+    width = out;
+  }
+  return m;
+}
+
 Model Model::transformer(ModelSpec spec) {
   spec.family = ModelFamily::transformer;
   check_spec(spec);
@@ -344,6 +424,7 @@ Model Model::make(ModelSpec spec) {
   switch (spec.family) {
     case ModelFamily::gcn: return gcn(spec);
     case ModelFamily::gin: return gin(spec);
+    case ModelFamily::sage: return sage(spec);
     case ModelFamily::transformer: return transformer(spec);
   }
   throw Error("unknown model family");
@@ -357,7 +438,7 @@ std::vector<kernels::OpShape> Model::kernel_shapes(const Characteristics& c) con
     sh.kind = s.op;
     switch (s.op) {
       case OpKind::spmm:
-        sh.m = c.nodes;
+        sh.m = c.nodes * (s.out_cols / s.in_cols);  // SAGE's interleaved matrix has 2 rows per node
         sh.k = c.nodes;
         sh.n = s.in_cols;
         sh.nnz = c.nnz;
@@ -431,6 +512,10 @@ void validate_request(const Model& model, const Request& r) {
     if (x.cols != model.spec().in_features)
       throw InputError("request.x", "has " + std::to_string(x.cols) + " features, the model expects " +
                                         std::to_string(model.spec().in_features));
+    const std::int32_t layout = model.family() == ModelFamily::sage ? 2 : 1;
+    if (r.graph()->rows_per_node != layout)
+      throw InputError("request.graph", std::string("was built for another model family (") +
+                                            (layout == 2 ? "SAGE needs Graph::sage_mean" : "SAGE's interleaved matrix") + ")");
     if (!x.size_only && r.graph()->size_only())
       throw InputError("request.graph", "shape-only graph with real features");
   } else {
@@ -451,8 +536,8 @@ HostTensor reference_forward(const Model& model, const Request& r) {
     std::vector<HostTensor> next;
     if (s.op == OpKind::spmm) {
       const Graph& g = *r.graph();
-      kernels::CsrView<std::int32_t> a{g.nodes, g.nodes, g.indptr, g.indices, g.values};
-      HostTensor y = HostTensor::zeros(rows, s.out_cols);
+      kernels::CsrView<std::int32_t> a{g.csr_rows(), g.nodes, g.indptr, g.indices, g.values};
+      HostTensor y = HostTensor::zeros(rows, s.out_cols);  // [csr_rows x in_cols] is [rows x out_cols]
       kernels::cpu::spmm(a, act[0].data, s.in_cols, y.data);
       next.push_back(std::move(y));
     } else if (s.op == OpKind::window_attention) {

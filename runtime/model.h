@@ -42,6 +42,11 @@ struct Graph {
   std::vector<std::int32_t> indices;
   std::vector<float> values;
   double degree_skew = 1.0;  // max row nnz / mean row nnz
+  // CSR rows per node: 1 for A (nodes x nodes); 2 for GraphSAGE's interleaved [A_mean ; I] (row
+  // 2i: node i's mean over its in-neighbours, row 2i + 1: node i itself), so one SpMM yields
+  // [A_mean x | x] as an N x 2F matrix in row-major order.
+  std::int32_t rows_per_node = 1;
+  std::int64_t csr_rows() const { return nodes * rows_per_node; }
   bool size_only() const { return indices.empty() && nnz > 0; }
 
   // gcn_norm: add self loops, weight D^-1/2 (A + I) D^-1/2 (Kipf & Welling) as PyG's gcn_norm does
@@ -49,6 +54,9 @@ struct Graph {
   // plus (1 + eps) on the diagonal (GIN's (1 + eps) x_i + sum_j x_j), eps = gin_eps.
   static std::shared_ptr<const Graph> from_edges(const kernels::EdgeList& edges, bool gcn_norm,
                                                  float gin_eps = 0.0f);
+  // GraphSAGE with mean aggregation (PyG's SAGEConv): the interleaved (2N x N) matrix above, each
+  // edge counting once (SAGEConv takes no edge weights), a node without in-neighbours all zero.
+  static std::shared_ptr<const Graph> sage_mean(const kernels::EdgeList& edges);
   // Degrees only (timing-only): `nodes` rows, `nnz` entries; skew > 1 makes every 64th row heavy.
   static std::shared_ptr<const Graph> shape_only(std::int64_t nodes, std::int64_t nnz,
                                                  double skew = 1.0);
@@ -57,7 +65,7 @@ struct Graph {
 // Seeded uniform random edges (deterministic for tests and examples).
 kernels::EdgeList random_graph(std::int64_t nodes, std::int64_t edges, std::uint64_t seed);
 
-enum class ModelFamily { gcn, gin, transformer };
+enum class ModelFamily { gcn, gin, sage, transformer };
 const char* to_string(ModelFamily f);
 
 struct ModelSpec {
@@ -78,6 +86,10 @@ struct ModelSpec {
 
   std::int64_t out_width() const { return out_features > 0 ? out_features : hidden; }
 };
+
+// The runtime graph a model of this family wants for these edges: GCN's normalised A + I, GIN's
+// A + (1 + eps) I, SAGE's interleaved mean matrix.
+std::shared_ptr<const Graph> graph_for_model(const kernels::EdgeList& edges, const ModelSpec& spec);
 
 // One planned kernel. The transformer's QKV kernel runs as three GEMM launches (Q, K, V land in
 // separate tensors, the layout window attention reads).
@@ -110,6 +122,7 @@ class Model {
  public:
   static Model gcn(ModelSpec spec);
   static Model gin(ModelSpec spec);
+  static Model sage(ModelSpec spec);
   static Model transformer(ModelSpec spec);
   static Model make(ModelSpec spec);
 

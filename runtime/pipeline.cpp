@@ -201,17 +201,26 @@ std::vector<std::int64_t> Pipeline::partition(StageState& st, const Request& r) 
   if (by_nnz && !r.graph()->size_only()) {
     // kernels/graph/partition.h: whole rows, balanced by nnz (+1 per row so empty runs spread).
     const Graph& g = *r.graph();
-    kernels::CsrView<std::int32_t> a{g.nodes, g.nodes, g.indptr, g.indices, g.values};
-    p = kernels::partition_rows_by_nnz(a, static_cast<int>(c), 1.0);
+    if (g.rows_per_node == 1) {
+      kernels::CsrView<std::int32_t> a{g.nodes, g.nodes, g.indptr, g.indices, g.values};
+      p = kernels::partition_rows_by_nnz(a, static_cast<int>(c), 1.0);
+    } else {
+      // Whole nodes (all of a node's CSR rows on one device), balanced by their nnz.
+      std::vector<std::int32_t> per_node(static_cast<std::size_t>(g.nodes) + 1);
+      for (std::int64_t i = 0; i <= g.nodes; ++i) per_node[static_cast<std::size_t>(i)] = g.indptr[static_cast<std::size_t>(i * g.rows_per_node)];
+      kernels::CsrView<std::int32_t> a{g.nodes, g.nodes, per_node, g.indices, g.values};
+      p = kernels::partition_rows_by_nnz(a, static_cast<int>(c), 1.0);
+    }
     for (std::int64_t j = 1; j < c; ++j) p[j] = std::clamp<std::int64_t>(p[j], p[j - 1] + 1, rows - (c - j));
   } else if (by_nnz) {
     // Shape-only graph (indptr only): boundary j is the first row whose prefix reaches j/c.
     const auto& ip = r.graph()->indptr;
+    const std::int64_t f = r.graph()->rows_per_node;
     const double total = static_cast<double>(ip.back());
     for (std::int64_t j = 1; j < c; ++j) {
       const auto target = static_cast<std::int64_t>(total * static_cast<double>(j) / static_cast<double>(c));
       auto it = std::lower_bound(ip.begin(), ip.end(), target);
-      p[j] = std::clamp<std::int64_t>(it - ip.begin(), p[j - 1] + 1, rows - (c - j));
+      p[j] = std::clamp<std::int64_t>((it - ip.begin()) / f, p[j - 1] + 1, rows - (c - j));
     }
   } else {
     for (std::int64_t j = 1; j < c; ++j) p[j] = rows * j / c;
@@ -226,10 +235,12 @@ void Pipeline::preload(StageState&, DeviceState& ds, const Graph& g, std::int64_
   hw::Device& d = *ds.dev;
   const bool so = g.size_only();
   if (so && !timing_only(d)) throw InputError(d.name(), "shape-only graph needs a timing-only device");
-  const std::int32_t base = g.indptr[r0];
-  const std::int64_t nnz = g.indptr[r1] - base;
-  std::vector<std::int32_t> local(static_cast<std::size_t>(r1 - r0 + 1));
-  for (std::int64_t r = r0; r <= r1; ++r) local[r - r0] = g.indptr[r] - base;
+  // Nodes [r0, r1) are CSR rows [r0 f, r1 f) (f = 2 for SAGE's interleaved matrix).
+  const std::int64_t f = g.rows_per_node, c0 = r0 * f, c1 = r1 * f;
+  const std::int32_t base = g.indptr[c0];
+  const std::int64_t nnz = g.indptr[c1] - base;
+  std::vector<std::int32_t> local(static_cast<std::size_t>(c1 - c0 + 1));
+  for (std::int64_t r = c0; r <= c1; ++r) local[r - c0] = g.indptr[r] - base;
   ds.indptr.reset();
   ds.indices.reset();
   ds.values.reset();
@@ -460,8 +471,10 @@ void Pipeline::process(StageState& st, Work& w, TransferCounters& tc) {
         out.held_hi = out.valid_hi = in.own_hi;
         const std::int64_t m = out.held_rows();
         hw::BufferPtr y = d.allocate(static_cast<std::size_t>(m * step.out_cols) * 4);
-        launch(j, d, hw::KernelLaunch::spmm(*ds.indptr, *ds.indices, *ds.values, *in.tensors[0], *y, m, rows, step.in_cols,
-                                            ds.g_nnz, 4, req.graph()->degree_skew));
+        // m nodes are m f CSR rows of in_cols: the same bytes as m rows of out_cols = f in_cols.
+        launch(j, d, hw::KernelLaunch::spmm(*ds.indptr, *ds.indices, *ds.values, *in.tensors[0], *y,
+                                            m * req.graph()->rows_per_node, rows, step.in_cols, ds.g_nnz, 4,
+                                            req.graph()->degree_skew));
         out.tensors.push_back(std::move(y));
       } else if (step.op == OpKind::window_attention) {
         out.held_lo = in.held_lo;

@@ -85,7 +85,7 @@ def main():
     with open(os.path.join(data, "split.txt"), "w") as f:
         f.write("".join("train\n" if t else "test\n" for t in train.tolist()))
     reference = {"graph": "karate.mtx", "classes": clubs, "torch": torch.__version__, "models": {}}
-    for family in ("gcn", "gin"):
+    for family in ("gcn", "gin", "sage"):
         model, args = train_one(family, n, src, dst, labels, train, 16, a.seed)
         name = f"karate-{family}"
         folder = os.path.join(a.out, name)

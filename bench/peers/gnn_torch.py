@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """PyTorch CPU peer for bench_gnn_models: the same trained-layout GNN, full-graph inference.
 
-Builds a GCN or GIN (PyG's layers, tests/scripts/pyg_reference.py) with seeded weights, writes it as
+Builds a GCN, GIN or GraphSAGE (PyG's layers, tests/scripts/pyg_reference.py) with seeded weights, writes it as
 a model repository entry (REPO/NAME/config.yaml, model.safetensors) and the features as REPO/x.npy,
 so dype serves exactly these weights, then times PyTorch's forward on the graph two ways:
   gather  - PyG's own message passing for an edge_index: index_select the sources, scale, index_add
@@ -61,7 +61,12 @@ def main():
 
     # Aggregation operands, prepared once: (s, d, w) with GCN's normalisation and self loops, or
     # GIN's plain edges; and the same as a CSR matrix A with A[d, s] = w.
-    if family == "gcn":
+    if family == "sage":
+        # Mean over incoming edges: each edge weighted 1 / in-degree of its target.
+        d, s = dst, src
+        count = torch.zeros(n).index_add_(0, d, torch.ones(d.numel()))
+        w = 1.0 / count.clamp(min=1)[d]
+    elif family == "gcn":
         loop = src == dst
         loop_w = torch.ones(n)
         ar = torch.arange(n)
@@ -85,6 +90,8 @@ def main():
         for i, conv in enumerate(model.convs):
             if family == "gcn":
                 h = aggregate(conv.lin(h)) + conv.bias
+            elif family == "sage":
+                h = conv.lin_l(aggregate(h)) + conv.lin_r(h)
             else:
                 h = conv.nn((1 + conv.eps) * h + aggregate(h))
             if i + 1 < len(model.convs):

@@ -8,9 +8,19 @@
 namespace dype::rt::daemon {
 
 std::shared_ptr<const Graph> normalise_for(const kernels::EdgeList& edges, const Model& model) {
-  if (model.family() == ModelFamily::gcn) return Graph::from_edges(edges, true);
-  return Graph::from_edges(edges, false, model.spec().gin_eps);
+  return graph_for_model(edges, model.spec());
 }
+
+namespace {
+// Which normalisation a model needs: models that share one share the normalised graph.
+std::string layout_key(const Model& model) {
+  switch (model.family()) {
+    case ModelFamily::gcn: return "gcn";
+    case ModelFamily::sage: return "sage";
+    default: return "gin:" + std::to_string(model.spec().gin_eps);
+  }
+}
+}  // namespace
 
 namespace {
 using Clock = std::chrono::steady_clock;
@@ -91,14 +101,14 @@ std::shared_ptr<const Graph> GraphRegistry::graph_for(const std::string& id, con
   {
     std::lock_guard lock(mu_);
     e = find_locked(id);
-    const std::string key = model.family() == ModelFamily::gcn ? "gcn" : "gin:" + std::to_string(model.spec().gin_eps);
+    const std::string key = layout_key(model);
     if (auto n = e->normalised.find(key); n != e->normalised.end()) return n->second;
   }
   // Normalise outside the lock (large graphs); a concurrent first use may build it twice, the
   // first stored copy wins so every request shares one Graph id.
   auto g = normalise_for(e->edges, model);
   std::lock_guard lock(mu_);
-  const std::string key = model.family() == ModelFamily::gcn ? "gcn" : "gin:" + std::to_string(model.spec().gin_eps);
+  const std::string key = layout_key(model);
   auto [it, inserted] = e->normalised.emplace(key, g);
   // Counted while the entry is registered (a concurrent remove has already taken its bytes off).
   if (inserted && graphs_.count(id) && graphs_.at(id) == e) {

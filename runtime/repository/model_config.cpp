@@ -34,13 +34,17 @@ ModelConfig from_node(const hw::ConfigNode& root) {
     c.spec.family = ModelFamily::gin;
     root.expect_keys({"family", "in_features", "hidden", "out_features", "layers", "activation", "eps", "train_eps",
                       "batch_norm", "batch_norm_eps", "tensor_names", "version"});
-  } else if (family == "sage" || family == "transformer") {
-    root.child("family").fail("'" + family + "' cannot be served from weights yet (" +
-                              (family == "sage" ? std::string("SAGE's second GEMM on the node's own features")
-                                                : std::string("residual connections and layer norm")) +
-                              " are not kernels of the chain); supported: gcn, gin");
+  } else if (family == "sage") {
+    c.spec.family = ModelFamily::sage;
+    root.expect_keys({"family", "in_features", "hidden", "out_features", "layers", "activation", "aggr",
+                      "tensor_names", "version"});
+    const std::string aggr = root.get_string("aggr", "mean");
+    if (aggr != "mean") root.child("aggr").fail("'" + aggr + "' is not served; supported: mean");
+  } else if (family == "transformer") {
+    root.child("family").fail("'transformer' cannot be served from weights yet (residual connections and layer "
+                              "norm are not kernels of the chain); supported: gcn, gin, sage");
   } else {
-    root.child("family").fail("unknown family '" + family + "'; supported: gcn, gin");
+    root.child("family").fail("unknown family '" + family + "'; supported: gcn, gin, sage");
   }
   c.spec.in_features = sized(root, "in_features", 1, kMaxWidth);
   c.spec.hidden = sized(root, "hidden", 1, kMaxWidth);

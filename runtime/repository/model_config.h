@@ -4,7 +4,7 @@
 // every other config: an unknown key, a wrong type or an impossible size is an InputError naming
 // the file and the key path.
 //
-//   family: gcn            # gcn | gin (sage and transformer: not servable from weights yet)
+//   family: gcn            # gcn | gin | sage (transformer: not servable from weights yet)
 //   in_features: 34
 //   hidden: 16
 //   out_features: 4        # classes; default hidden
@@ -14,6 +14,7 @@
 //   train_eps: false       # gin (eps then comes from the file)
 //   batch_norm: false      # gin: MLP norms (folded into the first GEMM at load)
 //   batch_norm_eps: 1e-5
+//   aggr: mean             # sage (mean is the one served)
 //   tensor_names: {l0.update.weight: conv1.lin.weight}   # dype slot -> tensor in the file
 //   version: 2             # serve this version folder instead of the highest
 //

@@ -29,6 +29,12 @@ std::vector<std::pair<std::string, std::string>> default_names(const ModelConfig
       out.push_back({l + "update.bias", conv + "bias"});
       continue;
     }
+    if (c.spec.family == ModelFamily::sage) {
+      out.push_back({l + "update.weight_l", conv + "lin_l.weight"});
+      out.push_back({l + "update.weight_r", conv + "lin_r.weight"});
+      out.push_back({l + "update.bias", conv + "lin_l.bias"});
+      continue;
+    }
     out.push_back({l + "mlp1.weight", conv + "nn.lins.0.weight"});
     out.push_back({l + "mlp1.bias", conv + "nn.lins.0.bias"});
     if (c.batch_norm) {
@@ -136,8 +142,21 @@ Model load_model_weights(const ModelConfig& config, const SafetensorsFile& f) {
   Model m = Model::make(spec);
   for (const Step& step : m.steps()) {
     if (step.weights.empty()) continue;
-    const std::string& wname = names.at(step.name + ".weight");
     const std::string& bname = names.at(step.name + ".bias");
+    if (spec.family == ModelFamily::sage) {
+      // The GEMM reads [mean of neighbours | self] (2 in): lin_l's weight over the first half,
+      // lin_r's over the second, lin_l's bias.
+      const std::int64_t in = step.in_cols / 2;
+      const std::string& lname = names.at(step.name + ".weight_l");
+      const std::string& rname = names.at(step.name + ".weight_r");
+      HostTensor wl = linear_weight(f, lname, in, step.out_cols), wr = linear_weight(f, rname, in, step.out_cols);
+      std::vector<float> stacked = std::move(wl.data);
+      stacked.insert(stacked.end(), wr.data.begin(), wr.data.end());
+      m.set_weight(step.weights[0], make_tensor(step.in_cols, step.out_cols, std::move(stacked)), file_and(f, lname));
+      m.set_weight(step.weights[1], vector_of(f, bname, step.out_cols), file_and(f, bname));
+      continue;
+    }
+    const std::string& wname = names.at(step.name + ".weight");
     HostTensor w = linear_weight(f, wname, step.in_cols, step.out_cols);
     HostTensor b = vector_of(f, bname, step.out_cols);
     if (config.batch_norm && ends_with(step.name, ".mlp1")) {

@@ -12,6 +12,9 @@
 //                            into mlp1's weight and bias (inference-mode batch norm); PyG's own
 //                            BatchNorm wrapper writes convs.{i}.nn.norms.0.module.*, read as well
 //        l{i}.eps            convs.{i}.eps         [1] (optional unless train_eps)
+//   sage l{i}.update.weight_l  convs.{i}.lin_l.weight  [out, in] (the mean of the neighbours)
+//        l{i}.update.weight_r  convs.{i}.lin_r.weight  [out, in] (the node itself; no bias)
+//        l{i}.update.bias      convs.{i}.lin_l.bias
 // A config's tensor_names replaces any of these. Every slot must be found with its shape, and
 // every tensor of the file must fill one (training counters "*.num_batches_tracked" excepted):
 // a missing or extra tensor, a wrong shape, a non-float dtype or a NaN/Inf value is an InputError

@@ -1,4 +1,4 @@
-// The example repository (models/) served: GCN and GIN trained in PyTorch on Zachary's karate club
+// The example repository (models/) served: GCN, GIN and GraphSAGE trained in PyTorch on Zachary's karate club
 // (the graph as Debian's python3-networkx ships it). dype must give every member the class PyTorch
 // gave it (models/karate/reference.json, written by scripts/train_example_models.py), so its
 // accuracy equals PyTorch's: in process, and through the daemon with a real HTTP client (httplib)
@@ -89,7 +89,7 @@ void expect_as_pytorch(const std::string& model, const std::vector<int>& pred, c
 
 TEST(ExampleModels, RepositoryHoldsTheTrainedModels) {
   const rt::ModelRepository repo({kModels});
-  EXPECT_EQ(repo.index(), (std::vector<std::string>{"karate-gcn", "karate-gin"}));
+  EXPECT_EQ(repo.index(), (std::vector<std::string>{"karate-gcn", "karate-gin", "karate-sage"}));
   for (const std::string& name : repo.index()) {
     const rt::RepositoryModel m = repo.load(name);
     EXPECT_EQ(m.version, 1);
@@ -104,7 +104,7 @@ TEST(ExampleModels, ReferenceForwardPredictsAsPytorch) {
   for (const std::string& name : repo.index()) {
     const rt::RepositoryModel m = repo.load(name);
     const rt::Model& model = *m.model;
-    auto g = rt::Graph::from_edges(k.edges, model.family() == rt::ModelFamily::gcn, model.spec().gin_eps);
+    auto g = rt::graph_for_model(k.edges, model.spec());
     const rt::HostTensor y = rt::reference_forward(model, rt::Request::gnn(g, rt::make_tensor(34, 34, k.identity)));
     expect_as_pytorch(name, argmax_rows(y.data, 2), "the CPU reference");
   }
@@ -148,7 +148,7 @@ class ExampleModelsServed : public ::testing::Test {
 
 TEST_F(ExampleModelsServed, HttpJsonPredictsAsPytorch) {
   httplib::Client c("127.0.0.1", http_->http_port());
-  for (const std::string name : {"karate-gcn", "karate-gin"}) {
+  for (const std::string name : {"karate-gcn", "karate-gin", "karate-sage"}) {
     const auto meta = c.Get("/v2/models/" + name);
     ASSERT_TRUE(meta);
     ASSERT_EQ(meta->status, 200) << meta->body;
@@ -186,7 +186,7 @@ TEST_F(ExampleModelsServed, GrpcPredictsAsPytorch) {
   auto stub = inference::GRPCInferenceService::NewStub(
       grpc::CreateChannel("127.0.0.1:" + std::to_string(grpc_->port()), grpc::InsecureChannelCredentials()));
   const std::vector<std::int64_t> e = edge_index();
-  for (const std::string name : {"karate-gcn", "karate-gin"}) {
+  for (const std::string name : {"karate-gcn", "karate-gin", "karate-sage"}) {
     inference::ModelInferRequest q;
     q.set_model_name(name);
     auto* x = q.add_inputs();

@@ -244,9 +244,10 @@ TEST(ModelControl, ModeNoneListsButRefusesLoadAndUnload) {
   o.model_control = false;
   rt::daemon::EngineService service(o);
   const json index = service.repository_index();
-  ASSERT_EQ(index.size(), 2u);
+  ASSERT_EQ(index.size(), 3u);
   EXPECT_EQ(index[0]["state"], "READY");        // karate-gcn
-  EXPECT_EQ(index[1]["state"], "UNAVAILABLE");  // karate-gin: not loaded at start
+  EXPECT_EQ(index[1]["state"], "UNAVAILABLE");  // karate-gin, karate-sage: not loaded at start
+  EXPECT_EQ(index[2]["state"], "UNAVAILABLE");
   try {
     service.load_model("karate-gin");
     ADD_FAILURE() << "load accepted in model control mode none";

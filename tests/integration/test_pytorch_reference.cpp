@@ -1,5 +1,5 @@
 // Served GNNs against PyTorch. tests/scripts/pyg_reference.py states PyG's GCNConv, GINConv (with
-// and without batch norm in its MLP) and BasicGNN in plain PyTorch, trains nothing, writes the
+// and without batch norm in its MLP), SAGEConv (mean) and BasicGNN in plain PyTorch, trains nothing, writes the
 // weights under PyG's names through the safetensors format, and computes the output for a random
 // directed graph with duplicate and loop edges. dype loads that repository entry, runs the same
 // graph and features through its CPU reference and through pipelines of every split of the kernel
@@ -52,7 +52,7 @@ Case make_case(const std::string& name, const std::string& args) {
   e.src = j.at("src").get<std::vector<std::int64_t>>();
   e.dst = j.at("dst").get<std::vector<std::int64_t>>();
   const Model& m = *c.model.model;
-  auto graph = Graph::from_edges(e, m.family() == ModelFamily::gcn, m.spec().gin_eps);
+  auto graph = graph_for_model(e, m.spec());
   c.request = Request::gnn(graph, make_tensor(e.num_nodes, j.at("in").get<std::int64_t>(),
                                               j.at("x").get<std::vector<float>>()));
   c.expected = make_tensor(e.num_nodes, j.at("out").get<std::int64_t>(), j.at("expected").get<std::vector<float>>());
@@ -126,6 +126,14 @@ TEST_F(PytorchReference, GinWithBatchNormFoldedMatches) {
   const Case c = make_case("gin-bn", "--family gin --batch-norm --in 10 --hidden 8 --out 4 --layers 3 --seed 5");
   EXPECT_LE(relative_error(reference_forward(*c.model.model, c.request), c.expected), kTolerance);
   auto sys = testing::emu_system(18, 3);
+  expect_every_split_matches(c, sys);
+}
+
+TEST_F(PytorchReference, SageMatchesOnTheReferenceAndEverySplit) {
+  const Case c = make_case("sage", "--family sage --in 12 --hidden 16 --out 5 --layers 3 --seed 7");
+  EXPECT_EQ(c.model.model->spec().family, ModelFamily::sage);
+  EXPECT_LE(relative_error(reference_forward(*c.model.model, c.request), c.expected), kTolerance);
+  auto sys = testing::emu_system(12, 3);
   expect_every_split_matches(c, sys);
 }
 

@@ -2,12 +2,14 @@
 """PyTorch references for dype's served GNNs, written the way PyTorch Geometric defines them.
 
 PyG itself is not packaged for Debian, so its layers are re-stated here in plain PyTorch, with the
-state-dict names PyG's models write (models.GCN / models.GIN: convs.{i}.lin.weight, convs.{i}.bias,
-convs.{i}.nn.lins.{j}.*, convs.{i}.nn.norms.0.*, convs.{i}.eps):
+state-dict names PyG's models write (models.GCN / GIN / GraphSAGE: convs.{i}.lin.weight, convs.{i}.bias,
+convs.{i}.nn.lins.{j}.*, convs.{i}.nn.norms.0.*, convs.{i}.eps, convs.{i}.lin_l.*, convs.{i}.lin_r.weight):
   GCNConv   x' = D^-1/2 (A + I) D^-1/2 x W^T + b, self loops as add_remaining_self_loops (a node's
             loop edges give way to one loop carrying the last one's weight), degree at the target
   GINConv   x' = MLP((1 + eps) x_i + sum_{j -> i} x_j), MLP([in, out, out]) = Linear, [BatchNorm],
             ReLU, Linear (plain last)
+  SAGEConv  x' = lin_l(mean_{j -> i} x_j) + lin_r(x_i), mean over incoming edges (0 without any),
+            lin_r without bias
   BasicGNN  ReLU between layers, none after the last.
 Writes a model repository entry (config.yaml, model.safetensors) and case.json: a random directed
 graph (with duplicate and loop edges), features, and PyTorch's output for them.
@@ -50,6 +52,20 @@ class GCNConv(nn.Module):
         return torch.zeros(n, h.size(1), dtype=x.dtype).index_add_(0, d, norm[:, None] * h[s]) + self.bias
 
 
+class SAGEConv(nn.Module):
+    def __init__(self, i, o):
+        super().__init__()
+        self.lin_l = nn.Linear(i, o)
+        self.lin_r = nn.Linear(i, o, bias=False)
+
+    def forward(self, x, src, dst):
+        n = x.size(0)
+        total = torch.zeros_like(x).index_add_(0, dst, x[src])
+        count = torch.zeros(n, dtype=x.dtype).index_add_(0, dst, torch.ones(dst.numel(), dtype=x.dtype))
+        mean = total / count.clamp(min=1)[:, None]
+        return self.lin_l(mean) + self.lin_r(x)
+
+
 class MLP(nn.Module):
     def __init__(self, i, o, batch_norm):
         super().__init__()
@@ -80,6 +96,8 @@ class GNN(nn.Module):
         widths = [a.inp] + [a.hidden] * (a.layers - 1) + [a.out]
         if a.family == "gcn":
             self.convs = nn.ModuleList([GCNConv(widths[i], widths[i + 1]) for i in range(a.layers)])
+        elif a.family == "sage":
+            self.convs = nn.ModuleList([SAGEConv(widths[i], widths[i + 1]) for i in range(a.layers)])
         else:
             self.convs = nn.ModuleList(
                 [GINConv(widths[i], widths[i + 1], a.eps, a.batch_norm) for i in range(a.layers)])
@@ -126,7 +144,7 @@ def write_safetensors(path, tensors, dtype):
 
 def main():
     p = argparse.ArgumentParser()
-    p.add_argument("--family", choices=["gcn", "gin"], required=True)
+    p.add_argument("--family", choices=["gcn", "gin", "sage"], required=True)
     p.add_argument("--in", dest="inp", type=int, default=12)
     p.add_argument("--hidden", type=int, default=16)
     p.add_argument("--out", type=int, default=5)

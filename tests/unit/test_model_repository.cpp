@@ -78,8 +78,9 @@ TEST(ModelConfig, ReadsStrictly) {
   EXPECT_EQ(c.tensor_names.at("l0.update.bias"), "b0");
   EXPECT_EQ(c.version, 3);
   EXPECT_REFUSED(config_refusal(kGcn + "dropout: 0.5\n"), "dropout");
-  EXPECT_REFUSED(config_refusal("family: gat\n"), "config.yaml: family: unknown family 'gat'; supported: gcn, gin");
-  EXPECT_REFUSED(config_refusal("family: sage\n"), "'sage' cannot be served from weights yet");
+  EXPECT_REFUSED(config_refusal("family: gat\n"), "config.yaml: family: unknown family 'gat'; supported: gcn, gin, sage");
+  EXPECT_REFUSED(config_refusal("family: sage\nin_features: 3\nhidden: 4\nlayers: 2\naggr: max\n"),
+                 "aggr: 'max' is not served; supported: mean");
   EXPECT_REFUSED(config_refusal("family: transformer\n"), "residual connections and layer norm");
   EXPECT_REFUSED(config_refusal("family: gcn\nhidden: 4\nlayers: 2\n"), "in_features: required key missing");
   EXPECT_REFUSED(config_refusal("family: gcn\nin_features: 0\nhidden: 4\nlayers: 2\n"), "in_features: must be in [1,");
