@@ -30,7 +30,7 @@ trap cleanup EXIT
 
 head -c 24 /dev/urandom | od -An -tx1 | tr -d ' \n' > "$work/token"
 echo "== starting dype-serve --mode balanced on configs/systems/paper-testbed-pcie4.yaml, serving the"
-echo "   example repository (models/: GCN and GIN trained on the karate club) and the built-in seeded models"
+echo "   example repository (models/: GCN, GIN and GraphSAGE trained on the karate club) and the built-in seeded models"
 "$bin/dype-serve" --system configs/systems/paper-testbed-pcie4.yaml --mode balanced \
   --model-repository models --builtin-models \
   --http-port 0 --grpc-port 0 --metrics-port 0 --port-file "$work/ports.json" \
