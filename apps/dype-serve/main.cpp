@@ -97,6 +97,8 @@ int main(int argc, char** argv) {
       ->check(CLI::Range(0.01, 86400.0));
   std::vector<std::string> load_models;
   app.add_option("--load-model", load_models, "with --model-control-mode explicit: a model to serve at start (repeatable)");
+  bool no_warmup = false;
+  app.add_flag("--no-warmup", no_warmup, "skip the synthetic request each model runs at start");
   bool builtin_models = false;
   app.add_flag("--builtin-models", builtin_models,
                "also serve the built-in seeded models gcn, gin and swin-transformer (random weights: demos and "
@@ -163,6 +165,8 @@ int main(int argc, char** argv) {
     so.model_control = control_mode == "explicit";
     EngineService service(so);
     spdlog::info("kernel times for planning: {}", service.cost_source());
+    if (!no_warmup)
+      for (const std::string& line : service.warm_up()) spdlog::info("{}", line);
     auto trace = std::make_shared<rt::ChromeTraceObserver>();
     if (!trace_file.empty())
       for (const ModelInfo& m : service.models()) service.engine(m.name).add_observer(trace);

@@ -100,6 +100,10 @@ class EngineService final : public InferenceService {
   nlohmann::json load_model(const std::string& name, const std::optional<std::string>& config_yaml = std::nullopt);
   // Stops admitting requests for `name`, lets those admitted finish, and frees the model.
   nlohmann::json unload_model(const std::string& name);
+  // Runs one small synthetic request through every served model and waits for it, so the first
+  // client request does not pay for the cold start (kernel JIT, first allocations and page faults).
+  // Returns one line per model with the time it took (measured).
+  std::vector<std::string> warm_up();
   // One look at the repositories (--model-control-mode poll): a model whose folder changed is
   // reloaded, a new one loaded, one whose folder is gone unloaded; a load that fails is reported and
   // not retried until its folder changes again. Returns what happened, one line per model.
@@ -125,6 +129,8 @@ class EngineService final : public InferenceService {
   void index_engines_locked();
   // Waits until no caller holds `old`, then drains and frees its engine and model; seconds taken.
   static double retire(std::shared_ptr<Served> old);
+  // One synthetic request through `s`'s engine, waited for; seconds it took.
+  static double warm(Served& s);
   // Takes `name` out of service (exclusive lock; device changes no longer reach it); null if absent.
   std::shared_ptr<Served> take(const std::string& name);
   // load_model without the model-control check (the poller loads in mode poll).

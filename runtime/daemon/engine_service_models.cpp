@@ -9,6 +9,7 @@
 #include <spdlog/spdlog.h>
 
 #include "kernels/error.h"
+#include "kernels/graph/generators.h"
 #include "runtime/daemon/engine_service.h"
 #include "runtime/daemon/errors.h"
 #include "runtime/daemon/repository_models.h"
@@ -22,6 +23,39 @@ using Clock = std::chrono::steady_clock;
 namespace {
 double since(Clock::time_point t0) { return std::chrono::duration<double>(Clock::now() - t0).count(); }
 }  // namespace
+
+double EngineService::warm(Served& s) {
+  const Model& m = *s.model;
+  const auto t0 = Clock::now();
+  Request r = [&] {
+    if (!m.is_gnn()) {
+      const std::int64_t seq = 64, d = m.spec().d_model;
+      return Request::transformer(make_tensor(seq, d, kernels::generate_features(seq, d, 1)), 16);
+    }
+    const std::int64_t n = 256, f = m.spec().in_features;
+    return Request::gnn(graph_for_model(random_graph(n, 4 * n, 1), m.spec()),
+                        make_tensor(n, f, kernels::generate_features(n, f, 1)));
+  }();
+  s.engine->submit(std::move(r)).get();
+  return since(t0);
+}
+
+std::vector<std::string> EngineService::warm_up() {
+  std::vector<std::shared_ptr<Served>> all;
+  {
+    std::shared_lock lock(served_mu_);
+    all = served_;
+  }
+  std::vector<std::string> out;
+  for (const auto& s : all) {
+    try {
+      out.push_back("model " + s->name + " warmed up in " + std::to_string(warm(*s) * 1e3) + " ms (measured)");
+    } catch (const std::exception& e) {
+      out.push_back("model " + s->name + " warm-up failed: " + e.what());
+    }
+  }
+  return out;
+}
 
 double EngineService::retire(std::shared_ptr<Served> old) {
   const auto t0 = Clock::now();
@@ -76,6 +110,7 @@ json EngineService::do_load(const std::string& name, const std::optional<std::st
     const RepositoryModel loaded = repo.load(name, config_yaml);
     fresh = make_served(served_model(loaded));
     devices_->admit(*fresh->engine, name);
+    warm(*fresh);  // the first request after the switch does not pay the cold start
   } catch (const NotFound&) {
     throw;
   } catch (const std::exception& e) {

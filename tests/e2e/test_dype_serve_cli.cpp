@@ -113,7 +113,8 @@ TEST(DypeServeCli, ServesAndStopsCleanlyOnSigterm) {
   const std::string system = std::string(DYPE_SOURCE_DIR) + "/configs/systems/paper-testbed-pcie4.yaml";
   // A short trim interval runs the main thread's malloc_trim loop several times.
   serve_and_stop({"--system", system, "--mode", "balanced", "--trim-interval", "0.05", "--builtin-models"},
-                 fs::temp_directory_path().string(), {"gcn", "gin", "swin-transformer", "karate-gcn", "karate-gin"});
+                 fs::temp_directory_path().string(), {"gcn", "gin", "swin-transformer", "karate-gcn", "karate-gin"},
+                 {"model gcn warmed up in", "model swin-transformer warmed up in", "model karate-sage warmed up in"});
 }
 
 // The first command a new user types: no --system, so the host is detected, and no models, so the
