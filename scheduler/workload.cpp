@@ -34,6 +34,7 @@ std::int64_t ModelConfig::dim(const std::string& key, const std::string& where) 
 //   layer:                 # one layer's kernels in order; `out` = dim name or number
 //     - {name: aggregate, op: spmm}
 //     - {name: update, op: gemm, out: hidden}
+//     (GraphSAGE: {name: aggregate, op: spmm, with_self: true}: [mean of neighbours | self])
 //   last_out: 16           # optional: width of the last layer's final GEMM (classes)
 // Unknown keys are errors; every error names the file and the key path.
 ModelConfig parse_model_config(const std::string& yaml_text, const std::string& source) {
@@ -66,7 +67,7 @@ ModelConfig parse_model_config(const std::string& yaml_text, const std::string& 
   if (layer.size() == 0) layer.fail("must list the layer's kernels");
   for (std::size_t i = 0; i < layer.size(); ++i) {
     const hw::ConfigNode k = layer.at(i);
-    k.expect_keys({"name", "op", "out"});
+    k.expect_keys({"name", "op", "out", "with_self"});
     KernelTemplate t;
     const std::string op_name = k.get_string("op");
     const auto op = kernels::op_kind_from_string(op_name);
@@ -75,6 +76,8 @@ ModelConfig parse_model_config(const std::string& yaml_text, const std::string& 
     t.name = k.get_string("name", op_name);
     t.out = k.get_string("out", "same");
     if (t.out != "same") c.dim(t.out, k.child("out").where());  // fail early on unknown dims
+    t.with_self = k.get_bool("with_self", false);
+    if (t.with_self && t.op != kernels::OpKind::spmm) k.child("with_self").fail("only an spmm aggregation carries the node itself");
     c.layer.push_back(t);
   }
   if (!c.last_out.empty()) c.dim(c.last_out, root.child("last_out").where());
@@ -127,12 +130,14 @@ Workload build_workload(const ModelConfig& c, const InputCharacteristics& in) {
       switch (t.op) {
         case OpKind::spmm:
           if (!gnn) throw InputError(c.name + ".layer." + t.name, "spmm needs a gnn model (a graph)");
-          out = width;  // aggregation keeps the feature length
-          k.shape.m = rows;
+          // Aggregation keeps the feature length; with the node itself beside it, the interleaved
+          // matrix has 2 rows and one more nonzero per node and the output is twice as wide.
+          out = t.with_self ? 2 * width : width;
+          k.shape.m = t.with_self ? 2 * rows : rows;
           k.shape.k = rows;
           k.shape.n = width;
-          k.shape.nnz = in.nnz;
-          k.flops = 2.0 * static_cast<double>(in.nnz) * static_cast<double>(width);
+          k.shape.nnz = t.with_self ? in.nnz + rows : in.nnz;
+          k.flops = 2.0 * static_cast<double>(k.shape.nnz) * static_cast<double>(width);
           break;
         case OpKind::gemm:
           k.shape.m = rows;

@@ -44,6 +44,9 @@ struct KernelTemplate {
   std::string name;
   kernels::OpKind op = kernels::OpKind::gemm;
   std::string out = "same";
+  // spmm only: the aggregation also carries each node's own features ([mean of neighbours | self],
+  // GraphSAGE): twice the rows of the sparse matrix (one more nonzero per node), twice the width out.
+  bool with_self = false;
 };
 
 struct ModelConfig {

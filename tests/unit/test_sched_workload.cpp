@@ -8,6 +8,7 @@
 
 #include "scheduler/baselines.h"
 #include "scheduler/solver.h"
+#include "runtime/model.h"
 
 namespace dype::sched {
 namespace {
@@ -41,6 +42,27 @@ TEST(SchedWorkload, ShippedModelsBuildThePapersKernelChains) {
   EXPECT_EQ(tf.kernels[0].shape.n, 1536);  // fused QKV
   EXPECT_EQ(tf.kernels[3].shape.n, 2048);  // FFN up
   EXPECT_DOUBLE_EQ(tf.kernels[159].output_bytes, 4.0 * 4096 * 512);
+}
+
+// dype-schedule's GraphSAGE (configs/models/sage.yaml) is the chain dype-serve runs (rt::Model::sage):
+// the interleaved SpMM (2 rows and one more nonzero per node, twice as wide out) and the stacked GEMM.
+TEST(SchedWorkload, SageChainIsTheOneTheDaemonRuns) {
+  const Workload wl = build_workload(load_model_config(models() + "sage.yaml"), kArxiv);
+  const rt::Model m = rt::Model::sage({.layers = 2, .in_features = 128, .hidden = 128, .materialize_weights = false});
+  const auto shapes = m.kernel_shapes({.nodes = kArxiv.nodes, .nnz = kArxiv.nnz + kArxiv.nodes, .feature_len = 128});
+  ASSERT_EQ(wl.size(), static_cast<int>(shapes.size()));
+  for (std::size_t i = 0; i < shapes.size(); ++i) {
+    const kernels::OpShape& a = wl.kernels[i].shape;
+    EXPECT_EQ(a.kind, shapes[i].kind) << i;
+    EXPECT_EQ(a.m, shapes[i].m) << i;
+    EXPECT_EQ(a.k, shapes[i].k) << i;
+    EXPECT_EQ(a.n, shapes[i].n) << i;
+    EXPECT_EQ(a.nnz, shapes[i].nnz) << i;
+  }
+  EXPECT_EQ(wl.kernels[0].shape.m, 2 * kArxiv.nodes);
+  EXPECT_DOUBLE_EQ(wl.kernels[0].output_bytes, 4.0 * kArxiv.nodes * 256);
+  EXPECT_EQ(wl.kernels[1].shape.k, 256);
+  EXPECT_THROW(parse_model_config("name: x\nfamily: gnn\nlayer:\n  - {op: gemm, with_self: true}\n", "x.yaml"), InputError);
 }
 
 TEST(SchedWorkload, BadConfigsAndInputsNameTheProblem) {
