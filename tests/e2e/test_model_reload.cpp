@@ -15,6 +15,7 @@
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
+#include "../test_run_cli.h"
 #include "../test_safetensors_file.h"
 #include "../test_temp_dir.h"
 #include "kernels/graph/mtx_reader.h"
@@ -283,6 +284,31 @@ TEST_F(ModelReload, PollFollowsTheRepository) {
   ASSERT_EQ(changes.size(), 1u);
   EXPECT_EQ(changes[0], "model 'gin' unloaded: its folder is gone");
   EXPECT_THROW(service_->model("gin"), rt::daemon::NotFound);
+}
+
+// dype-client repository index | load | unload against the same server.
+TEST_F(ModelReload, ClientRepositoryCommands) {
+  const fs::path token = repo_.parent_path() / "client-token";
+  std::ofstream(token) << kToken << "\n";
+  const std::string exe = std::string(DYPE_BINARY_DIR) + "/apps/dype-client";
+  const std::string base = "--http-port " + std::to_string(http_->http_port()) + " repository --token-file " + token.string();
+  const auto index = test::run_cli(exe, base + " index");
+  ASSERT_EQ(index.status, 0) << index.out;
+  EXPECT_NE(index.out.find("\"state\": \"READY\""), std::string::npos) << index.out;
+  write_version(repo_, 2, 0.5f);
+  const auto load = test::run_cli(exe, base + " load m");
+  ASSERT_EQ(load.status, 0) << load.out;
+  EXPECT_NE(load.out.find("\"version\": \"2\""), std::string::npos) << load.out;
+  const fs::path cfg = repo_.parent_path() / "pin1.yaml";
+  std::ofstream(cfg) << "family: gcn\nin_features: 34\nhidden: 16\nout_features: 2\nlayers: 2\nversion: 1\n";
+  const auto pinned = test::run_cli(exe, base + " load m " + cfg.string());
+  ASSERT_EQ(pinned.status, 0) << pinned.out;
+  EXPECT_EQ(service_->model("m").version, 1);
+  const auto unload = test::run_cli(exe, base + " unload m");
+  ASSERT_EQ(unload.status, 0) << unload.out;
+  const auto again = test::run_cli(exe, base + " unload m");
+  EXPECT_EQ(again.status, 1);
+  EXPECT_NE(again.out.find("unknown model 'm'"), std::string::npos) << again.out;
 }
 
 TEST_F(ModelReload, GrpcRepositoryCalls) {
