@@ -112,15 +112,12 @@ ModelInfo EngineService::model(const std::string& name) const {
 bool EngineService::model_ready(const std::string& name) const { return find(name)->engine != nullptr; }
 
 std::future<HostTensor> EngineService::infer(const std::string& model, Request request, std::int64_t* version) {
-  // Found and submitted under the shared lock: a reload's switch (exclusive) falls wholly before
-  // or after, so the version reported is the one whose engine took the request.
-  std::shared_lock lock(served_mu_);
-  for (const auto& s : served_) {
-    if (s->name != model) continue;
-    if (version) *version = s->version;
-    return s->engine->submit(std::move(request));
-  }
-  throw NotFound("unknown model '" + model + "'");
+  // The entry is held (not the lock) while submitting, which may wait for room in the engine: a
+  // reload's switch never waits on a busy engine, and the version reported is the one whose engine
+  // takes the request (an old version retires only once no caller holds it).
+  const std::shared_ptr<Served> s = find(model);
+  if (version) *version = s->version;
+  return s->engine->submit(std::move(request));
 }
 
 Engine& EngineService::engine(const std::string& model) { return *find(model)->engine; }
