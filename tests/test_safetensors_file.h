@@ -35,7 +35,7 @@ inline void write_safetensors(const std::filesystem::path& path, const std::vect
   for (const F32Tensor& t : tensors) {
     const std::size_t begin = data.size();
     data.resize(begin + t.values.size() * 4);
-    std::memcpy(data.data() + begin, t.values.data(), t.values.size() * 4);
+    if (!t.values.empty()) std::memcpy(data.data() + begin, t.values.data(), t.values.size() * 4);
     header[t.name] = {{"dtype", "F32"}, {"shape", t.shape}, {"data_offsets", {begin, data.size()}}};
   }
   write_safetensors_raw(path, header.dump(), data);

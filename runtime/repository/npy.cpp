@@ -144,7 +144,7 @@ NpyArray read_npy(const std::string& path) {
   }
   a.data.resize(n);
   if (esize == 4) {
-    std::memcpy(a.data.data(), b.data() + data, n * 4);
+    if (n > 0) std::memcpy(a.data.data(), b.data() + data, n * 4);  // an empty vector's data() may be null
   } else {
     for (std::size_t i = 0; i < n; ++i) {
       double v;

@@ -342,7 +342,7 @@ std::vector<float> SafetensorsFile::to_f32(const std::string& name,
   reserve_huge(out, n);
   out.resize(n);
   if (t.dtype == TensorDtype::f32) {
-    std::memcpy(out.data(), t.bytes.data(), n * 4);
+    if (n > 0) std::memcpy(out.data(), t.bytes.data(), n * 4);  // an empty vector's data() may be null
   } else {
     for (std::size_t i = 0; i < n; ++i) out[i] = widen(t.bytes.data(), t.dtype, i);
   }
