@@ -3,6 +3,7 @@
 #include <filesystem>
 
 #include "hw/config_parse.h"
+#include "hw/emu/emu_timing.h"
 #include "kernels/error.h"
 
 namespace dype::hw {
@@ -187,6 +188,10 @@ Bitstream load_bitstream(const std::string& path) {
     b.kernels.push_back(k);
   }
   return b;
+}
+
+double profile_kernel_time_s(const DeviceProfile& profile, const kernels::OpShape& shape, const std::string& device) {
+  return emu::modelled_time_s(profile, nullptr, shape, device);
 }
 
 }  // namespace dype::hw

@@ -75,4 +75,10 @@ struct Bitstream {
 DeviceProfile load_device_profile(const std::string& path);
 Bitstream load_bitstream(const std::string& path);
 
+// The time `profile` models for `shape` on a device without an FPGA image (the roofline formulas
+// the emulator's clock uses too, hw/emu/emu_timing.h): how the planner times a device that has a
+// profile in its config but no modelled time of its own, such as the detected CPU. DeviceError
+// naming `device` when the profile cannot run the op.
+double profile_kernel_time_s(const DeviceProfile& profile, const kernels::OpShape& shape, const std::string& device);
+
 }  // namespace dype::hw

@@ -1,6 +1,6 @@
 #include "runtime/planner.h"
 
-#include "hw/emu/emu_timing.h"
+#include "hw/device_profile.h"
 #include "hw/topology.h"
 #include "kernels/error.h"
 #include "runtime/rows_needed.h"
@@ -35,7 +35,7 @@ double modelled_kernel_time_s(const hw::System& sys, const hw::Device& d, const 
   const hw::DeviceConfig* cfg = sys.config().find(d.name());
   if (cfg && cfg->profile) {
     try {
-      return hw::emu::modelled_time_s(*cfg->profile, nullptr, shape, d.name());
+      return hw::profile_kernel_time_s(*cfg->profile, shape, d.name());
     } catch (const Error&) {
       return sched::kInf;
     }
