@@ -38,10 +38,11 @@ void run_on_host(const KernelLaunch& l) {
       else run_spmm<std::int32_t>(l);
       return;
     case OpKind::gemm: {
-      std::span<const float> bias;
-      if (l.inputs.size() > 2) bias = l.inputs[2]->as<float>();
+      std::span<const float> bias, residual;
+      if (l.inputs.size() > 2 && l.inputs[2]) bias = l.inputs[2]->as<float>();
+      if (l.inputs.size() > 3) residual = l.inputs[3]->as<float>();
       kernels::cpu::gemm(l.inputs[0]->as<float>(), l.inputs[1]->as<float>(), bias,
-                         l.output->as<float>(), {s.m, s.k, s.n}, l.epilogue);
+                         l.output->as<float>(), {s.m, s.k, s.n}, l.epilogue, residual);
       return;
     }
     case OpKind::window_attention:

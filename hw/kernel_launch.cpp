@@ -28,14 +28,15 @@ KernelLaunch KernelLaunch::spmm(const Buffer& indptr, const Buffer& indices, con
 
 KernelLaunch KernelLaunch::gemm(const Buffer& x, const Buffer& w, const Buffer* bias, Buffer& y,
                                 std::int64_t m, std::int64_t k, std::int64_t n,
-                                Epilogue epilogue) {
+                                Epilogue epilogue, const Buffer* residual) {
   KernelLaunch l;
   l.shape.kind = OpKind::gemm;
   l.shape.m = m;
   l.shape.k = k;
   l.shape.n = n;
   l.inputs = {&x, &w};
-  if (bias) l.inputs.push_back(bias);
+  if (bias || residual) l.inputs.push_back(bias);
+  if (residual) l.inputs.push_back(residual);
   l.output = &y;
   l.epilogue = epilogue;
   return l;
@@ -121,11 +122,16 @@ void validate(const KernelLaunch& l, const std::string& where_device) {
       break;
     }
     case OpKind::gemm: {
-      const bool bias = l.epilogue == Epilogue::bias || l.epilogue == Epilogue::bias_relu;
-      need_inputs(where, l, bias ? 3 : 2, 3);
+      const bool bias = has_bias(l.epilogue), residual = has_residual(l.epilogue);
+      if (residual) need_inputs(where, l, 4, 4);
+      else need_inputs(where, l, bias ? 3 : 2, 3);
       need(where, "x", l.inputs[0], s.m * s.k, 4);
       need(where, "w", l.inputs[1], s.k * s.n, 4);
       if (bias) need(where, "bias", l.inputs[2], s.n, 4);
+      if (residual) {
+        need(where, "residual", l.inputs[3], s.m * s.n, 4);
+        if (l.inputs[3] == l.output) throw InputError(where, "residual: must not be the output buffer");
+      }
       need(where, "y", l.output, s.m * s.n, 4);
       break;
     }

@@ -10,7 +10,8 @@
 // Buffer order in `inputs` per op (all FP32 row-major unless stated):
 //   spmm:             indptr [m+1], indices [nnz], values [nnz] (int32 or int64 per index_bytes),
 //                     X [k x n]                                  -> output Y [m x n]
-//   gemm:             X [m x k], W [k x n], bias [n] (only with a bias epilogue) -> Y [m x n]
+//   gemm:             X [m x k], W [k x n], bias [n] (only with a bias epilogue),
+//                     residual [m x n] (only with bias_residual)  -> Y [m x n]
 //   window_attention: Q, K, V [seq_len x heads*head_dim]        -> output same shape
 //   softmax:          (none: in place on the output [m x n])     -> output [m x n]
 //   layer_norm:       X [m x n], gamma [n], beta [n]            -> output [m x n]
@@ -35,10 +36,11 @@ struct KernelLaunch {
                            const Buffer& x, Buffer& y, std::int64_t m, std::int64_t k,
                            std::int64_t n, std::int64_t nnz, int index_bytes = 4,
                            double degree_skew = 0.0);
-  // bias may be nullptr when the epilogue has no bias.
+  // bias may be nullptr when the epilogue has no bias, residual unless it is bias_residual.
   static KernelLaunch gemm(const Buffer& x, const Buffer& w, const Buffer* bias, Buffer& y,
                            std::int64_t m, std::int64_t k, std::int64_t n,
-                           kernels::Epilogue epilogue = kernels::Epilogue::none);
+                           kernels::Epilogue epilogue = kernels::Epilogue::none,
+                           const Buffer* residual = nullptr);
   static KernelLaunch window_attention(const Buffer& q, const Buffer& k, const Buffer& v,
                                        Buffer& out, std::int64_t seq_len, std::int64_t heads,
                                        std::int64_t head_dim, std::int64_t window);

@@ -15,9 +15,18 @@ enum class OpKind : std::uint8_t {
   layer_norm,        // row layer norm over [m,n]
 };
 
-// What a GEMM does after the product: add a bias row [n], apply ReLU, both, or nothing. Here, not
-// in kernels/cpu/gemm.h, because every backend's GEMM and hw::KernelLaunch speak it.
-enum class Epilogue : std::uint8_t { none, bias, relu, bias_relu };
+// What a GEMM does after the product, in this order: add a bias row [n], apply an activation (ReLU,
+// or GELU with erf as PyTorch's default), add a residual [m x n] (a transformer's skip connection).
+// Here, not in kernels/cpu/gemm.h, because every backend's GEMM and hw::KernelLaunch speak it.
+enum class Epilogue : std::uint8_t { none, bias, relu, bias_relu, bias_gelu, bias_residual };
+
+constexpr bool has_bias(Epilogue e) {
+  return e == Epilogue::bias || e == Epilogue::bias_relu || e == Epilogue::bias_gelu ||
+         e == Epilogue::bias_residual;
+}
+constexpr bool has_relu(Epilogue e) { return e == Epilogue::relu || e == Epilogue::bias_relu; }
+constexpr bool has_gelu(Epilogue e) { return e == Epilogue::bias_gelu; }
+constexpr bool has_residual(Epilogue e) { return e == Epilogue::bias_residual; }
 
 inline constexpr OpKind kAllOpKinds[] = {OpKind::spmm, OpKind::gemm, OpKind::window_attention,
                                          OpKind::softmax, OpKind::layer_norm};

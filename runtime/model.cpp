@@ -5,6 +5,7 @@
 #include <cmath>
 #include <span>
 
+#include "kernels/cpu/norm.h"
 #include "kernels/cpu/spmm.h"
 #include "kernels/cpu/window_attention.h"
 #include "kernels/error.h"
@@ -58,6 +59,8 @@ const char* to_string(ModelFamily f) {
   }
   return "unknown";
 }
+
+const char* to_string(Nonlinearity a) { return a == Nonlinearity::gelu ? "gelu" : "relu"; }
 
 // ---- graphs -------------------------------------------------------------------------------------
 
@@ -284,12 +287,12 @@ std::shared_ptr<const Graph> Graph::shape_only(std::int64_t nodes, std::int64_t 
 
 // ---- models -------------------------------------------------------------------------------------
 
-int Model::add_weight(std::int64_t rows, std::int64_t cols, std::uint64_t stream, float scale) {
+int Model::add_weight(std::int64_t rows, std::int64_t cols, std::uint64_t stream, float scale, float center) {
   HostTensor t = spec_.materialize_weights ? HostTensor::zeros(rows, cols) : HostTensor::shape_only(rows, cols);
   if (spec_.materialize_weights) {
     kernels::FeatureOptions o;
-    o.low = -scale;
-    o.high = scale;
+    o.low = center - scale;
+    o.high = center + scale;
     kernels::fill_features(t.data, cols, spec_.seed * 1000003ull + stream, o);
   }
   weights_.push_back(std::move(t));
@@ -315,12 +318,18 @@ void check_spec(const ModelSpec& s) {
     if (s.d_model < 1 || s.heads < 1 || s.d_model % s.heads != 0)
       throw InputError("model.d_model", "must be a positive multiple of heads");
     if (s.ffn < 1) throw InputError("model.ffn", "must be >= 1");
+    if (!(s.layer_norm_eps > 0.0f)) throw InputError("model.layer_norm_eps", "must be > 0");
   } else {
     if (s.in_features < 1) throw InputError("model.in_features", "must be >= 1");
     if (s.hidden < 1) throw InputError("model.hidden", "must be >= 1");
     if (s.out_features < 0) throw InputError("model.out_features", "must be >= 1 (or 0 for hidden)");
   }
 }
+// The GEMM epilogue of a hidden layer: bias, then the model's activation.
+Epilogue hidden_epilogue(const ModelSpec& s) {
+  return s.activation == Nonlinearity::gelu ? Epilogue::bias_gelu : Epilogue::bias_relu;
+}
+
 }  // namespace
 
 Model Model::gcn(ModelSpec spec) {
@@ -335,7 +344,7 @@ Model Model::gcn(ModelSpec spec) {
     const float sc = 1.0f / std::sqrt(static_cast<float>(width));
     const std::int64_t out = last ? spec.out_width() : spec.hidden;
     Step g{"l" + std::to_string(l) + ".update", l, OpKind::gemm, false, width, out,
-           last ? Epilogue::bias : Epilogue::bias_relu, {}};
+           last ? Epilogue::bias : hidden_epilogue(spec), {}};
     g.weights = {m.add_weight(width, out, stream++, sc), m.add_weight(1, out, stream++, 0.1f)};
     m.steps_.push_back(g);
     width = out;
@@ -355,11 +364,11 @@ Model Model::gin(ModelSpec spec) {
     m.steps_.push_back({p + "aggregate", l, OpKind::spmm, false, width, width, Epilogue::none, {}});
     // PyG's GIN: each layer's MLP is [width, out, out] (out = hidden, the last layer's out_features).
     const std::int64_t out = last ? spec.out_width() : spec.hidden;
-    Step a{p + "mlp1", l, OpKind::gemm, false, width, out, Epilogue::bias_relu, {}};
+    Step a{p + "mlp1", l, OpKind::gemm, false, width, out, hidden_epilogue(spec), {}};
     a.weights = {m.add_weight(width, out, stream++, 1.0f / std::sqrt(static_cast<float>(width))),
                  m.add_weight(1, out, stream++, 0.1f)};
     m.steps_.push_back(a);
-    Step b{p + "mlp2", l, OpKind::gemm, false, out, out, last ? Epilogue::bias : Epilogue::bias_relu, {}};
+    Step b{p + "mlp2", l, OpKind::gemm, false, out, out, last ? Epilogue::bias : hidden_epilogue(spec), {}};
     b.weights = {m.add_weight(out, out, stream++, 1.0f / std::sqrt(static_cast<float>(out))),
                  m.add_weight(1, out, stream++, 0.1f)};
     m.steps_.push_back(b);
@@ -381,7 +390,7 @@ Model Model::sage(ModelSpec spec) {
     // [W_l ; W_r] stacked: lin_l(mean of neighbours) + lin_r(h) + b.
     m.steps_.push_back({p + "aggregate", l, OpKind::spmm, false, width, 2 * width, Epilogue::none, {}});
     const std::int64_t out = last ? spec.out_width() : spec.hidden;
-    Step g{p + "update", l, OpKind::gemm, false, 2 * width, out, last ? Epilogue::bias : Epilogue::bias_relu, {}};
+    Step g{p + "update", l, OpKind::gemm, false, 2 * width, out, last ? Epilogue::bias : hidden_epilogue(spec), {}};
     g.weights = {m.add_weight(2 * width, out, stream++, 1.0f / std::sqrt(static_cast<float>(2 * width))),
                  m.add_weight(1, out, stream++, 0.1f)};
     m.steps_.push_back(g);
@@ -398,24 +407,48 @@ Model Model::transformer(ModelSpec spec) {
   const float sd = 1.0f / std::sqrt(static_cast<float>(d));
   const float sf = 1.0f / std::sqrt(static_cast<float>(spec.ffn));
   std::uint64_t stream = 0;
+  // Residual roles per step; all none for the paper's bare block.
+  const bool rn = spec.residual_norm, pre = rn && spec.norm_first;
+  auto role = [&](Residual r) { return rn ? r : Residual::none; };
+  auto gemm = [&](const std::string& name, int l, std::int64_t in, std::int64_t out, Epilogue e, float scale, Residual r) {
+    Step g{name, l, OpKind::gemm, false, in, out, e, {}};
+    g.weights = {m.add_weight(in, out, stream++, scale), m.add_weight(1, out, stream++, 0.1f)};
+    g.residual = r;
+    g.carry_cols = r == Residual::none ? 0 : d;
+    return g;
+  };
+  auto norm = [&](const std::string& name, int l, Residual r) {
+    Step n{name, l, OpKind::layer_norm, false, d, d, Epilogue::none, {}};
+    n.weights = {m.add_weight(1, d, stream++, 0.1f, 1.0f), m.add_weight(1, d, stream++, 0.1f)};
+    n.residual = r;
+    n.carry_cols = r == Residual::none ? 0 : d;
+    return n;
+  };
+  const Epilogue add = rn ? Epilogue::bias_residual : Epilogue::bias;
   for (int l = 0; l < spec.layers; ++l) {
     const std::string p = "l" + std::to_string(l) + ".";
+    // Post-norm (PyTorch's default): x = norm1(x + attn(x)); x = norm2(x + ffn(x)).
+    // Pre-norm: x = x + attn(norm1(x)); x = x + ffn(norm2(x)).
+    if (pre) m.steps_.push_back(norm(p + "norm1", l, Residual::save));
     Step qkv{p + "qkv", l, OpKind::gemm, true, d, d, Epilogue::bias, {}};
     for (int i = 0; i < 3; ++i) {
       qkv.weights.push_back(m.add_weight(d, d, stream++, sd));
       qkv.weights.push_back(m.add_weight(1, d, stream++, 0.1f));
     }
+    qkv.residual = role(pre ? Residual::pass : Residual::save);
+    qkv.carry_cols = rn ? d : 0;
     m.steps_.push_back(qkv);
-    m.steps_.push_back({p + "attention", l, OpKind::window_attention, false, d, d, Epilogue::none, {}});
-    Step o{p + "out_proj", l, OpKind::gemm, false, d, d, Epilogue::bias, {}};
-    o.weights = {m.add_weight(d, d, stream++, sd), m.add_weight(1, d, stream++, 0.1f)};
-    m.steps_.push_back(o);
-    Step f1{p + "ffn1", l, OpKind::gemm, false, d, spec.ffn, Epilogue::bias_relu, {}};
-    f1.weights = {m.add_weight(d, spec.ffn, stream++, sd), m.add_weight(1, spec.ffn, stream++, 0.1f)};
-    m.steps_.push_back(f1);
-    Step f2{p + "ffn2", l, OpKind::gemm, false, spec.ffn, d, Epilogue::bias, {}};
-    f2.weights = {m.add_weight(spec.ffn, d, stream++, sf), m.add_weight(1, d, stream++, 0.1f)};
-    m.steps_.push_back(f2);
+    Step att{p + "attention", l, OpKind::window_attention, false, d, d, Epilogue::none, {}};
+    att.residual = role(Residual::pass);
+    att.carry_cols = rn ? d : 0;
+    m.steps_.push_back(att);
+    m.steps_.push_back(gemm(p + "out_proj", l, d, d, add, sd, role(Residual::add)));
+    if (rn && !pre) m.steps_.push_back(norm(p + "norm1", l, Residual::none));
+    if (pre) m.steps_.push_back(norm(p + "norm2", l, Residual::save));
+    m.steps_.push_back(gemm(p + "ffn1", l, d, spec.ffn, hidden_epilogue(spec), sd,
+                            role(pre ? Residual::pass : Residual::save)));
+    m.steps_.push_back(gemm(p + "ffn2", l, spec.ffn, d, add, sf, role(Residual::add)));
+    if (rn && !pre) m.steps_.push_back(norm(p + "norm2", l, Residual::none));
   }
   return m;
 }
@@ -452,10 +485,15 @@ std::vector<kernels::OpShape> Model::kernel_shapes(const Characteristics& c) con
         sh.heads = spec_.heads;
         sh.head_dim = spec_.d_model / spec_.heads;
         break;
+      case OpKind::layer_norm:
+      case OpKind::softmax:
+        sh.m = rows;
+        sh.n = s.out_cols;
+        break;
       default:
         sh.m = rows;
         sh.k = s.in_cols;
-        sh.n = s.out_cols * s.outputs();
+        sh.n = s.out_cols * s.launches();
         break;
     }
     out.push_back(sh);
@@ -466,7 +504,9 @@ std::vector<kernels::OpShape> Model::kernel_shapes(const Characteristics& c) con
 double Model::output_bytes(int k, const Characteristics& c) const {
   const Step& s = step(k);
   const std::int64_t rows = is_gnn() ? c.nodes : c.seq_len;
-  return 4.0 * static_cast<double>(rows) * static_cast<double>(s.out_cols) * s.outputs();
+  double cols = 0.0;
+  for (int o = 0; o < s.outputs(); ++o) cols += static_cast<double>(s.output_cols(o));
+  return 4.0 * static_cast<double>(rows) * cols;
 }
 
 // ---- requests -----------------------------------------------------------------------------------
@@ -545,14 +585,24 @@ HostTensor reference_forward(const Model& model, const Request& r) {
       kernels::cpu::window_attention(act[0].data, act[1].data, act[2].data, y.data,
                                      {rows, model.spec().heads, model.spec().d_model / model.spec().heads, r.window()});
       next.push_back(std::move(y));
+    } else if (s.op == OpKind::layer_norm) {
+      HostTensor y = HostTensor::zeros(rows, s.out_cols);
+      kernels::cpu::layer_norm_rows(act[0].data, model.weight(s.weights[0]).data, model.weight(s.weights[1]).data,
+                                    y.data, rows, s.out_cols, model.spec().layer_norm_eps);
+      next.push_back(std::move(y));
     } else {
-      for (int o = 0; o < s.outputs(); ++o) {
+      std::span<const float> residual;
+      if (s.residual == Residual::add) residual = act.back().data;
+      for (int o = 0; o < s.launches(); ++o) {
         HostTensor y = HostTensor::zeros(rows, s.out_cols);
         kernels::cpu::gemm(act[0].data, model.weight(s.weights[2 * o]).data, model.weight(s.weights[2 * o + 1]).data,
-                           y.data, {rows, s.in_cols, s.out_cols}, s.epilogue);
+                           y.data, {rows, s.in_cols, s.out_cols}, s.epilogue, residual);
         next.push_back(std::move(y));
       }
     }
+    // The skip connection rides along as the last tensor (Residual).
+    if (s.residual == Residual::save) next.push_back(std::move(act[0]));
+    if (s.residual == Residual::pass) next.push_back(std::move(act.back()));
     act = std::move(next);
   }
   return std::move(act[0]);

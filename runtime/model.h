@@ -68,6 +68,10 @@ kernels::EdgeList random_graph(std::int64_t nodes, std::int64_t edges, std::uint
 enum class ModelFamily { gcn, gin, sage, transformer };
 const char* to_string(ModelFamily f);
 
+// The activation between GNN layers and inside a transformer's feed-forward block.
+enum class Nonlinearity { relu, gelu };
+const char* to_string(Nonlinearity a);
+
 struct ModelSpec {
   ModelFamily family = ModelFamily::gcn;
   int layers = 2;
@@ -76,10 +80,17 @@ struct ModelSpec {
   std::int64_t hidden = 128;
   std::int64_t out_features = 0;  // the last layer's width (classes); 0: hidden
   float gin_eps = 0.0f;
+  Nonlinearity activation = Nonlinearity::relu;
   // transformer
   std::int64_t d_model = 512;
   std::int64_t heads = 8;
   std::int64_t ffn = 2048;
+  // false: the paper's bare block (QKV, attention, out_proj, two FFN GEMMs: timing-only chains);
+  // true: PyTorch's nn.TransformerEncoderLayer, with skip connections and LayerNorm.
+  bool residual_norm = false;
+  bool norm_first = false;  // residual_norm: pre-norm (LayerNorm before attention and FFN)
+  float layer_norm_eps = 1e-5f;
+  std::int64_t window = -1;  // the window a request that names none gets; -1: requests must name it
   std::uint64_t seed = 1;
   // false: only shapes, no weight values (timing-only, paper-scale)
   bool materialize_weights = true;
@@ -91,6 +102,11 @@ struct ModelSpec {
 // A + (1 + eps) I, SAGE's interleaved mean matrix.
 std::shared_ptr<const Graph> graph_for_model(const kernels::EdgeList& edges, const ModelSpec& spec);
 
+// How a step treats a transformer block's skip connection. The block's input rides along as the
+// activation's last tensor (carry_cols wide) from the step that saves it, through the steps that
+// pass it on, to the GEMM that adds it in its epilogue (Epilogue::bias_residual).
+enum class Residual : std::uint8_t { none, save, pass, add };
+
 // One planned kernel. The transformer's QKV kernel runs as three GEMM launches (Q, K, V land in
 // separate tensors, the layout window attention reads).
 struct Step {
@@ -101,9 +117,18 @@ struct Step {
   std::int64_t in_cols = 0;
   std::int64_t out_cols = 0;
   kernels::cpu::Epilogue epilogue = kernels::cpu::Epilogue::none;
-  std::vector<int> weights;  // indices into Model::weights (W, bias per GEMM; 3 x (W, bias) for qkv)
-  int inputs() const { return op == kernels::OpKind::window_attention ? 3 : 1; }
-  int outputs() const { return qkv ? 3 : 1; }
+  std::vector<int> weights;  // indices into Model::weights (W, bias per GEMM; 3 x (W, bias) for
+                             // qkv; gamma, beta for a layer norm)
+  Residual residual = Residual::none;
+  std::int64_t carry_cols = 0;  // width of the carried skip tensor (residual != none)
+
+  int launches() const { return qkv ? 3 : 1; }
+  bool carries_in() const { return residual == Residual::pass || residual == Residual::add; }
+  bool carries_out() const { return residual == Residual::save || residual == Residual::pass; }
+  // Tensors read and handed on, the carried skip tensor (last) included.
+  int inputs() const { return (op == kernels::OpKind::window_attention ? 3 : 1) + (carries_in() ? 1 : 0); }
+  int outputs() const { return launches() + (carries_out() ? 1 : 0); }
+  std::int64_t output_cols(int i) const { return i < launches() ? out_cols : carry_cols; }
 };
 
 // What a request looks like to performance models and the drift detector.
@@ -145,7 +170,7 @@ class Model {
 
  private:
   explicit Model(ModelSpec spec) : spec_(spec) {}
-  int add_weight(std::int64_t rows, std::int64_t cols, std::uint64_t stream, float scale);
+  int add_weight(std::int64_t rows, std::int64_t cols, std::uint64_t stream, float scale, float center = 0.0f);
   ModelSpec spec_;
   std::vector<Step> steps_;
   std::vector<HostTensor> weights_;

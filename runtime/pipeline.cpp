@@ -447,7 +447,8 @@ void Pipeline::process(StageState& st, Work& w, TransferCounters& tc) {
     Activation next;
     next.rows = rows;
     next.size_only = w.act.size_only;
-    next.cols.assign(static_cast<std::size_t>(step.outputs()), step.out_cols);
+    next.cols.clear();
+    for (int o = 0; o < step.outputs(); ++o) next.cols.push_back(step.output_cols(o));
     next.shards.resize(c);
     std::vector<std::vector<hw::Event>> events(c);
     std::vector<std::vector<KernelTiming>> timings(c);
@@ -496,13 +497,25 @@ void Pipeline::process(StageState& st, Work& w, TransferCounters& tc) {
         out.valid_hi = in.valid_hi;
         const std::int64_t m = out.held_rows();
         const auto& wb = ds.weights[static_cast<std::size_t>(k - st.spec.first)];
-        for (int o = 0; o < step.outputs(); ++o) {
+        if (step.op == OpKind::layer_norm) {
           hw::BufferPtr y = d.allocate(static_cast<std::size_t>(m * step.out_cols) * 4);
-          launch(j, d, hw::KernelLaunch::gemm(*in.tensors[0], *wb[2 * o], wb[2 * o + 1].get(), *y, m, step.in_cols,
-                                              step.out_cols, step.epilogue));
+          launch(j, d, hw::KernelLaunch::layer_norm(*in.tensors[0], *wb[0], *wb[1], *y, m, step.out_cols,
+                                                    model_.spec().layer_norm_eps));
           out.tensors.push_back(std::move(y));
+        } else {
+          const hw::Buffer* residual = step.residual == Residual::add ? in.tensors.back().get() : nullptr;
+          for (int o = 0; o < step.launches(); ++o) {
+            hw::BufferPtr y = d.allocate(static_cast<std::size_t>(m * step.out_cols) * 4);
+            launch(j, d, hw::KernelLaunch::gemm(*in.tensors[0], *wb[2 * o], wb[2 * o + 1].get(), *y, m, step.in_cols,
+                                                step.out_cols, step.epilogue, residual));
+            out.tensors.push_back(std::move(y));
+          }
         }
       }
+      // The skip connection rides along as the last tensor (its rows are the input's, which
+      // cover the output's valid rows).
+      if (step.residual == Residual::save) out.tensors.push_back(std::move(in.tensors.front()));
+      if (step.residual == Residual::pass) out.tensors.push_back(std::move(in.tensors.back()));
     };
     if (c == 1) {
       run(0);

@@ -158,9 +158,9 @@ RuntimeCostModel::RuntimeCostModel(const Model& model, const hw::System& system,
         if (!ds.empty()) {
           kernels::OpShape sh = shard_shape(shapes[static_cast<std::size_t>(k)], rows_, c.window, cnt);
           // A QKV step launches one GEMM per output.
-          if (step.outputs() > 1) sh.n = step.out_cols;
+          if (step.launches() > 1) sh.n = step.out_cols;
           t = kernel_time(*ds.front(), sh);
-          if (t < sched::kInf) t *= step.outputs();
+          if (t < sched::kInf) t *= step.launches();
         }
         g.kernel_s.push_back(t);
         double x = 0.0;

@@ -14,7 +14,6 @@ namespace dype::hw {
 
 namespace kc = kernels::cuda;
 using kernels::OpKind;
-using kernels::Epilogue;
 
 // launch_plan.cpp maps these codes without the headers; keep the numbers honest.
 static_assert(cudaErrorInvalidValue == 1 && cudaErrorMemoryAllocation == 2 &&
@@ -169,9 +168,11 @@ void CudaDevice::run_gemm(int queue, cudaStream_t stream, const KernelLaunch& l)
   auto& x = on_device(l.inputs[0], "x");
   auto& w = on_device(l.inputs[1], "w");
   auto& y = on_device(l.output, "y");
-  const bool bias = l.epilogue == Epilogue::bias || l.epilogue == Epilogue::bias_relu;
-  const bool relu = l.epilogue == Epilogue::relu || l.epilogue == Epilogue::bias_relu;
-  const float* b = bias ? on_device(l.inputs[2], "bias").ptr<const float>() : nullptr;
+  const float* b = kernels::has_bias(l.epilogue) ? on_device(l.inputs[2], "bias").ptr<const float>() : nullptr;
+  const float* r = kernels::has_residual(l.epilogue) ? on_device(l.inputs[3], "residual").ptr<const float>() : nullptr;
+  const auto act = kernels::has_relu(l.epilogue)   ? kc::Activation::relu
+                   : kernels::has_gelu(l.epilogue) ? kc::Activation::gelu
+                                                   : kc::Activation::none;
   if (s.m == 0 || s.n == 0) return;
   const kc::ColMajorGemm g = kc::row_major_gemm_args(s.m, s.k, s.n);
   const float alpha = 1.0f, beta = 0.0f;
@@ -179,7 +180,7 @@ void CudaDevice::run_gemm(int queue, cudaStream_t stream, const KernelLaunch& l)
              cublasSgemm(lib.blas, CUBLAS_OP_N, CUBLAS_OP_N, g.rows, g.cols, g.inner, &alpha,
                          w.ptr<const float>(), g.lda, x.ptr<const float>(), g.ldb, &beta,
                          y.ptr<float>(), g.ldc));
-  cuda_check(name(), "bias_act", kc::bias_act(y.ptr<float>(), b, s.m, s.n, relu, stream));
+  cuda_check(name(), "bias_act", kc::bias_act(y.ptr<float>(), b, r, s.m, s.n, act, stream));
 }
 
 void CudaDevice::run_window_attention(cudaStream_t stream, const KernelLaunch& l) {

@@ -13,7 +13,6 @@ namespace dype::hw {
 
 namespace kh = kernels::hip;
 using kernels::OpKind;
-using kernels::Epilogue;
 
 // launch_plan.cpp maps these codes without the headers; keep the numbers honest.
 static_assert(hipErrorInvalidValue == 1 && hipErrorOutOfMemory == 2 && hipErrorNotInitialized == 3 &&
@@ -164,11 +163,13 @@ void HipDevice::run_gemm(int, hipStream_t stream, const KernelLaunch& l) {
   auto& x = on_device(l.inputs[0], "x");
   auto& w = on_device(l.inputs[1], "w");
   auto& y = on_device(l.output, "y");
-  const bool bias = l.epilogue == Epilogue::bias || l.epilogue == Epilogue::bias_relu;
-  const bool relu = l.epilogue == Epilogue::relu || l.epilogue == Epilogue::bias_relu;
-  const float* b = bias ? on_device(l.inputs[2], "bias").ptr<const float>() : nullptr;
+  const float* b = kernels::has_bias(l.epilogue) ? on_device(l.inputs[2], "bias").ptr<const float>() : nullptr;
+  const float* r = kernels::has_residual(l.epilogue) ? on_device(l.inputs[3], "residual").ptr<const float>() : nullptr;
+  const auto act = kernels::has_relu(l.epilogue)   ? kh::Activation::relu
+                   : kernels::has_gelu(l.epilogue) ? kh::Activation::gelu
+                                                   : kh::Activation::none;
   hip_check(name(), "gemm",
-            kh::gemm(x.ptr<const float>(), w.ptr<const float>(), b, y.ptr<float>(), s.m, s.k, s.n, relu, stream));
+            kh::gemm(x.ptr<const float>(), w.ptr<const float>(), b, r, y.ptr<float>(), s.m, s.k, s.n, act, stream));
 }
 
 void HipDevice::run_window_attention(hipStream_t stream, const KernelLaunch& l) {

@@ -1,5 +1,5 @@
 #pragma once
-// Dense row-major GEMM Y = X W (+ bias) (ReLU) with the epilogue fused.
+// Dense row-major GEMM Y = X W (+ bias) (ReLU | GELU) (+ residual) with the epilogue fused.
 // Engine: oneDNN's matmul primitive (its own run-time ISA dispatch), bias and ReLU fused. Threads:
 // rows are cut into blocks run as oneTBB tasks with oneDNN single-threaded inside each, so the
 // oneTBB arena's concurrency (tbb::global_control, task_arena) is the thread count; libdnnl's
@@ -19,9 +19,11 @@ struct GemmDims {
   std::int64_t n = 0;  // cols of W and Y
 };
 
-// Y[m x n] = X[m x k] * W[k x n], then + bias[n] and/or ReLU as the epilogue says. bias may be
-// empty unless the epilogue uses it. Throws InputError on undersized spans.
+// Y[m x n] = X[m x k] * W[k x n], then + bias[n], ReLU or GELU, + residual[m x n] as the epilogue
+// says (kernels/op.h). bias and residual may be empty unless the epilogue uses them; residual may
+// not alias Y. Throws InputError on undersized spans.
 void gemm(std::span<const float> x, std::span<const float> w, std::span<const float> bias,
-          std::span<float> y, const GemmDims& dims, Epilogue epilogue = Epilogue::none);
+          std::span<float> y, const GemmDims& dims, Epilogue epilogue = Epilogue::none,
+          std::span<const float> residual = {});
 
 }  // namespace dype::kernels::cpu

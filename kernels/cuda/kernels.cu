@@ -6,14 +6,16 @@
 namespace dype::kernels::cuda {
 namespace {
 
-__global__ void bias_act_kernel(float* y, const float* bias, std::int64_t m, std::int64_t n,
-                                bool relu) {
+__global__ void bias_act_kernel(float* y, const float* bias, const float* residual, std::int64_t m,
+                                std::int64_t n, Activation act) {
   const std::int64_t total = m * n;
   for (std::int64_t i = blockIdx.x * static_cast<std::int64_t>(blockDim.x) + threadIdx.x; i < total;
        i += static_cast<std::int64_t>(gridDim.x) * blockDim.x) {
     float v = y[i];
     if (bias) v += bias[i % n];
-    if (relu) v = fmaxf(v, 0.0f);
+    if (act == Activation::relu) v = fmaxf(v, 0.0f);
+    if (act == Activation::gelu) v = 0.5f * v * (1.0f + erff(v * 0.70710678118654752f));
+    if (residual) v += residual[i];
     y[i] = v;
   }
 }
@@ -103,11 +105,11 @@ __global__ void window_attention_kernel(const float* q, const float* k, const fl
 
 }  // namespace
 
-cudaError_t bias_act(float* y, const float* bias, std::int64_t m, std::int64_t n, bool relu,
-                     cudaStream_t stream) {
-  if (m <= 0 || n <= 0 || (!bias && !relu)) return cudaSuccess;
+cudaError_t bias_act(float* y, const float* bias, const float* residual, std::int64_t m,
+                     std::int64_t n, Activation act, cudaStream_t stream) {
+  if (m <= 0 || n <= 0 || (!bias && !residual && act == Activation::none)) return cudaSuccess;
   const Grid g = epilogue_grid(m, n);
-  bias_act_kernel<<<g.grid_x, g.block, 0, stream>>>(y, bias, m, n, relu);
+  bias_act_kernel<<<g.grid_x, g.block, 0, stream>>>(y, bias, residual, m, n, act);
   return cudaGetLastError();
 }
 

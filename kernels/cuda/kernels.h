@@ -1,6 +1,6 @@
 #pragma once
 // The CUDA backend's own kernels (kernels/cuda/kernels.cu), for what cuBLAS and cuSPARSE lack:
-// the GEMM bias/ReLU epilogue, row softmax, and sliding-window attention (banded SDDMM + softmax +
+// the GEMM epilogue (bias, ReLU/GELU, residual), row softmax, and sliding-window attention (banded SDDMM + softmax +
 // SpMM fused per query row). Each enqueues on `stream` and returns cudaGetLastError() of the
 // launch; geometry comes from kernels/cuda/launch_plan.h.
 #include <cstdint>
@@ -11,9 +11,10 @@
 
 namespace dype::kernels::cuda {
 
-// y[m x n] (+)= bias[n], then max(0, .) when relu. bias may be null.
-cudaError_t bias_act(float* y, const float* bias, std::int64_t m, std::int64_t n, bool relu,
-                     cudaStream_t stream);
+// y[m x n] (+)= bias[n], then the activation, then (+)= residual[m x n] (the order of
+// kernels/op.h's Epilogue). bias and residual may be null.
+cudaError_t bias_act(float* y, const float* bias, const float* residual, std::int64_t m,
+                     std::int64_t n, Activation act, cudaStream_t stream);
 
 // In place over x[m x n], numerically stable (max subtracted).
 cudaError_t row_softmax(float* x, std::int64_t m, std::int64_t n, cudaStream_t stream);

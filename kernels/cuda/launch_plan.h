@@ -25,6 +25,7 @@ struct ColMajorGemm {
 // Throws InputError when a size is negative or exceeds cuBLAS's 32-bit int.
 ColMajorGemm row_major_gemm_args(std::int64_t m, std::int64_t k, std::int64_t n);
 
+using gpu::Activation;
 using gpu::Grid;
 using gpu::WindowDims;
 using gpu::window_band;

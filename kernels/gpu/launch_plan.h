@@ -10,6 +10,10 @@
 
 namespace dype::kernels::gpu {
 
+// The activation of a GEMM epilogue as the device kernels take it (kernels/op.h's Epilogue is
+// C++20 and not in nvcc's/hipcc's view here).
+enum class Activation : int { none = 0, relu = 1, gelu = 2 };
+
 struct Grid {
   unsigned grid_x = 1, grid_y = 1;
   unsigned block = 1;

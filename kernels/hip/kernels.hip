@@ -14,7 +14,8 @@ namespace t = gemm_tile;
 
 __global__ void __launch_bounds__(t::kThreads)
     gemm_kernel(const float* __restrict__ x, const float* __restrict__ w, const float* __restrict__ bias,
-                float* __restrict__ y, int m, int k, int n, bool relu) {
+                const float* __restrict__ residual, float* __restrict__ y, int m, int k, int n,
+                Activation act) {
   __shared__ float xs[t::kTileM][t::kTileK + t::kPadA];
   __shared__ float ws[t::kTileK][t::kTileN];
   const int tid = static_cast<int>(threadIdx.x);
@@ -47,8 +48,8 @@ __global__ void __launch_bounds__(t::kThreads)
     }
     __syncthreads();  // the tiles are overwritten by the next step
   }
-  // Fused epilogue: the accumulators are still in registers, so bias and ReLU cost no extra pass
-  // over y.
+  // Fused epilogue: the accumulators are still in registers, so bias, activation and residual cost
+  // no extra pass over y.
 #pragma unroll
   for (int i = 0; i < t::kMicroM; ++i) {
 #pragma unroll
@@ -57,9 +58,12 @@ __global__ void __launch_bounds__(t::kThreads)
       const int r = row0 + p.row, c = col0 + p.col;
       if (r >= m || c >= n) continue;
       float v = acc[i][j];
+      const std::int64_t at = static_cast<std::int64_t>(r) * n + c;
       if (bias) v += bias[c];
-      if (relu) v = fmaxf(v, 0.0f);
-      y[static_cast<std::int64_t>(r) * n + c] = v;
+      if (act == Activation::relu) v = fmaxf(v, 0.0f);
+      if (act == Activation::gelu) v = 0.5f * v * (1.0f + erff(v * 0.70710678118654752f));
+      if (residual) v += residual[at];
+      y[at] = v;
     }
   }
 }
@@ -152,12 +156,12 @@ __global__ void window_attention_kernel(const float* q, const float* k, const fl
 
 }  // namespace
 
-hipError_t gemm(const float* x, const float* w, const float* bias, float* y, std::int64_t m,
-                std::int64_t k, std::int64_t n, bool relu, hipStream_t stream) {
+hipError_t gemm(const float* x, const float* w, const float* bias, const float* residual, float* y,
+                std::int64_t m, std::int64_t k, std::int64_t n, Activation act, hipStream_t stream) {
   const Grid g = gemm_grid(m, k, n);
   if (m == 0 || n == 0) return hipSuccess;
-  hipLaunchKernelGGL(gemm_kernel, dim3(g.grid_x, g.grid_y), dim3(g.block), 0, stream, x, w, bias, y,
-                     static_cast<int>(m), static_cast<int>(k), static_cast<int>(n), relu);
+  hipLaunchKernelGGL(gemm_kernel, dim3(g.grid_x, g.grid_y), dim3(g.block), 0, stream, x, w, bias,
+                     residual, y, static_cast<int>(m), static_cast<int>(k), static_cast<int>(n), act);
   return hipGetLastError();
 }
 

@@ -16,6 +16,7 @@
 
 namespace dype::kernels::hip {
 
+using gpu::Activation;
 using gpu::Grid;
 using gpu::WindowDims;
 using gpu::window_band;

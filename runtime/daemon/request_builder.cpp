@@ -109,7 +109,8 @@ Request build_request(const Model& model, const InferRequest& in, GraphRegistry&
       if (w->elements() != 1) throw InputError("input 'window'", "must hold one integer");
       window = w->i64()[0];
     }
-    if (!window) throw InputError("parameters.window", "missing (the attention half-window, >= 0)");
+    if (!window && model.spec().window >= 0) window = model.spec().window;  // the config's default
+    if (!window) throw InputError("parameters.window", "missing (the attention window: token i sees j with |i - j| <= window / 2)");
     if (*window < 0) throw InputError("parameters.window", "is " + std::to_string(*window) + ", must be >= 0");
     Request r = Request::transformer(std::move(x), *window);
     validate_request(model, r);

@@ -41,18 +41,39 @@ ModelConfig from_node(const hw::ConfigNode& root) {
     const std::string aggr = root.get_string("aggr", "mean");
     if (aggr != "mean") root.child("aggr").fail("'" + aggr + "' is not served; supported: mean");
   } else if (family == "transformer") {
-    root.child("family").fail("'transformer' cannot be served from weights yet (residual connections and layer "
-                              "norm are not kernels of the chain); supported: gcn, gin, sage");
+    c.spec.family = ModelFamily::transformer;
+    root.expect_keys({"family", "d_model", "heads", "ffn", "layers", "window", "norm_first", "activation",
+                      "layer_norm_eps", "tensor_names", "version"});
   } else {
-    root.child("family").fail("unknown family '" + family + "'; supported: gcn, gin, sage");
+    root.child("family").fail("unknown family '" + family + "'; supported: gcn, gin, sage, transformer");
   }
-  c.spec.in_features = sized(root, "in_features", 1, kMaxWidth);
-  c.spec.hidden = sized(root, "hidden", 1, kMaxWidth);
-  c.spec.out_features = root.has("out_features") ? sized(root, "out_features", 1, kMaxWidth) : 0;
+  if (c.spec.family == ModelFamily::transformer) {
+    // nn.TransformerEncoderLayer(batch_first=True): skip connections and LayerNorm always.
+    c.spec.residual_norm = true;
+    c.spec.d_model = sized(root, "d_model", 1, kMaxWidth);
+    c.spec.heads = sized(root, "heads", 1, kMaxWidth);
+    if (c.spec.d_model % c.spec.heads != 0) {
+      root.child("heads").fail("must divide d_model (" + std::to_string(c.spec.d_model) + "), got " +
+                               std::to_string(c.spec.heads));
+    }
+    c.spec.ffn = sized(root, "ffn", 1, kMaxWidth);
+    c.spec.norm_first = root.get_bool("norm_first", false);
+    const double eps = root.get_positive("layer_norm_eps", 1e-5);
+    c.spec.layer_norm_eps = static_cast<float>(eps);
+    if (root.has("window")) c.spec.window = sized(root, "window", 0, std::numeric_limits<std::int32_t>::max());
+  } else {
+    c.spec.in_features = sized(root, "in_features", 1, kMaxWidth);
+    c.spec.hidden = sized(root, "hidden", 1, kMaxWidth);
+    c.spec.out_features = root.has("out_features") ? sized(root, "out_features", 1, kMaxWidth) : 0;
+  }
   c.spec.layers = static_cast<int>(sized(root, "layers", 1, kMaxLayers));
   c.activation = root.get_string("activation", "relu");
-  if (c.activation != "relu") {
-    root.child("activation").fail("'" + c.activation + "' is not a kernel epilogue yet; supported: relu");
+  if (c.activation == "relu") {
+    c.spec.activation = Nonlinearity::relu;
+  } else if (c.activation == "gelu") {
+    c.spec.activation = Nonlinearity::gelu;
+  } else {
+    root.child("activation").fail("'" + c.activation + "' is not a kernel epilogue; supported: relu, gelu");
   }
   if (c.spec.family == ModelFamily::gin) {
     if (root.has("eps")) {

@@ -4,17 +4,23 @@
 // every other config: an unknown key, a wrong type or an impossible size is an InputError naming
 // the file and the key path.
 //
-//   family: gcn            # gcn | gin | sage (transformer: not servable from weights yet)
+//   family: gcn            # gcn | gin | sage | transformer
 //   in_features: 34
 //   hidden: 16
 //   out_features: 4        # classes; default hidden
 //   layers: 2
-//   activation: relu       # between layers, as PyG's BasicGNN
+//   activation: relu       # relu | gelu: between layers, as PyG's BasicGNN; in the transformer's FFN
 //   eps: 0.0               # gin: (1 + eps) x_i; a file's convs.{i}.eps must agree
 //   train_eps: false       # gin (eps then comes from the file)
 //   batch_norm: false      # gin: MLP norms (folded into the first GEMM at load)
 //   batch_norm_eps: 1e-5
 //   aggr: mean             # sage (mean is the one served)
+//   d_model: 64            # transformer (nn.TransformerEncoderLayer, batch_first=True)
+//   heads: 4
+//   ffn: 128               # dim_feedforward
+//   norm_first: false      # pre-norm when true
+//   layer_norm_eps: 1e-5
+//   window: 16             # the default when a request names none: |i - j| <= window / 2
 //   tensor_names: {l0.update.weight: conv1.lin.weight}   # dype slot -> tensor in the file
 //   version: 2             # serve this version folder instead of the highest
 //

@@ -24,6 +24,22 @@ std::vector<std::pair<std::string, std::string>> default_names(const ModelConfig
   for (int i = 0; i < c.spec.layers; ++i) {
     const std::string l = "l" + std::to_string(i) + ".";
     const std::string conv = "convs." + std::to_string(i) + ".";
+    if (c.spec.family == ModelFamily::transformer) {
+      const std::string t = "layers." + std::to_string(i) + ".";
+      out.push_back({l + "qkv.weight", t + "self_attn.in_proj_weight"});
+      out.push_back({l + "qkv.bias", t + "self_attn.in_proj_bias"});
+      out.push_back({l + "out_proj.weight", t + "self_attn.out_proj.weight"});
+      out.push_back({l + "out_proj.bias", t + "self_attn.out_proj.bias"});
+      out.push_back({l + "ffn1.weight", t + "linear1.weight"});
+      out.push_back({l + "ffn1.bias", t + "linear1.bias"});
+      out.push_back({l + "ffn2.weight", t + "linear2.weight"});
+      out.push_back({l + "ffn2.bias", t + "linear2.bias"});
+      for (const char* n : {"norm1", "norm2"}) {
+        out.push_back({l + n + ".weight", t + n + ".weight"});
+        out.push_back({l + n + ".bias", t + n + ".bias"});
+      }
+      continue;
+    }
     if (c.spec.family == ModelFamily::gcn) {
       out.push_back({l + "update.weight", conv + "lin.weight"});
       out.push_back({l + "update.bias", conv + "bias"});
@@ -143,6 +159,30 @@ Model load_model_weights(const ModelConfig& config, const SafetensorsFile& f) {
   for (const Step& step : m.steps()) {
     if (step.weights.empty()) continue;
     const std::string& bname = names.at(step.name + ".bias");
+    if (step.op == kernels::OpKind::layer_norm) {
+      const std::string& gname = names.at(step.name + ".weight");
+      m.set_weight(step.weights[0], vector_of(f, gname, step.out_cols), file_and(f, gname));
+      m.set_weight(step.weights[1], vector_of(f, bname, step.out_cols), file_and(f, bname));
+      continue;
+    }
+    if (step.qkv) {
+      // nn.MultiheadAttention's packed in_proj: [3d, d] = [W_q; W_k; W_v] ([out, in] each) and
+      // [3d] = [b_q; b_k; b_v]; dype's QKV step holds three [d, d] (in x out) weights and biases.
+      const std::int64_t d = step.out_cols;
+      const std::string& wname = names.at(step.name + ".weight");
+      const HostTensor w = linear_weight(f, wname, d, 3 * d);  // [d x 3d]: Q, K, V column blocks
+      const HostTensor b = vector_of(f, bname, 3 * d);
+      for (int o = 0; o < 3; ++o) {
+        std::vector<float> wo(static_cast<std::size_t>(d * d));
+        for (std::int64_t i = 0; i < d; ++i)
+          std::copy_n(w.data.begin() + i * 3 * d + o * d, d, wo.begin() + i * d);
+        m.set_weight(step.weights[2 * o], make_tensor(d, d, std::move(wo)), file_and(f, wname));
+        m.set_weight(step.weights[2 * o + 1],
+                     make_tensor(1, d, std::vector<float>(b.data.begin() + o * d, b.data.begin() + (o + 1) * d)),
+                     file_and(f, bname));
+      }
+      continue;
+    }
     if (spec.family == ModelFamily::sage) {
       // The GEMM reads [mean of neighbours | self] (2 in): lin_l's weight over the first half,
       // lin_r's over the second, lin_l's bias.

@@ -15,6 +15,11 @@
 //   sage l{i}.update.weight_l  convs.{i}.lin_l.weight  [out, in] (the mean of the neighbours)
 //        l{i}.update.weight_r  convs.{i}.lin_r.weight  [out, in] (the node itself; no bias)
 //        l{i}.update.bias      convs.{i}.lin_l.bias
+//   transformer (nn.TransformerEncoder of nn.TransformerEncoderLayer):
+//        l{i}.qkv.{weight,bias}       layers.{i}.self_attn.in_proj_{weight,bias}  [3d, d], [3d]
+//        l{i}.out_proj.{weight,bias}  layers.{i}.self_attn.out_proj.{weight,bias}
+//        l{i}.ffn1.*, l{i}.ffn2.*     layers.{i}.linear1.*, layers.{i}.linear2.*
+//        l{i}.norm1.*, l{i}.norm2.*   layers.{i}.norm1.{weight,bias}, layers.{i}.norm2.*
 // A config's tensor_names replaces any of these. Every slot must be found with its shape, and
 // every tensor of the file must fill one (training counters "*.num_batches_tracked" excepted):
 // a missing or extra tensor, a wrong shape, a non-float dtype or a NaN/Inf value is an InputError

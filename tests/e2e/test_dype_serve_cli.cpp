@@ -133,11 +133,11 @@ TEST(DypeServeCli, ServesAModelRepositoryBesideAModelThatCannotLoad) {
   fs::create_directories(repo);
   fs::copy(std::string(DYPE_SOURCE_DIR) + "/models/karate-gcn", repo / "karate-gcn", fs::copy_options::recursive);
   fs::create_directories(repo / "broken");
-  std::ofstream(repo / "broken" / "config.yaml") << "family: gcn\nin_features: 34\nhidden: 16\nlayers: 2\nactivation: gelu\n";
+  std::ofstream(repo / "broken" / "config.yaml") << "family: gcn\nin_features: 34\nhidden: 16\nlayers: 2\nactivation: swish\n";
   const std::string system = std::string(DYPE_SOURCE_DIR) + "/configs/systems/paper-testbed-pcie4.yaml";
   serve_and_stop({"--system", system, "--model-repository", repo.string()}, fs::temp_directory_path().string(),
                  {"karate-gcn"},
-                 {"model 'broken' not served", "activation: 'gelu' is not a kernel epilogue yet",
+                 {"model 'broken' not served", "activation: 'swish' is not a kernel epilogue",
                   "model karate-gcn version 1 (gcn)"});
 }
 

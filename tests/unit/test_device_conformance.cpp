@@ -68,7 +68,7 @@ using hw::testing::upload;
 
 // Absolute tolerances: GPU kernels sum in another order than the CPU's (emu runs the CPU kernels).
 void expect_close(const std::vector<float>& got, const std::vector<float>& want, float tolerance,
-                  const char* op) {
+                  const std::string& op) {
   ASSERT_EQ(got.size(), want.size()) << op;
   for (std::size_t i = 0; i < got.size(); ++i) ASSERT_NEAR(got[i], want[i], tolerance) << op << " at " << i;
 }
@@ -147,17 +147,37 @@ TEST_P(DeviceConformance, CopyBoundsAndOwnershipAreRefusedOnce) {
   }
 }
 
-TEST_P(DeviceConformance, GemmWithBiasReluMatchesCpu) {
+TEST_P(DeviceConformance, GemmEpiloguesMatchCpu) {
+  using dype::kernels::Epilogue;
   const std::int64_t m = 257, k = 129, n = 65;
   const auto x = random_floats(m * k, 2), w = random_floats(k * n, 3), bias = random_floats(n, 4);
-  for (auto epilogue : {dype::kernels::Epilogue::none, dype::kernels::Epilogue::bias_relu}) {
+  const auto residual = random_floats(m * n, 5);
+  for (auto epilogue : {Epilogue::none, Epilogue::bias_relu, Epilogue::bias_gelu, Epilogue::bias_residual}) {
     std::vector<float> want(m * n);
-    kc::gemm(x, w, bias, want, {m, k, n}, epilogue);
-    auto bx = upload(dev(), x), bw = upload(dev(), w), bb = upload(dev(), bias);
+    kc::gemm(x, w, bias, want, {m, k, n}, epilogue, residual);
+    auto bx = upload(dev(), x), bw = upload(dev(), w), bb = upload(dev(), bias), br = upload(dev(), residual);
     auto by = dev().allocate(m * n * 4);
-    if (auto got = run(hw::KernelLaunch::gemm(*bx, *bw, bb.get(), *by, m, k, n, epilogue))) {
-      expect_close(*got, want, 1e-3f, "gemm");
+    const hw::Buffer* r = dype::kernels::has_residual(epilogue) ? br.get() : nullptr;
+    if (auto got = run(hw::KernelLaunch::gemm(*bx, *bw, bb.get(), *by, m, k, n, epilogue, r))) {
+      expect_close(*got, want, 1e-3f, "gemm epilogue " + std::to_string(static_cast<int>(epilogue)));
     }
+  }
+}
+
+TEST_P(DeviceConformance, GemmResidualMustBeGivenAndApart) {
+  using dype::kernels::Epilogue;
+  auto x = dev().allocate(16 * 4), w = dev().allocate(16 * 4), b = dev().allocate(4 * 4), y = dev().allocate(16 * 4);
+  try {
+    dev().launch(hw::KernelLaunch::gemm(*x, *w, b.get(), *y, 4, 4, 4, Epilogue::bias_residual));
+    ADD_FAILURE() << "a residual epilogue without a residual buffer was accepted";
+  } catch (const dype::InputError& e) {
+    EXPECT_NE(std::string(e.what()).find("takes 4 input buffers, got 3"), std::string::npos) << e.what();
+  }
+  try {
+    dev().launch(hw::KernelLaunch::gemm(*x, *w, b.get(), *y, 4, 4, 4, Epilogue::bias_residual, y.get()));
+    ADD_FAILURE() << "the output as residual was accepted";
+  } catch (const dype::InputError& e) {
+    EXPECT_NE(std::string(e.what()).find("residual: must not be the output buffer"), std::string::npos) << e.what();
   }
 }
 

@@ -30,10 +30,10 @@ void expect_gemm_matches(const GemmDims& d, Epilogue epilogue) {
   const auto x = random_dense(d.m * d.k, 1);
   const auto w = random_dense(d.k * d.n, 2);
   const auto bias = random_dense(d.n, 3);
+  const auto residual = random_dense(d.m * d.n, 4);
   std::vector<float> y(static_cast<std::size_t>(d.m * d.n), std::nanf(""));
-  gemm(x, w, bias, y, d, epilogue);
-  const bool has_bias = epilogue == Epilogue::bias || epilogue == Epilogue::bias_relu;
-  const bool has_relu = epilogue == Epilogue::relu || epilogue == Epilogue::bias_relu;
+  gemm(x, w, bias, y, d, epilogue, residual);
+  const bool has_bias = dype::kernels::has_bias(epilogue), has_relu = dype::kernels::has_relu(epilogue);
   std::int64_t negatives_clamped = 0;
   for (std::int64_t r = 0; r < d.m; ++r) {
     for (std::int64_t c = 0; c < d.n; ++c) {
@@ -46,6 +46,12 @@ void expect_gemm_matches(const GemmDims& d, Epilogue epilogue) {
       if (has_relu && ref < 0) {
         ref = 0;
         ++negatives_clamped;
+      }
+      // GELU as PyTorch defines it (x Phi(x), exact erf); the residual after the activation.
+      if (dype::kernels::has_gelu(epilogue)) ref = 0.5 * ref * (1.0 + std::erf(ref / std::sqrt(2.0)));
+      if (dype::kernels::has_residual(epilogue)) {
+        ref += residual[r * d.n + c];
+        mag += std::abs(residual[r * d.n + c]);
       }
       const float got = y[r * d.n + c];
       if (!(std::abs(got - ref) <= 1e-5 * mag + 1e-6)) {
@@ -75,14 +81,16 @@ TEST_P(GemmTest, ShapesAndEpilogues) {
                              {64, 128, 128}, {513, 64, 17}, {1037, 128, 128}, {2048, 3, 300},
                              {700, 257, 1}};
   for (const GemmDims& d : shapes) {
-    for (Epilogue e : {Epilogue::none, Epilogue::bias, Epilogue::relu, Epilogue::bias_relu}) {
+    for (Epilogue e : {Epilogue::none, Epilogue::bias, Epilogue::relu, Epilogue::bias_relu, Epilogue::bias_gelu,
+                       Epilogue::bias_residual}) {
       expect_gemm_matches(d, e);
     }
   }
 }
 
 TEST_P(GemmTest, EmptyInnerDimensionGivesEpilogueOfZero) {
-  for (Epilogue e : {Epilogue::none, Epilogue::bias, Epilogue::relu, Epilogue::bias_relu}) {
+  for (Epilogue e : {Epilogue::none, Epilogue::bias, Epilogue::relu, Epilogue::bias_relu, Epilogue::bias_gelu,
+                     Epilogue::bias_residual}) {
     expect_gemm_matches({5, 0, 4}, e);
   }
   std::vector<float> none, w(16, 1.0f);
@@ -113,6 +121,13 @@ TEST_P(GemmTest, UndersizedSpansAreInputErrors) {
     ADD_FAILURE() << "expected InputError";
   } catch (const InputError& e) {
     EXPECT_EQ(e.where(), "gemm: bias");
+  }
+  try {
+    const std::vector<float> r(7);
+    gemm(x, w, b, y, d, Epilogue::bias_residual, r);
+    ADD_FAILURE() << "expected InputError";
+  } catch (const InputError& e) {
+    EXPECT_EQ(e.where(), "gemm: residual");
   }
   EXPECT_THROW(gemm(x, w, b, y, {-1, 3, 2}), InputError);
 }

@@ -78,13 +78,27 @@ TEST(ModelConfig, ReadsStrictly) {
   EXPECT_EQ(c.tensor_names.at("l0.update.bias"), "b0");
   EXPECT_EQ(c.version, 3);
   EXPECT_REFUSED(config_refusal(kGcn + "dropout: 0.5\n"), "dropout");
-  EXPECT_REFUSED(config_refusal("family: gat\n"), "config.yaml: family: unknown family 'gat'; supported: gcn, gin, sage");
+  EXPECT_REFUSED(config_refusal("family: gat\n"), "config.yaml: family: unknown family 'gat'; supported: gcn, gin, sage, transformer");
   EXPECT_REFUSED(config_refusal("family: sage\nin_features: 3\nhidden: 4\nlayers: 2\naggr: max\n"),
                  "aggr: 'max' is not served; supported: mean");
-  EXPECT_REFUSED(config_refusal("family: transformer\n"), "residual connections and layer norm");
+  EXPECT_REFUSED(config_refusal("family: transformer\n"), "config.yaml: d_model: required key missing");
+  const std::string tf = "family: transformer\nd_model: 12\nheads: 3\nffn: 20\nlayers: 2\n";
+  const ModelConfig t = parse_model_config(tf + "norm_first: true\nactivation: gelu\nwindow: 6\nlayer_norm_eps: 1e-6\n", "config.yaml");
+  EXPECT_EQ(t.spec.family, ModelFamily::transformer);
+  EXPECT_TRUE(t.spec.residual_norm);
+  EXPECT_TRUE(t.spec.norm_first);
+  EXPECT_EQ(t.spec.activation, Nonlinearity::gelu);
+  EXPECT_EQ(t.spec.window, 6);
+  EXPECT_FLOAT_EQ(t.spec.layer_norm_eps, 1e-6f);
+  EXPECT_REFUSED(config_refusal("family: transformer\nd_model: 10\nheads: 3\nffn: 20\nlayers: 2\n"),
+                 "heads: must divide d_model (10), got 3");
+  EXPECT_REFUSED(config_refusal(tf + "in_features: 3\n"), "in_features");  // not a transformer key
+  EXPECT_REFUSED(config_refusal(tf + "layer_norm_eps: 0\n"), "layer_norm_eps");
+  EXPECT_REFUSED(config_refusal(tf + "window: -2\n"), "window: must be in [0,");
   EXPECT_REFUSED(config_refusal("family: gcn\nhidden: 4\nlayers: 2\n"), "in_features: required key missing");
   EXPECT_REFUSED(config_refusal("family: gcn\nin_features: 0\nhidden: 4\nlayers: 2\n"), "in_features: must be in [1,");
-  EXPECT_REFUSED(config_refusal(kGcn + "activation: gelu\n"), "activation: 'gelu' is not a kernel epilogue yet");
+  EXPECT_REFUSED(config_refusal(kGcn + "activation: swish\n"), "activation: 'swish' is not a kernel epilogue; supported: relu, gelu");
+  EXPECT_EQ(parse_model_config(kGcn + "activation: gelu\n", "config.yaml").spec.activation, Nonlinearity::gelu);
   EXPECT_REFUSED(config_refusal(kGcn + "eps: 0.1\n"), "eps");  // not a GCN key
   EXPECT_REFUSED(config_refusal("family: gin\nin_features: 3\nhidden: 4\nlayers: 2\neps: -1\n"), "eps: must be finite and > -1");
   EXPECT_REFUSED(config_refusal(kGcn + "tensor_names: [a]\n"), "tensor_names: must be a mapping");
