@@ -17,9 +17,9 @@ reps=${REPS:-5}
 python=/usr/bin/python3
 "$python" -c "import torch, numpy" 2>/dev/null || { echo "run_model_peers: peer missing: python3-torch (scripts/setup.sh)" >&2; exit 3; }
 
-echo "== building bench_gnn_models (release) in $build"
+echo "== building bench_model_inference (release) in $build"
 cmake --preset release -B "$build" >/dev/null
-cmake --build "$build" -j2 --target bench_gnn_models >/dev/null
+cmake --build "$build" -j2 --target bench_model_inference >/dev/null
 export OMP_NUM_THREADS=$threads OPENBLAS_NUM_THREADS=$threads MKL_NUM_THREADS=$threads
 
 graph=${GRAPH:-/tmp/dype-debian-deps.mtx}
@@ -31,7 +31,7 @@ for family in gcn sage gin; do
   echo "== $family on $(basename "$graph"), 128 -> 128 -> 16, $threads threads"
   torch_out=$("$python" "$root/bench/peers/gnn_torch.py" "$graph" "$family" "$work" "$family" 128 128 16 2 "$threads" "$reps")
   echo "$torch_out" | sed 's/^/  /'
-  dype_out=$("$build/bench/bench_gnn_models" --repo "$work" --model "$family" --graph "$graph" \
+  dype_out=$("$build/bench/bench_model_inference" --repo "$work" --model "$family" --graph "$graph" \
     --features "$work/x.npy" --expect "$work/$family.torch.npy" --reps "$reps") || status=1
   echo "  $dype_out"
   d=$(sed -E 's/.*median_ms=([0-9.]+).*/\1/' <<<"$dype_out")

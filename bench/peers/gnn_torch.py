@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""PyTorch CPU peer for bench_gnn_models: the same trained-layout GNN, full-graph inference.
+"""PyTorch CPU peer for bench_model_inference: the same trained-layout GNN, full-graph inference.
 
 Builds a GCN, GIN or GraphSAGE (PyG's layers, tests/scripts/pyg_reference.py) with seeded weights, writes it as
 a model repository entry (REPO/NAME/config.yaml, model.safetensors) and the features as REPO/x.npy,

@@ -193,6 +193,13 @@ void CudaDevice::run_window_attention(cudaStream_t stream, const KernelLaunch& l
                                   on_device(l.output, "out").ptr<float>(), d, stream, max_shared_bytes()));
 }
 
+void CudaDevice::run_layer_norm(cudaStream_t stream, const KernelLaunch& l) {
+  cuda_check(name(), "layer_norm",
+             kc::layer_norm(on_device(l.inputs[0], "x").ptr<const float>(), on_device(l.inputs[1], "gamma").ptr<const float>(),
+                            on_device(l.inputs[2], "beta").ptr<const float>(), on_device(l.output, "y").ptr<float>(),
+                            l.shape.m, l.shape.n, l.eps, stream));
+}
+
 void CudaDevice::run_softmax(cudaStream_t stream, const KernelLaunch& l) {
   cuda_check(name(), "row_softmax",
              kc::row_softmax(on_device(l.output, "x").ptr<float>(), l.shape.m, l.shape.n, stream));

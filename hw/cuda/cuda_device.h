@@ -30,6 +30,7 @@ class CudaDevice final : public GpuDevice<CudaRuntime> {
   void run_gemm(int queue, cudaStream_t stream, const KernelLaunch& l) override;
   void run_window_attention(cudaStream_t stream, const KernelLaunch& l) override;
   void run_softmax(cudaStream_t stream, const KernelLaunch& l) override;
+  void run_layer_norm(cudaStream_t stream, const KernelLaunch& l) override;
 
  private:
   struct Libraries;  // cuBLAS + cuSPARSE handles and SpMM plans of one queue

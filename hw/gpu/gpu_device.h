@@ -58,6 +58,7 @@ class GpuDevice : public Device, public SpmmPlanCount {
   virtual void run_gemm(int queue, Stream stream, const KernelLaunch& l) = 0;
   virtual void run_window_attention(Stream stream, const KernelLaunch& l) = 0;
   virtual void run_softmax(Stream stream, const KernelLaunch& l) = 0;
+  virtual void run_layer_norm(Stream stream, const KernelLaunch& l) = 0;
 
   Event do_launch(const KernelLaunch& launch, std::span<const Event> after, int queue) override;
   Event do_copy_from_host(hw::Buffer& dst, std::span<const std::byte> src, std::size_t offset,

@@ -115,9 +115,8 @@ bool GpuDevice<Api>::supports(kernels::OpKind op) const {
     case kernels::OpKind::gemm:
     case kernels::OpKind::window_attention:
     case kernels::OpKind::softmax:
-      return true;
     case kernels::OpKind::layer_norm:
-      return false;  // not ported yet: the scheduler keeps it on the CPU
+      return true;
   }
   return false;
 }
@@ -166,7 +165,7 @@ Event GpuDevice<Api>::do_launch(const KernelLaunch& l, std::span<const Event>, i
       case kernels::OpKind::gemm: run_gemm(qi, q.stream, l); break;
       case kernels::OpKind::window_attention: run_window_attention(q.stream, l); break;
       case kernels::OpKind::softmax: run_softmax(q.stream, l); break;
-      case kernels::OpKind::layer_norm: break;  // rejected by supports()
+      case kernels::OpKind::layer_norm: run_layer_norm(q.stream, l); break;
     }
   });
   on_device(l.output, "output").mark_written();

@@ -182,6 +182,13 @@ void HipDevice::run_window_attention(hipStream_t stream, const KernelLaunch& l) 
                                  on_device(l.output, "out").ptr<float>(), d, stream, max_shared_bytes()));
 }
 
+void HipDevice::run_layer_norm(hipStream_t stream, const KernelLaunch& l) {
+  hip_check(name(), "layer_norm",
+            kh::layer_norm(on_device(l.inputs[0], "x").ptr<const float>(), on_device(l.inputs[1], "gamma").ptr<const float>(),
+                           on_device(l.inputs[2], "beta").ptr<const float>(), on_device(l.output, "y").ptr<float>(),
+                           l.shape.m, l.shape.n, l.eps, warp_size_, stream));
+}
+
 void HipDevice::run_softmax(hipStream_t stream, const KernelLaunch& l) {
   hip_check(name(), "row_softmax",
             kh::row_softmax(on_device(l.output, "x").ptr<float>(), l.shape.m, l.shape.n, warp_size_, stream));

@@ -44,6 +44,7 @@ class HipDevice final : public GpuDevice<HipRuntime> {
   void run_gemm(int queue, hipStream_t stream, const KernelLaunch& l) override;
   void run_window_attention(hipStream_t stream, const KernelLaunch& l) override;
   void run_softmax(hipStream_t stream, const KernelLaunch& l) override;
+  void run_layer_norm(hipStream_t stream, const KernelLaunch& l) override;
 
  private:
   struct Libraries;  // the rocSPARSE handle and SpMM plans of one queue

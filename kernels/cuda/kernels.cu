@@ -59,6 +59,26 @@ __global__ void row_softmax_kernel(float* x, std::int64_t n) {
   for (std::int64_t j = threadIdx.x; j < n; j += blockDim.x) row[j] *= inv;
 }
 
+// One block per row: mean, then the variance around it (two passes over the row, as the CPU
+// kernel, so the two agree to rounding), then (x - mean) / sqrt(var + eps) * gamma + beta.
+__global__ void layer_norm_kernel(const float* x, const float* gamma, const float* beta, float* y,
+                                  std::int64_t n, float eps) {
+  extern __shared__ float scratch[];
+  const float* row = x + static_cast<std::int64_t>(blockIdx.x) * n;
+  float* out = y + static_cast<std::int64_t>(blockIdx.x) * n;
+  float sum = 0.0f;
+  for (std::int64_t j = threadIdx.x; j < n; j += blockDim.x) sum += row[j];
+  const float mean = block_reduce<false>(sum, scratch) / static_cast<float>(n);
+  float sq = 0.0f;
+  for (std::int64_t j = threadIdx.x; j < n; j += blockDim.x) {
+    const float d = row[j] - mean;
+    sq += d * d;
+  }
+  const float var = block_reduce<false>(sq, scratch + 8) / static_cast<float>(n);
+  const float inv = rsqrtf(var + eps);
+  for (std::int64_t j = threadIdx.x; j < n; j += blockDim.x) out[j] = (row[j] - mean) * inv * gamma[j] + beta[j];
+}
+
 // One block per (query row i = blockIdx.x, head h = blockIdx.y). Shared: q_i (head_dim), the
 // band's scores, and reduction scratch. SDDMM: each warp takes keys of the band in turn, lanes
 // split head_dim. Softmax over the band. SpMM: threads split head_dim and sum over the band.
@@ -117,6 +137,14 @@ cudaError_t row_softmax(float* x, std::int64_t m, std::int64_t n, cudaStream_t s
   if (m <= 0 || n <= 0) return cudaSuccess;
   const Grid g = softmax_grid(m, n);
   row_softmax_kernel<<<g.grid_x, g.block, g.shared_bytes, stream>>>(x, n);
+  return cudaGetLastError();
+}
+
+cudaError_t layer_norm(const float* x, const float* gamma, const float* beta, float* y, std::int64_t m,
+                       std::int64_t n, float eps, cudaStream_t stream) {
+  if (m <= 0 || n <= 0) return cudaSuccess;
+  const Grid g = softmax_grid(m, n);  // the same shape: one block per row, two reductions
+  layer_norm_kernel<<<g.grid_x, g.block, g.shared_bytes, stream>>>(x, gamma, beta, y, n, eps);
   return cudaGetLastError();
 }
 

@@ -22,6 +22,10 @@ hipError_t gemm(const float* x, const float* w, const float* bias, const float* 
 // In place over x[m x n], numerically stable (max subtracted).
 hipError_t row_softmax(float* x, std::int64_t m, std::int64_t n, int warp_size, hipStream_t stream);
 
+// y[m x n] = (x - mean) / sqrt(var + eps) * gamma + beta per row (kernels/cpu/norm.h's semantics).
+hipError_t layer_norm(const float* x, const float* gamma, const float* beta, float* y, std::int64_t m,
+                      std::int64_t n, float eps, int warp_size, hipStream_t stream);
+
 // q, k, v, out: [seq_len, heads * head_dim] row-major, head h in columns [h*head_dim, ...).
 // Token i attends to j with |i - j| <= window / 2, scaled by 1/sqrt(head_dim) (same semantics as
 // kernels/cpu/window_attention.h).

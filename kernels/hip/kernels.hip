@@ -109,6 +109,26 @@ __global__ void row_softmax_kernel(float* x, std::int64_t n) {
   for (std::int64_t j = threadIdx.x; j < n; j += blockDim.x) row[j] *= inv;
 }
 
+// One workgroup per row: mean, then the variance around it (two passes over the row, as the CPU
+// kernel, so the two agree to rounding), then (x - mean) / sqrt(var + eps) * gamma + beta.
+__global__ void layer_norm_kernel(const float* x, const float* gamma, const float* beta, float* y,
+                                  std::int64_t n, float eps) {
+  extern __shared__ float scratch[];
+  const float* row = x + static_cast<std::int64_t>(blockIdx.x) * n;
+  float* out = y + static_cast<std::int64_t>(blockIdx.x) * n;
+  float sum = 0.0f;
+  for (std::int64_t j = threadIdx.x; j < n; j += blockDim.x) sum += row[j];
+  const float mean = block_reduce<false>(sum, scratch) / static_cast<float>(n);
+  float sq = 0.0f;
+  for (std::int64_t j = threadIdx.x; j < n; j += blockDim.x) {
+    const float d = row[j] - mean;
+    sq += d * d;
+  }
+  const float var = block_reduce<false>(sq, scratch + kReduceScratch) / static_cast<float>(n);
+  const float inv = rsqrtf(var + eps);
+  for (std::int64_t j = threadIdx.x; j < n; j += blockDim.x) out[j] = (row[j] - mean) * inv * gamma[j] + beta[j];
+}
+
 // One workgroup per (query row i = blockIdx.x, head h = blockIdx.y). LDS: q_i (head_dim), the
 // reduction scratch and the band's scores. SDDMM: each wavefront takes keys of the band in turn,
 // lanes split head_dim. Softmax over the band. SpMM: threads split head_dim and sum over the band.
@@ -169,6 +189,15 @@ hipError_t row_softmax(float* x, std::int64_t m, std::int64_t n, int warp_size, 
   if (m <= 0 || n <= 0) return hipSuccess;
   const Grid g = softmax_grid(m, n, warp_size);
   hipLaunchKernelGGL(row_softmax_kernel, dim3(g.grid_x), dim3(g.block), g.shared_bytes, stream, x, n);
+  return hipGetLastError();
+}
+
+hipError_t layer_norm(const float* x, const float* gamma, const float* beta, float* y, std::int64_t m,
+                      std::int64_t n, float eps, int warp_size, hipStream_t stream) {
+  if (m <= 0 || n <= 0) return hipSuccess;
+  const Grid g = softmax_grid(m, n, warp_size);  // the same shape: one workgroup per row, two reductions
+  hipLaunchKernelGGL(layer_norm_kernel, dim3(g.grid_x), dim3(g.block), g.shared_bytes, stream, x, gamma, beta, y, n,
+                     eps);
   return hipGetLastError();
 }
 

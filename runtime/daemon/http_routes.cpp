@@ -186,7 +186,14 @@ void HttpRoutes::get_model_config(const Req& req, Res& res) const {
       c["d_model"] = spec.d_model;
       c["heads"] = spec.heads;
       c["ffn"] = spec.ffn;
+      c["residual_norm"] = spec.residual_norm;
+      if (spec.residual_norm) {
+        c["norm_first"] = spec.norm_first;
+        c["layer_norm_eps"] = spec.layer_norm_eps;
+      }
+      if (spec.window >= 0) c["window"] = spec.window;
     }
+    c["activation"] = to_string(spec.activation);
     json kernels = json::array();
     for (const Step& st : m.model->steps()) kernels.push_back({{"name", st.name}, {"op", std::string(kernels::to_string(st.op))}});
     c["kernels"] = kernels;

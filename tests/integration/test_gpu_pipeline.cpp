@@ -86,5 +86,15 @@ TEST(GpuPipeline, TransformerMatchesCpuReference) {
   check_model(m, testing::tf_requests(m, 1024, 128, 2, 400));
 }
 
+// nn.TransformerEncoderLayer's block: LayerNorm on the GPU, the skip connection added in the
+// GEMM epilogue, GELU in the FFN; post-norm and pre-norm.
+TEST(GpuPipeline, EncoderWithResidualAndLayerNormMatchesCpuReference) {
+  for (const bool pre : {false, true}) {
+    Model m = Model::transformer({.layers = 2, .activation = Nonlinearity::gelu, .d_model = 256, .heads = 4, .ffn = 512,
+                                  .residual_norm = true, .norm_first = pre, .seed = 6});
+    check_model(m, testing::tf_requests(m, 1024, 128, 2, 401));
+  }
+}
+
 }  // namespace
 }  // namespace dype::rt

@@ -3,7 +3,7 @@
 // host copies go through the double-buffered staging chunks, the SpMM plan is built once per
 // graph and rebuilt when the graph is rewritten, and peer copies between two GPUs. Kernels
 // against the CPU run for every backend in test_device_conformance.cpp; what only one vendor
-// has (ROCm SMI, mapped windows, cuda's missing layer_norm) stays in test_{cuda,hip}_device.cpp.
+// has (ROCm SMI, mapped windows) stays in test_hip_device.cpp.
 // Without the vendor's build, driver or GPU the cases skip and say why.
 #include <gtest/gtest.h>
 

@@ -1,0 +1,49 @@
+#!/usr/bin/env bash
+# CPU inference of a whole transformer encoder, dype vs PyTorch 1.13's nn.TransformerEncoder with
+# the sliding window as a band mask, on the same weights, token embeddings and thread count
+# (measured, medians of REPS). For post-norm and pre-norm: both times, the ratio (target dype >=
+# 3x PyTorch) and dype's answer checked against PyTorch's (1e-4 relative).
+#
+#   bench/run_transformer_peers.sh [BUILD_DIR]        (default build/kernel-peers)
+#   Env: THREADS (2), REPS (5), SEQ (4096), WINDOW (256), D_MODEL (512), HEADS (8), FFN (2048),
+#        LAYERS (2)
+set -euo pipefail
+
+root=$(cd "$(dirname "$0")/.." && pwd)
+build=${1:-$root/build/kernel-peers}
+threads=${THREADS:-2}
+reps=${REPS:-5}
+seq=${SEQ:-4096}
+window=${WINDOW:-256}
+d=${D_MODEL:-512}
+heads=${HEADS:-8}
+ffn=${FFN:-2048}
+layers=${LAYERS:-2}
+python=/usr/bin/python3
+"$python" -c "import torch, numpy" 2>/dev/null || { echo "run_transformer_peers: peer missing: python3-torch (scripts/setup.sh)" >&2; exit 3; }
+
+echo "== building bench_model_inference (release) in $build"
+cmake --preset release -B "$build" >/dev/null
+cmake --build "$build" -j2 --target bench_model_inference >/dev/null
+export OMP_NUM_THREADS=$threads OPENBLAS_NUM_THREADS=$threads MKL_NUM_THREADS=$threads
+
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+status=0
+for norm_first in 0 1; do
+  name=$([[ $norm_first == 1 ]] && echo pre-norm || echo post-norm)
+  echo "== transformer $name: d_model $d, $heads heads, ffn $ffn, $layers layers, seq_len $seq, window $window, $threads threads"
+  torch_out=$("$python" "$root/bench/peers/transformer_torch.py" "$work" "$name" "$d" "$heads" "$ffn" "$layers" \
+    "$seq" "$window" "$norm_first" "$threads" "$reps")
+  echo "$torch_out" | sed 's/^/  /'
+  dype_out=$("$build/bench/bench_model_inference" --repo "$work" --model "$name" --tokens "$work/x.npy" \
+    --window "$window" --expect "$work/$name.torch.npy" --reps "$reps") || status=1
+  echo "  $dype_out"
+  d_ms=$(sed -E 's/.*median_ms=([0-9.]+).*/\1/' <<<"$dype_out")
+  t_ms=$(grep "band-mask" <<<"$torch_out" | sed -E 's/.*median_ms=([0-9.]+).*/\1/')
+  ratio=$(awk -v a="$t_ms" -v b="$d_ms" 'BEGIN { printf "%.2f", a / b }')
+  verdict=$(awk -v r="$ratio" 'BEGIN { print (r >= 3.0) ? "met" : "MISSED" }')
+  echo "  dype / torch: ${ratio}x (target >= 3x: $verdict)"
+  [[ $verdict == met ]] || status=1
+done
+exit $status
