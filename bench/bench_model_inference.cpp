@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "kernels/graph/mtx_reader.h"
+#include "runtime/host_memory.h"
 #include "runtime/model.h"
 #include "runtime/repository/model_repository.h"
 #include "runtime/repository/npy.h"
@@ -22,6 +23,7 @@ using Clock = std::chrono::steady_clock;
 using namespace dype;
 
 int main(int argc, char** argv) {
+  dype::rt::retain_freed_host_memory();  // activations reuse heap pages (runtime/host_memory.h)
   std::string repo, model, graph, features, tokens, expect;
   int reps = 7;
   long long window = -1;

@@ -27,6 +27,7 @@
 #include "kernels/graph/mtx_reader.h"
 #include "runtime/daemon/engine_service.h"
 #include "runtime/daemon/repository_models.h"
+#include "runtime/host_memory.h"
 
 namespace fs = std::filesystem;
 using namespace dype;
@@ -78,6 +79,7 @@ struct Latencies {
 }  // namespace
 
 int main(int argc, char** argv) {
+  dype::rt::retain_freed_host_memory();  // activations reuse heap pages (runtime/host_memory.h)
   int cycles = 50, reloads = 20;
   for (int i = 1; i + 1 < argc; i += 2) {
     const std::string k = argv[i];

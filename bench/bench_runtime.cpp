@@ -38,6 +38,7 @@
 #include "hw/system.h"
 #include "kernels/graph/generators.h"
 #include "runtime/engine.h"
+#include "runtime/host_memory.h"
 #include "runtime/perf_planner.h"
 #include "runtime/planner.h"
 #include "scheduler/solver.h"
@@ -211,6 +212,7 @@ double median(std::vector<double> v) {
 }  // namespace
 
 int main(int argc, char** argv) {
+  dype::rt::retain_freed_host_memory();  // activations reuse heap pages (runtime/host_memory.h)
   int per_phase = 200, overhead_n = 3000, tf_layers = 4, check_top = 0;
   std::int64_t tf_window = 256;
   bool want_paper_plans = false;

@@ -21,6 +21,9 @@ echo "== building bench_model_inference (release) in $build"
 cmake --preset release -B "$build" >/dev/null
 cmake --build "$build" -j2 --target bench_model_inference >/dev/null
 export OMP_NUM_THREADS=$threads OPENBLAS_NUM_THREADS=$threads MKL_NUM_THREADS=$threads
+# The same heap policy for the peer as dype sets for itself (runtime/host_memory.h): large freed
+# blocks stay in the heap for reuse instead of being unmapped and faulted in again next call.
+tunables="glibc.malloc.mmap_max=0:glibc.malloc.trim_threshold=1073741824"
 
 graph=${GRAPH:-/tmp/dype-debian-deps.mtx}
 [[ -s "$graph" ]] || "$python" "$root/apps/dype-profile/debian_deps_graph.py" "$graph"
@@ -29,7 +32,7 @@ trap 'rm -rf "$work"' EXIT
 status=0
 for family in gcn sage gin; do
   echo "== $family on $(basename "$graph"), 128 -> 128 -> 16, $threads threads"
-  torch_out=$("$python" "$root/bench/peers/gnn_torch.py" "$graph" "$family" "$work" "$family" 128 128 16 2 "$threads" "$reps")
+  torch_out=$(GLIBC_TUNABLES=$tunables "$python" "$root/bench/peers/gnn_torch.py" "$graph" "$family" "$work" "$family" 128 128 16 2 "$threads" "$reps")
   echo "$torch_out" | sed 's/^/  /'
   dype_out=$("$build/bench/bench_model_inference" --repo "$work" --model "$family" --graph "$graph" \
     --features "$work/x.npy" --expect "$work/$family.torch.npy" --reps "$reps") || status=1

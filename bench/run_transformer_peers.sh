@@ -26,6 +26,9 @@ echo "== building bench_model_inference (release) in $build"
 cmake --preset release -B "$build" >/dev/null
 cmake --build "$build" -j2 --target bench_model_inference >/dev/null
 export OMP_NUM_THREADS=$threads OPENBLAS_NUM_THREADS=$threads MKL_NUM_THREADS=$threads
+# The same heap policy for the peer as dype sets for itself (runtime/host_memory.h): large freed
+# blocks stay in the heap for reuse instead of being unmapped and faulted in again next call.
+tunables="glibc.malloc.mmap_max=0:glibc.malloc.trim_threshold=1073741824"
 
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
@@ -33,7 +36,7 @@ status=0
 for norm_first in 0 1; do
   name=$([[ $norm_first == 1 ]] && echo pre-norm || echo post-norm)
   echo "== transformer $name: d_model $d, $heads heads, ffn $ffn, $layers layers, seq_len $seq, window $window, $threads threads"
-  torch_out=$("$python" "$root/bench/peers/transformer_torch.py" "$work" "$name" "$d" "$heads" "$ffn" "$layers" \
+  torch_out=$(GLIBC_TUNABLES=$tunables "$python" "$root/bench/peers/transformer_torch.py" "$work" "$name" "$d" "$heads" "$ffn" "$layers" \
     "$seq" "$window" "$norm_first" "$threads" "$reps")
   echo "$torch_out" | sed 's/^/  /'
   dype_out=$("$build/bench/bench_model_inference" --repo "$work" --model "$name" --tokens "$work/x.npy" \

@@ -81,6 +81,10 @@ struct ModelSpec {
   std::int64_t out_features = 0;  // the last layer's width (classes); 0: hidden
   float gin_eps = 0.0f;
   Nonlinearity activation = Nonlinearity::relu;
+  // What an answer carries: the last layer's values ("y", the logits) and/or the arg-max class of
+  // each row ("predictions"). Serving only; the kernel chain is the same.
+  bool output_logits = true;
+  bool output_predictions = false;
   // transformer
   std::int64_t d_model = 512;
   std::int64_t heads = 8;

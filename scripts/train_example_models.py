@@ -97,6 +97,7 @@ def main():
             f.write(f"family: {family}\nin_features: {n}\nhidden: 16\nout_features: 2\nlayers: 2\nactivation: relu\n")
             if family == "gin":
                 f.write("eps: 0.0\n")
+            f.write("outputs: [logits, predictions]   # the scores, and the arg-max club per member\n")
         with torch.no_grad():
             pred = model(torch.eye(n), src, dst).argmax(1)
         ok = pred == labels

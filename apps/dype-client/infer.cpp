@@ -91,19 +91,38 @@ int run_infer(Transport& t, const InferOptions& o) {
   const auto t0 = std::chrono::steady_clock::now();
   const rt::daemon::InferResponse r = t.infer(o.model, in, params);
   const double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
-  const Tensor& y = r.outputs.at(0);
-  double sum = 0.0, abs_sum = 0.0;
-  for (float v : y.f32()) {
-    sum += v;
-    abs_sum += std::fabs(v);
+  const Tensor* y = nullptr;
+  const Tensor* predictions = nullptr;
+  for (const Tensor& t : r.outputs) {
+    if (t.name == "predictions") predictions = &t;
+    else if (!y) y = &t;
   }
-  std::cout << "model " << o.model << " output " << y.name << " shape [" << y.shape[0] << ", " << y.shape[1]
-            << "] checksum sum=" << sum << " abs_sum=" << abs_sum << " latency " << ms << " ms (measured, "
-            << o.protocol_name << ")\n";
-  if (y.shape.size() == 2 && y.shape[0] <= kMaxPrintedRows && o.top_k > 0) print_top(y, o.top_k);
+  if (y) {
+    double sum = 0.0, abs_sum = 0.0;
+    for (float v : y->f32()) {
+      sum += v;
+      abs_sum += std::fabs(v);
+    }
+    std::cout << "model " << o.model << " output " << y->name << " shape [" << y->shape[0] << ", " << y->shape[1]
+              << "] checksum sum=" << sum << " abs_sum=" << abs_sum << " latency " << ms << " ms (measured, "
+              << o.protocol_name << ")\n";
+    if (y->shape.size() == 2 && y->shape[0] <= kMaxPrintedRows && o.top_k > 0) print_top(*y, o.top_k);
+  }
+  if (predictions) {
+    const std::vector<std::int64_t> classes = predictions->i64();
+    std::cout << "model " << o.model << " output predictions (arg-max class per row), " << classes.size() << " rows";
+    if (!y) std::cout << ", latency " << ms << " ms (measured, " << o.protocol_name << ")";
+    std::cout << "\n";
+    if (static_cast<std::int64_t>(classes.size()) <= kMaxPrintedRows) {
+      std::cout << " ";
+      for (std::int64_t c : classes) std::cout << " " << c;
+      std::cout << "\n";
+    }
+  }
   if (!o.out.empty()) {
-    const std::vector<float> v = y.f32();
-    rt::write_npy(o.out, y.shape, v);
+    if (!y) throw InputError("--out", "model '" + o.model + "' answers only predictions; --out writes the output y");
+    const std::vector<float> v = y->f32();
+    rt::write_npy(o.out, y->shape, v);
     std::cout << "wrote " << o.out << "\n";
   }
   return 0;

@@ -16,6 +16,7 @@
 #include "hw/system_config.h"
 #include "kernels/csr.h"
 #include "kernels/graph/generators.h"
+#include "runtime/host_memory.h"
 
 namespace {
 
@@ -77,6 +78,7 @@ void row(const std::string& dev, const std::string& kind, const std::string& op,
 }  // namespace
 
 int main(int argc, char** argv) {
+  dype::rt::retain_freed_host_memory();  // activations reuse heap pages (runtime/host_memory.h)
   CLI::App app{"dype-demo: run a GCN-like layer on the CPU and on emulated GPUs/FPGAs of a system\n"
                "config, check the results agree, and model the paper's S1..S4 shapes.\n"
                "CPU times are measured; emulated-device times and all energies are modelled."};

@@ -28,6 +28,7 @@
 #include "runtime/daemon/grpc_server.h"
 #include "runtime/daemon/http_server.h"
 #include "runtime/daemon/repository_models.h"
+#include "runtime/host_memory.h"
 #include "runtime/observer.h"
 
 using namespace dype;
@@ -63,6 +64,7 @@ std::vector<ServedModel> served_models(const std::vector<std::string>& repositor
 }  // namespace
 
 int main(int argc, char** argv) {
+  dype::rt::retain_freed_host_memory();  // activations reuse heap pages (runtime/host_memory.h)
   CLI::App app{"dype-serve: pipelined GNN / sliding-window transformer inference (KServe v2 protocol)"};
   EngineServiceOptions so;
   ServerOptions ho;

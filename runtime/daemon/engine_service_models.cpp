@@ -13,6 +13,7 @@
 #include "runtime/daemon/engine_service.h"
 #include "runtime/daemon/errors.h"
 #include "runtime/daemon/repository_models.h"
+#include "runtime/host_memory.h"
 #include "runtime/repository/model_repository.h"
 
 namespace dype::rt::daemon {
@@ -63,6 +64,7 @@ double EngineService::retire(std::shared_ptr<Served> old) {
   while (old.use_count() > 1) std::this_thread::sleep_for(std::chrono::microseconds(200));
   old->engine.reset();  // drains: every admitted request is answered by this version
   old.reset();          // frees the model's weights (unless a ModelInfo still holds them)
+  release_free_host_memory();  // and gives the freed pages back (the heap keeps them otherwise)
   return since(t0);
 }
 

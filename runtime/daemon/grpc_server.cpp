@@ -98,16 +98,18 @@ InferRequest from_proto(const pb::ModelInferRequest& r) {
   return in;
 }
 
-void to_proto(const std::string& model, std::int64_t version, const std::string& id, const Tensor& y,
+void to_proto(const std::string& model, std::int64_t version, const std::string& id, const std::vector<Tensor>& outputs,
               pb::ModelInferResponse& resp) {
   resp.set_model_name(model);
   resp.set_model_version(std::to_string(version));
   resp.set_id(id);
-  auto* o = resp.add_outputs();
-  o->set_name(y.name);
-  o->set_datatype(y.datatype);
-  for (std::int64_t d : y.shape) o->add_shape(d);
-  resp.add_raw_output_contents(std::string(y.bytes()));
+  for (const Tensor& t : outputs) {
+    auto* o = resp.add_outputs();
+    o->set_name(t.name);
+    o->set_datatype(t.datatype);
+    for (std::int64_t d : t.shape) o->add_shape(d);
+    resp.add_raw_output_contents(std::string(t.bytes()));
+  }
 }
 
 struct GrpcServer::Impl final : public pb::GRPCInferenceService::Service {
@@ -155,8 +157,8 @@ struct GrpcServer::Impl final : public pb::GRPCInferenceService::Service {
       AdmissionControl::Ticket ticket(admission);
       const InferRequest in = from_proto(req);
       double engine_s = 0.0;
-      const Tensor y = run_infer(service, graphs, req.model_name(), in, &engine_s, &version);
-      to_proto(req.model_name(), version, in.id, y, resp);
+      const std::vector<Tensor> outputs = run_infer(service, graphs, req.model_name(), in, &engine_s, &version);
+      to_proto(req.model_name(), version, in.id, outputs, resp);
       (*resp.mutable_parameters())["dype_engine_time_us"].set_double_param(engine_s * 1e6);
     } catch (...) {
       st = status_of(std::current_exception(), reason);
@@ -232,6 +234,7 @@ struct GrpcServer::Impl final : public pb::GRPCInferenceService::Service {
       Clock::time_point t0, submitted;
       std::unique_ptr<AdmissionControl::Ticket> ticket;  // held until answered
       std::future<HostTensor> y;
+      std::vector<std::string> outputs;  // the names to answer with
       std::exception_ptr error;  // refused before reaching the engine
     };
     std::mutex mu;
@@ -255,7 +258,7 @@ struct GrpcServer::Impl final : public pb::GRPCInferenceService::Service {
           if (it.error) std::rethrow_exception(it.error);
           const HostTensor y = it.y.get();
           const double engine_s = std::chrono::duration<double>(Clock::now() - it.submitted).count();
-          to_proto(it.model, it.version, it.id, output_tensor(y), *out.mutable_infer_response());
+          to_proto(it.model, it.version, it.id, output_tensors(y, it.outputs, /*view=*/true), *out.mutable_infer_response());
           (*out.mutable_infer_response()->mutable_parameters())["dype_engine_time_us"].set_double_param(engine_s * 1e6);
         } catch (...) {
           const grpc::Status st = status_of(std::current_exception(), reason);
@@ -285,7 +288,7 @@ struct GrpcServer::Impl final : public pb::GRPCInferenceService::Service {
         it.ticket = std::make_unique<AdmissionControl::Ticket>(admission);
         // The engine's request owns copies of what it needs, so `req` can be reused at once.
         const InferRequest in = from_proto(req);
-        it.y = submit_infer(service, graphs, it.model, in, &it.submitted, &it.version);
+        it.y = submit_infer(service, graphs, it.model, in, &it.submitted, &it.version, &it.outputs);
       } catch (...) {
         it.error = std::current_exception();
       }

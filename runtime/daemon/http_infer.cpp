@@ -34,10 +34,8 @@ namespace {
 // answer; server = arrival to the header encoded, body read included; server CPU = this thread's
 // CPU time over the same span. The rest of server - engine (beyond receive, parse and build) is
 // output encoding and routing.
-EncodedBody encode_header(const std::string& model, std::int64_t version, const InferRequest& in, const Tensor& out,
-                          const InferTimes& t) {
-  bool binary = in.binary_output;
-  for (const RequestedOutput& o : in.outputs) binary = o.binary;
+EncodedBody encode_header(const std::string& model, std::int64_t version, const InferRequest& in,
+                          const std::vector<Tensor>& outputs, const std::vector<bool>& binary, const InferTimes& t) {
   ResponseHeader h{.model_name = model, .model_version = std::to_string(version), .id = in.id,
                    .parameters = {{"dype_engine_time_us", elapsed_us(t.submitted, t.answered)},
                                   {"dype_server_time_us", kServerTimeSlot},
@@ -45,16 +43,29 @@ EncodedBody encode_header(const std::string& model, std::int64_t version, const 
                                   {"dype_receive_us", elapsed_us(t.arrival.wall, t.read)},
                                   {"dype_parse_us", elapsed_us(t.read, t.parsed)},
                                   {"dype_build_us", elapsed_us(t.parsed, t.submitted)}}};
-  EncodedBody body = encode_infer_response_header(h, {out}, {binary});
+  EncodedBody body = encode_infer_response_header(h, outputs, binary);
   fill_slot(body.body, kServerTimeSlot, elapsed_us(t.arrival.wall, Clock::now()));
   fill_slot(body.body, kServerCpuSlot, thread_cpu_us() - t.arrival.cpu_us);
   return body;
 }
 
-// JSON answers go as one body; binary ones as the header followed by the output's bytes where they
-// lie in the engine's answer `y` (kept alive by the content provider until sent).
+// Whether each output goes as binary data: as the request names it, else parameters.binary_data_output.
+std::vector<bool> binary_flags(const InferRequest& in, const std::vector<Tensor>& outputs) {
+  std::vector<bool> binary;
+  for (const Tensor& t : outputs) {
+    bool b = in.binary_output;
+    for (const RequestedOutput& o : in.outputs)
+      if (o.name == t.name) b = o.binary;
+    binary.push_back(b);
+  }
+  return binary;
+}
+
+// JSON answers go as one body; binary ones as the header followed by the outputs' bytes: where they
+// lie in the engine's answer `y` for a lone output (kept alive by the content provider until sent),
+// else gathered into `owned`.
 void send_response(httplib::Response& res, EncodedBody body, std::shared_ptr<const HostTensor> y,
-                   std::string_view data) {
+                   std::shared_ptr<const std::string> owned, std::string_view data) {
   res.status = 200;
   if (!body.header_length) {
     res.set_content(std::move(body.body), body.content_type);
@@ -63,7 +74,8 @@ void send_response(httplib::Response& res, EncodedBody body, std::shared_ptr<con
   res.set_header("Inference-Header-Content-Length", std::to_string(*body.header_length));
   auto header = std::make_shared<const std::string>(std::move(body.body));
   res.set_content_provider(header->size() + data.size(), body.content_type,
-                           [header, y = std::move(y), data](std::size_t offset, std::size_t, httplib::DataSink& sink) {
+                           [header, y = std::move(y), owned = std::move(owned), data](std::size_t offset, std::size_t,
+                                                                                    httplib::DataSink& sink) {
                              const std::size_t hs = header->size();
                              if (offset < hs && !sink.write(header->data() + offset, hs - offset)) return false;
                              const std::size_t from = offset > hs ? offset - hs : 0;
@@ -105,11 +117,26 @@ void HttpRoutes::answer_infer(const Req& req, Res& res, const std::string& model
   const InferRequest in =
       parse_infer_request(body.bytes, header_length(req, body.bytes.size()), /*borrow_binary=*/true);
   times.parsed = Clock::now();
-  std::future<HostTensor> answer = submit_infer(service_, graphs_, model, in, &times.submitted, &version);
+  std::vector<std::string> names;
+  std::future<HostTensor> answer = submit_infer(service_, graphs_, model, in, &times.submitted, &version, &names);
   auto y = std::make_shared<const HostTensor>(answer.get());
   times.answered = Clock::now();
-  const Tensor out = output_view(*y);
-  send_response(res, encode_header(model, version, in, out, times), std::move(y), out.bytes());
+  const std::vector<Tensor> outputs = output_tensors(*y, names, /*view=*/true);
+  const std::vector<bool> binary = binary_flags(in, outputs);
+  std::shared_ptr<const std::string> owned;
+  std::string_view data;
+  std::size_t binary_count = 0;
+  for (bool b : binary) binary_count += b ? 1 : 0;
+  if (binary_count == 1 && outputs.size() == 1) {
+    data = outputs.front().bytes();  // zero copy: the engine's answer itself
+  } else if (binary_count > 0) {
+    auto gathered = std::make_shared<std::string>();
+    for (std::size_t i = 0; i < outputs.size(); ++i)
+      if (binary[i]) gathered->append(outputs[i].bytes());
+    data = *gathered;
+    owned = std::move(gathered);
+  }
+  send_response(res, encode_header(model, version, in, outputs, binary, times), std::move(y), std::move(owned), data);
 }
 
 }  // namespace dype::rt::daemon

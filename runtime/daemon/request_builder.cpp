@@ -1,5 +1,6 @@
 #include "runtime/daemon/request_builder.h"
 
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <cstring>
@@ -136,28 +137,54 @@ Request build_request(const Model& model, const InferRequest& in, GraphRegistry&
 
 std::future<HostTensor> submit_infer(InferenceService& service, GraphRegistry& graphs, const std::string& model,
                                      const InferRequest& in, std::chrono::steady_clock::time_point* submitted,
-                                     std::int64_t* version) {
+                                     std::int64_t* version, std::vector<std::string>* outputs) {
   const ModelInfo info = service.model(model);
-  for (const RequestedOutput& o : in.outputs)
-    if (o.name != "y") throw InputError("outputs", "model '" + model + "' has no output '" + o.name + "' (only y)");
+  std::vector<std::string> names;
+  for (const RequestedOutput& o : in.outputs) {
+    bool served = false;
+    for (const TensorSpec& t : info.outputs) served = served || t.name == o.name;
+    if (!served) {
+      std::string list;
+      for (const TensorSpec& t : info.outputs) list += (list.empty() ? "" : ", ") + t.name;
+      throw InputError("outputs", "model '" + model + "' has no output '" + o.name + "' (its outputs: " + list + ")");
+    }
+    names.push_back(o.name);
+  }
+  if (names.empty())
+    for (const TensorSpec& t : info.outputs) names.push_back(t.name);
+  if (outputs) *outputs = std::move(names);
   Request request = build_request(*info.model, in, graphs);
   if (submitted) *submitted = std::chrono::steady_clock::now();
   return service.infer(model, std::move(request), version);
 }
 
-Tensor output_tensor(const HostTensor& y) { return Tensor::from_f32("y", {y.rows, y.cols}, y.data); }
-
-Tensor output_view(const HostTensor& y) {
-  return Tensor{"y", "FP32", {y.rows, y.cols}, {},
-                std::string_view(reinterpret_cast<const char*>(y.data.data()), y.data.size() * sizeof(float))};
+std::vector<Tensor> output_tensors(const HostTensor& y, const std::vector<std::string>& names, bool view) {
+  std::vector<Tensor> out;
+  for (const std::string& name : names) {
+    if (name == "predictions") {
+      std::vector<std::int64_t> best(static_cast<std::size_t>(y.rows), 0);
+      for (std::int64_t r = 0; r < y.rows; ++r) {
+        const float* row = y.data.data() + r * y.cols;
+        best[static_cast<std::size_t>(r)] = std::max_element(row, row + y.cols) - row;
+      }
+      out.push_back(Tensor::from_i64("predictions", {y.rows}, best));
+    } else if (view) {
+      out.push_back(Tensor{"y", "FP32", {y.rows, y.cols}, {},
+                           std::string_view(reinterpret_cast<const char*>(y.data.data()), y.data.size() * sizeof(float))});
+    } else {
+      out.push_back(Tensor::from_f32("y", {y.rows, y.cols}, y.data));
+    }
+  }
+  return out;
 }
 
-Tensor run_infer(InferenceService& service, GraphRegistry& graphs, const std::string& model, const InferRequest& in,
-                 double* engine_seconds, std::int64_t* version) {
+std::vector<Tensor> run_infer(InferenceService& service, GraphRegistry& graphs, const std::string& model,
+                              const InferRequest& in, double* engine_seconds, std::int64_t* version) {
   std::chrono::steady_clock::time_point t0;
-  HostTensor y = submit_infer(service, graphs, model, in, &t0, version).get();
+  std::vector<std::string> names;
+  HostTensor y = submit_infer(service, graphs, model, in, &t0, version, &names).get();
   if (engine_seconds) *engine_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-  return output_tensor(y);
+  return output_tensors(y, names, /*view=*/false);
 }
 
 }  // namespace dype::rt::daemon

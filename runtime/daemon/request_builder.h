@@ -21,22 +21,25 @@ Request build_request(const Model& model, const InferRequest& in, GraphRegistry&
 kernels::EdgeList edges_from_request(const InferRequest& in, std::optional<std::int64_t> num_nodes);
 
 // The whole infer call both front ends make: checks the requested outputs, builds the request,
-// runs it on the service and waits; returns the output tensor "y" (FP32 [rows, cols]).
+// runs it on the service and waits; returns the output tensors asked for (output_tensors).
 // engine_seconds: set to the time from submitting to the engine until its answer (measured), so
 // front ends can report it and protocol overhead can be told apart from inference.
-Tensor run_infer(InferenceService& service, GraphRegistry& graphs, const std::string& model, const InferRequest& in,
-                 double* engine_seconds = nullptr, std::int64_t* version = nullptr);
+std::vector<Tensor> run_infer(InferenceService& service, GraphRegistry& graphs, const std::string& model,
+                              const InferRequest& in, double* engine_seconds = nullptr, std::int64_t* version = nullptr);
 
 // run_infer's first half, for callers that wait elsewhere (the gRPC stream): checks the requested
 // outputs, builds the request (copying what it needs out of `in`) and submits it; `submitted`, when
-// given, is set to when the engine got it, and `version` to the model version that took it.
+// given, is set to when the engine got it, `version` to the model version that took it, and
+// `outputs` to the names of the outputs to answer with (those asked for, or every output the model
+// serves when none is named; an output the model does not serve is an InputError).
 std::future<HostTensor> submit_infer(InferenceService& service, GraphRegistry& graphs, const std::string& model,
                                      const InferRequest& in,
                                      std::chrono::steady_clock::time_point* submitted = nullptr,
-                                     std::int64_t* version = nullptr);
-// The protocol's output tensor "y" (FP32 [rows, cols]) of an answer.
-Tensor output_tensor(const HostTensor& y);
-// The same tensor viewing y's data (Tensor::view) instead of copying it; y must outlive it.
-Tensor output_view(const HostTensor& y);
+                                     std::int64_t* version = nullptr, std::vector<std::string>* outputs = nullptr);
+
+// The protocol's output tensors of an answer y, in the order of `names`: "y" (FP32 [rows, cols]),
+// "predictions" (INT64 [rows], the arg-max class of each row, the first on ties). view: "y" views
+// y's data (Tensor::view) instead of copying it; y must outlive it.
+std::vector<Tensor> output_tensors(const HostTensor& y, const std::vector<std::string>& names, bool view);
 
 }  // namespace dype::rt::daemon

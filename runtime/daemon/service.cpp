@@ -21,7 +21,8 @@ ModelInfo describe_model(const std::string& name, std::shared_ptr<const Model> s
   } else {
     info.inputs = {{"x", "FP32", {-1, model.spec().d_model}}, {"window", "INT64", {1}}};
   }
-  info.outputs = {{"y", "FP32", {-1, model.output_cols()}}};
+  if (model.spec().output_logits) info.outputs.push_back({"y", "FP32", {-1, model.output_cols()}});
+  if (model.spec().output_predictions) info.outputs.push_back({"predictions", "INT64", {-1}});
   return info;
 }
 

@@ -29,21 +29,21 @@ ModelConfig from_node(const hw::ConfigNode& root) {
   if (family == "gcn") {
     c.spec.family = ModelFamily::gcn;
     root.expect_keys({"family", "in_features", "hidden", "out_features", "layers", "activation", "tensor_names",
-                      "version"});
+                      "version", "outputs"});
   } else if (family == "gin") {
     c.spec.family = ModelFamily::gin;
     root.expect_keys({"family", "in_features", "hidden", "out_features", "layers", "activation", "eps", "train_eps",
-                      "batch_norm", "batch_norm_eps", "tensor_names", "version"});
+                      "batch_norm", "batch_norm_eps", "tensor_names", "version", "outputs"});
   } else if (family == "sage") {
     c.spec.family = ModelFamily::sage;
     root.expect_keys({"family", "in_features", "hidden", "out_features", "layers", "activation", "aggr",
-                      "tensor_names", "version"});
+                      "tensor_names", "version", "outputs"});
     const std::string aggr = root.get_string("aggr", "mean");
     if (aggr != "mean") root.child("aggr").fail("'" + aggr + "' is not served; supported: mean");
   } else if (family == "transformer") {
     c.spec.family = ModelFamily::transformer;
     root.expect_keys({"family", "d_model", "heads", "ffn", "layers", "window", "norm_first", "activation",
-                      "layer_norm_eps", "tensor_names", "version"});
+                      "layer_norm_eps", "tensor_names", "version", "outputs"});
   } else {
     root.child("family").fail("unknown family '" + family + "'; supported: gcn, gin, sage, transformer");
   }
@@ -96,6 +96,22 @@ ModelConfig from_node(const hw::ConfigNode& root) {
       if (tensor.empty()) v.fail("must name a tensor");
       c.tensor_names[slot] = tensor;
     }
+  }
+  if (auto outputs = root.optional_child("outputs")) {
+    // A name or a list of names: logits (the output "y") and predictions (arg-max class per row).
+    std::vector<std::string> names;
+    if (outputs->is_sequence()) {
+      for (std::size_t i = 0; i < outputs->size(); ++i) names.push_back(outputs->at(i).as_string());
+    } else {
+      names.push_back(outputs->as_string());
+    }
+    c.spec.output_logits = c.spec.output_predictions = false;
+    for (const std::string& n : names) {
+      if (n == "logits") c.spec.output_logits = true;
+      else if (n == "predictions") c.spec.output_predictions = true;
+      else outputs->fail("unknown output '" + n + "'; supported: logits, predictions");
+    }
+    if (names.empty()) outputs->fail("names no output; supported: logits, predictions");
   }
   if (root.has("version")) c.version = sized(root, "version", 0, std::numeric_limits<std::int32_t>::max());
   return c;

@@ -22,6 +22,7 @@
 //   layer_norm_eps: 1e-5
 //   window: 16             # the default when a request names none: |i - j| <= window / 2
 //   tensor_names: {l0.update.weight: conv1.lin.weight}   # dype slot -> tensor in the file
+//   outputs: [logits, predictions]   # default [logits]: "y", and/or "predictions" (arg-max per row)
 //   version: 2             # serve this version folder instead of the highest
 //
 //   rt::ModelConfig c = rt::load_model_config("models/karate-gcn/config.yaml");

@@ -3,6 +3,7 @@
 // gave it (models/karate/reference.json, written by scripts/train_example_models.py), so its
 // accuracy equals PyTorch's: in process, and through the daemon with a real HTTP client (httplib)
 // and a real gRPC client (grpc++ stubs generated from KServe's proto).
+#include <cstring>
 #include <fstream>
 #include <memory>
 #include <string>
@@ -155,6 +156,7 @@ TEST_F(ExampleModelsServed, HttpJsonPredictsAsPytorch) {
     const json m = json::parse(meta->body);
     EXPECT_EQ(m["versions"], json::array({"1"}));
     EXPECT_EQ(m["outputs"][0]["shape"], json::array({-1, 2}));
+    EXPECT_EQ(m["outputs"][1]["name"], "predictions");
     const std::vector<std::int64_t> e = edge_index();
     const json body = {{"inputs",
                         {{{"name", "x"}, {"datatype", "FP32"}, {"shape", {34, 34}}, {"data", karate().identity}},
@@ -165,6 +167,44 @@ TEST_F(ExampleModelsServed, HttpJsonPredictsAsPytorch) {
     const json out = json::parse(r->body);
     EXPECT_EQ(out["model_version"], "1");
     expect_as_pytorch(name, argmax_rows(out["outputs"][0]["data"].get<std::vector<float>>(), 2), "HTTP");
+    // The config's outputs: [logits, predictions]; the arg-max classes are PyTorch's too, alone
+    // when the request asks only for them.
+    ASSERT_EQ(out["outputs"].size(), 2u);
+    EXPECT_EQ(out["outputs"][1]["name"], "predictions");
+    EXPECT_EQ(out["outputs"][1]["datatype"], "INT64");
+    const auto as_int = [](const json& data) {
+      std::vector<int> v;
+      for (const auto& e : data) v.push_back(e.get<int>());
+      return v;
+    };
+    expect_as_pytorch(name, as_int(out["outputs"][1]["data"]), "HTTP predictions");
+    json only = body;
+    only["outputs"] = {{{"name", "predictions"}}};
+    const auto p = c.Post("/v2/models/" + name + "/infer", only.dump(), "application/json");
+    ASSERT_TRUE(p);
+    ASSERT_EQ(p->status, 200) << p->body;
+    const json pred = json::parse(p->body);
+    ASSERT_EQ(pred["outputs"].size(), 1u);
+    expect_as_pytorch(name, as_int(pred["outputs"][0]["data"]), "HTTP predictions only");
+    // Both as binary data after the JSON header: the logits' bytes, then the classes'.
+    json both_binary = body;
+    both_binary["parameters"] = {{"binary_data_output", true}};
+    const auto b = c.Post("/v2/models/" + name + "/infer", both_binary.dump(), "application/json");
+    ASSERT_TRUE(b);
+    ASSERT_EQ(b->status, 200) << b->body;
+    ASSERT_TRUE(b->has_header("Inference-Header-Content-Length"));
+    const rt::daemon::InferResponse decoded = rt::daemon::parse_infer_response(
+        b->body, std::stoul(b->get_header_value("Inference-Header-Content-Length")));
+    ASSERT_EQ(decoded.outputs.size(), 2u);
+    expect_as_pytorch(name, argmax_rows(decoded.outputs[0].f32(), 2), "HTTP binary logits");
+    const std::vector<std::int64_t> classes = decoded.outputs[1].i64();
+    expect_as_pytorch(name, std::vector<int>(classes.begin(), classes.end()), "HTTP binary predictions");
+    json unknown = body;
+    unknown["outputs"] = {{{"name", "probabilities"}}};
+    const auto u = c.Post("/v2/models/" + name + "/infer", unknown.dump(), "application/json");
+    ASSERT_TRUE(u);
+    EXPECT_EQ(u->status, 400);
+    EXPECT_NE(u->body.find("has no output 'probabilities' (its outputs: y, predictions)"), std::string::npos) << u->body;
     const auto config = c.Get("/v2/models/" + name + "/versions/1/config");
     ASSERT_TRUE(config);
     ASSERT_EQ(config->status, 200) << config->body;
@@ -209,6 +249,12 @@ TEST_F(ExampleModelsServed, GrpcPredictsAsPytorch) {
     std::vector<float> y(r.raw_output_contents(0).size() / 4);
     std::memcpy(y.data(), r.raw_output_contents(0).data(), y.size() * 4);
     expect_as_pytorch(name, argmax_rows(y, 2), "gRPC");
+    ASSERT_EQ(r.outputs_size(), 2);
+    EXPECT_EQ(r.outputs(1).name(), "predictions");
+    EXPECT_EQ(r.outputs(1).datatype(), "INT64");
+    std::vector<std::int64_t> classes(r.raw_output_contents(1).size() / 8);
+    std::memcpy(classes.data(), r.raw_output_contents(1).data(), classes.size() * 8);
+    expect_as_pytorch(name, std::vector<int>(classes.begin(), classes.end()), "gRPC predictions");
 
     q.set_model_version("7");
     inference::ModelInferResponse r2;

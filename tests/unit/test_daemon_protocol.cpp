@@ -75,7 +75,7 @@ TEST(DaemonProtocol, ResponseEncodingBothForms) {
 // HTTP front end does) is byte for byte the one-buffer body.
 TEST(DaemonProtocol, ResponseHeaderThenViewedBytesEqualsWholeBody) {
   rt::HostTensor answer = rt::make_tensor(2, 3, {1, 2, 3, 4, 5, 6});
-  const Tensor view = output_view(answer);
+  const Tensor view = output_tensors(answer, {"y"}, /*view=*/true).at(0);
   ASSERT_TRUE(view.view);
   EXPECT_EQ(view.view->data(), reinterpret_cast<const char*>(answer.data.data()));
   const nlohmann::json params = {{"dype_engine_time_us", 1234.5}, {"whole", 2.0}, {"tiny", 1.5e-7}, {"huge", 1.2345678901234567e+300},
@@ -84,13 +84,28 @@ TEST(DaemonProtocol, ResponseHeaderThenViewedBytesEqualsWholeBody) {
                                   ResponseHeader{.model_name = "gcn", .id = "", .parameters = params},
                                   ResponseHeader{.model_name = "g\u00e9n", .id = "id\t\u00fc", .parameters = params}}) {
     for (bool binary : {false, true}) {
-      const EncodedBody whole = encode_infer_response(h, {output_tensor(answer)}, {binary});
+      const EncodedBody whole = encode_infer_response(h, output_tensors(answer, {"y"}, /*view=*/false), {binary});
       const EncodedBody head = encode_infer_response_header(h, {view}, {binary});
       EXPECT_EQ(head.header_length, whole.header_length);
       EXPECT_EQ(head.content_type, whole.content_type);
       EXPECT_EQ(head.body + (binary ? std::string(view.bytes()) : std::string()), whole.body);
     }
   }
+}
+
+// The arg-max per row (the first of equal maxima, as torch.argmax), beside the logits or alone.
+TEST(DaemonProtocol, PredictionsAreTheArgMaxOfEachRow) {
+  const rt::HostTensor answer = rt::make_tensor(3, 3, {0.1f, 0.7f, 0.2f, -1.0f, -3.0f, -2.0f, 5.0f, 1.0f, 5.0f});
+  const std::vector<Tensor> both = output_tensors(answer, {"y", "predictions"}, /*view=*/false);
+  ASSERT_EQ(both.size(), 2u);
+  EXPECT_EQ(both[0].name, "y");
+  EXPECT_EQ(both[1].name, "predictions");
+  EXPECT_EQ(both[1].datatype, "INT64");
+  EXPECT_EQ(both[1].shape, (std::vector<std::int64_t>{3}));
+  EXPECT_EQ(both[1].i64(), (std::vector<std::int64_t>{1, 0, 0}));
+  const std::vector<Tensor> alone = output_tensors(answer, {"predictions"}, /*view=*/true);
+  ASSERT_EQ(alone.size(), 1u);
+  EXPECT_EQ(alone[0].i64(), (std::vector<std::int64_t>{1, 0, 0}));
 }
 
 TEST(DaemonProtocol, PreciseErrors) {

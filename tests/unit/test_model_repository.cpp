@@ -100,6 +100,13 @@ TEST(ModelConfig, ReadsStrictly) {
   EXPECT_REFUSED(config_refusal(kGcn + "activation: swish\n"), "activation: 'swish' is not a kernel epilogue; supported: relu, gelu");
   EXPECT_EQ(parse_model_config(kGcn + "activation: gelu\n", "config.yaml").spec.activation, Nonlinearity::gelu);
   EXPECT_REFUSED(config_refusal(kGcn + "eps: 0.1\n"), "eps");  // not a GCN key
+  const ModelConfig both = parse_model_config(kGcn + "outputs: [logits, predictions]\n", "config.yaml");
+  EXPECT_TRUE(both.spec.output_logits && both.spec.output_predictions);
+  const ModelConfig classes = parse_model_config(kGcn + "outputs: predictions\n", "config.yaml");
+  EXPECT_TRUE(!classes.spec.output_logits && classes.spec.output_predictions);
+  EXPECT_REFUSED(config_refusal(kGcn + "outputs: [logits, probabilities]\n"),
+                 "outputs: unknown output 'probabilities'; supported: logits, predictions");
+  EXPECT_REFUSED(config_refusal(kGcn + "outputs: []\n"), "outputs: names no output");
   EXPECT_REFUSED(config_refusal("family: gin\nin_features: 3\nhidden: 4\nlayers: 2\neps: -1\n"), "eps: must be finite and > -1");
   EXPECT_REFUSED(config_refusal(kGcn + "tensor_names: [a]\n"), "tensor_names: must be a mapping");
   EXPECT_REFUSED(config_refusal("family: gcn\nin_features: [\n"), "config.yaml:");
