@@ -72,7 +72,9 @@ int run_infer(Transport& t, const InferOptions& o) {
     } else {
       in.push_back(Tensor::from_f32("x", {rows, info.features}, kernels::generate_features(rows, info.features, o.seed)));
     }
-    params["window"] = o.window;
+    // No --window: the server uses the model's default (config.yaml's window; 16 for the built-in
+    // transformer) and refuses, naming parameters.window, a model that has none.
+    if (o.window >= 0) params["window"] = o.window;
   } else {
     const kernels::EdgeList el = !o.graph.empty() ? read_graph_file(o.graph) : kernels::generate_uniform(o.nodes, o.edges, o.seed);
     rows = el.num_nodes;

@@ -17,7 +17,7 @@ struct InferOptions {
   std::string features;  // .npy (float32/float64) or .safetensors (its tensor 'x', or its only one)
   std::string out;       // write the output as .npy (float32)
   int top_k = 2;         // classes printed per row for outputs of at most kMaxPrintedRows rows
-  std::int64_t nodes = 1000, edges = 8000, seq_len = 256, window = 16;
+  std::int64_t nodes = 1000, edges = 8000, seq_len = 256, window = -1;  // window -1: the model's default
   std::uint64_t seed = 1;
   std::string protocol_name = "http";
 };

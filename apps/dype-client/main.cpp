@@ -269,7 +269,7 @@ int main(int argc, char** argv) {
   infer->add_option("--nodes", io.nodes, "generated graph: nodes");
   infer->add_option("--edges", io.edges, "generated graph: edges");
   infer->add_option("--seq-len", io.seq_len, "transformer: tokens (generated x)");
-  infer->add_option("--window", io.window, "transformer: attention window");
+  infer->add_option("--window", io.window, "transformer: attention window (default: the model's own)");
   infer->add_option("--seed", io.seed);
 
   auto* stream = app.add_subcommand("stream", "a stream of requests: a drift schedule or a directory of graph files");

@@ -16,7 +16,7 @@ namespace dype::rt::daemon {
 std::vector<ServedModel> default_models() {
   ModelSpec gcn{.family = ModelFamily::gcn, .layers = 2, .in_features = 64, .hidden = 128};
   ModelSpec gin{.family = ModelFamily::gin, .layers = 2, .in_features = 64, .hidden = 128};
-  ModelSpec tf{.family = ModelFamily::transformer, .layers = 2, .d_model = 256, .heads = 4, .ffn = 1024};
+  ModelSpec tf{.family = ModelFamily::transformer, .layers = 2, .d_model = 256, .heads = 4, .ffn = 1024, .window = 16};
   Characteristics g{.nodes = 4096, .nnz = 40960, .feature_len = 64, .degree_skew = 1.0};
   Characteristics t{.feature_len = 256, .seq_len = 1024, .window = 64};
   return {{"gcn", gcn, g}, {"gin", gin, g}, {"swin-transformer", tf, t}};
