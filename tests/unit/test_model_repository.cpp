@@ -112,6 +112,58 @@ TEST(ModelConfig, ReadsStrictly) {
   EXPECT_REFUSED(config_refusal("family: gcn\nin_features: [\n"), "config.yaml:");
 }
 
+// A 1-layer encoder, d_model 4, 2 heads, ffn 6, under nn.TransformerEncoder's names; in_proj's
+// row r holds r + 1 everywhere so the Q/K/V split can be seen.
+std::vector<F32Tensor> encoder_tensors() {
+  std::vector<float> in_proj;
+  for (int r = 0; r < 12; ++r)
+    for (int c = 0; c < 4; ++c) in_proj.push_back(static_cast<float>(r + 1));
+  std::vector<float> in_bias;
+  for (int r = 0; r < 12; ++r) in_bias.push_back(static_cast<float>(r));
+  return {{"layers.0.self_attn.in_proj_weight", {12, 4}, in_proj},
+          {"layers.0.self_attn.in_proj_bias", {12}, in_bias},
+          {"layers.0.self_attn.out_proj.weight", {4, 4}, std::vector<float>(16, 0.1f)},
+          {"layers.0.self_attn.out_proj.bias", {4}, std::vector<float>(4, 0.0f)},
+          {"layers.0.linear1.weight", {6, 4}, std::vector<float>(24, 0.1f)},
+          {"layers.0.linear1.bias", {6}, std::vector<float>(6, 0.0f)},
+          {"layers.0.linear2.weight", {4, 6}, std::vector<float>(24, 0.1f)},
+          {"layers.0.linear2.bias", {4}, std::vector<float>(4, 0.0f)},
+          {"layers.0.norm1.weight", {4}, std::vector<float>(4, 1.0f)},
+          {"layers.0.norm1.bias", {4}, std::vector<float>(4, 0.0f)},
+          {"layers.0.norm2.weight", {4}, std::vector<float>(4, 1.0f)},
+          {"layers.0.norm2.bias", {4}, std::vector<float>(4, 0.0f)}};
+}
+
+TEST(ModelWeights, EncoderTensorsFillTheChainAndAreChecked) {
+  const std::string cfg = "family: transformer\nd_model: 4\nheads: 2\nffn: 6\nlayers: 1\n";
+  const fs::path root = fresh_root("encoder");
+  make_model(root, "ok", cfg, encoder_tensors());
+  const RepositoryModel m = ModelRepository({root.string()}).load("ok");
+  const Model& model = *m.model;
+  ASSERT_EQ(model.num_kernels(), 7);
+  const Step& qkv = model.step(0);
+  ASSERT_TRUE(qkv.qkv);
+  // W_q is in_proj rows 0-3 transposed: column o of the [in x out] weight holds o + 1; W_k rows 4-7.
+  EXPECT_FLOAT_EQ(model.weight(qkv.weights[0]).data[1], 2.0f);
+  EXPECT_FLOAT_EQ(model.weight(qkv.weights[2]).data[1], 6.0f);
+  EXPECT_FLOAT_EQ(model.weight(qkv.weights[5]).data[3], 11.0f);  // b_v = in_proj_bias[8..11]
+  EXPECT_EQ(model.step(3).op, kernels::OpKind::layer_norm);
+  EXPECT_EQ(model.step(3).name, "l0.norm1");
+
+  std::vector<F32Tensor> missing = encoder_tensors();
+  missing.pop_back();
+  make_model(root, "missing", cfg, missing);
+  EXPECT_REFUSED(load_refusal(root, "missing"), "tensor 'layers.0.norm2.bias': missing (weight slot l0.norm2.bias");
+  std::vector<F32Tensor> misshapen = encoder_tensors();
+  misshapen[0] = {"layers.0.self_attn.in_proj_weight", {12, 3}, std::vector<float>(36, 1.0f)};
+  make_model(root, "misshapen", cfg, misshapen);
+  EXPECT_REFUSED(load_refusal(root, "misshapen"), "tensor 'layers.0.self_attn.in_proj_weight'");
+  std::vector<F32Tensor> extra = encoder_tensors();
+  extra.push_back({"layers.1.norm1.weight", {4}, std::vector<float>(4, 1.0f)});
+  make_model(root, "extra", cfg, extra);
+  EXPECT_REFUSED(load_refusal(root, "extra"), "tensor 'layers.1.norm1.weight': is not used by a 1-layer transformer");
+}
+
 TEST(ModelWeights, RefusesWeightsThatAreNotTheConfigsModel) {
   const fs::path root = fresh_root("weights");
   make_model(root, "ok", kGcn, gcn_tensors());
