@@ -300,8 +300,31 @@ PipelineSpec to_pipeline_spec(const sched::Plan& plan, const hw::System& system,
   return spec;
 }
 
+void require_every_kernel_runs(const Model& model, const hw::System& system, const std::set<std::string>& excluded) {
+  for (const Step& step : model.steps()) {
+    std::string why;
+    bool runs = false;
+    for (hw::Device* d : system.devices()) {
+      std::string reason;
+      const hw::DeviceConfig* cfg = system.config().find(d->name());
+      if (excluded.count(d->name())) reason = "drained or failed";
+      else if (cfg && !cfg->schedulable) reason = "not schedulable";
+      else if (d->supports(step.op)) runs = true;
+      else if (d->info().kind == hw::DeviceKind::fpga)
+        reason = d->bitstream() ? "bitstream '" + d->bitstream()->name + "' has no " + std::string(kernels::to_string(step.op))
+                                : "no bitstream loaded";
+      else reason = "does not run " + std::string(kernels::to_string(step.op));
+      if (!reason.empty()) why += (why.empty() ? "" : "; ") + d->name() + ": " + reason;
+    }
+    if (runs) continue;
+    throw Error("kernel '" + step.name + "' (" + std::string(kernels::to_string(step.op)) +
+                ") has no device to run on (" + (why.empty() ? "the system has no devices" : why) + ")");
+  }
+}
+
 PlannedPipeline SchedPlanner::plan(const Characteristics& c, const std::string& mode,
                                    const std::set<std::string>& excluded) {
+  require_every_kernel_runs(model_, system_, excluded);
   const sched::SystemSpec spec = system_spec(excluded);
   const auto model = cost_model(spec, c, excluded);
   sched::ObjectiveSpec obj;

@@ -54,6 +54,10 @@ class Planner {
   virtual std::optional<std::string> take_recheck() { return std::nullopt; }
 };
 
+// Throws dype::Error naming the first kernel of the chain that no usable device runs (by name and
+// op) and why each device does not: drained, not schedulable, another bitstream, not supported.
+void require_every_kernel_runs(const Model& model, const hw::System& system, const std::set<std::string>& excluded);
+
 // One device's time for one kernel shape (seconds, a prediction); kInf when it cannot run it.
 using KernelTimeFn = std::function<double(const hw::Device&, const kernels::OpShape&)>;
 

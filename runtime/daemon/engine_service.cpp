@@ -3,6 +3,8 @@
 #include <filesystem>
 #include <set>
 
+#include <spdlog/spdlog.h>
+
 #include "hw/system_config.h"
 #include "scheduler/cost_tables.h"
 #include "scheduler/plan.h"
@@ -50,7 +52,19 @@ EngineService::EngineService(EngineServiceOptions options) : options_(std::move(
   if (options_.models.empty()) options_.models = default_models();
   mode_ = options_.mode;
   stores_ = load_perfmodels(*system_, options_.perfmodels_dir);
-  for (const ServedModel& m : options_.models) served_.push_back(make_served(m));
+  // A model that cannot be planned on this system (a kernel no device runs) is reported and left
+  // out; the others serve. Nothing to serve at all is an error.
+  std::string failed;
+  for (const ServedModel& m : options_.models) {
+    try {
+      served_.push_back(make_served(m));
+    } catch (const Error& e) {
+      load_failures_[m.name] = e.what();
+      spdlog::error("model '{}' not served: {}", m.name, e.what());
+      failed += (failed.empty() ? "" : "; ") + ("model '" + m.name + "': " + e.what());
+    }
+  }
+  if (served_.empty() && !failed.empty()) throw Error("no model can be served: " + failed);
   index_engines_locked();
   devices_ = std::make_unique<DeviceAdmin>(*system_, engines_);
   // FPGAs configured with another image than the first FPGA are held out (see load_bitstream).

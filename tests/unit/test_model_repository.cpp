@@ -12,6 +12,8 @@
 #include "../test_safetensors_file.h"
 #include "../test_temp_dir.h"
 #include "kernels/error.h"
+#include "runtime/daemon/engine_service.h"
+#include "runtime/daemon/errors.h"
 #include "runtime/daemon/repository_models.h"
 #include "runtime/repository/model_config.h"
 #include "runtime/repository/model_repository.h"
@@ -270,6 +272,47 @@ TEST(ModelRepository, DaemonServesTheGoodModelsBesideABadOne) {
   ASSERT_EQ(loaded.failures.size(), 1u);
   EXPECT_REFUSED(loaded.failures[0], "model 'bad' not served:");
   EXPECT_REFUSED(loaded.failures[0], "tensor 'convs.0.lin.weight': shape [3, 4], expected [4, 3]");
+}
+
+// On a box whose only schedulable devices are FPGAs with an SpMM + GEMM image, a GCN serves and an
+// encoder (LayerNorm, window attention) cannot: the daemon starts, serves the GCN, and says which
+// kernel of the encoder has no device and why; the repository index shows it.
+TEST(ModelRepository, DaemonServesTheModelsItCanPlanAndNamesTheKernelOfOneItCannot) {
+  const fs::path root = fresh_root("unplannable");
+  const std::string configs = std::string(DYPE_SOURCE_DIR) + "/configs";
+  const fs::path system = root / "fpgas.yaml";
+  std::ofstream(system) << "system: {name: fpgas-only}\ntopology: {sockets: 1}\ntiming_only: true\ndevices:\n"
+                        << "  - {name: cpu0, backend: cpu, model: " << configs << "/devices/generic-cpu.yaml, socket: 0, schedulable: false, threads: 0}\n"
+                        << "  - {name: fpga0, backend: emu, model: " << configs << "/devices/xilinx-u280.yaml, socket: 0, bitstream: "
+                        << configs << "/bitstreams/u280-sextans-gemm.yaml, link: {type: pcie, generation: 4, lanes: 8}}\n";
+  daemon::EngineServiceOptions o;
+  o.system_config = system.string();
+  ModelSpec gcn;
+  gcn.in_features = 8;
+  gcn.hidden = 4;
+  ModelSpec encoder;
+  encoder.family = ModelFamily::transformer;
+  encoder.layers = 1;
+  encoder.d_model = 16;
+  encoder.heads = 2;
+  encoder.ffn = 32;
+  encoder.residual_norm = true;
+  o.models = {{"gcn", gcn, {.nodes = 100, .nnz = 400, .feature_len = 8}},
+              {"encoder", encoder, {.feature_len = 16, .seq_len = 64, .window = 8}}};
+  daemon::EngineService service(o);
+  ASSERT_EQ(service.models().size(), 1u);
+  EXPECT_EQ(service.models()[0].name, "gcn");
+  EXPECT_THROW(service.model("encoder"), daemon::NotFound);
+  try {
+    daemon::EngineServiceOptions none = o;
+    none.models = {o.models[1]};
+    daemon::EngineService nothing(none);
+    FAIL() << "a daemon with nothing to serve started";
+  } catch (const Error& e) {
+    EXPECT_REFUSED(e.what(), "no model can be served: model 'encoder': kernel 'l0.attention' (window_attention) has no "
+                               "device to run on (cpu0: not schedulable; fpga0: bitstream 'u280-sextans-gemm' has no "
+                               "window_attention)");
+  }
 }
 
 }  // namespace

@@ -74,6 +74,41 @@ TEST(RtPlanner, CostModelMatchesTheRuntimeOnEveryTransformerPlan) {
   expect_cost_model_matches_runtime(m, transformer_request(m, 8192, 256), "u280-sextans-swat.yaml");
 }
 
+TEST(RtPlanner, CostModelMatchesTheRuntimeOnEveryEncoderPlan) {
+  // nn.TransformerEncoderLayer's block: LayerNorm kernels, and the skip tensor carried beside the
+  // activations across stage boundaries (its transfers must be costed as the runtime moves them).
+  for (const bool pre : {false, true}) {
+    ModelSpec s;
+    s.layers = 1;
+    s.d_model = 256;
+    s.heads = 4;
+    s.ffn = 512;
+    s.residual_norm = true;
+    s.norm_first = pre;
+    s.materialize_weights = false;
+    const Model m = Model::transformer(s);
+    expect_cost_model_matches_runtime(m, transformer_request(m, 8192, 256), "u280-sextans-swat.yaml");
+  }
+}
+
+TEST(RtPlanner, AKernelNoDeviceRunsIsNamedWithWhy) {
+  ModelSpec s;
+  s.layers = 1;
+  s.in_features = 16;
+  s.hidden = 8;
+  s.materialize_weights = false;
+  const Model m = Model::gcn(s);
+  hw::System sys = testing::emu_system(0, 2, true, "u280-sextans-swat.yaml");  // FPGAs without a GEMM; CPU not schedulable
+  SchedPlanner planner(m, sys);
+  try {
+    planner.plan(gnn_request(m, 1000, 5000).characteristics(), "perf", {});
+    FAIL() << "planned a GEMM nobody runs";
+  } catch (const Error& e) {
+    EXPECT_STREQ(e.what(), "kernel 'l0.update' (gemm) has no device to run on (cpu0: not schedulable; fpga0: bitstream "
+                           "'u280-sextans-swat' has no gemm; fpga1: bitstream 'u280-sextans-swat' has no gemm)");
+  }
+}
+
 TEST(RtPlanner, HostTransfersCountInTheFirstAndLastStage) {
   // The same GCN on one GPU: the request's features go up and its output comes back over PCIe,
   // which the runtime charges to the pipeline's end stages; the planner must too.
