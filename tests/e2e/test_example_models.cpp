@@ -13,10 +13,8 @@
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
+#include "../test_served_daemon.h"
 #include "kernels/graph/mtx_reader.h"
-#include "runtime/daemon/engine_service.h"
-#include "runtime/daemon/grpc_server.h"
-#include "runtime/daemon/http_server.h"
 #include "runtime/daemon/proto/grpc_service.grpc.pb.h"
 #include "runtime/daemon/repository_models.h"
 #include "runtime/daemon/tensor.h"
@@ -119,20 +117,7 @@ class ExampleModelsServed : public ::testing::Test {
     rt::daemon::RepositoryLoad loaded = rt::daemon::repository_models({kModels});
     ASSERT_TRUE(loaded.failures.empty()) << loaded.failures.front();
     o.models = loaded.models;
-    service_ = std::make_unique<rt::daemon::EngineService>(o);
-    rt::daemon::ServerOptions so;
-    so.host = "127.0.0.1";
-    so.http_port = 0;
-    so.metrics_port = -1;
-    http_ = std::make_unique<rt::daemon::HttpServer>(*service_, graphs_, metrics_, so);
-    http_->start();
-    grpc_ = std::make_unique<rt::daemon::GrpcServer>(*service_, graphs_, metrics_, http_->admission(), "127.0.0.1", 0,
-                                                     64u << 20, nullptr);
-    grpc_->start();
-  }
-  void TearDown() override {
-    if (grpc_) grpc_->stop(1.0);
-    if (http_) http_->stop();
+    daemon_ = std::make_unique<test::ServedDaemon>(o);
   }
   std::vector<std::int64_t> edge_index() const {
     std::vector<std::int64_t> e = karate().edges.src;
@@ -140,15 +125,11 @@ class ExampleModelsServed : public ::testing::Test {
     return e;
   }
 
-  std::unique_ptr<rt::daemon::EngineService> service_;
-  rt::daemon::GraphRegistry graphs_;
-  rt::daemon::Metrics metrics_;
-  std::unique_ptr<rt::daemon::HttpServer> http_;
-  std::unique_ptr<rt::daemon::GrpcServer> grpc_;
+  std::unique_ptr<test::ServedDaemon> daemon_;
 };
 
 TEST_F(ExampleModelsServed, HttpJsonPredictsAsPytorch) {
-  httplib::Client c("127.0.0.1", http_->http_port());
+  httplib::Client c("127.0.0.1", daemon_->http->http_port());
   for (const std::string name : {"karate-gcn", "karate-gin", "karate-sage"}) {
     const auto meta = c.Get("/v2/models/" + name);
     ASSERT_TRUE(meta);
@@ -224,7 +205,7 @@ TEST_F(ExampleModelsServed, HttpJsonPredictsAsPytorch) {
 
 TEST_F(ExampleModelsServed, GrpcPredictsAsPytorch) {
   auto stub = inference::GRPCInferenceService::NewStub(
-      grpc::CreateChannel("127.0.0.1:" + std::to_string(grpc_->port()), grpc::InsecureChannelCredentials()));
+      grpc::CreateChannel("127.0.0.1:" + std::to_string(daemon_->grpc->port()), grpc::InsecureChannelCredentials()));
   const std::vector<std::int64_t> e = edge_index();
   for (const std::string name : {"karate-gcn", "karate-gin", "karate-sage"}) {
     inference::ModelInferRequest q;

@@ -16,10 +16,8 @@
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
+#include "../test_served_daemon.h"
 #include "../test_temp_dir.h"
-#include "runtime/daemon/engine_service.h"
-#include "runtime/daemon/grpc_server.h"
-#include "runtime/daemon/http_server.h"
 #include "runtime/daemon/proto/grpc_service.grpc.pb.h"
 #include "runtime/daemon/repository_models.h"
 
@@ -56,34 +54,17 @@ class TransformerServed : public ::testing::Test {
     rt::daemon::RepositoryLoad loaded = rt::daemon::repository_models({dir.string()});
     ASSERT_TRUE(loaded.failures.empty()) << loaded.failures.front();
     o.models = loaded.models;
-    service_ = std::make_unique<rt::daemon::EngineService>(o);
-    rt::daemon::ServerOptions so;
-    so.host = "127.0.0.1";
-    so.http_port = 0;
-    so.metrics_port = -1;
-    http_ = std::make_unique<rt::daemon::HttpServer>(*service_, graphs_, metrics_, so);
-    http_->start();
-    grpc_ = std::make_unique<rt::daemon::GrpcServer>(*service_, graphs_, metrics_, http_->admission(), "127.0.0.1", 0,
-                                                     64u << 20, nullptr);
-    grpc_->start();
-  }
-  void TearDown() override {
-    if (grpc_) grpc_->stop(1.0);
-    if (http_) http_->stop();
+    daemon_ = std::make_unique<test::ServedDaemon>(o);
   }
   std::vector<float> x() const { return case_.at("x").get<std::vector<float>>(); }
   std::vector<float> expected() const { return case_.at("expected").get<std::vector<float>>(); }
 
   json case_;
-  std::unique_ptr<rt::daemon::EngineService> service_;
-  rt::daemon::GraphRegistry graphs_;
-  rt::daemon::Metrics metrics_;
-  std::unique_ptr<rt::daemon::HttpServer> http_;
-  std::unique_ptr<rt::daemon::GrpcServer> grpc_;
+  std::unique_ptr<test::ServedDaemon> daemon_;
 };
 
 TEST_F(TransformerServed, HttpAnswersAsPytorch) {
-  httplib::Client c("127.0.0.1", http_->http_port());
+  httplib::Client c("127.0.0.1", daemon_->http->http_port());
   const auto meta = c.Get("/v2/models/encoder");
   ASSERT_TRUE(meta);
   ASSERT_EQ(meta->status, 200) << meta->body;
@@ -117,7 +98,7 @@ TEST_F(TransformerServed, HttpAnswersAsPytorch) {
 
 TEST_F(TransformerServed, GrpcAnswersAsPytorch) {
   auto stub = inference::GRPCInferenceService::NewStub(
-      grpc::CreateChannel("127.0.0.1:" + std::to_string(grpc_->port()), grpc::InsecureChannelCredentials()));
+      grpc::CreateChannel("127.0.0.1:" + std::to_string(daemon_->grpc->port()), grpc::InsecureChannelCredentials()));
   const std::vector<float> xs = x();
   inference::ModelInferRequest q;
   q.set_model_name("encoder");

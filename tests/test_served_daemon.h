@@ -1,0 +1,43 @@
+// An EngineService behind its real HTTP and gRPC front ends on ephemeral local ports, for tests that
+// talk to the daemon with real clients (httplib, grpc++ stubs).
+//
+//   test::ServedDaemon d(options);                  // serving
+//   httplib::Client c("127.0.0.1", d.http->http_port());
+#pragma once
+
+#include <memory>
+
+#include "runtime/daemon/engine_service.h"
+#include "runtime/daemon/grpc_server.h"
+#include "runtime/daemon/http_server.h"
+
+namespace dype::test {
+
+struct ServedDaemon {
+  std::unique_ptr<rt::daemon::EngineService> service;
+  rt::daemon::GraphRegistry graphs;
+  rt::daemon::Metrics metrics;
+  std::unique_ptr<rt::daemon::HttpServer> http;
+  std::unique_ptr<rt::daemon::GrpcServer> grpc;
+
+  explicit ServedDaemon(rt::daemon::EngineServiceOptions options) {
+    service = std::make_unique<rt::daemon::EngineService>(std::move(options));
+    rt::daemon::ServerOptions so;
+    so.host = "127.0.0.1";
+    so.http_port = 0;
+    so.metrics_port = -1;
+    http = std::make_unique<rt::daemon::HttpServer>(*service, graphs, metrics, so);
+    http->start();
+    grpc = std::make_unique<rt::daemon::GrpcServer>(*service, graphs, metrics, http->admission(), "127.0.0.1", 0,
+                                                    64u << 20, nullptr);
+    grpc->start();
+  }
+  ~ServedDaemon() {
+    grpc->stop(1.0);
+    http->stop();
+  }
+  ServedDaemon(const ServedDaemon&) = delete;
+  ServedDaemon& operator=(const ServedDaemon&) = delete;
+};
+
+}  // namespace dype::test
