@@ -43,6 +43,7 @@
 #include "runtime/daemon/engine_service.h"
 #include "runtime/daemon/http_server.h"
 #include "runtime/daemon/request_builder.h"
+#include "runtime/host_memory.h"
 #include "runtime/daemon/tensor.h"
 
 // After the project headers: httplib pulls in <resolv.h>, whose _res macro breaks Eigen headers
@@ -339,7 +340,7 @@ int main(int argc, char** argv) {
     const std::int64_t nodes = std::stoll(arg(argc, argv, "--nodes", "1000"));
     const std::int64_t edges = std::stoll(arg(argc, argv, "--edges", "10000"));
     const double large_mb = std::stod(arg(argc, argv, "--large-mb", "100"));
-    configure_allocator_for_serving();  // as dype-serve does
+    rt::retain_freed_host_memory();  // as dype-serve does
     EngineServiceOptions so;
     so.system_config = arg(argc, argv, "--system", std::string(DYPE_SOURCE_DIR) + "/configs/systems/paper-testbed-pcie4.yaml");
     so.mode = "perf";

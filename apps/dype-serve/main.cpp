@@ -133,7 +133,6 @@ int main(int argc, char** argv) {
       ->check(CLI::Range(0.0, 86400.0));
   app.add_option("--port-file", port_file, "write the bound ports as JSON here once serving (for ephemeral ports)");
   CLI11_PARSE(app, argc, argv);
-  configure_allocator_for_serving();
   spdlog::set_level(spdlog::level::from_str(log_level));
 
   // Block the stop signals in every thread; the main thread takes them with sigwait.

@@ -3,7 +3,6 @@
 #include <chrono>
 #include <memory>
 
-#include <malloc.h>
 
 #include <httplib.h>
 
@@ -16,14 +15,6 @@ namespace {
 constexpr std::size_t kKeepAliveRequests = 100000;
 
 }  // namespace
-
-void configure_allocator_for_serving() {
-  // 32 MiB is the largest mmap threshold glibc accepts; bigger blocks (a 100 MB request) are still
-  // mapped and returned at once. Setting it also stops glibc raising it on its own. The trim
-  // threshold above it keeps freed blocks of that size for reuse instead of returning the pages.
-  mallopt(M_MMAP_THRESHOLD, 32 << 20);
-  mallopt(M_TRIM_THRESHOLD, 64 << 20);
-}
 
 HttpServer::HttpServer(InferenceService& service, GraphRegistry& graphs, Metrics& metrics, ServerOptions options,
                        AdminHooks hooks)

@@ -44,11 +44,6 @@ namespace dype::rt::daemon {
 
 class HttpRoutes;
 
-// Keeps the daemon's per-request buffers (bodies, feature copies, outputs: hundreds of KB each) on
-// the malloc heap: by default glibc mmaps each and unmaps it on free, and trims freed heap tops, so
-// every request page-faults fresh pages in. Call once at start, before other threads exist.
-void configure_allocator_for_serving();
-
 struct ServerOptions {
   std::string host = "127.0.0.1";
   int http_port = 8000;                        // 0: ephemeral
