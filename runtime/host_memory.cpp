@@ -16,6 +16,4 @@ bool retain_freed_host_memory(std::size_t keep_bytes) {
 
 bool release_free_host_memory() { return malloc_trim(0) == 1; }
 
-const char* retained_memory_tunables() { return "glibc.malloc.mmap_max=0:glibc.malloc.trim_threshold=1073741824"; }
-
 }  // namespace dype::rt

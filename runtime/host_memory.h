@@ -3,7 +3,8 @@
 // sequences are tens of MB each, and glibc serves every block above its mmap threshold (at most
 // 32 MB) with a fresh mmap and returns it with munmap when freed: each request then faults in
 // every page of every activation again. On this project's VM that was 95% of a GCN forward on a
-// 68k-node graph (738 ms; 29 ms with the heap kept, measured by bench/run_model_peers.sh).
+// 68k-node graph (738 ms; 29 ms with the heap kept; measured with bench_model_inference). The
+// PyTorch peers in bench/ get the same policy through GLIBC_TUNABLES.
 //
 //   rt::retain_freed_host_memory();  // first thing in main(), before threads start
 //   ...
@@ -20,9 +21,5 @@ bool retain_freed_host_memory(std::size_t keep_bytes = std::size_t{1} << 30);
 // Hands free heap pages back to the kernel (malloc_trim), e.g. after an unload, so the resident
 // size reflects what is in use. Returns whether any memory was released.
 bool release_free_host_memory();
-
-// The setting above as GLIBC_TUNABLES text, for running a peer process (bench/) under the same
-// allocator policy as dype.
-const char* retained_memory_tunables();
 
 }  // namespace dype::rt

@@ -181,19 +181,21 @@ Model Model::transformer(ModelSpec spec) {
   std::uint64_t stream = 0;
   // Residual roles per step; all none for the paper's bare block.
   const bool rn = spec.residual_norm, pre = rn && spec.norm_first;
-  auto role = [&](Residual r) { return rn ? r : Residual::none; };
+  // A step's role for the skip tensor (d wide); none in the bare block.
+  auto carry = [&](Step& s, Residual r) {
+    s.residual = rn ? r : Residual::none;
+    s.carry_cols = s.residual == Residual::none ? 0 : d;
+  };
   auto gemm = [&](const std::string& name, int l, std::int64_t in, std::int64_t out, Epilogue e, float scale, Residual r) {
     Step g{name, l, OpKind::gemm, false, in, out, e, {}};
     g.weights = {m.add_weight(in, out, stream++, scale), m.add_weight(1, out, stream++, 0.1f)};
-    g.residual = r;
-    g.carry_cols = r == Residual::none ? 0 : d;
+    carry(g, r);
     return g;
   };
   auto norm = [&](const std::string& name, int l, Residual r) {
     Step n{name, l, OpKind::layer_norm, false, d, d, Epilogue::none, {}};
     n.weights = {m.add_weight(1, d, stream++, 0.1f, 1.0f), m.add_weight(1, d, stream++, 0.1f)};
-    n.residual = r;
-    n.carry_cols = r == Residual::none ? 0 : d;
+    carry(n, r);
     return n;
   };
   const Epilogue add = rn ? Epilogue::bias_residual : Epilogue::bias;
@@ -207,19 +209,16 @@ Model Model::transformer(ModelSpec spec) {
       qkv.weights.push_back(m.add_weight(d, d, stream++, sd));
       qkv.weights.push_back(m.add_weight(1, d, stream++, 0.1f));
     }
-    qkv.residual = role(pre ? Residual::pass : Residual::save);
-    qkv.carry_cols = rn ? d : 0;
+    carry(qkv, pre ? Residual::pass : Residual::save);
     m.steps_.push_back(qkv);
     Step att{p + "attention", l, OpKind::window_attention, false, d, d, Epilogue::none, {}};
-    att.residual = role(Residual::pass);
-    att.carry_cols = rn ? d : 0;
+    carry(att, Residual::pass);
     m.steps_.push_back(att);
-    m.steps_.push_back(gemm(p + "out_proj", l, d, d, add, sd, role(Residual::add)));
+    m.steps_.push_back(gemm(p + "out_proj", l, d, d, add, sd, Residual::add));
     if (rn && !pre) m.steps_.push_back(norm(p + "norm1", l, Residual::none));
     if (pre) m.steps_.push_back(norm(p + "norm2", l, Residual::save));
-    m.steps_.push_back(gemm(p + "ffn1", l, d, spec.ffn, hidden_epilogue(spec), sd,
-                            role(pre ? Residual::pass : Residual::save)));
-    m.steps_.push_back(gemm(p + "ffn2", l, spec.ffn, d, add, sf, role(Residual::add)));
+    m.steps_.push_back(gemm(p + "ffn1", l, d, spec.ffn, hidden_epilogue(spec), sd, pre ? Residual::pass : Residual::save));
+    m.steps_.push_back(gemm(p + "ffn2", l, spec.ffn, d, add, sf, Residual::add));
     if (rn && !pre) m.steps_.push_back(norm(p + "norm2", l, Residual::none));
   }
   return m;

@@ -447,7 +447,6 @@ void Pipeline::process(StageState& st, Work& w, TransferCounters& tc) {
     Activation next;
     next.rows = rows;
     next.size_only = w.act.size_only;
-    next.cols.clear();
     for (int o = 0; o < step.outputs(); ++o) next.cols.push_back(step.output_cols(o));
     next.shards.resize(c);
     std::vector<std::vector<hw::Event>> events(c);

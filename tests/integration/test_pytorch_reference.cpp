@@ -38,36 +38,37 @@ struct Case {
   std::string torch_version;
 };
 
-// Writes one repository entry with PyTorch and loads it into dype.
-Case make_case(const std::string& name, const std::string& args) {
+// Runs tests/scripts/SCRIPT, which writes one repository entry and NAME.case.json with PyTorch;
+// loads the entry into dype. The caller fills the request and the expected answer from the json.
+Case run_reference(const std::string& script, const std::string& name, const std::string& args, nlohmann::json& j) {
   const auto dir = test::process_temp_dir("dype-torch-ref");
-  const std::string cmd = "/usr/bin/python3 " + std::string(DYPE_SOURCE_DIR) + "/tests/scripts/pyg_reference.py " +
-                          args + " --dir " + dir.string() + " --name " + name;
+  const std::string cmd = "/usr/bin/python3 " + std::string(DYPE_SOURCE_DIR) + "/tests/scripts/" + script + " " + args +
+                          " --dir " + dir.string() + " --name " + name;
   if (std::system(cmd.c_str()) != 0) throw std::runtime_error("failed: " + cmd);
   std::ifstream in(dir / (name + ".case.json"));
-  const nlohmann::json j = nlohmann::json::parse(in);
-  Case c{ModelRepository({dir.string()}).load(name), {}, {}, j.at("torch").get<std::string>()};
+  j = nlohmann::json::parse(in);
+  return Case{ModelRepository({dir.string()}).load(name), {}, {}, j.at("torch").get<std::string>()};
+}
+
+// A GNN written by tests/scripts/pyg_reference.py, with its graph and features.
+Case make_case(const std::string& name, const std::string& args) {
+  nlohmann::json j;
+  Case c = run_reference("pyg_reference.py", name, args, j);
   kernels::EdgeList e;
   e.num_nodes = j.at("nodes").get<std::int64_t>();
   e.src = j.at("src").get<std::vector<std::int64_t>>();
   e.dst = j.at("dst").get<std::vector<std::int64_t>>();
-  const Model& m = *c.model.model;
-  auto graph = graph_for_model(e, m.spec());
+  auto graph = graph_for_model(e, c.model.model->spec());
   c.request = Request::gnn(graph, make_tensor(e.num_nodes, j.at("in").get<std::int64_t>(),
                                               j.at("x").get<std::vector<float>>()));
   c.expected = make_tensor(e.num_nodes, j.at("out").get<std::int64_t>(), j.at("expected").get<std::vector<float>>());
   return c;
 }
 
-// Writes a transformer encoder entry with PyTorch (tests/scripts/transformer_reference.py).
+// A transformer encoder written by tests/scripts/transformer_reference.py, with its tokens.
 Case make_transformer_case(const std::string& name, const std::string& args) {
-  const auto dir = test::process_temp_dir("dype-torch-ref");
-  const std::string cmd = "/usr/bin/python3 " + std::string(DYPE_SOURCE_DIR) + "/tests/scripts/transformer_reference.py " +
-                          args + " --dir " + dir.string() + " --name " + name;
-  if (std::system(cmd.c_str()) != 0) throw std::runtime_error("failed: " + cmd);
-  std::ifstream in(dir / (name + ".case.json"));
-  const nlohmann::json j = nlohmann::json::parse(in);
-  Case c{ModelRepository({dir.string()}).load(name), {}, {}, j.at("torch").get<std::string>()};
+  nlohmann::json j;
+  Case c = run_reference("transformer_reference.py", name, args, j);
   const std::int64_t seq = j.at("seq").get<std::int64_t>(), d = j.at("d_model").get<std::int64_t>();
   c.request = Request::transformer(make_tensor(seq, d, j.at("x").get<std::vector<float>>()), j.at("window").get<std::int64_t>());
   c.expected = make_tensor(seq, d, j.at("expected").get<std::vector<float>>());
