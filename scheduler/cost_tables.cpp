@@ -66,6 +66,14 @@ CostTables::CostTables(const SystemSpec& system, const CostModel& model, const S
   }
 }
 
+void CostTables::set_ends(std::vector<double> entry, std::vector<double> exit) {
+  if ((!entry.empty() && entry.size() != kcs_) || (!exit.empty() && exit.size() != kcs_)) {
+    throw Error("CostTables::set_ends: one entry per (kind, count) group expected");
+  }
+  entry_ = std::move(entry);
+  exit_ = std::move(exit);
+}
+
 nlohmann::json CostTables::to_json() const {
   using nlohmann::json;
   json kinds = json::array();

@@ -48,6 +48,17 @@ class CostTables {
   // by each kernel's fastest time alone; otherwise they scan every range.
   bool ranges_grow() const { return ranges_grow_; }
 
+  // Transfers at the pipeline's ends, per group: entry(kc) into the first stage when it runs on
+  // kc, exit(kc) out of the last stage (both 0 by default: the request's input is resident where
+  // stage 1 runs and the result stays where the last stage ran, plan.h). kInf forbids kc at that
+  // end. A layer-recurrent solve (recurrent.h) sets them to the hand-off from the last stage back
+  // to the first for one (first, last) pair of groups at a time; every solver, figures() and the
+  // brute force read them, so they agree.
+  double entry(int kc) const { return entry_.empty() ? 0.0 : entry_[static_cast<std::size_t>(kc)]; }
+  double exit(int kc) const { return exit_.empty() ? 0.0 : exit_[static_cast<std::size_t>(kc)]; }
+  // Empty vectors restore the defaults; otherwise one entry per group.
+  void set_ends(std::vector<double> entry, std::vector<double> exit);
+
   nlohmann::json to_json() const;
 
  private:
@@ -62,6 +73,7 @@ class CostTables {
   std::vector<std::string> names_;
   std::vector<double> compute_;   // n * n * kcs (upper triangle used)
   std::vector<double> transfer_;  // (n - 1) * kcs * kcs
+  std::vector<double> entry_, exit_;  // per kc; empty = 0
 };
 
 }  // namespace dype::sched

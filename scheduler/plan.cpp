@@ -62,6 +62,8 @@ Plan evaluate(const std::vector<StageSpec>& specs, const CostTables& tables) {
     plan.stages.push_back(st);
   }
   if (expect != tables.num_kernels()) throw Error("evaluate: stages do not cover every kernel");
+  plan.stages.front().transfer_in_s = tables.entry(specs.front().kc);
+  plan.stages.back().transfer_out_s = tables.exit(specs.back().kc);
   bool fits = true;
   for (int t = 0; t < tables.num_kinds(); ++t) fits = fits && used[t] <= tables.max_count(t);
   plan.mnemonic = mnemonic(specs, tables);
@@ -108,6 +110,10 @@ nlohmann::json to_json(const Plan& plan) {
               {"solver", plan.solver},
               {"figures", "modelled"}};
   if (!plan.note.empty()) out["note"] = plan.note;
+  if (plan.rounds > 1) {
+    out["rounds"] = plan.rounds;  // stages' kernels are those of one round
+    out["round_kernels"] = plan.round_kernels;
+  }
   return out;
 }
 

@@ -83,6 +83,10 @@ struct Plan {
   double score = kInf;  // the objective's value (period for perf, energy otherwise)
   std::string note;     // e.g. how a baseline was formed
   std::vector<SolverPass> passes;  // the passes solve() ran, in order (empty for baselines)
+  // Layer-recurrent plans (recurrent.h): every request makes `rounds` trips through the stages,
+  // which index the `round_kernels` kernels of one round. Flat plans: 1 and 0.
+  int rounds = 1;
+  int round_kernels = 0;
   bool empty() const { return stages.empty(); }
 };
 

@@ -34,9 +34,10 @@ double seed_energy(const CostTables& t, double period_cap, double latency_cap) {
   double best = kInf;
   for (int kc = 0; kc < t.num_kc(); ++kc) {
     const double c = t.compute(0, t.num_kernels() - 1, kc);
-    if (!(c < kInf) || !within(c, period_cap) || !within(c, latency_cap)) continue;
+    const double x = t.entry(kc) + t.exit(kc);  // 0 but in a recurrent solve
+    if (!(c + x < kInf) || !within(c + x, period_cap) || !within(c + t.entry(kc), latency_cap)) continue;
     const DeviceGroup g = t.group(kc);
-    best = std::min(best, g.count * t.power(g.kind).exec_w * c);
+    best = std::min(best, g.count * (t.power(g.kind).exec_w * c + t.power(g.kind).xfer_w * x));
   }
   return best;
 }
@@ -46,7 +47,8 @@ Found fastest(const CostTables& t, PassLog* log) {
   const Pass pass{.number = 1, .name = "fastest: least period P*", .goal = Goal::period};
   // Any single-stage plan's period bounds the optimum from above.
   double ub = kInf;
-  for (int kc = 0; kc < t.num_kc(); ++kc) ub = std::min(ub, t.compute(0, t.num_kernels() - 1, kc));
+  for (int kc = 0; kc < t.num_kc(); ++kc)
+    ub = std::min(ub, t.entry(kc) + t.compute(0, t.num_kernels() - 1, kc) + t.exit(kc));
   PeriodSearch search(t);
   const Found f = search.run(ub);
   if (log) log->add(pass, "period search", f, PassLog::count(static_cast<std::size_t>(search.checks()), "check"));

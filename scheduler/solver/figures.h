@@ -17,11 +17,14 @@ struct Figures {
   int devices = 0;
 };
 
-// Stages [0, size) as a complete pipeline (the first receives and the last sends nothing):
+// Stages [0, size) as a complete pipeline (the first receives tables.entry() of its group, the
+// last sends tables.exit(): both 0 unless a recurrent solve set them):
 //   X_s = transfer into stage s, T_s = X_s + C_s + X_{s+1}, P = max_s T_s,
 //   latency = sum_s (X_s + C_s), E = sum_s c_s (p_exec C_s + p_xfer (X_s + X_{s+1}) + p_idle (P - T_s)).
 // When a stage cannot run its kernels the period is kInf and the energy meaningless (NaN): test
 // the period first. Device limits are not checked here (evaluate() does).
-Figures figures(const std::vector<StageSpec>& stages, const CostTables& tables);
+// closed = false: a partial pipeline (Algorithm 1's dp entries), whose last stage does not send
+// its exit transfer yet.
+Figures figures(const std::vector<StageSpec>& stages, const CostTables& tables, bool closed = true);
 
 }  // namespace dype::sched

@@ -51,12 +51,16 @@ std::vector<LabelDp::Final> LabelDp::finals() const {
   std::vector<Final> out;
   for (int u = 0; u < u_.size; ++u) {
     for (int kc = 0; kc < kcs_; ++kc) {
+      const double x = t_.exit(kc);  // 0 but in a recurrent solve
+      if (!(x < kInf)) continue;
+      const DeviceGroup g = t_.group(kc);
+      const double xfer_w = g.count * (t_.power(g.kind).xfer_w - t_.power(g.kind).idle_w);
       for (int id : lists_[state(n_, u, kc)]) {
         const Label& l = arena_[id];
         Final f;
         f.id = id;
-        f.period = std::max(l.max_t, l.partial);
-        f.energy = l.a + f.period * u_.idle_w[u];
+        f.period = std::max(l.max_t, l.partial + x);
+        f.energy = l.a + xfer_w * x + f.period * u_.idle_w[u];
         f.latency = l.lat;
         f.devices = u_.devices[u];
         if (!within(f.period, pass_.period_cap) || !within(f.latency, pass_.latency_cap)) continue;
@@ -151,10 +155,9 @@ void LabelDp::run() {
         // Step 1: close the previous stage with its transfer into g.
         opening.clear();
         if (ip == 0) {
-          if (!use_q_ || b_->r[state(0, u2, kc)] >= 0) {
-            opening.push_back(
-                {.max_t = 0, .partial = 0, .a = 0, .lat = 0, .parent = 0, .first = 0, .last = 0, .kc = kc});
-          }
+          const double x = t_.entry(kc);  // 0 but in a recurrent solve
+          const Label o{.max_t = 0, .partial = x, .a = xfer_w * x, .lat = x, .parent = 0, .first = 0, .last = 0, .kc = kc};
+          if (x < kInf && (!use_q_ || x <= b_->r[state(0, u2, kc)])) opening.push_back(o);
         } else {
           for (int kp : live_kp) {
             const DeviceGroup gp = t_.group(kp);

@@ -52,7 +52,7 @@ Found solve_paper(const CostTables& t, const ObjectiveSpec& o, Caps& caps, PassL
             // out, the new longest stage; line 31: f_eng at that period.
             cand = prev.stages;
             cand.push_back({ip, i - 1, kc});
-            const Figures f = figures(cand, t);
+            const Figures f = figures(cand, t, i == n);
             ++evaluated;
             const double v = table == 0 ? f.period : f.energy;
             // Lines 26-27 (dp_perf) and 32-33 (dp_eng): keep the new pipeline when it is better.

@@ -84,7 +84,8 @@ PeriodSearch::Check PeriodSearch::check(double p_max) {
         double best_x = kInf;
         int best_kp = -1;
         if (ip == 0) {
-          best_x = 0;
+          best_x = t_.entry(kc);  // 0 but in a recurrent solve
+          if (!(best_x < kInf)) continue;
         } else {
           for (int kp : live_kp_) {
             const double x = t_.transfer(ip - 1, kp, kc);
@@ -122,18 +123,24 @@ PeriodSearch::Check PeriodSearch::check(double p_max) {
       }
     }
   }
-  r.v_min = v_min;
   std::size_t end = 0;
   double best = kInf;
   for (int u = 0; u < u_.size; ++u) {
     for (int kc = 0; kc < kcs_; ++kc) {
       const std::size_t s = state(n_, u, kc);
-      if (part_[s] < best) {
-        best = part_[s];
+      const double v = part_[s] + t_.exit(kc);  // the last stage still sends its exit transfer
+      if (!(part_[s] < kInf)) continue;
+      if (v > p_max) {
+        v_min = std::min(v_min, v);
+        continue;
+      }
+      if (v < best) {
+        best = v;
         end = s;
       }
     }
   }
+  r.v_min = v_min;
   if (!(best < kInf)) return r;
   // Walk back: state (i, u, kc) came from (pip, u - group, pkp).
   std::vector<StageSpec> st;

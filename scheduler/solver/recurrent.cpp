@@ -1,0 +1,242 @@
+// Layer-recurrent solves (recurrent.h): the flat chain and every recurrent shape, each shape once
+// per (first group, last group) pair with the hand-off pinned to the ends, the best kept.
+#include "scheduler/recurrent.h"
+
+#include <chrono>
+#include <cmath>
+#include <optional>
+#include <string>
+
+#include "scheduler/solver/exact.h"
+#include "scheduler/solver/explain.h"
+#include "scheduler/solver/objective.h"
+#include "scheduler/solver/paper.h"
+
+namespace dype::sched {
+
+std::vector<Shape> recurrent_shapes(const std::vector<kernels::OpKind>& ops, int layers) {
+  std::vector<Shape> out;
+  const int n = static_cast<int>(ops.size());
+  if (layers < 2 || n % layers != 0) return out;
+  const int per_layer = n / layers;
+  for (int i = per_layer; i < n; ++i) {
+    if (ops[static_cast<std::size_t>(i)] != ops[static_cast<std::size_t>(i % per_layer)]) return out;
+  }
+  for (int g = 1; g < layers; ++g) {
+    if (layers % g == 0) out.push_back({layers / g, g * per_layer});
+  }
+  return out;
+}
+
+FoldedCostModel::FoldedCostModel(const CostModel& base, Shape shape) : base_(base), shape_(shape) {
+  if (shape.rounds < 1 || shape.round_kernels < 1 || shape.rounds * shape.round_kernels != base.num_kernels()) {
+    throw Error("FoldedCostModel: " + std::to_string(shape.rounds) + " rounds of " +
+                std::to_string(shape.round_kernels) + " kernels do not make the chain's " +
+                std::to_string(base.num_kernels()));
+  }
+}
+
+double FoldedCostModel::compute_time_s(int first, int last, DeviceGroup group) const {
+  double t = 0.0;
+  for (int r = 0; r < shape_.rounds; ++r) {
+    const double c = base_.compute_time_s(first + r * shape_.round_kernels, last + r * shape_.round_kernels, group);
+    if (!(c < kInf) || c < 0) return kInf;
+    t += c;
+  }
+  return t;
+}
+
+double FoldedCostModel::transfer_time_s(int k, DeviceGroup from, DeviceGroup to) const {
+  double t = 0.0;
+  for (int r = 0; r < shape_.rounds; ++r) t += base_.transfer_time_s(k + r * shape_.round_kernels, from, to);
+  return t;
+}
+
+double FoldedCostModel::handoff_time_s(DeviceGroup from, DeviceGroup to) const {
+  double t = 0.0;
+  for (int r = 1; r < shape_.rounds; ++r) t += base_.transfer_time_s(r * shape_.round_kernels - 1, from, to);
+  return t;
+}
+
+namespace {
+
+// The round's allowed kinds: kernel k of the round may run on a kind when every round's allows it.
+SpaceLimits fold_limits(const SpaceLimits& limits, Shape shape) {
+  SpaceLimits out;
+  out.max_count = limits.max_count;
+  if (limits.allowed_kinds.empty()) return out;
+  out.allowed_kinds.assign(static_cast<std::size_t>(shape.round_kernels), ~0u);
+  for (std::size_t k = 0; k < limits.allowed_kinds.size(); ++k)
+    out.allowed_kinds[k % static_cast<std::size_t>(shape.round_kernels)] &= limits.allowed_kinds[k];
+  return out;
+}
+
+// Pins the ends of `t` to the pair (kf first, kl last) with the hand-off H(kl -> kf) on both.
+void pin_ends(CostTables& t, const FoldedCostModel& folded, int kf, int kl) {
+  std::vector<double> entry(static_cast<std::size_t>(t.num_kc()), kInf), exit = entry;
+  const double h = folded.handoff_time_s(t.group(kl), t.group(kf));
+  entry[static_cast<std::size_t>(kf)] = h;
+  exit[static_cast<std::size_t>(kl)] = h;
+  t.set_ends(std::move(entry), std::move(exit));
+}
+
+// One candidate: the stages, the tables they are priced on (ends pinned), the shape.
+struct Candidate {
+  detail::Found found;
+  Shape shape;
+  std::optional<CostTables> tables;  // recurrent: a copy with its ends pinned
+  detail::Caps caps;
+};
+
+// a better than b for the objective: score, then the other figure, then fewer devices, then the
+// simpler shape (flat, then fewer rounds).
+bool better(const Candidate& a, const Candidate& b, Objective o) {
+  const Figures &x = a.found.fig, &y = b.found.fig;
+  const double s1 = detail::score(x, o), s2 = detail::score(y, o);
+  const double tol = 1e-12 * std::max(std::abs(s1), std::abs(s2));
+  if (s1 < s2 - tol) return true;
+  if (s1 > s2 + tol) return false;
+  const double o1 = o == Objective::perf ? x.energy : x.period, o2 = o == Objective::perf ? y.energy : y.period;
+  const double tol2 = 1e-12 * std::max(std::abs(o1), std::abs(o2));
+  if (o1 < o2 - tol2) return true;
+  if (o1 > o2 + tol2) return false;
+  if (x.devices != y.devices) return x.devices < y.devices;
+  return a.shape.rounds < b.shape.rounds;
+}
+
+detail::Found run(const CostTables& t, const ObjectiveSpec& o, SolverKind solver, detail::Caps& caps) {
+  return solver == SolverKind::exact ? detail::solve_exact(t, o, caps, nullptr) : detail::solve_paper(t, o, caps, nullptr);
+}
+
+// Runs `o` on the flat tables and every shape's end pairs; calls keep() with each plan found.
+// InfeasibleErrors (qos targets) are skipped; the first one is returned when nothing was found.
+template <class Keep>
+std::optional<InfeasibleError> each_solve(const CostTables& flat, const std::vector<CostTables>& folded_tables,
+                                          const std::vector<FoldedCostModel>& folded, const std::vector<Shape>& shapes,
+                                          const ObjectiveSpec& o, SolverKind solver, Keep keep) {
+  std::optional<InfeasibleError> first_error;
+  auto attempt = [&](const CostTables& t, Shape shape) {
+    detail::Caps caps;
+    try {
+      detail::Found f = run(t, o, solver, caps);
+      if (f.ok) keep(std::move(f), shape, t, caps);
+    } catch (const InfeasibleError& e) {
+      if (!first_error) first_error = e;
+    }
+  };
+  attempt(flat, {1, flat.num_kernels()});
+  for (std::size_t i = 0; i < shapes.size(); ++i) {
+    CostTables t = folded_tables[i];
+    for (int kf = 0; kf < t.num_kc(); ++kf) {
+      for (int kl = 0; kl < t.num_kc(); ++kl) {
+        pin_ends(t, folded[i], kf, kl);
+        attempt(t, shapes[i]);
+      }
+    }
+  }
+  return first_error;
+}
+
+}  // namespace
+
+Plan solve_shapes(const SystemSpec& system, const CostModel& model, const std::vector<Shape>& shapes,
+                  const ObjectiveSpec& objective, SolverKind solver, const SpaceLimits& limits) {
+  if (shapes.empty()) return solve(system, model, objective, solver, limits);
+  const auto start = std::chrono::steady_clock::now();
+  detail::check_objective(objective);
+  const CostTables flat(system, model, limits);
+  detail::require_schedulable(flat);
+  std::vector<FoldedCostModel> folded;
+  std::vector<CostTables> folded_tables;
+  for (const Shape& s : shapes) {
+    folded.emplace_back(model, s);
+    folded_tables.emplace_back(system, folded.back(), fold_limits(limits, s));
+  }
+
+  std::optional<Candidate> best;
+  const Objective goal = objective.objective;
+  auto keep = [&](detail::Found f, Shape shape, const CostTables& t, const detail::Caps& caps) {
+    // One-stage recurrent plans are the flat ones (priced here with a hand-off they do not make).
+    if (shape.rounds > 1 && f.stages.size() < 2) return;
+    Candidate c{std::move(f), shape, std::nullopt, caps};
+    if (best && !better(c, *best, goal == Objective::balanced ? Objective::energy : goal)) return;
+    if (shape.rounds > 1) c.tables.emplace(t);
+    best = std::move(c);
+  };
+  ObjectiveSpec o = objective;
+  if (goal == Objective::balanced) {
+    // Every shape is held to the fastest period over all of them: a qos run per shape with that
+    // throughput floor is the balanced objective.
+    std::optional<Candidate> fastest;
+    each_solve(flat, folded_tables, folded, shapes, {.objective = Objective::perf}, solver,
+               [&](detail::Found f, Shape shape, const CostTables&, const detail::Caps&) {
+                 if (shape.rounds > 1 && f.stages.size() < 2) return;
+                 Candidate c{std::move(f), shape, std::nullopt, {}};
+                 if (!fastest || better(c, *fastest, Objective::perf)) fastest = std::move(c);
+               });
+    if (!fastest) throw InfeasibleError("no feasible schedule: the available devices cannot form a pipeline");
+    o = {.objective = Objective::qos,
+         .balance_ratio = objective.balance_ratio,
+         .min_throughput_per_s = objective.balance_ratio / fastest->found.fig.period};
+  }
+  const auto error = each_solve(flat, folded_tables, folded, shapes, o, solver, keep);
+  if (!best) {
+    if (error) throw *error;
+    throw InfeasibleError("no feasible schedule: the available devices cannot form a pipeline");
+  }
+  const CostTables& t = best->tables ? *best->tables : flat;
+  Plan plan = evaluate(best->found.stages, t);
+  plan.objective = to_string(goal);
+  plan.solver = to_string(solver);
+  plan.score = detail::score(plan.period_s, plan.energy_j, goal);
+  if (best->shape.rounds > 1) {
+    plan.rounds = best->shape.rounds;
+    plan.round_kernels = best->shape.round_kernels;
+    plan.mnemonic = "(" + plan.mnemonic + ")x" + std::to_string(plan.rounds);
+  }
+  std::string searched = "flat";
+  for (const Shape& s : shapes) searched += ", x" + std::to_string(s.rounds);
+  plan.passes.push_back({.number = 0,
+                         .name = "shapes: flat and layer-recurrent, each recurrent one per (first, last) group pair",
+                         .method = std::string(to_string(solver)) + " solver per shape",
+                         .found = true,
+                         .period_s = plan.period_s,
+                         .energy_j = plan.energy_j,
+                         .work = searched});
+  detail::explain_with(plan, t, goal, best->caps);
+  plan.solve_time_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  return plan;
+}
+
+Plan evaluate_recurrent(const std::vector<StageSpec>& stages, const SystemSpec& system, const CostModel& model,
+                        Shape shape) {
+  if (shape.rounds <= 1) return evaluate(stages, CostTables(system, model));
+  const FoldedCostModel folded(model, shape);
+  CostTables t(system, folded);
+  if (stages.size() >= 2) pin_ends(t, folded, stages.front().kc, stages.back().kc);
+  Plan p = evaluate(stages, t);
+  p.rounds = shape.rounds;
+  p.round_kernels = shape.round_kernels;
+  p.mnemonic = "(" + p.mnemonic + ")x" + std::to_string(shape.rounds);
+  return p;
+}
+
+std::vector<EnumeratedShapePlan> enumerate_shape_plans(const SystemSpec& system, const CostModel& model,
+                                                       const std::vector<Shape>& shapes) {
+  std::vector<EnumeratedShapePlan> out;
+  const CostTables flat(system, model);
+  for (auto& p : enumerate_plans(flat)) out.push_back({std::move(p), {1, flat.num_kernels()}});
+  for (const Shape& s : shapes) {
+    const FoldedCostModel folded(model, s);
+    CostTables t(system, folded);
+    for (auto& p : enumerate_plans(t)) {
+      if (p.stages.size() < 2) continue;  // the flat one-stage plans
+      pin_ends(t, folded, p.stages.front().kc, p.stages.back().kc);
+      const Figures f = figures(p.stages, t);
+      out.push_back({{p.stages, f.period, f.latency, f.energy, f.devices}, s});
+    }
+  }
+  return out;
+}
+
+}  // namespace dype::sched
