@@ -2,6 +2,8 @@
 
 #include <chrono>
 
+#include "scheduler/recurrent.h"
+
 namespace dype::sched {
 
 std::vector<std::string> baseline_names(const SystemSpec& system) {
@@ -13,12 +15,13 @@ std::vector<std::string> baseline_names(const SystemSpec& system) {
 
 namespace {
 
-Plan only(int kind, const SystemSpec& system, const CostModel& model, const ObjectiveSpec& objective) {
+Plan only(int kind, const SystemSpec& system, const CostModel& model, const std::vector<Shape>& shapes,
+          const ObjectiveSpec& objective) {
   SpaceLimits lim;
   lim.max_count.assign(system.kinds.size(), 0);
   lim.max_count[kind] = system.kinds[kind].count;
   if (system.kinds[kind].count == 0) throw InfeasibleError(system.kinds[kind].name + "-only: the system has no " + system.kinds[kind].name);
-  Plan p = solve(system, model, objective, SolverKind::exact, lim);
+  Plan p = solve_shapes(system, model, shapes, objective, SolverKind::exact, lim);
   p.solver = system.kinds[kind].name + "-only";
   return p;
 }
@@ -38,6 +41,7 @@ Plan baseline(const std::string& name, const SystemSpec& system, const CostModel
               const Workload& workload, const ObjectiveSpec& objective) {
   const auto start = std::chrono::steady_clock::now();
   system.validate();
+  const std::vector<Shape> shapes = recurrent_shapes(workload);
   auto done = [&](Plan p, const std::string& note) {
     p.solver = name;
     p.note = note;
@@ -46,25 +50,30 @@ Plan baseline(const std::string& name, const SystemSpec& system, const CostModel
   };
   for (std::size_t t = 0; t < system.kinds.size(); ++t) {
     if (name == system.kinds[t].name + "-only") {
-      return done(only(static_cast<int>(t), system, model, objective), "best plan on " + system.kinds[t].name + " alone");
+      return done(only(static_cast<int>(t), system, model, shapes, objective), "best plan on " + system.kinds[t].name + " alone");
     }
   }
   if (name.size() > 5 && name.ends_with("-only")) {
     throw InfeasibleError(name + ": the system has no device kind '" + name.substr(0, name.size() - 5) + "'");
   }
   if (name == "theoretical-additive") {
-    double throughput = 0, power = 0;
-    std::string parts;
+    // The paper's definition (Section VI): the homogeneous systems side by side, throughputs
+    // summed, energy efficiency (inferences per joule) averaged over them.
+    double throughput = 0, efficiency = 0;
+    int systems = 0;
+    std::string parts, left_out;
     for (std::size_t t = 0; t < system.kinds.size(); ++t) {
       if (system.kinds[t].count == 0) continue;
       Plan p;
       try {
-        p = only(static_cast<int>(t), system, model, {Objective::perf});
-      } catch (const InfeasibleError&) {
-        continue;  // this kind cannot run the whole model on its own
+        p = only(static_cast<int>(t), system, model, shapes, {Objective::perf});
+      } catch (const InfeasibleError& e) {
+        left_out += (left_out.empty() ? "" : "; ") + system.kinds[t].name + "-only left out (" + e.what() + ")";
+        continue;
       }
       throughput += p.throughput_per_s;
-      power += p.energy_j * p.throughput_per_s;
+      efficiency += 1.0 / p.energy_j;
+      ++systems;
       parts += (parts.empty() ? "" : " + ") + system.kinds[t].name + "-only " + p.mnemonic;
     }
     if (throughput <= 0) throw InfeasibleError("theoretical-additive: no kind can run the model alone");
@@ -73,60 +82,73 @@ Plan baseline(const std::string& name, const SystemSpec& system, const CostModel
     p.mnemonic = "additive";
     p.throughput_per_s = throughput;
     p.period_s = 1.0 / throughput;
-    p.energy_j = power / throughput;
+    p.energy_j = systems / efficiency;
     p.latency_s = kInf;
     p.devices_used = system.total_devices();
     p.objective = "perf";
     p.score = p.period_s;
-    return done(p, "sum of the homogeneous throughputs: " + parts);
+    return done(p, "throughputs summed, energy efficiencies averaged: " + parts + (left_out.empty() ? "" : "; " + left_out));
   }
   if (name == "fleetrec") {
     SpaceLimits lim;
     for (const Kernel& k : workload.kernels) lim.allowed_kinds.push_back(1u << pinned_kind(system, k, name));
-    return done(solve(system, model, objective, SolverKind::exact, lim), "kind per kernel fixed by op, counts optimised");
+    return done(solve_shapes(system, model, shapes, objective, SolverKind::exact, lim),
+                "kind per kernel fixed by op, counts optimised");
   }
   if (name == "static") {
-    const CostTables tables(system, model);
-    std::vector<StageSpec> specs;
-    std::vector<int> kinds;
-    for (int i = 0; i < workload.size(); ++i) {
-      const int kind = pinned_kind(system, workload.kernels[i], name);
-      if (!specs.empty() && kinds.back() == kind) {
-        specs.back().last = i;
-      } else {
-        specs.push_back({i, i, 0});
-        kinds.push_back(kind);
+    // The flat mapping when the system has a device for each of its stages; otherwise (a deep
+    // model alternating kinds, the transformer's 32 x GEMM | attention | GEMMs) the same mapping
+    // over one round of the recurrent shape with the fewest rounds that fits.
+    std::vector<Shape> tried{{1, workload.size()}};
+    for (auto it = shapes.rbegin(); it != shapes.rend(); ++it) tried.push_back(*it);
+    std::string why;
+    for (const Shape& shape : tried) {
+      std::vector<StageSpec> specs;
+      std::vector<int> kinds;
+      for (int i = 0; i < shape.round_kernels; ++i) {
+        const int kind = pinned_kind(system, workload.kernels[static_cast<std::size_t>(i)], name);
+        if (!specs.empty() && kinds.back() == kind) {
+          specs.back().last = i;
+        } else {
+          specs.push_back({i, i, 0});
+          kinds.push_back(kind);
+        }
       }
-    }
-    std::vector<int> counts = system.static_counts;
-    if (counts.empty()) {
-      // Even split of each kind's devices over its stages, remainder to the earliest stages.
-      std::vector<int> stages_of(system.kinds.size(), 0), seen(system.kinds.size(), 0);
-      for (int k : kinds) ++stages_of[k];
-      for (int k : kinds) {
-        const int n = system.kinds[k].count, s = stages_of[k];
-        counts.push_back(n / s + (seen[k]++ < n % s ? 1 : 0));
+      std::vector<int> counts = system.static_counts;
+      if (counts.empty()) {
+        // Even split of each kind's devices over its stages, remainder to the earliest stages.
+        std::vector<int> stages_of(system.kinds.size(), 0), seen(system.kinds.size(), 0);
+        for (int k : kinds) ++stages_of[k];
+        for (int k : kinds) {
+          const int n = system.kinds[k].count, st = stages_of[k];
+          counts.push_back(n / st + (seen[k]++ < n % st ? 1 : 0));
+        }
       }
-    }
-    if (counts.size() != specs.size()) {
-      throw InputError("system.baselines.static_counts", "has " + std::to_string(counts.size()) +
-                                                             " entries, the static mapping forms " +
-                                                             std::to_string(specs.size()) + " stages");
-    }
-    std::vector<int> used(system.kinds.size(), 0);
-    for (std::size_t s = 0; s < specs.size(); ++s) {
-      used[kinds[s]] += counts[s];
-      if (counts[s] < 1 || used[kinds[s]] > system.kinds[kinds[s]].count) {
-        throw InfeasibleError("static: " + std::to_string(specs.size()) + " stages need more " +
-                              system.kinds[kinds[s]].name + " devices than the system has");
+      if (counts.size() != specs.size()) {
+        why = "system.baselines.static_counts has " + std::to_string(counts.size()) + " entries, the static mapping forms " +
+              std::to_string(specs.size()) + " stages";
+        continue;
       }
-      specs[s].kc = tables.kc({kinds[s], counts[s]});
+      std::vector<int> used(system.kinds.size(), 0);
+      bool fits = true;
+      for (std::size_t st = 0; st < specs.size() && fits; ++st) {
+        used[kinds[st]] += counts[st];
+        if (counts[st] < 1 || used[kinds[st]] > system.kinds[kinds[st]].count) {
+          why = std::to_string(specs.size()) + " stages need more " + system.kinds[kinds[st]].name + " devices than the system has";
+          fits = false;
+        }
+      }
+      if (!fits) continue;
+      const CostTables counted(system, model);  // kc numbering only: the same for every shape
+      for (std::size_t st = 0; st < specs.size(); ++st) specs[st].kc = counted.kc({kinds[st], counts[st]});
+      Plan p = evaluate_recurrent(specs, system, model, shape);
+      p.objective = to_string(objective.objective);
+      p.score = objective.objective == Objective::perf ? p.period_s : p.energy_j;
+      if (shape.rounds == 1) explain(p, counted, objective);
+      return done(p, "fixed op->kind mapping and fixed counts" +
+                         (shape.rounds > 1 ? ", per round of " + std::to_string(shape.round_kernels) + " kernels" : std::string()));
     }
-    Plan p = evaluate(specs, tables);
-    p.objective = to_string(objective.objective);
-    p.score = objective.objective == Objective::perf ? p.period_s : p.energy_j;
-    explain(p, tables, objective);
-    return done(p, "fixed op->kind mapping and fixed counts");
+    throw InfeasibleError("static: " + why);
   }
   throw InputError("baseline", "unknown baseline '" + name + "'");
 }

@@ -31,6 +31,7 @@
 #include "kernels/op.h"
 #include "scheduler/cost_model.h"
 #include "scheduler/solver.h"
+#include "scheduler/workload.h"
 
 namespace dype::sched {
 
@@ -43,6 +44,8 @@ struct Shape {
 // one per divisor g < layers (g layers a round, layers / g rounds), largest round count first.
 // Empty when the chain does not repeat layer by layer or has one layer.
 std::vector<Shape> recurrent_shapes(const std::vector<kernels::OpKind>& ops, int layers);
+// Same, for a workload built from a model config (its kernels' `layer` numbers give the count).
+std::vector<Shape> recurrent_shapes(const Workload& workload);
 
 // `base` seen through one round of `shape`: kernel k of the round stands for kernels k + r m.
 class FoldedCostModel : public CostModel {

@@ -32,6 +32,7 @@
 #include "runtime/schedule_inputs.h"
 #include "scheduler/baselines.h"
 #include "scheduler/cost_tables.h"
+#include "scheduler/recurrent.h"
 #include "scheduler/solver.h"
 
 namespace {
@@ -46,7 +47,7 @@ struct Options {
   std::string nodes_arg, edges_arg, features_arg, seq_len_arg, window_arg;
   double skew = 0.0;  // 0: not given (taken from the graph where there is one)
   bool skew_given = false, min_throughput_given = false, max_latency_given = false;
-  std::string mode = "perf", solver = "exact", baseline, dump_tables;
+  std::string mode = "perf", solver = "exact", baseline, dump_tables, shapes = "all";
   std::string perfmodels = std::string(DYPE_SOURCE_DIR) + "/configs/perfmodels";
   bool perfmodels_given = false;
   double ratio = 0.7, min_throughput = 0.0, max_latency = 0.0;
@@ -185,7 +186,13 @@ void print_plan(const sched::Plan& plan, const sched::Workload& wl, bool explain
     std::printf("  %-5zu %-34s %-5s %5d %11s %11s %12s %10s\n", s + 1, kernel_range(wl, st).c_str(),
                 plan.kind_names[st.kind].c_str(), st.count, ms(st.compute_s).c_str(),
                 ms(st.transfer_in_s).c_str(), ms(st.transfer_out_s).c_str(), ms(st.time_s()).c_str());
-    if (explain && !st.why.empty()) std::printf("        why: %s\n", st.why.c_str());
+      if (explain && !st.why.empty()) std::printf("        why: %s\n", st.why.c_str());
+  }
+  if (plan.rounds > 1) {
+    std::printf("  layer-recurrent: every request makes %d rounds through these stages (kernels named for round 0;\n"
+                "  times are per request, summed over the rounds; stage 1 receives and stage %zu sends the hand-off\n"
+                "  between rounds)\n",
+                plan.rounds, plan.stages.size());
   }
   std::printf("  period %s ms, throughput %s inferences/s, latency %s ms, energy %s J/inference, "
               "%d devices (modelled)\n",
@@ -248,8 +255,10 @@ int run(Options o) {
 
   const auto t0 = std::chrono::steady_clock::now();
   const sched::CostTables tables(inputs.system, *inputs.model);
+  const std::vector<sched::Shape> shapes = o.shapes == "flat" ? std::vector<sched::Shape>{}
+                                                               : sched::recurrent_shapes(inputs.workload);
   sched::Plan plan = o.baseline.empty()
-                         ? sched::solve(tables, obj, solver)
+                         ? sched::solve_shapes(inputs.system, *inputs.model, shapes, obj, solver)
                          : sched::baseline(o.baseline, inputs.system, *inputs.model, inputs.workload, obj);
   if (o.baseline.empty()) {
     plan.solve_time_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
@@ -257,7 +266,7 @@ int run(Options o) {
   if (plan.empty() && o.baseline != "theoretical-additive") {
     throw sched::InfeasibleError("no plan can run every kernel of " + inputs.workload.model + " on this system");
   }
-  if (o.explain && !plan.stages.empty()) sched::explain(plan, tables, obj);
+  if (o.explain && !plan.stages.empty() && plan.rounds == 1) sched::explain(plan, tables, obj);
   std::vector<sched::Plan> front;
   if (o.pareto) front = sched::pareto_front(tables);
   if (!o.dump_tables.empty()) {
@@ -320,6 +329,10 @@ int main(int argc, char** argv) {
   auto* max_lat_opt = app.add_option("--max-latency", o.max_latency, "qos: end-to-end latency in seconds at most (> 0)");
   app.add_option("--solver", o.solver, "exact (default) or paper (Algorithm 1 as published)")
       ->check(CLI::IsMember({"exact", "paper"}));
+  app.add_option("--shapes", o.shapes,
+                 "all (default): flat plans and, for a model whose layers repeat, layer-recurrent ones "
+                 "(stages every request traverses once per layer group, e.g. (1G3F1G)x32); flat: flat only")
+      ->check(CLI::IsMember({"all", "flat"}));
   app.add_option("--baseline", o.baseline,
                  "a named baseline plan instead: gpu-only, fpga-only, cpu-only, theoretical-additive, static, fleetrec");
   app.add_flag("--pareto", o.pareto, "also print the Pareto front (throughput, energy, devices)");

@@ -28,6 +28,13 @@ std::vector<Shape> recurrent_shapes(const std::vector<kernels::OpKind>& ops, int
   return out;
 }
 
+std::vector<Shape> recurrent_shapes(const Workload& workload) {
+  if (workload.kernels.empty()) return {};
+  std::vector<kernels::OpKind> ops;
+  for (const Kernel& k : workload.kernels) ops.push_back(k.shape.kind);
+  return recurrent_shapes(ops, workload.kernels.back().layer + 1);
+}
+
 FoldedCostModel::FoldedCostModel(const CostModel& base, Shape shape) : base_(base), shape_(shape) {
   if (shape.rounds < 1 || shape.round_kernels < 1 || shape.rounds * shape.round_kernels != base.num_kernels()) {
     throw Error("FoldedCostModel: " + std::to_string(shape.rounds) + " rounds of " +
@@ -104,8 +111,9 @@ bool better(const Candidate& a, const Candidate& b, Objective o) {
   return a.shape.rounds < b.shape.rounds;
 }
 
-detail::Found run(const CostTables& t, const ObjectiveSpec& o, SolverKind solver, detail::Caps& caps) {
-  return solver == SolverKind::exact ? detail::solve_exact(t, o, caps, nullptr) : detail::solve_paper(t, o, caps, nullptr);
+detail::Found run(const CostTables& t, const ObjectiveSpec& o, SolverKind solver, detail::Caps& caps,
+                  detail::PassLog* log = nullptr) {
+  return solver == SolverKind::exact ? detail::solve_exact(t, o, caps, log) : detail::solve_paper(t, o, caps, log);
 }
 
 // Runs `o` on the flat tables and every shape's end pairs; calls keep() with each plan found.
@@ -194,15 +202,20 @@ Plan solve_shapes(const SystemSpec& system, const CostModel& model, const std::v
     plan.round_kernels = best->shape.round_kernels;
     plan.mnemonic = "(" + plan.mnemonic + ")x" + std::to_string(plan.rounds);
   }
+  // The winner's own passes, run again with a log (one solve on small tables).
+  detail::PassLog log;
+  detail::Caps caps;
+  run(t, o, solver, caps, &log);
   std::string searched = "flat";
   for (const Shape& s : shapes) searched += ", x" + std::to_string(s.rounds);
   plan.passes.push_back({.number = 0,
-                         .name = "shapes: flat and layer-recurrent, each recurrent one per (first, last) group pair",
-                         .method = std::string(to_string(solver)) + " solver per shape",
+                         .name = "shapes: flat, and recurrent per end-group pair",
+                         .method = "each shape",
                          .found = true,
                          .period_s = plan.period_s,
                          .energy_j = plan.energy_j,
                          .work = searched});
+  for (SolverPass& p : log.take()) plan.passes.push_back(std::move(p));
   detail::explain_with(plan, t, goal, best->caps);
   plan.solve_time_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   return plan;
