@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <chrono>
 #include <condition_variable>
+#include <map>
 #include <set>
 
 #include <tbb/parallel_for.h>
@@ -47,12 +48,25 @@ std::string describe(const PipelineSpec& spec) {
   return s;
 }
 
+// A device's slice of a graph: rows [r0, r1) in CSR.
+struct Pipeline::GraphRows {
+  std::uint64_t graph_id = 0;
+  std::int64_t r0 = 0, r1 = 0, nnz = 0;
+  hw::BufferPtr indptr, indices, values;
+};
+
+// The rows a device holds, shared by its stages of every round: a stage takes a reference for the
+// request it runs, so another round's stage may place a new graph meanwhile.
+struct Pipeline::GraphSlot {
+  std::mutex mu;
+  std::shared_ptr<GraphRows> rows;
+};
+
 struct Pipeline::DeviceState {
   hw::Device* dev = nullptr;
   std::vector<std::vector<hw::BufferPtr>> weights;  // [step - first] -> W, bias (x3 for qkv)
-  std::uint64_t graph_id = 0;
-  std::int64_t g_r0 = 0, g_r1 = 0, g_nnz = 0;
-  hw::BufferPtr indptr, indices, values;
+  std::shared_ptr<GraphSlot> slot;
+  std::shared_ptr<GraphRows> graph;  // the rows this stage's current request uses
 };
 
 struct Pipeline::StageState {
@@ -93,6 +107,10 @@ Pipeline::Pipeline(const Model& model, PipelineSpec spec, PipelineOptions option
   const double t0 = wall_now_s();
   for (const Observer* o : options_.observers) timed_ = timed_ || o->wants_kernel_timings();
   if (spec_.stages.empty()) throw InputError("pipeline", "has no stages");
+  if (spec_.rounds < 1 || spec_.stages.size() % static_cast<std::size_t>(spec_.rounds) != 0)
+    throw InputError("pipeline.rounds", std::to_string(spec_.rounds) + " rounds do not divide " +
+                                            std::to_string(spec_.stages.size()) + " stages");
+  const auto per_round = static_cast<std::size_t>(spec_.stages_per_round());
   std::set<const hw::Device*> used;
   int expect = 0;
   for (std::size_t s = 0; s < spec_.stages.size(); ++s) {
@@ -103,9 +121,11 @@ Pipeline::Pipeline(const Model& model, PipelineSpec spec, PipelineOptions option
                                   "] do not continue the chain at " + std::to_string(expect));
     expect = st.last + 1;
     if (st.devices.empty()) throw InputError(where, "has no devices");
+    if (s >= per_round && st.devices != spec_.stages[s % per_round].devices)
+      throw InputError(where, "a recurrent pipeline's stage runs on its round-0 stage's devices");
     for (hw::Device* d : st.devices) {
       if (!d) throw InputError(where, "null device");
-      if (!used.insert(d).second) throw InputError(where, "device " + d->name() + " serves two stages");
+      if (s < per_round && !used.insert(d).second) throw InputError(where, "device " + d->name() + " serves two stages");
       for (int k = st.first; k <= st.last; ++k) {
         if (!d->supports(model_.step(k).op))
           throw InputError(where, "device " + d->name() + " cannot run " + model_.step(k).name + " (" +
@@ -114,6 +134,9 @@ Pipeline::Pipeline(const Model& model, PipelineSpec spec, PipelineOptions option
     }
   }
   if (expect != model_.num_kernels()) throw InputError("pipeline", "stages end before the last kernel");
+  max_in_flight_ = options_.max_in_flight;
+  if (max_in_flight_ == 0 && spec_.rounds > 1) max_in_flight_ = 2 * per_round + 2;
+  std::map<const hw::Device*, std::shared_ptr<GraphSlot>> slots;  // one per device
 
   for (std::size_t s = 0; s < spec_.stages.size(); ++s) {
     auto st = std::make_unique<StageState>();
@@ -132,6 +155,9 @@ Pipeline::Pipeline(const Model& model, PipelineSpec spec, PipelineOptions option
     for (hw::Device* d : st->spec.devices) {
       DeviceState ds;
       ds.dev = d;
+      auto& slot = slots[d];
+      if (!slot) slot = std::make_shared<GraphSlot>();
+      ds.slot = slot;
       std::vector<hw::Event> after;
       if (d->info().time_source == hw::TimeSource::modelled)
         after.push_back({options_.preload_not_before_s, options_.preload_not_before_s, hw::TimeSource::modelled, 0});
@@ -153,7 +179,7 @@ Pipeline::Pipeline(const Model& model, PipelineSpec spec, PipelineOptions option
     if (st->has_spmm && options_.preload_graph) {
       Request probe = Request::gnn(options_.preload_graph, HostTensor::shape_only(options_.preload_graph->nodes, 1));
       auto part = partition(*st, probe);
-      for (std::size_t j = 0; j + 1 < part.size(); ++j) preload(*st, st->devs[j], *options_.preload_graph, part[j], part[j + 1]);
+      for (std::size_t j = 0; j + 1 < part.size(); ++j) place_rows(st->devs[j], *options_.preload_graph, part[j], part[j + 1]);
     }
     stages_.push_back(std::move(st));
     auto q = std::make_unique<tbb::concurrent_bounded_queue<Work*>>();
@@ -175,6 +201,11 @@ void Pipeline::submit(Job job) {
   w->job = std::move(job);
   w->c.seq = w->job.seq;
   w->c.epoch = options_.epoch;
+  if (max_in_flight_ > 0) {
+    std::unique_lock lock(flight_mu_);
+    flight_cv_.wait(lock, [&] { return in_flight_ < max_in_flight_; });
+    ++in_flight_;
+  }
   queues_[0]->push(w.release());
 }
 
@@ -231,8 +262,14 @@ std::vector<std::int64_t> Pipeline::partition(StageState& st, const Request& r) 
   return p;
 }
 
-void Pipeline::preload(StageState&, DeviceState& ds, const Graph& g, std::int64_t r0, std::int64_t r1) {
-  hw::Device& d = *ds.dev;
+void Pipeline::place_rows(DeviceState& ds, const Graph& g, std::int64_t r0, std::int64_t r1) {
+  std::lock_guard lock(ds.slot->mu);
+  const auto& held = ds.slot->rows;
+  if (!held || held->graph_id != g.id || held->r0 != r0 || held->r1 != r1) ds.slot->rows = preload(*ds.dev, g, r0, r1);
+  ds.graph = ds.slot->rows;
+}
+
+std::shared_ptr<Pipeline::GraphRows> Pipeline::preload(hw::Device& d, const Graph& g, std::int64_t r0, std::int64_t r1) {
   const bool so = g.size_only();
   if (so && !timing_only(d)) throw InputError(d.name(), "shape-only graph needs a timing-only device");
   // Nodes [r0, r1) are CSR rows [r0 f, r1 f) (f = 2 for SAGE's interleaved matrix).
@@ -241,9 +278,8 @@ void Pipeline::preload(StageState&, DeviceState& ds, const Graph& g, std::int64_
   const std::int64_t nnz = g.indptr[c1] - base;
   std::vector<std::int32_t> local(static_cast<std::size_t>(c1 - c0 + 1));
   for (std::int64_t r = c0; r <= c1; ++r) local[r - c0] = g.indptr[r] - base;
-  ds.indptr.reset();
-  ds.indices.reset();
-  ds.values.reset();
+  auto rows = std::make_shared<GraphRows>();
+  GraphRows& ds = *rows;
   ds.indptr = d.allocate(local.size() * 4);
   ds.indices = d.allocate(static_cast<std::size_t>(nnz) * 4);
   ds.values = d.allocate(static_cast<std::size_t>(nnz) * 4);
@@ -257,9 +293,10 @@ void Pipeline::preload(StageState&, DeviceState& ds, const Graph& g, std::int64_
     if (e.source == hw::TimeSource::modelled) raise_preload_end(e.end_s);
   }
   ds.graph_id = g.id;
-  ds.g_r0 = r0;
-  ds.g_r1 = r1;
-  ds.g_nnz = nnz;
+  ds.r0 = r0;
+  ds.r1 = r1;
+  ds.nnz = nnz;
+  return rows;
 }
 
 void Pipeline::raise_preload_end(double t) {
@@ -372,6 +409,13 @@ void Pipeline::worker(int s) {
       auto done = std::move(w->job.done);
       Completion c = std::move(w->c);
       w.reset();
+      if (max_in_flight_ > 0) {
+        {
+          std::lock_guard lock(flight_mu_);
+          --in_flight_;
+        }
+        flight_cv_.notify_one();
+      }
       if (done) done(std::move(c));
     }
   }
@@ -429,11 +473,7 @@ void Pipeline::process(StageState& st, Work& w, TransferCounters& tc) {
   };
   // A new graph (or new row split) since the last request: place this device's rows first.
   if (st.has_spmm) {
-    for (std::size_t j = 0; j < c; ++j) {
-      auto& ds = st.devs[j];
-      if (ds.graph_id != req.graph()->id || ds.g_r0 != part[j] || ds.g_r1 != part[j + 1])
-        preload(st, ds, *req.graph(), part[j], part[j + 1]);
-    }
+    for (std::size_t j = 0; j < c; ++j) place_rows(st.devs[j], *req.graph(), part[j], part[j + 1]);
   }
   for (int k = st.spec.first; k <= st.spec.last; ++k) {
     const Step& step = model_.step(k);
@@ -472,8 +512,9 @@ void Pipeline::process(StageState& st, Work& w, TransferCounters& tc) {
         const std::int64_t m = out.held_rows();
         hw::BufferPtr y = d.allocate(static_cast<std::size_t>(m * step.out_cols) * 4);
         // m nodes are m f CSR rows of in_cols: the same bytes as m rows of out_cols = f in_cols.
-        launch(j, d, hw::KernelLaunch::spmm(*ds.indptr, *ds.indices, *ds.values, *in.tensors[0], *y,
-                                            m * req.graph()->rows_per_node, rows, step.in_cols, ds.g_nnz, 4,
+        const GraphRows& g = *ds.graph;
+        launch(j, d, hw::KernelLaunch::spmm(*g.indptr, *g.indices, *g.values, *in.tensors[0], *y,
+                                            m * req.graph()->rows_per_node, rows, step.in_cols, g.nnz, 4,
                                             req.graph()->degree_skew));
         out.tensors.push_back(std::move(y));
       } else if (step.op == OpKind::window_attention) {

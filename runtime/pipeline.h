@@ -17,7 +17,9 @@
 // the stage complete with an error naming the device (the engine re-plans and re-runs them).
 // Observers (observer.h) hear of every stage pass (on_stage) and of every request leaving the last
 // stage (on_request, before its `done`).
+#include <algorithm>
 #include <atomic>
+#include <condition_variable>
 #include <cstdint>
 #include <exception>
 #include <functional>
@@ -46,6 +48,13 @@ struct PipelineStage {
 struct PipelineSpec {
   std::vector<PipelineStage> stages;
   std::string label;  // "2G|1F" or the scheduler's mnemonic
+  // Layer-recurrent pipelines (scheduler/recurrent.h): the stages are `rounds` rounds of
+  // stages.size() / rounds stages each; round r's stage s runs on round 0's stage s devices, its
+  // kernels shifted by r x (kernels per round). A request makes the rounds in order, so a device
+  // serves its stage of every round (the plan's hand-off from the last stage back to the first is
+  // the transfer between rounds). 1: flat, every device in one stage.
+  int rounds = 1;
+  int stages_per_round() const { return static_cast<int>(stages.size()) / std::max(rounds, 1); }
 };
 
 // "0-1:gpu0+gpu1 | 2-3:fpga0"
@@ -75,6 +84,10 @@ struct PipelineOptions {
   double preload_not_before_s = 0.0;           // virtual time preloading may start
   std::uint64_t epoch = 0;
   std::vector<Observer*> observers;
+  // Requests admitted at once (submit blocks beyond): 0 = bounded by the queues alone, which for
+  // a recurrent pipeline would be 2 x rounds x stages; it then defaults to 2 x stages per round + 2,
+  // enough to keep every device busy.
+  std::size_t max_in_flight = 0;
 };
 
 struct StageStats {
@@ -118,11 +131,15 @@ class Pipeline {
 
  private:
   struct Work;
+  struct GraphRows;
+  struct GraphSlot;
   struct DeviceState;
   struct StageState;
   void worker(int s);
   void process(StageState& st, Work& w, TransferCounters& tc);
-  void preload(StageState& st, DeviceState& ds, const Graph& g, std::int64_t r0, std::int64_t r1);
+  // The graph rows [r0, r1) on ds's device, shared by the stages of every round on that device.
+  void place_rows(DeviceState& ds, const Graph& g, std::int64_t r0, std::int64_t r1);
+  std::shared_ptr<GraphRows> preload(hw::Device& d, const Graph& g, std::int64_t r0, std::int64_t r1);
   std::vector<std::int64_t> partition(StageState& st, const Request& r);
   // The observers' view of a request leaving the last stage.
   RequestEvent request_event(const Work& w) const;
@@ -139,6 +156,10 @@ class Pipeline {
   std::vector<std::thread> threads_;
   std::atomic<int> finished_stages_{0};
   std::atomic<bool> closed_{false};
+  std::size_t max_in_flight_ = 0;  // 0: unbounded (the queues bound it)
+  std::mutex flight_mu_;
+  std::condition_variable flight_cv_;
+  std::size_t in_flight_ = 0;
   double build_s_ = 0.0;
   bool timed_ = false;  // an observer reads the kernel launches' times
   // Latest modelled end of a preload: stage workers preloading a new graph raise it concurrently.

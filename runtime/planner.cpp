@@ -274,6 +274,12 @@ RuntimeCostModel SchedPlanner::cost_model(const sched::SystemSpec& spec, const C
   return RuntimeCostModel(model_, system_, spec, excluded, c, kernel_time_);
 }
 
+std::vector<sched::Shape> recurrent_shapes(const Model& model) {
+  std::vector<kernels::OpKind> ops;
+  for (const Step& s : model.steps()) ops.push_back(s.op);
+  return model.steps().empty() ? std::vector<sched::Shape>{} : sched::recurrent_shapes(ops, model.steps().back().layer + 1);
+}
+
 PipelineSpec to_pipeline_spec(const sched::Plan& plan, const hw::System& system,
                               const std::set<std::string>& excluded) {
   PipelineSpec spec;
@@ -296,6 +302,21 @@ PipelineSpec to_pipeline_spec(const sched::Plan& plan, const hw::System& system,
     if (static_cast<int>(ps.devices.size()) < st.count)
       throw Error("plan " + plan.mnemonic + " needs " + std::to_string(st.count) + " " + kname + " devices");
     spec.stages.push_back(std::move(ps));
+  }
+  if (plan.rounds > 1) {
+    // Round r's stages: round 0's on the same devices, kernels shifted by r rounds; each stage's
+    // prediction is its share of one round.
+    const std::size_t per_round = spec.stages.size();
+    for (auto& st : spec.stages) st.predicted_s /= plan.rounds;
+    for (int r = 1; r < plan.rounds; ++r) {
+      for (std::size_t s = 0; s < per_round; ++s) {
+        PipelineStage ps = spec.stages[s];
+        ps.first += r * plan.round_kernels;
+        ps.last += r * plan.round_kernels;
+        spec.stages.push_back(std::move(ps));
+      }
+    }
+    spec.rounds = plan.rounds;
   }
   return spec;
 }
@@ -329,7 +350,7 @@ PlannedPipeline SchedPlanner::plan(const Characteristics& c, const std::string& 
   const auto model = cost_model(spec, c, excluded);
   sched::ObjectiveSpec obj;
   obj.objective = sched::objective_from_string(mode);
-  const sched::Plan p = sched::solve(spec, model, obj, solver_);
+  const sched::Plan p = sched::solve_shapes(spec, model, recurrent_shapes(model_), obj, solver_);
   if (p.empty()) throw Error("planner: no feasible plan for objective " + mode);
   PlannedPipeline out;
   out.spec = to_pipeline_spec(p, system_, excluded);
@@ -346,10 +367,18 @@ sched::Plan SchedPlanner::evaluate(const PipelineSpec& ps, const Characteristics
   const auto model = cost_model(spec, c);
   const sched::CostTables tables(spec, model);
   std::vector<sched::StageSpec> stages;
-  for (const auto& st : ps.stages) {
+  const int per_round = ps.stages_per_round();
+  for (int s = 0; s < per_round; ++s) {
+    const PipelineStage& st = ps.stages[static_cast<std::size_t>(s)];
     const int kind = spec.kind_index(std::string(hw::to_string(st.devices.front()->kind())));
     if (kind < 0) return {};
-    stages.push_back({st.first, st.last, tables.kc({kind, static_cast<int>(st.devices.size())})});
+    const int count = static_cast<int>(st.devices.size());
+    if (count > tables.max_count(kind)) return {};  // the kind lost devices since
+    stages.push_back({st.first, st.last, tables.kc({kind, count})});
+  }
+  if (ps.rounds > 1) {
+    const int m = ps.stages[static_cast<std::size_t>(per_round - 1)].last + 1;
+    return sched::evaluate_recurrent(stages, spec, model, {ps.rounds, m});
   }
   return sched::evaluate(stages, tables);
 }
@@ -367,7 +396,7 @@ double SchedPlanner::predict_score(const PipelineSpec& ps, const Characteristics
     const sched::SystemSpec spec = system_spec({});
     const auto model = cost_model(spec, c);
     sched::ObjectiveSpec perf;
-    const sched::Plan best = sched::solve(spec, model, perf, solver_);
+    const sched::Plan best = sched::solve_shapes(spec, model, recurrent_shapes(model_), perf, solver_);
     const double ratio = sched::ObjectiveSpec{}.balance_ratio;
     if (!best.empty() && !sched::within(p.period_s, best.period_s / ratio)) return sched::kInf;
   }

@@ -18,6 +18,7 @@
 #include "hw/system.h"
 #include "runtime/model.h"
 #include "runtime/pipeline.h"
+#include "scheduler/recurrent.h"
 #include "scheduler/solver.h"
 
 namespace dype::rt {
@@ -153,7 +154,10 @@ sched::SystemSpec scheduler_system_spec(const hw::System& system, const std::set
 double modelled_kernel_time_s(const hw::System& system, const hw::Device& device,
                               const kernels::OpShape& shape);
 
-// sched::Plan -> concrete devices: stage s gets `count` devices of its kind, in system order,
+// The layer-recurrent shapes the model's step chain allows (scheduler/recurrent.h).
+std::vector<sched::Shape> recurrent_shapes(const Model& model);
+
+// sched::Plan -> concrete devices (a recurrent plan unrolled into its rounds, PipelineSpec::rounds): stage s gets `count` devices of its kind, in system order,
 // skipping excluded ones. Throws Error when the system has too few.
 PipelineSpec to_pipeline_spec(const sched::Plan& plan, const hw::System& system,
                               const std::set<std::string>& excluded);
