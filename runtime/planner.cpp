@@ -85,6 +85,8 @@ sched::SystemSpec scheduler_system_spec(const hw::System& system, const std::set
       k.link_latency_s = 2e-6;
     }
     k.host = kind == hw::DeviceKind::cpu;
+    // Host memory is not the constraint a device's is (and is shared with everything else).
+    k.memory_bytes = k.host ? 0.0 : static_cast<double>(d0.info().memory_bytes);
     spec.kinds.push_back(k);
   }
   if (spec.kinds.empty()) throw Error("planner: no schedulable device left");
@@ -132,6 +134,7 @@ RuntimeCostModel::RuntimeCostModel(const Model& model, const hw::System& system,
     : model_(model), topo_(system.topology()), c_(c), n_(model.num_kernels()) {
   rows_ = model.is_gnn() ? c.nodes : c.seq_len;
   const auto shapes = model.kernel_shapes(c);
+  shapes_ = shapes;
   const double input_bytes = 4.0 * static_cast<double>(rows_) *
                              static_cast<double>(model.is_gnn() ? model.spec().in_features : model.spec().d_model);
   for (int k = 0; k < n_; ++k) {
@@ -224,6 +227,15 @@ double RuntimeCostModel::compute_time_s(int first, int last, sched::DeviceGroup 
   if (first == 0) t += g.upload_s;
   if (last == n_ - 1) t += g.download_s;
   return t;
+}
+
+sched::Footprint RuntimeCostModel::footprint(int first, int last, sched::DeviceGroup g) const {
+  sched::Footprint f;
+  for (int k = first; k <= last; ++k) {
+    const auto i = static_cast<std::size_t>(k);
+    f.add(sched::kernel_footprint(shapes_[i], in_[i], out_[i], g.count));
+  }
+  return f;
 }
 
 double RuntimeCostModel::transfer_time_s(int k, sched::DeviceGroup from, sched::DeviceGroup to) const {

@@ -91,6 +91,7 @@ class RuntimeCostModel : public sched::CostModel {
   double compute_time_s(int first, int last, sched::DeviceGroup group) const override;
   double output_bytes(int k) const override { return out_[static_cast<std::size_t>(k)]; }
   double transfer_time_s(int k, sched::DeviceGroup from, sched::DeviceGroup to) const override;
+  sched::Footprint footprint(int first, int last, sched::DeviceGroup group) const override;
 
  private:
   struct Group {
@@ -113,6 +114,7 @@ class RuntimeCostModel : public sched::CostModel {
   std::int64_t rows_ = 0;
   std::vector<double> out_, in_;
   std::vector<int> in_tensors_;
+  std::vector<kernels::OpShape> shapes_;  // whole-input shapes, for footprint()
   std::vector<std::size_t> offset_;  // per kind: index of (kind, count 1) in groups_
   std::vector<Group> groups_;
   std::vector<std::vector<int>> kind_topo_;  // per kind: topology indices in system order

@@ -121,7 +121,11 @@ ScheduleInputs load_schedule_inputs(const std::string& system_file, const sched:
     in_bytes[k] = kernel.input_bytes;
     for (std::size_t i = 0; i < first.size(); ++i) times[k].push_back(time_of(i, kernel.shape));
   }
-  out.model = std::make_unique<sched::AdditiveCostModel>(out.system, out_bytes, in_bytes, times, 0.9, ops);
+  auto additive = std::make_unique<sched::AdditiveCostModel>(out.system, out_bytes, in_bytes, times, 0.9, ops);
+  std::vector<kernels::OpShape> shapes;
+  for (const sched::Kernel& kernel : out.workload.kernels) shapes.push_back(kernel.shape);
+  additive->set_shapes(std::move(shapes));
+  out.model = std::move(additive);
   out.cost_source = fitted_ids.empty()
                         ? "device models of " + system_file + " (modelled)"
                         : "fitted perf models in " + perfmodels_dir + " (" + fitted_ids +

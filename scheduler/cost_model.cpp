@@ -1,8 +1,37 @@
 #include "scheduler/cost_model.h"
 
+#include <algorithm>
+
 #include "kernels/error.h"
 
 namespace dype::sched {
+
+void Footprint::add(const Footprint& o) {
+  weights += o.weights;
+  graph = std::max(graph, o.graph);
+  activations = std::max(activations, o.activations);
+}
+
+Footprint kernel_footprint(const kernels::OpShape& shape, double input_bytes, double output_bytes, int c) {
+  const double cd = std::max(c, 1);
+  Footprint f;
+  switch (shape.kind) {
+    case kernels::OpKind::gemm:
+      f.weights = 4.0 * static_cast<double>(shape.k * shape.n + shape.n);
+      break;
+    case kernels::OpKind::layer_norm:
+      f.weights = 8.0 * static_cast<double>(shape.n);
+      break;
+    case kernels::OpKind::spmm:
+      f.graph = (8.0 * static_cast<double>(shape.nnz) + 4.0 * static_cast<double>(shape.m + 1)) / cd;
+      break;
+    default:
+      break;
+  }
+  const double in = shape.kind == kernels::OpKind::spmm ? input_bytes : input_bytes / cd;
+  f.activations = in + output_bytes / cd;
+  return f;
+}
 
 AdditiveCostModel::AdditiveCostModel(SystemSpec system, std::vector<double> output_bytes,
                                      std::vector<double> input_bytes,
@@ -55,8 +84,11 @@ AdditiveCostModel AdditiveCostModel::from_gflops(const SystemSpec& system, const
     }
     times.push_back(std::move(row));
   }
-  return AdditiveCostModel(system, std::move(out), std::move(in), std::move(times), parallel_efficiency,
-                           std::move(ops));
+  AdditiveCostModel m(system, std::move(out), std::move(in), std::move(times), parallel_efficiency, std::move(ops));
+  std::vector<kernels::OpShape> shapes;
+  for (const Kernel& k : workload.kernels) shapes.push_back(k.shape);
+  m.set_shapes(std::move(shapes));
+  return m;
 }
 
 double AdditiveCostModel::compute_time_s(int first, int last, DeviceGroup g) const {
@@ -74,6 +106,21 @@ double AdditiveCostModel::compute_time_s(int first, int last, DeviceGroup g) con
                         : gathered / kind.link_bw_bytes_per_s;  // slice up, the rest down
   }
   return one / (c * efficiency_) + exchange;
+}
+
+void AdditiveCostModel::set_shapes(std::vector<kernels::OpShape> shapes) {
+  if (!shapes.empty() && shapes.size() != out_bytes_.size()) throw Error("AdditiveCostModel: shapes size != kernel count");
+  shapes_ = std::move(shapes);
+}
+
+Footprint AdditiveCostModel::footprint(int first, int last, DeviceGroup g) const {
+  Footprint f;
+  if (shapes_.empty()) return f;
+  for (int k = first; k <= last; ++k) {
+    const auto i = static_cast<std::size_t>(k);
+    f.add(kernel_footprint(shapes_[i], in_bytes_[i], out_bytes_[i], g.count));
+  }
+  return f;
 }
 
 double AdditiveCostModel::transfer_time_s(int k, DeviceGroup from, DeviceGroup to) const {

@@ -14,6 +14,25 @@ namespace dype::sched {
 
 inline constexpr double kInf = std::numeric_limits<double>::infinity();
 
+// What one device of a stage must hold (bytes), for the memory-capacity constraint: the weights
+// of every kernel it runs (replicated on each device), its share of the graph (the rows it owns
+// after the row split: kernels of one request share one graph, so the largest share counts) and
+// the activations of the requests in flight (kInFlight: the one it computes and the one arriving;
+// per kernel its input rows plus its output rows, the largest kernel counts). Modelled.
+struct Footprint {
+  static constexpr double kInFlight = 2.0;
+  double weights = 0.0, graph = 0.0, activations = 0.0;
+  double total() const { return weights + graph + kInFlight * activations; }
+  // Another kernel on the same device: weights add, graph and activations take the larger.
+  void add(const Footprint& o);
+};
+
+// Kernel `shape`'s footprint on one device of a c-device stage: GEMM weights (k x n + bias) and
+// layer-norm gamma/beta are replicated; an SpMM holds its 1/c of the CSR (8 bytes a nonzero plus
+// the row pointers) and needs its whole input (every row may be a neighbour); other inputs and
+// every output are split by rows.
+Footprint kernel_footprint(const kernels::OpShape& shape, double input_bytes, double output_bytes, int c);
+
 class CostModel {
  public:
   virtual ~CostModel() = default;
@@ -25,6 +44,12 @@ class CostModel {
   virtual double output_bytes(int k) const = 0;
   // f_comm for the output of kernel `k` between adjacent stages.
   virtual double transfer_time_s(int k, DeviceGroup from, DeviceGroup to) const = 0;
+  // Per device of `group` running kernels [first, last]; a model that does not know (tables) says
+  // nothing, and the memory constraint does not apply to it.
+  virtual Footprint footprint(int first, int last, DeviceGroup group) const {
+    (void)first, (void)last, (void)group;
+    return {};
+  }
 };
 
 // Additive model: a stage's time is the sum of per-kernel times (prefix sums, O(1) a query),
@@ -57,7 +82,10 @@ class AdditiveCostModel : public CostModel {
   double compute_time_s(int first, int last, DeviceGroup group) const override;
   double output_bytes(int k) const override { return out_bytes_[k]; }
   double transfer_time_s(int k, DeviceGroup from, DeviceGroup to) const override;
+  Footprint footprint(int first, int last, DeviceGroup group) const override;
   const SystemSpec& system() const { return system_; }
+  // The kernels' shapes, for footprint() (from_gflops and the device-model inputs set them).
+  void set_shapes(std::vector<kernels::OpShape> shapes);
 
  private:
   SystemSpec system_;
@@ -66,6 +94,7 @@ class AdditiveCostModel : public CostModel {
   std::vector<std::vector<double>> prefix_;       // [kind][k + 1] = sum of times of kernels < k+1
   std::vector<std::vector<int>> unsupported_;     // [kind][k + 1] = count of unsupported < k+1
   std::vector<double> gathered_prefix_;           // [k + 1] = input bytes all-gathered by kernels < k+1
+  std::vector<kernels::OpShape> shapes_;          // empty: footprint unknown
   double efficiency_;
 };
 

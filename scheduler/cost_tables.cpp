@@ -39,7 +39,17 @@ CostTables::CostTables(const SystemSpec& system, const CostModel& model, const S
         const DeviceGroup g = kc_group_[kc];
         if (!(allowed & (1u << g.kind))) continue;
         const double t = model.compute_time_s(first, last, g);
-        compute_[(static_cast<std::size_t>(first) * n + last) * kcs_ + kc] = t >= 0 ? t : kInf;
+        const std::size_t at = (static_cast<std::size_t>(first) * n + last) * kcs_ + kc;
+        compute_[at] = t >= 0 ? t : kInf;
+        const double cap = system.kinds[g.kind].memory_bytes;
+        if (cap > 0 && compute_[at] < kInf) {
+          const double need = model.footprint(first, last, g).total();
+          if (need > cap) {
+            if (short_.empty()) short_.assign(n * n * kcs_, 0.0);
+            short_[at] = need - cap;
+            compute_[at] = kInf;  // does not fit: never planned
+          }
+        }
       }
     }
   }

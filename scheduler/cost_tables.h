@@ -54,6 +54,13 @@ class CostTables {
   // end. A layer-recurrent solve (recurrent.h) sets them to the hand-off from the last stage back
   // to the first for one (first, last) pair of groups at a time; every solver, figures() and the
   // brute force read them, so they agree.
+  // How many bytes one device of group kc lacks to hold kernels [first, last] (0 when they fit or
+  // the kind's memory is not limited). Such ranges are unsupported (compute kInf).
+  double memory_shortfall(int first, int last, int kc) const {
+    return short_.empty() ? 0.0 : short_[(static_cast<std::size_t>(first) * n_ + last) * kcs_ + kc];
+  }
+  bool memory_limited() const { return !short_.empty(); }
+
   double entry(int kc) const { return entry_.empty() ? 0.0 : entry_[static_cast<std::size_t>(kc)]; }
   double exit(int kc) const { return exit_.empty() ? 0.0 : exit_[static_cast<std::size_t>(kc)]; }
   // Empty vectors restore the defaults; otherwise one entry per group.
@@ -74,6 +81,7 @@ class CostTables {
   std::vector<double> compute_;   // n * n * kcs (upper triangle used)
   std::vector<double> transfer_;  // (n - 1) * kcs * kcs
   std::vector<double> entry_, exit_;  // per kc; empty = 0
+  std::vector<double> short_;         // like compute_; empty when no range is short of memory
 };
 
 }  // namespace dype::sched

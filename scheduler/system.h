@@ -33,6 +33,7 @@ struct DeviceKindSpec {
   int socket = 0;                    // root complex the devices hang off
   bool p2p = false;                  // can DMA directly to/from other p2p-capable devices
   bool host = false;                 // lives in host memory (CPU kind): transfers to it are one hop
+  double memory_bytes = 0.0;         // per device; 0 = not limited (what a stage holds must fit, cost_model.h)
   // Optional effective throughput per op (GFLOP/s per device) for AnalyticCostModel; 0 = op not
   // supported on this kind. Indexed by kernels::OpKind.
   std::array<double, 5> gflops{};

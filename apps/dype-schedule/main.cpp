@@ -201,10 +201,31 @@ void print_plan(const sched::Plan& plan, const sched::Workload& wl, bool explain
   if (explain && !plan.passes.empty()) print_passes(plan);
 }
 
+// Where the memory constraint ruled a (kind, count) out: the kernels that alone do not fit one of
+// its devices, and the whole chain, each with the shortfall.
+void print_memory(const sched::CostTables& t, const sched::Workload& wl) {
+  if (!t.memory_limited()) return;
+  std::printf("memory (modelled footprint per device: weights, graph rows, activations of 2 requests in flight):\n");
+  const int n = t.num_kernels();
+  for (int kc = 0; kc < t.num_kc(); ++kc) {
+    const auto g = t.group(kc);
+    const std::string group = std::to_string(g.count) + " x " + t.kind_name(g.kind);
+    for (int k = 0; k < n; ++k) {
+      if (t.memory_shortfall(k, k, kc) > 0)
+        std::printf("  %s: %s alone does not fit, short by %s GB a device\n", group.c_str(), wl.kernels[k].name.c_str(),
+                    num(t.memory_shortfall(k, k, kc) / 1e9).c_str());
+    }
+    if (t.memory_shortfall(0, n - 1, kc) > 0)
+      std::printf("  %s: the whole model does not fit, short by %s GB a device\n", group.c_str(),
+                  num(t.memory_shortfall(0, n - 1, kc) / 1e9).c_str());
+  }
+}
+
 // The one-kernel rows of the cost tables (each kernel alone on each (kind, count)), and the
 // output sizes that drive transfer costs. The full tables: --dump-tables.
 void print_tables(const sched::CostTables& t, const sched::Workload& wl) {
-  std::printf("cost tables (modelled): one-kernel compute time in ms per (kind, count); '-' = unsupported\n");
+  std::printf("cost tables (modelled): one-kernel compute time in ms per (kind, count); '-' = unsupported, "
+              "'mem' = does not fit the device's memory\n");
   std::printf("  %-22s", "kernel");
   for (int kc = 0; kc < t.num_kc(); ++kc) {
     const auto g = t.group(kc);
@@ -213,9 +234,11 @@ void print_tables(const sched::CostTables& t, const sched::Workload& wl) {
   std::printf(" %10s\n", "out_MB");
   for (int k = 0; k < t.num_kernels(); ++k) {
     std::printf("  %-22s", wl.kernels[k].name.c_str());
-    for (int kc = 0; kc < t.num_kc(); ++kc) std::printf(" %8s", ms(t.compute(k, k, kc)).c_str());
+    for (int kc = 0; kc < t.num_kc(); ++kc)
+      std::printf(" %8s", t.memory_shortfall(k, k, kc) > 0 ? "mem" : ms(t.compute(k, k, kc)).c_str());
     std::printf(" %10s\n", num(wl.kernels[k].output_bytes / 1e6).c_str());
   }
+  print_memory(t, wl);
 }
 
 int run(Options o) {

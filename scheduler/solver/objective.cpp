@@ -4,6 +4,7 @@
 
 #include "kernels/error.h"
 #include "scheduler/solver.h"
+#include "scheduler/solver/format.h"
 
 namespace dype::sched::detail {
 
@@ -33,9 +34,21 @@ void require_schedulable(const CostTables& t) {
   for (int k = 0; k < t.num_kernels(); ++k) {
     bool any = false;
     for (int kc = 0; kc < t.num_kc() && !any; ++kc) any = t.compute(k, k, kc) < kInf;
-    if (!any) {
-      throw InfeasibleError("no device kind available to the scheduler can run kernel " + std::to_string(k));
+    if (any) continue;
+    // Say so when memory is what rules it out: the group that comes closest, and by how much.
+    double least = kInf;
+    int at = -1;
+    for (int kc = 0; kc < t.num_kc(); ++kc) {
+      const double s = t.memory_shortfall(k, k, kc);
+      if (s > 0 && s < least) least = s, at = kc;
     }
+    if (at >= 0) {
+      const DeviceGroup g = t.group(at);
+      throw InfeasibleError("kernel " + std::to_string(k) + " fits no device's memory: the closest, " +
+                            std::to_string(g.count) + " x " + t.kind_name(g.kind) + ", is short by " +
+                            fmt(least / 1e9, "GB") + " a device");
+    }
+    throw InfeasibleError("no device kind available to the scheduler can run kernel " + std::to_string(k));
   }
 }
 

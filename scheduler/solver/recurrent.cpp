@@ -59,6 +59,13 @@ double FoldedCostModel::transfer_time_s(int k, DeviceGroup from, DeviceGroup to)
   return t;
 }
 
+Footprint FoldedCostModel::footprint(int first, int last, DeviceGroup group) const {
+  Footprint f;
+  for (int r = 0; r < shape_.rounds; ++r)
+    f.add(base_.footprint(first + r * shape_.round_kernels, last + r * shape_.round_kernels, group));
+  return f;
+}
+
 double FoldedCostModel::handoff_time_s(DeviceGroup from, DeviceGroup to) const {
   double t = 0.0;
   for (int r = 1; r < shape_.rounds; ++r) t += base_.transfer_time_s(r * shape_.round_kernels - 1, from, to);
