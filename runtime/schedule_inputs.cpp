@@ -6,6 +6,7 @@
 #include <optional>
 #include <sstream>
 
+#include "hw/emu/emu_timing.h"
 #include "hw/system.h"
 #include "hw/system_config.h"
 #include "kernels/error.h"
@@ -35,10 +36,15 @@ bool is_device_inventory(const std::string& text) {
   return true;  // let the inventory parser report what is missing
 }
 
-void apply_baselines(const hw::SystemConfig& cfg, sched::SystemSpec& spec) {
+// supports(kind, op): whether a kind of `spec` runs the op (an op pinned to "fpga" goes to the
+// first FPGA image kind that runs it when the FPGA kind is split by image).
+template <class Supports>
+void apply_baselines(const hw::SystemConfig& cfg, sched::SystemSpec& spec, Supports supports) {
   for (const auto& [op_name, kind_name] : cfg.baseline_op_kind) {
     const auto op = kernels::op_kind_from_string(op_name);
-    const int kind = spec.kind_index(kind_name);
+    int kind = spec.kind_index(kind_name);
+    for (int t = 0; kind < 0 && op && t < static_cast<int>(spec.kinds.size()); ++t)
+      if (spec.kinds[static_cast<std::size_t>(t)].name.rfind(kind_name + ":", 0) == 0 && supports(t, *op)) kind = t;
     // A pinned kind with no schedulable device leaves the op unpinned: the baseline then reports
     // that it cannot be formed, naming the op.
     if (op && kind >= 0) spec.op_kind[static_cast<std::size_t>(*op)] = kind;
@@ -54,7 +60,8 @@ ScheduleInputs load_schedule_inputs(const std::string& system_file, const std::s
 }
 
 ScheduleInputs load_schedule_inputs(const std::string& system_file, const sched::ModelConfig& model,
-                                    const sched::InputCharacteristics& input, const std::string& perfmodels_dir) {
+                                    const sched::InputCharacteristics& input, const std::string& perfmodels_dir,
+                                    const FpgaImages* images, const ImageAssignment* assignment) {
   ScheduleInputs out;
   out.workload = sched::build_workload(model, input);
   const std::string text = read_text(system_file);
@@ -69,11 +76,45 @@ ScheduleInputs load_schedule_inputs(const std::string& system_file, const sched:
   const hw::System system = hw::System::from_config(cfg);
   out.system = scheduler_system_spec(system, {});
   out.system.name = cfg.name;
-  apply_baselines(cfg, out.system);
-  // Each kind is timed on its first schedulable device (the kinds are homogeneous).
+  // The FPGA kind split by image: image_of[t] is kind t's image (null for the other kinds).
+  std::vector<const hw::Bitstream*> image_of(out.system.kinds.size(), nullptr);
+  const hw::DeviceProfile* board = nullptr;
+  if (images && assignment) {
+    const int f = out.system.kind_index("fpga");
+    for (const hw::DeviceConfig& d : cfg.devices)
+      if (d.kind == hw::DeviceKind::fpga && d.schedulable && d.profile) board = &*d.profile;
+    if (f < 0 || !board || assignment->size() != images->options.size())
+      throw Error("image assignment: the system has no schedulable FPGAs of one board to assign");
+    const sched::DeviceKindSpec fpga = out.system.kinds[static_cast<std::size_t>(f)];
+    out.system.kinds.erase(out.system.kinds.begin() + f);
+    image_of.erase(image_of.begin() + f);
+    for (std::size_t i = 0; i < images->options.size(); ++i) {
+      if ((*assignment)[i] == 0) continue;
+      const hw::Bitstream& b = images->options[i].bitstream;
+      sched::DeviceKindSpec k = fpga;
+      k.name = "fpga:" + b.name;
+      k.count = (*assignment)[i];
+      double dynamic = 0.0;
+      for (const auto& bk : b.kernels) dynamic = std::max(dynamic, bk.dynamic_w);
+      k.power.exec_w = std::max(k.power.exec_w, k.power.idle_w + dynamic);
+      out.system.kinds.push_back(k);
+      image_of.push_back(&b);
+    }
+  }
+  apply_baselines(cfg, out.system, [&](int t, kernels::OpKind op) {
+    const hw::Bitstream* b = image_of[static_cast<std::size_t>(t)];
+    return !b || hw::emu::model_supports(*board, b, op);
+  });
+  // Each kind is timed on its first schedulable device (the kinds are homogeneous); an image
+  // kind from its manifest.
   std::vector<const hw::Device*> first;
-  for (const auto& kind : out.system.kinds) {
+  for (std::size_t t = 0; t < out.system.kinds.size(); ++t) {
+    const auto& kind = out.system.kinds[t];
     const hw::Device* f = nullptr;
+    if (image_of[t]) {
+      first.push_back(nullptr);
+      continue;
+    }
     for (const hw::Device* d : system.devices_of(*hw::device_kind_from_string(kind.name))) {
       const hw::DeviceConfig* dc = cfg.find(d->name());
       if (!dc || dc->schedulable) {
@@ -100,6 +141,10 @@ ScheduleInputs load_schedule_inputs(const std::string& system_file, const sched:
     }
   }
   auto time_of = [&](std::size_t i, const kernels::OpShape& shape) {
+    if (const hw::Bitstream* b = image_of[i]) {
+      if (!hw::emu::model_supports(*board, b, shape.kind)) return sched::kInf;
+      return hw::emu::modelled_time_s(*board, b, shape, out.system.kinds[i].name);
+    }
     const hw::Device* d = first[i];
     if (!d) return sched::kInf;
     if (fitted[i] && d->supports(shape.kind)) {
@@ -126,10 +171,13 @@ ScheduleInputs load_schedule_inputs(const std::string& system_file, const sched:
   for (const sched::Kernel& kernel : out.workload.kernels) shapes.push_back(kernel.shape);
   additive->set_shapes(std::move(shapes));
   out.model = std::move(additive);
+  const std::string image_source =
+      images && assignment ? "; FPGA images " + describe(*images, *assignment) + " timed from their manifests" : "";
   out.cost_source = fitted_ids.empty()
                         ? "device models of " + system_file + " (modelled)"
                         : "fitted perf models in " + perfmodels_dir + " (" + fitted_ids +
                               "), device models of " + system_file + " for the rest (modelled)";
+  out.cost_source += image_source;
   return out;
 }
 

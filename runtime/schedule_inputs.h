@@ -17,6 +17,7 @@
 #include <memory>
 #include <string>
 
+#include "runtime/image_choice.h"
 #include "scheduler/cost_model.h"
 #include "scheduler/system.h"
 #include "scheduler/workload.h"
@@ -37,8 +38,11 @@ struct ScheduleInputs {
 ScheduleInputs load_schedule_inputs(const std::string& system_file, const std::string& model_file,
                                     const sched::InputCharacteristics& input, const std::string& perfmodels_dir = "");
 
-// Same, with the model config already parsed.
+// Same, with the model config already parsed. `assignment` (image_choice.h; device inventories
+// only): the FPGA kind becomes one kind per image given FPGAs (`fpga:<image>`), timed from the
+// image's manifest (modelled); null: the images the file loads.
 ScheduleInputs load_schedule_inputs(const std::string& system_file, const sched::ModelConfig& model,
-                                    const sched::InputCharacteristics& input, const std::string& perfmodels_dir = "");
+                                    const sched::InputCharacteristics& input, const std::string& perfmodels_dir = "",
+                                    const FpgaImages* images = nullptr, const ImageAssignment* assignment = nullptr);
 
 }  // namespace dype::rt

@@ -1,28 +1,50 @@
 #include "scheduler/baselines.h"
 
+#include <algorithm>
 #include <chrono>
 
 #include "scheduler/recurrent.h"
 
 namespace dype::sched {
 
+namespace {
+
+// A kind's family: its name up to a ':' ("fpga:u280-sextans-gemm" is an FPGA with that image).
+std::string family(const std::string& kind) { return kind.substr(0, kind.find(':')); }
+
+// The families in order of first appearance, each with its kinds.
+std::vector<std::pair<std::string, std::vector<int>>> families(const SystemSpec& system) {
+  std::vector<std::pair<std::string, std::vector<int>>> out;
+  for (std::size_t t = 0; t < system.kinds.size(); ++t) {
+    const std::string f = family(system.kinds[t].name);
+    auto it = std::find_if(out.begin(), out.end(), [&](const auto& e) { return e.first == f; });
+    if (it == out.end()) out.push_back({f, {static_cast<int>(t)}});
+    else it->second.push_back(static_cast<int>(t));
+  }
+  return out;
+}
+
+}  // namespace
+
 std::vector<std::string> baseline_names(const SystemSpec& system) {
   std::vector<std::string> names;
-  for (const auto& k : system.kinds) names.push_back(k.name + "-only");
+  for (const auto& [f, kinds] : families(system)) names.push_back(f + "-only");
   names.insert(names.end(), {"theoretical-additive", "static", "fleetrec"});
   return names;
 }
 
 namespace {
 
-Plan only(int kind, const SystemSpec& system, const CostModel& model, const std::vector<Shape>& shapes,
-          const ObjectiveSpec& objective) {
+// The best plan on the kinds of one family alone.
+Plan only(const std::string& name, const std::vector<int>& kinds, const SystemSpec& system, const CostModel& model,
+          const std::vector<Shape>& shapes, const ObjectiveSpec& objective) {
   SpaceLimits lim;
   lim.max_count.assign(system.kinds.size(), 0);
-  lim.max_count[kind] = system.kinds[kind].count;
-  if (system.kinds[kind].count == 0) throw InfeasibleError(system.kinds[kind].name + "-only: the system has no " + system.kinds[kind].name);
+  int devices = 0;
+  for (int kind : kinds) devices += lim.max_count[kind] = system.kinds[kind].count;
+  if (devices == 0) throw InfeasibleError(name + "-only: the system has no " + name);
   Plan p = solve_shapes(system, model, shapes, objective, SolverKind::exact, lim);
-  p.solver = system.kinds[kind].name + "-only";
+  p.solver = name + "-only";
   return p;
 }
 
@@ -48,10 +70,8 @@ Plan baseline(const std::string& name, const SystemSpec& system, const CostModel
     p.solve_time_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
     return p;
   };
-  for (std::size_t t = 0; t < system.kinds.size(); ++t) {
-    if (name == system.kinds[t].name + "-only") {
-      return done(only(static_cast<int>(t), system, model, shapes, objective), "best plan on " + system.kinds[t].name + " alone");
-    }
+  for (const auto& [f, kinds] : families(system)) {
+    if (name == f + "-only") return done(only(f, kinds, system, model, shapes, objective), "best plan on " + f + " alone");
   }
   if (name.size() > 5 && name.ends_with("-only")) {
     throw InfeasibleError(name + ": the system has no device kind '" + name.substr(0, name.size() - 5) + "'");
@@ -62,19 +82,18 @@ Plan baseline(const std::string& name, const SystemSpec& system, const CostModel
     double throughput = 0, efficiency = 0;
     int systems = 0;
     std::string parts, left_out;
-    for (std::size_t t = 0; t < system.kinds.size(); ++t) {
-      if (system.kinds[t].count == 0) continue;
+    for (const auto& [f, kinds] : families(system)) {
       Plan p;
       try {
-        p = only(static_cast<int>(t), system, model, shapes, {Objective::perf});
+        p = only(f, kinds, system, model, shapes, {Objective::perf});
       } catch (const InfeasibleError& e) {
-        left_out += (left_out.empty() ? "" : "; ") + system.kinds[t].name + "-only left out (" + e.what() + ")";
+        left_out += (left_out.empty() ? "" : "; ") + f + "-only left out (" + e.what() + ")";
         continue;
       }
       throughput += p.throughput_per_s;
       efficiency += 1.0 / p.energy_j;
       ++systems;
-      parts += (parts.empty() ? "" : " + ") + system.kinds[t].name + "-only " + p.mnemonic;
+      parts += (parts.empty() ? "" : " + ") + f + "-only " + p.mnemonic;
     }
     if (throughput <= 0) throw InfeasibleError("theoretical-additive: no kind can run the model alone");
     Plan p;

@@ -18,6 +18,7 @@
 #include <filesystem>
 #include <fstream>
 #include <iostream>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -29,6 +30,8 @@
 #include "kernels/graph/generators.h"
 #include "kernels/graph/mtx_reader.h"
 #include "kernels/graph/snap_reader.h"
+#include "hw/system_config.h"
+#include "runtime/image_choice.h"
 #include "runtime/schedule_inputs.h"
 #include "scheduler/baselines.h"
 #include "scheduler/cost_tables.h"
@@ -47,7 +50,8 @@ struct Options {
   std::string nodes_arg, edges_arg, features_arg, seq_len_arg, window_arg;
   double skew = 0.0;  // 0: not given (taken from the graph where there is one)
   bool skew_given = false, min_throughput_given = false, max_latency_given = false;
-  std::string mode = "perf", solver = "exact", baseline, dump_tables, shapes = "all";
+  std::string mode = "perf", solver = "exact", baseline, dump_tables, shapes = "all", images = "choose";
+  double reload_horizon = 1000;
   std::string perfmodels = std::string(DYPE_SOURCE_DIR) + "/configs/perfmodels";
   bool perfmodels_given = false;
   double ratio = 0.7, min_throughput = 0.0, max_latency = 0.0;
@@ -101,6 +105,8 @@ void check_flags(Options& o) {
     throw InputError("--min-throughput", "must be a finite number > 0 inferences/s, got " + num(o.min_throughput));
   if (o.max_latency_given && !(std::isfinite(o.max_latency) && o.max_latency > 0.0))
     throw InputError("--max-latency", "must be a finite number > 0 seconds, got " + num(o.max_latency));
+  if (!(std::isfinite(o.reload_horizon) && o.reload_horizon > 0.0))
+    throw InputError("--reload-horizon", "must be a finite number of requests > 0, got " + num(o.reload_horizon));
   if (o.mode == "qos" && !o.min_throughput_given && !o.max_latency_given)
     throw InputError("--mode qos", "needs a target: --min-throughput and/or --max-latency");
 }
@@ -254,7 +260,21 @@ int run(Options o) {
   }
   // The built-in folder may be absent (binary moved away from its source tree): device models then.
   const bool use_fitted = o.perfmodels != "none" && (o.perfmodels_given || std::filesystem::is_directory(o.perfmodels));
-  const rt::ScheduleInputs inputs = rt::load_schedule_inputs(o.system_file, config, in, use_fitted ? o.perfmodels : "");
+  const std::string perfmodels = use_fitted ? o.perfmodels : "";
+  // Image choice: every assignment of the candidate images to the FPGAs (image_choice.h).
+  rt::FpgaImages images;
+  if (o.images == "choose") {
+    try {
+      images = rt::candidate_images(hw::load_system_config(o.system_file));
+    } catch (const InputError&) {
+      // a scheduler-only system file (kinds:): no images; load_schedule_inputs reads it
+    }
+  }
+  std::vector<rt::ImageAssignment> assignments;
+  rt::ImageAssignment loaded;
+  for (const auto& opt : images.options) loaded.push_back(opt.loaded);
+  if (images.options.size() > 1) assignments = rt::image_assignments(images);
+  rt::ScheduleInputs inputs = rt::load_schedule_inputs(o.system_file, config, in, perfmodels);
   if (!o.baseline.empty()) {
     const auto names = sched::baseline_names(inputs.system);
     if (std::find(names.begin(), names.end(), o.baseline) == names.end()) {
@@ -277,15 +297,54 @@ int run(Options o) {
   const sched::SolverKind solver = o.solver == "paper" ? sched::SolverKind::paper : sched::SolverKind::exact;
 
   const auto t0 = std::chrono::steady_clock::now();
-  const sched::CostTables tables(inputs.system, *inputs.model);
   const std::vector<sched::Shape> shapes = o.shapes == "flat" ? std::vector<sched::Shape>{}
                                                                : sched::recurrent_shapes(inputs.workload);
-  sched::Plan plan = o.baseline.empty()
-                         ? sched::solve_shapes(inputs.system, *inputs.model, shapes, obj, solver)
-                         : sched::baseline(o.baseline, inputs.system, *inputs.model, inputs.workload, obj);
+  auto plan_for = [&](const rt::ScheduleInputs& si, const sched::ObjectiveSpec& ob) {
+    return o.baseline.empty() ? sched::solve_shapes(si.system, *si.model, shapes, ob, solver)
+                              : sched::baseline(o.baseline, si.system, *si.model, si.workload, ob);
+  };
+  sched::Plan plan;
+  std::string image_note;
+  if (assignments.empty()) {
+    plan = plan_for(inputs, obj);
+  } else {
+    // One system per assignment (the loaded one as the file says); the best amortised score wins.
+    std::vector<rt::ScheduleInputs> systems;
+    for (const auto& a : assignments)
+      systems.push_back(a == loaded ? rt::load_schedule_inputs(o.system_file, config, in, perfmodels)
+                                    : rt::load_schedule_inputs(o.system_file, config, in, perfmodels, &images, &a));
+    const int fpga = inputs.system.kind_index("fpga");
+    const double p_exec = fpga >= 0 ? inputs.system.kinds[static_cast<std::size_t>(fpga)].power.exec_w : 0.0;
+    sched::ObjectiveSpec each = obj;
+    if (obj.objective == sched::Objective::balanced && o.baseline.empty()) {
+      // Balanced holds every assignment to the fastest period over all of them.
+      double fastest = sched::kInf;
+      for (const auto& si : systems) {
+        try {
+          fastest = std::min(fastest, plan_for(si, {.objective = sched::Objective::perf}).period_s);
+        } catch (const sched::InfeasibleError&) {
+        }
+      }
+      each = {.objective = sched::Objective::qos, .balance_ratio = obj.balance_ratio,
+              .min_throughput_per_s = obj.balance_ratio / fastest};
+    }
+    const rt::ImageChoice choice = rt::choose_images(
+        images, assignments, [&](std::size_t i) { return plan_for(systems[i], each); }, o.reload_horizon, p_exec,
+        obj.objective);
+    plan = choice.plan;
+    const std::size_t chosen = choice.index;
+    char buf[256];
+    std::snprintf(buf, sizeof buf, "%s; %d FPGA reload%s (%.3g s pause) amortised over %g requests",
+                  rt::describe(images, assignments[chosen]).c_str(), choice.cost.reloads,
+                  choice.cost.reloads == 1 ? "" : "s", choice.cost.pause_s, o.reload_horizon);
+    image_note = buf;
+    plan.objective = sched::to_string(obj.objective);
+    inputs = std::move(systems[chosen]);
+  }
   if (o.baseline.empty()) {
     plan.solve_time_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   }
+  const sched::CostTables tables(inputs.system, *inputs.model);
   if (plan.empty() && o.baseline != "theoretical-additive") {
     throw sched::InfeasibleError("no plan can run every kernel of " + inputs.workload.model + " on this system");
   }
@@ -304,6 +363,7 @@ int run(Options o) {
     j["model"] = inputs.workload.model;
     j["input"] = described;
     j["cost_source"] = inputs.cost_source;
+    if (!image_note.empty()) j["fpga_images"] = image_note;
     if (o.explain) j["cost_tables"] = tables.to_json();
     if (o.pareto) {
       j["pareto"] = json::array();
@@ -318,6 +378,7 @@ int run(Options o) {
   std::string kinds;
   for (const auto& k : inputs.system.kinds) kinds += (kinds.empty() ? "" : ", ") + std::to_string(k.count) + " x " + k.name;
   std::printf("  devices: %s\n", kinds.c_str());
+  if (!image_note.empty()) std::printf("  FPGA images: %s (modelled)\n", image_note.c_str());
   print_plan(plan, inputs.workload, o.explain);
   if (o.explain) print_tables(tables, inputs.workload);
   if (o.pareto) {
@@ -356,6 +417,12 @@ int main(int argc, char** argv) {
                  "all (default): flat plans and, for a model whose layers repeat, layer-recurrent ones "
                  "(stages every request traverses once per layer group, e.g. (1G3F1G)x32); flat: flat only")
       ->check(CLI::IsMember({"all", "flat"}));
+  app.add_option("--images", o.images,
+                 "choose (default): pick each FPGA's image among the manifests beside the loaded ones; "
+                 "loaded: keep the images the system file loads")
+      ->check(CLI::IsMember({"choose", "loaded"}));
+  app.add_option("--reload-horizon", o.reload_horizon,
+                 "requests an image reload's time is amortised over (default 1000)");
   app.add_option("--baseline", o.baseline,
                  "a named baseline plan instead: gpu-only, fpga-only, cpu-only, theoretical-additive, static, fleetrec");
   app.add_flag("--pareto", o.pareto, "also print the Pareto front (throughput, energy, devices)");

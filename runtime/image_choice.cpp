@@ -1,0 +1,130 @@
+#include "runtime/image_choice.h"
+
+#include <algorithm>
+#include <filesystem>
+#include <functional>
+#include <optional>
+#include <set>
+
+#include "kernels/error.h"
+#include "scheduler/solver.h"
+
+namespace dype::rt {
+
+FpgaImages candidate_images(const hw::SystemConfig& cfg) {
+  FpgaImages out;
+  std::set<std::string> folders;
+  for (const hw::DeviceConfig& d : cfg.devices) {
+    if (d.kind != hw::DeviceKind::fpga || !d.schedulable) continue;
+    const std::string board = d.profile ? d.profile->id : "";
+    if (out.devices > 0 && board != out.board) return {};  // mixed boards: not handled here
+    out.board = board;
+    ++out.devices;
+    if (!d.bitstream) continue;
+    folders.insert(std::filesystem::path(d.bitstream_file).parent_path().string());
+    auto it = std::find_if(out.options.begin(), out.options.end(),
+                           [&](const ImageOption& o) { return o.bitstream.name == d.bitstream->name; });
+    if (it == out.options.end()) out.options.push_back({*d.bitstream, 1});
+    else ++it->loaded;
+  }
+  if (out.options.empty()) return {};
+  std::vector<ImageOption> others;
+  for (const std::string& folder : folders) {
+    std::error_code ec;
+    std::vector<std::filesystem::path> files;
+    for (const auto& e : std::filesystem::directory_iterator(folder, ec))
+      if (e.path().extension() == ".yaml") files.push_back(e.path());
+    std::sort(files.begin(), files.end());
+    for (const auto& f : files) {
+      hw::Bitstream b;
+      try {
+        b = hw::load_bitstream(f.string());
+      } catch (const Error&) {
+        continue;  // not a manifest (or a broken one): not a candidate
+      }
+      if (b.profile_id != out.board) continue;
+      const auto same = [&](const ImageOption& o) { return o.bitstream.name == b.name; };
+      if (std::any_of(out.options.begin(), out.options.end(), same) || std::any_of(others.begin(), others.end(), same))
+        continue;
+      others.push_back({std::move(b), 0});
+    }
+  }
+  for (auto& o : others) out.options.push_back(std::move(o));
+  return out;
+}
+
+std::vector<ImageAssignment> image_assignments(const FpgaImages& images) {
+  std::vector<ImageAssignment> out;
+  const int n = static_cast<int>(images.options.size());
+  if (n == 0) return out;
+  ImageAssignment a(static_cast<std::size_t>(n), 0);
+  std::function<void(int, int)> rec = [&](int i, int left) {
+    if (i == n - 1) {
+      a[static_cast<std::size_t>(i)] = left;
+      out.push_back(a);
+      return;
+    }
+    for (int c = left; c >= 0; --c) {
+      a[static_cast<std::size_t>(i)] = c;
+      rec(i + 1, left - c);
+    }
+  };
+  rec(0, images.devices);
+  return out;
+}
+
+ReloadCost reload_cost(const FpgaImages& images, const ImageAssignment& a) {
+  ReloadCost c;
+  for (std::size_t i = 0; i < images.options.size(); ++i) {
+    const int r = std::max(0, a[i] - images.options[i].loaded);
+    if (r == 0) continue;
+    c.reloads += r;
+    c.pause_s = std::max(c.pause_s, images.options[i].bitstream.load_time_s);
+    c.device_seconds += r * images.options[i].bitstream.load_time_s;
+  }
+  return c;
+}
+
+double amortised_score(const sched::Plan& plan, const ReloadCost& cost, double horizon, double p_exec_w,
+                       sched::Objective objective) {
+  if (objective == sched::Objective::perf) return plan.period_s + cost.pause_s / horizon;
+  return plan.energy_j + cost.device_seconds * p_exec_w / horizon;
+}
+
+ImageChoice choose_images(const FpgaImages& images, const std::vector<ImageAssignment>& assignments,
+                          const std::function<sched::Plan(std::size_t)>& plan_for, double horizon, double p_exec_w,
+                          sched::Objective objective) {
+  std::optional<ImageChoice> best;
+  std::optional<sched::InfeasibleError> error;
+  for (std::size_t i = 0; i < assignments.size(); ++i) {
+    ImageChoice c;
+    try {
+      c.plan = plan_for(i);
+    } catch (const sched::InfeasibleError& e) {
+      if (!error) error = e;
+      continue;
+    }
+    c.index = i;
+    c.cost = reload_cost(images, assignments[i]);
+    c.score = amortised_score(c.plan, c.cost, horizon, p_exec_w, objective);
+    const double tol = best ? 1e-12 * best->score : 0.0;
+    if (!best || c.score < best->score - tol || (c.score <= best->score + tol && c.cost.reloads < best->cost.reloads))
+      best = std::move(c);
+  }
+  if (!best) {
+    if (error) throw *error;
+    throw sched::InfeasibleError("no image assignment gives a plan");
+  }
+  return std::move(*best);
+}
+
+std::string describe(const FpgaImages& images, const ImageAssignment& a) {
+  std::string s;
+  for (std::size_t i = 0; i < images.options.size(); ++i) {
+    if (a[i] == 0) continue;
+    s += (s.empty() ? "" : " + ") + std::to_string(a[i]) + " x " + images.options[i].bitstream.name;
+  }
+  return s;
+}
+
+}  // namespace dype::rt
