@@ -166,6 +166,7 @@ RuntimeCostModel::RuntimeCostModel(const Model& model, const hw::System& system,
           if (t < sched::kInf) t *= step.launches();
         }
         g.kernel_s.push_back(t);
+        g.execute_w.push_back(ds.empty() ? 0.0 : ds.front()->info().power.execute_w_for(step.op));
         double x = 0.0;
         if (cnt > 1 && (step.op == kernels::OpKind::spmm || step.op == kernels::OpKind::window_attention)) {
           // Through host memory: own rows up from every device, then the rows each needs down.
@@ -227,6 +228,18 @@ double RuntimeCostModel::compute_time_s(int first, int last, sched::DeviceGroup 
   if (first == 0) t += g.upload_s;
   if (last == n_ - 1) t += g.download_s;
   return t;
+}
+
+double RuntimeCostModel::execute_w(int first, int last, sched::DeviceGroup gr) const {
+  const Group& g = group(gr);
+  double energy = 0.0, time = 0.0;
+  for (int k = first; k <= last; ++k) {
+    const auto i = static_cast<std::size_t>(k);
+    if (!(g.kernel_s[i] < sched::kInf)) return -1.0;
+    energy += g.kernel_s[i] * g.execute_w[i];
+    time += g.kernel_s[i];
+  }
+  return time > 0 ? energy / time : -1.0;
 }
 
 sched::Footprint RuntimeCostModel::footprint(int first, int last, sched::DeviceGroup g) const {

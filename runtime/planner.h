@@ -92,12 +92,14 @@ class RuntimeCostModel : public sched::CostModel {
   double output_bytes(int k) const override { return out_[static_cast<std::size_t>(k)]; }
   double transfer_time_s(int k, sched::DeviceGroup from, sched::DeviceGroup to) const override;
   sched::Footprint footprint(int first, int last, sched::DeviceGroup group) const override;
+  double execute_w(int first, int last, sched::DeviceGroup group) const override;
 
  private:
   struct Group {
     std::vector<int> topo;                 // topology indices of its devices
     std::vector<double> kernel_s;          // [k] shard time
     std::vector<double> exchange_s;        // [k] gather before k when k is not the stage's first
+    std::vector<double> execute_w;         // [k] a device's power while it runs k (per op)
     double upload_s = 0.0;                 // host -> devices, kernel 0's input
     double download_s = 0.0;               // devices -> host, the last kernel's output
   };

@@ -159,17 +159,32 @@ ScheduleInputs load_schedule_inputs(const std::string& system_file, const sched:
   std::vector<double> out_bytes(n), in_bytes(n);
   std::vector<std::vector<double>> times(n);
   std::vector<kernels::OpKind> ops(n);
+  // Each kernel's execute power per kind: the device's figure for its op, an image's from the
+  // manifest (idle + the kernel's dynamic power, paper Table II).
+  auto power_of = [&](std::size_t i, kernels::OpKind op) {
+    const sched::DeviceKindSpec& kind = out.system.kinds[i];
+    if (const hw::Bitstream* b = image_of[i]) {
+      const hw::BitstreamKernel* bk = b->find(op);
+      return bk ? kind.power.idle_w + bk->dynamic_w : kind.power.exec_w;
+    }
+    return first[i] ? first[i]->info().power.execute_w_for(op) : kind.power.exec_w;
+  };
+  std::vector<std::vector<double>> power(n);
   for (int k = 0; k < n; ++k) {
     const sched::Kernel& kernel = out.workload.kernels[k];
     ops[k] = kernel.shape.kind;
     out_bytes[k] = kernel.output_bytes;
     in_bytes[k] = kernel.input_bytes;
-    for (std::size_t i = 0; i < first.size(); ++i) times[k].push_back(time_of(i, kernel.shape));
+    for (std::size_t i = 0; i < first.size(); ++i) {
+      times[k].push_back(time_of(i, kernel.shape));
+      power[k].push_back(power_of(i, kernel.shape.kind));
+    }
   }
   auto additive = std::make_unique<sched::AdditiveCostModel>(out.system, out_bytes, in_bytes, times, 0.9, ops);
   std::vector<kernels::OpShape> shapes;
   for (const sched::Kernel& kernel : out.workload.kernels) shapes.push_back(kernel.shape);
   additive->set_shapes(std::move(shapes));
+  additive->set_kernel_power(power);
   out.model = std::move(additive);
   const std::string image_source =
       images && assignment ? "; FPGA images " + describe(*images, *assignment) + " timed from their manifests" : "";

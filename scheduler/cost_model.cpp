@@ -113,6 +113,28 @@ void AdditiveCostModel::set_shapes(std::vector<kernels::OpShape> shapes) {
   shapes_ = std::move(shapes);
 }
 
+void AdditiveCostModel::set_kernel_power(const std::vector<std::vector<double>>& watts) {
+  energy_prefix_.clear();
+  if (watts.empty()) return;
+  if (watts.size() != out_bytes_.size()) throw Error("AdditiveCostModel: kernel power rows != kernel count");
+  const std::size_t kinds = system_.kinds.size();
+  energy_prefix_.assign(kinds, std::vector<double>(watts.size() + 1, 0.0));
+  for (std::size_t t = 0; t < kinds; ++t) {
+    for (std::size_t k = 0; k < watts.size(); ++k) {
+      if (watts[k].size() != kinds) throw Error("AdditiveCostModel: kernel power row size != kinds");
+      const double time = prefix_[t][k + 1] - prefix_[t][k];
+      energy_prefix_[t][k + 1] = energy_prefix_[t][k] + time * std::max(watts[k][t], system_.kinds[t].power.idle_w);
+    }
+  }
+}
+
+double AdditiveCostModel::execute_w(int first, int last, DeviceGroup g) const {
+  if (energy_prefix_.empty()) return -1.0;
+  const double time = prefix_[g.kind][last + 1] - prefix_[g.kind][first];
+  if (!(time > 0)) return -1.0;
+  return (energy_prefix_[g.kind][last + 1] - energy_prefix_[g.kind][first]) / time;
+}
+
 Footprint AdditiveCostModel::footprint(int first, int last, DeviceGroup g) const {
   Footprint f;
   if (shapes_.empty()) return f;

@@ -44,6 +44,13 @@ class CostModel {
   virtual double output_bytes(int k) const = 0;
   // f_comm for the output of kernel `k` between adjacent stages.
   virtual double transfer_time_s(int k, DeviceGroup from, DeviceGroup to) const = 0;
+  // Per-device power while `group` runs kernels [first, last] (watts): each kernel's execute power
+  // (paper Table II: the U280 draws 55 W dynamic for SpMM, 50.2 W for window attention) weighted
+  // by its time. Negative: the kind's one figure (PowerStates::exec_w).
+  virtual double execute_w(int first, int last, DeviceGroup group) const {
+    (void)first, (void)last, (void)group;
+    return -1.0;
+  }
   // Per device of `group` running kernels [first, last]; a model that does not know (tables) says
   // nothing, and the memory constraint does not apply to it.
   virtual Footprint footprint(int first, int last, DeviceGroup group) const {
@@ -83,7 +90,10 @@ class AdditiveCostModel : public CostModel {
   double output_bytes(int k) const override { return out_bytes_[k]; }
   double transfer_time_s(int k, DeviceGroup from, DeviceGroup to) const override;
   Footprint footprint(int first, int last, DeviceGroup group) const override;
+  double execute_w(int first, int last, DeviceGroup group) const override;
   const SystemSpec& system() const { return system_; }
+  // Execute power per kernel and kind, watts ([k][kind]; empty: the kinds' exec_w).
+  void set_kernel_power(const std::vector<std::vector<double>>& watts);
   // The kernels' shapes, for footprint() (from_gflops and the device-model inputs set them).
   void set_shapes(std::vector<kernels::OpShape> shapes);
 
@@ -95,6 +105,7 @@ class AdditiveCostModel : public CostModel {
   std::vector<std::vector<int>> unsupported_;     // [kind][k + 1] = count of unsupported < k+1
   std::vector<double> gathered_prefix_;           // [k + 1] = input bytes all-gathered by kernels < k+1
   std::vector<kernels::OpShape> shapes_;          // empty: footprint unknown
+  std::vector<std::vector<double>> energy_prefix_;  // [kind][k + 1] = sum of time x power of kernels < k+1
   double efficiency_;
 };
 

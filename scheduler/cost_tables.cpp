@@ -41,6 +41,14 @@ CostTables::CostTables(const SystemSpec& system, const CostModel& model, const S
         const double t = model.compute_time_s(first, last, g);
         const std::size_t at = (static_cast<std::size_t>(first) * n + last) * kcs_ + kc;
         compute_[at] = t >= 0 ? t : kInf;
+        const double w = model.execute_w(first, last, g);
+        if (w >= 0) {
+          if (exec_w_.empty()) {
+            exec_w_.assign(n * n * kcs_, 0.0);
+            for (std::size_t i = 0; i < exec_w_.size(); ++i) exec_w_[i] = power_[kc_group_[i % kcs_].kind].exec_w;
+          }
+          exec_w_[at] = std::max(w, system.kinds[g.kind].power.idle_w);
+        }
         const double cap = system.kinds[g.kind].memory_bytes;
         if (cap > 0 && compute_[at] < kInf) {
           const double need = model.footprint(first, last, g).total();

@@ -54,6 +54,13 @@ class CostTables {
   // end. A layer-recurrent solve (recurrent.h) sets them to the hand-off from the last stage back
   // to the first for one (first, last) pair of groups at a time; every solver, figures() and the
   // brute force read them, so they agree.
+  // Per-device execute power of group kc over kernels [first, last] (CostModel::execute_w, at
+  // least the kind's idle power; the kind's exec_w when the model gives none).
+  double exec_w(int first, int last, int kc) const {
+    return exec_w_.empty() ? power_[kc_group_[kc].kind].exec_w
+                           : exec_w_[(static_cast<std::size_t>(first) * n_ + last) * kcs_ + kc];
+  }
+
   // How many bytes one device of group kc lacks to hold kernels [first, last] (0 when they fit or
   // the kind's memory is not limited). Such ranges are unsupported (compute kInf).
   double memory_shortfall(int first, int last, int kc) const {
@@ -82,6 +89,7 @@ class CostTables {
   std::vector<double> transfer_;  // (n - 1) * kcs * kcs
   std::vector<double> entry_, exit_;  // per kc; empty = 0
   std::vector<double> short_;         // like compute_; empty when no range is short of memory
+  std::vector<double> exec_w_;        // like compute_; empty when the model gives no per-range power
 };
 
 }  // namespace dype::sched

@@ -57,6 +57,8 @@ class FoldedCostModel : public CostModel {
   double transfer_time_s(int k, DeviceGroup from, DeviceGroup to) const override;
   // Every round's kernels on the same devices: their weights add up, the graph rows are shared.
   Footprint footprint(int first, int last, DeviceGroup group) const override;
+  // Every round's power weighted by its time.
+  double execute_w(int first, int last, DeviceGroup group) const override;
   // H above: every round's hand-off from the last stage's group back to the first's.
   double handoff_time_s(DeviceGroup from, DeviceGroup to) const;
 

@@ -37,7 +37,7 @@ double seed_energy(const CostTables& t, double period_cap, double latency_cap) {
     const double x = t.entry(kc) + t.exit(kc);  // 0 but in a recurrent solve
     if (!(c + x < kInf) || !within(c + x, period_cap) || !within(c + t.entry(kc), latency_cap)) continue;
     const DeviceGroup g = t.group(kc);
-    best = std::min(best, g.count * (t.power(g.kind).exec_w * c + t.power(g.kind).xfer_w * x));
+    best = std::min(best, g.count * (t.exec_w(0, t.num_kernels() - 1, kc) * c + t.power(g.kind).xfer_w * x));
   }
   return best;
 }

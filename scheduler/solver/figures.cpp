@@ -23,7 +23,8 @@ Figures figures(const std::vector<StageSpec>& st, const CostTables& t, bool clos
     const DeviceGroup g = t.group(st[s].kc);
     const PowerStates& p = t.power(g.kind);
     const double xout = s + 1 < n ? xin[s + 1] : closed ? t.exit(st[s].kc) : 0.0;
-    f.energy += g.count * (p.exec_w * comp[s] + p.xfer_w * (xin[s] + xout) + p.idle_w * (f.period - time[s]));
+    const double exec_w = t.exec_w(st[s].first, st[s].last, st[s].kc);
+    f.energy += g.count * (exec_w * comp[s] + p.xfer_w * (xin[s] + xout) + p.idle_w * (f.period - time[s]));
   }
   return f;
 }

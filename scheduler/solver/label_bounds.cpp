@@ -37,12 +37,11 @@ void LabelDp::rest_energy_lb() {
   std::vector<double> v_full(static_cast<std::size_t>(u_.size) * kcs_);  // later stage opened at i
   std::fill(w_full.begin() + static_cast<std::ptrdiff_t>(state(n_, 0, 0)), w_full.end(), 0.0);
   std::fill(b_->w_delta.begin() + static_cast<std::ptrdiff_t>(state(n_, 0, 0)), b_->w_delta.end(), 0.0);
-  std::vector<double> exec_f(kcs_), exec_d(kcs_), xfer_f(kcs_), xfer_d(kcs_);
+  std::vector<double> count(kcs_), xfer_f(kcs_), xfer_d(kcs_);
   for (int kc = 0; kc < kcs_; ++kc) {
     const DeviceGroup g = t_.group(kc);
     const PowerStates& p = t_.power(g.kind);
-    exec_f[kc] = g.count * p.exec_w;
-    exec_d[kc] = g.count * (p.exec_w - p.idle_w);
+    count[kc] = g.count;
     xfer_f[kc] = g.count * p.xfer_w;
     xfer_d[kc] = g.count * (p.xfer_w - p.idle_w);
   }
@@ -55,8 +54,9 @@ void LabelDp::rest_energy_lb() {
     for (int j = i + 1, end = last_range_end(i, kInf); j <= end; ++j) {
       for (int kc = 0; kc < kcs_; ++kc) {
         const double c = t_.compute(i, j - 1, kc);
-        cf[kc] = c < kInf ? exec_f[kc] * c : kInf;  // 0 * inf would be NaN
-        cd[kc] = c < kInf ? exec_d[kc] * c : kInf;
+        const double w = t_.exec_w(i, j - 1, kc);  // per range: kernels draw different power
+        cf[kc] = c < kInf ? count[kc] * w * c : kInf;  // 0 * inf would be NaN
+        cd[kc] = c < kInf ? count[kc] * (w - t_.power(t_.group(kc).kind).idle_w) * c : kInf;
       }
       const double* wf_j = &w_full[state(j, 0, 0)];
       const double* wd_j = &b_->w_delta[state(j, 0, 0)];

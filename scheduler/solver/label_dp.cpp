@@ -181,7 +181,6 @@ void LabelDp::run() {
         }
         if (opening.empty()) continue;
         // Step 2: the new stage runs kernels [ip, i - 1].
-        const double exec_w = g.count * (p.exec_w - p.idle_w);
         const bool grow = t_.ranges_grow();
         for (int i = ip + 1; i <= n_; ++i) {
           const double c = t_.compute(ip, i - 1, kc);
@@ -190,6 +189,7 @@ void LabelDp::run() {
             continue;
           }
           const std::size_t s = state(i, u2, kc);
+          const double exec_w = g.count * (t_.exec_w(ip, i - 1, kc) - p.idle_w);
           bool capped = true;
           for (const Label& o : opening) {
             const Label l{.max_t = o.max_t,

@@ -66,6 +66,20 @@ Footprint FoldedCostModel::footprint(int first, int last, DeviceGroup group) con
   return f;
 }
 
+double FoldedCostModel::execute_w(int first, int last, DeviceGroup group) const {
+  double energy = 0.0, time = 0.0;
+  for (int r = 0; r < shape_.rounds; ++r) {
+    const int a = first + r * shape_.round_kernels, b = last + r * shape_.round_kernels;
+    const double w = base_.execute_w(a, b, group);
+    if (w < 0) return -1.0;
+    const double c = base_.compute_time_s(a, b, group);
+    if (!(c < kInf)) return -1.0;
+    energy += w * c;
+    time += c;
+  }
+  return time > 0 ? energy / time : -1.0;
+}
+
 double FoldedCostModel::handoff_time_s(DeviceGroup from, DeviceGroup to) const {
   double t = 0.0;
   for (int r = 1; r < shape_.rounds; ++r) t += base_.transfer_time_s(r * shape_.round_kernels - 1, from, to);
