@@ -330,7 +330,8 @@ int run(Options o) {
     }
     const rt::ImageChoice choice = rt::choose_images(
         images, assignments, [&](std::size_t i) { return plan_for(systems[i], each); }, o.reload_horizon, p_exec,
-        obj.objective);
+        // theoretical-additive is a throughput sum: its images are the ones that give the most.
+        o.baseline == "theoretical-additive" ? sched::Objective::perf : obj.objective);
     plan = choice.plan;
     const std::size_t chosen = choice.index;
     char buf[256];
