@@ -75,6 +75,10 @@ Plan solve_shapes(const SystemSpec& system, const CostModel& model, const std::v
                   const ObjectiveSpec& objective, SolverKind solver = SolverKind::exact,
                   const SpaceLimits& limits = {});
 
+// The Pareto front (throughput up, energy down, devices down; solver.h's pareto_front) over the
+// flat chain and every shape in `shapes`, sorted by period.
+std::vector<Plan> pareto_front_shapes(const SystemSpec& system, const CostModel& model, const std::vector<Shape>& shapes);
+
 // A recurrent plan's figures: `stages` over one round of `shape`, priced with the hand-off.
 Plan evaluate_recurrent(const std::vector<StageSpec>& stages, const SystemSpec& system, const CostModel& model,
                         Shape shape);

@@ -351,7 +351,7 @@ int run(Options o) {
   }
   if (o.explain && !plan.stages.empty() && plan.rounds == 1) sched::explain(plan, tables, obj);
   std::vector<sched::Plan> front;
-  if (o.pareto) front = sched::pareto_front(tables);
+  if (o.pareto) front = sched::pareto_front_shapes(inputs.system, *inputs.model, shapes);
   if (!o.dump_tables.empty()) {
     std::ofstream f(o.dump_tables);
     if (!f) throw InputError("--dump-tables", "cannot write " + o.dump_tables);

@@ -2,6 +2,7 @@
 // per (first group, last group) pair with the hand-off pinned to the ends, the best kept.
 #include "scheduler/recurrent.h"
 
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <optional>
@@ -240,6 +241,46 @@ Plan solve_shapes(const SystemSpec& system, const CostModel& model, const std::v
   detail::explain_with(plan, t, goal, best->caps);
   plan.solve_time_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   return plan;
+}
+
+std::vector<Plan> pareto_front_shapes(const SystemSpec& system, const CostModel& model, const std::vector<Shape>& shapes) {
+  std::vector<Plan> all = pareto_front(CostTables(system, model));
+  for (const Shape& shape : shapes) {
+    const FoldedCostModel folded(model, shape);
+    CostTables t(system, folded);
+    for (int kf = 0; kf < t.num_kc(); ++kf) {
+      for (int kl = 0; kl < t.num_kc(); ++kl) {
+        pin_ends(t, folded, kf, kl);
+        std::vector<Plan> front;
+        try {
+          front = pareto_front(t);
+        } catch (const InfeasibleError&) {
+          continue;  // a kernel no kind runs: no shape has a plan
+        }
+        for (Plan& p : front) {
+          if (p.stages.size() < 2) continue;  // the flat one-stage plans, priced with a hand-off
+          p.rounds = shape.rounds;
+          p.round_kernels = shape.round_kernels;
+          p.mnemonic = "(" + p.mnemonic + ")x" + std::to_string(shape.rounds);
+          all.push_back(std::move(p));
+        }
+      }
+    }
+  }
+  std::sort(all.begin(), all.end(), [](const Plan& a, const Plan& b) {
+    if (a.period_s != b.period_s) return a.period_s < b.period_s;
+    if (a.energy_j != b.energy_j) return a.energy_j < b.energy_j;
+    if (a.devices_used != b.devices_used) return a.devices_used < b.devices_used;
+    return a.rounds < b.rounds;  // the flat plan first on a tie
+  });
+  std::vector<Plan> front;
+  for (Plan& p : all) {
+    // Sorted by period, so only plans already kept can dominate p.
+    bool dominated = false;
+    for (const Plan& k : front) dominated = dominated || (k.energy_j <= p.energy_j && k.devices_used <= p.devices_used);
+    if (!dominated) front.push_back(std::move(p));
+  }
+  return front;
 }
 
 Plan evaluate_recurrent(const std::vector<StageSpec>& stages, const SystemSpec& system, const CostModel& model,

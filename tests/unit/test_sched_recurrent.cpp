@@ -193,6 +193,53 @@ TEST(SchedRecurrent, ExactMatchesBruteForceOverShapesAndEndPairs) {
   EXPECT_GT(recurrent_wins, 50);  // the instances do exercise recurrent optima
 }
 
+// The front over shapes holds exactly the brute force's non-dominated (period, energy, devices)
+// points.
+TEST(SchedRecurrent, ParetoFrontOverShapesMatchesBruteForce) {
+  std::mt19937_64 rng(11);
+  int points = 0, recurrent = 0;
+  for (int inst = 0; inst < 200; ++inst) {
+    Instance in = random_instance(rng);
+    std::vector<OpKind> ops(static_cast<std::size_t>(in.layers * in.per_layer), OpKind::gemm);
+    const auto shapes = recurrent_shapes(ops, in.layers);
+    const auto all = enumerate_shape_plans(in.system, *in.model, shapes);
+    std::vector<EnumeratedPlan> want;
+    for (const auto& a : all) {
+      if (!(a.plan.period_s < kInf)) continue;
+      bool dominated = false;
+      for (const auto& b : all) {
+        const auto &x = b.plan, &y = a.plan;
+        const bool le = x.period_s <= y.period_s * (1 + 1e-12) && x.energy_j <= y.energy_j * (1 + 1e-12) && x.devices <= y.devices;
+        const bool lt = x.period_s < y.period_s * (1 - 1e-12) || x.energy_j < y.energy_j * (1 - 1e-12) || x.devices < y.devices;
+        dominated = dominated || (le && lt);
+      }
+      if (!dominated) want.push_back(a.plan);
+    }
+    std::vector<Plan> front;
+    try {
+      front = pareto_front_shapes(in.system, *in.model, shapes);
+    } catch (const InfeasibleError&) {
+      EXPECT_TRUE(want.empty()) << "instance " << inst;
+      continue;
+    }
+    auto matches = [](double p, double e, int d, double p2, double e2, int d2) { return same(p, p2) && same(e, e2) && d == d2; };
+    for (const Plan& f : front) {
+      bool found = false;
+      for (const auto& w : want) found = found || matches(f.period_s, f.energy_j, f.devices_used, w.period_s, w.energy_j, w.devices);
+      EXPECT_TRUE(found) << "instance " << inst << ": " << f.mnemonic << " is not a non-dominated plan";
+      recurrent += f.rounds > 1;
+      ++points;
+    }
+    for (const auto& w : want) {
+      bool found = false;
+      for (const Plan& f : front) found = found || matches(f.period_s, f.energy_j, f.devices_used, w.period_s, w.energy_j, w.devices);
+      EXPECT_TRUE(found) << "instance " << inst << ": a non-dominated point is missing from the front";
+    }
+  }
+  std::printf("pareto over shapes: %d front points (%d recurrent)\n", points, recurrent);
+  EXPECT_GT(recurrent, 10);
+}
+
 TEST(SchedRecurrent, PaperSolverNeverBeatsTheExactOne) {
   std::mt19937_64 rng(7);
   for (int inst = 0; inst < 200; ++inst) {
