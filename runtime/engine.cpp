@@ -296,6 +296,11 @@ std::string Engine::current_label() const {
   return controller_.label();
 }
 
+Engine::PlanningState Engine::planning_state() const {
+  std::lock_guard sl(submit_mu_);
+  return {controller_.planned_for(), controller_.mode(), controller_.left_out_devices()};
+}
+
 std::vector<StageStats> Engine::stage_stats() const {
   std::shared_ptr<Pipeline> p;
   {

@@ -128,6 +128,14 @@ class Engine {
   std::uint64_t epoch() const;
   PipelineSpec current_spec() const;
   std::string current_label() const;
+  // What a plan made now would be for: the characteristics, the objective, the devices left out
+  // (failed and drained). Image choice plans with them.
+  struct PlanningState {
+    Characteristics characteristics;
+    std::string mode;
+    std::set<std::string> left_out;
+  };
+  PlanningState planning_state() const;
   // Per-stage figures of the current pipeline.
   std::vector<StageStats> stage_stats() const;
 

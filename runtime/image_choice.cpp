@@ -28,6 +28,11 @@ FpgaImages candidate_images(const hw::SystemConfig& cfg) {
     else ++it->loaded;
   }
   if (out.options.empty()) return {};
+  add_manifests_in(folders, out);
+  return out;
+}
+
+void add_manifests_in(const std::set<std::string>& folders, FpgaImages& images) {
   std::vector<ImageOption> others;
   for (const std::string& folder : folders) {
     std::error_code ec;
@@ -42,15 +47,17 @@ FpgaImages candidate_images(const hw::SystemConfig& cfg) {
       } catch (const Error&) {
         continue;  // not a manifest (or a broken one): not a candidate
       }
-      if (b.profile_id != out.board) continue;
+      if (b.profile_id != images.board) continue;
       const auto same = [&](const ImageOption& o) { return o.bitstream.name == b.name; };
-      if (std::any_of(out.options.begin(), out.options.end(), same) || std::any_of(others.begin(), others.end(), same))
+      if (std::any_of(images.options.begin(), images.options.end(), same) ||
+          std::any_of(others.begin(), others.end(), same))
         continue;
       others.push_back({std::move(b), 0});
     }
   }
-  for (auto& o : others) out.options.push_back(std::move(o));
-  return out;
+  std::sort(others.begin(), others.end(),
+            [](const ImageOption& a, const ImageOption& b) { return a.bitstream.name < b.bitstream.name; });
+  for (auto& o : others) images.options.push_back(std::move(o));
 }
 
 std::vector<ImageAssignment> image_assignments(const FpgaImages& images) {

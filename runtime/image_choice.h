@@ -16,6 +16,7 @@
 //   const auto images = rt::candidate_images(cfg);         // 2 images for 3 U280s: 4 assignments
 //   for (const auto& a : rt::image_assignments(images)) { ... load_schedule_inputs(..., &a) ... }
 #include <functional>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -39,6 +40,9 @@ struct FpgaImages {
 // The candidates for the system's schedulable FPGAs; no options when there are none, when the
 // FPGAs are of different boards, or when none has an image loaded (nowhere to look).
 FpgaImages candidate_images(const hw::SystemConfig& cfg);
+
+// Appends the manifests in `folders` built for images.board that are not options yet, by name.
+void add_manifests_in(const std::set<std::string>& folders, FpgaImages& images);
 
 // FPGAs per image, one entry per option, summing to images.devices; every assignment.
 using ImageAssignment = std::vector<int>;

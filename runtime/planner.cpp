@@ -1,6 +1,9 @@
 #include "runtime/planner.h"
 
+#include <algorithm>
+
 #include "hw/device_profile.h"
+#include "hw/emu/emu_timing.h"
 #include "hw/topology.h"
 #include "kernels/error.h"
 #include "runtime/rows_needed.h"
@@ -11,8 +14,6 @@ namespace dype::rt {
 
 namespace {
 
-const hw::DeviceKind kKinds[] = {hw::DeviceKind::gpu, hw::DeviceKind::fpga, hw::DeviceKind::cpu};
-
 char letter(hw::DeviceKind k) {
   switch (k) {
     case hw::DeviceKind::gpu: return 'G';
@@ -20,11 +21,6 @@ char letter(hw::DeviceKind k) {
     case hw::DeviceKind::cpu: return 'C';
   }
   return '?';
-}
-
-bool usable(const hw::System& sys, const hw::Device* d, const std::set<std::string>& excluded) {
-  const hw::DeviceConfig* cfg = sys.config().find(d->name());
-  return !excluded.count(d->name()) && (!cfg || cfg->schedulable);
 }
 
 }  // namespace
@@ -51,27 +47,30 @@ SchedPlanner::SchedPlanner(const Model& model, const hw::System& system, sched::
   };
 }
 
-sched::SystemSpec SchedPlanner::system_spec(const std::set<std::string>& excluded) const {
-  return scheduler_system_spec(system_, excluded);
+sched::SystemSpec SchedPlanner::system_spec(const std::set<std::string>& excluded, const FpgaImagePlan* images) const {
+  return scheduler_system_spec(system_, excluded, images);
 }
 
-sched::SystemSpec scheduler_system_spec(const hw::System& system, const std::set<std::string>& excluded) {
+sched::SystemSpec scheduler_system_spec(const hw::System& system, const std::set<std::string>& excluded,
+                                        const FpgaImagePlan* images) {
   sched::SystemSpec spec;
   spec.name = system.config().name;
   spec.inter_socket_bw_bytes_per_s = system.topology().inter_socket_bytes_per_s();
-  for (hw::DeviceKind kind : kKinds) {
-    std::vector<hw::Device*> ds;
-    for (hw::Device* d : system.devices_of(kind))
-      if (usable(system, d, excluded)) ds.push_back(d);
-    if (ds.empty()) continue;
-    const hw::Device& d0 = *ds.front();
+  for (const PlanningKind& pk : planning_kinds(system, excluded, images)) {
+    const hw::Device& d0 = *pk.devices.front();
     sched::DeviceKindSpec k;
-    k.name = std::string(hw::to_string(kind));
-    k.letter = letter(kind);
-    k.count = static_cast<int>(ds.size());
+    k.name = pk.name;
+    k.letter = letter(pk.kind);
+    k.count = static_cast<int>(pk.devices.size());
     k.power.idle_w = d0.info().power.idle_w;
     k.power.exec_w = std::max(d0.info().power.execute_w, k.power.idle_w);
     k.power.xfer_w = std::max(d0.info().power.transfer_w, k.power.idle_w);
+    if (pk.manifest) {
+      // An image it does not hold yet: the board's idle power plus the image's dynamic power.
+      double dynamic = 0.0;
+      for (const auto& bk : pk.manifest->kernels) dynamic = std::max(dynamic, bk.dynamic_w);
+      k.power.exec_w = k.power.idle_w + dynamic;
+    }
     const int ti = d0.topology_index();
     if (ti >= 0) {
       const auto& td = system.topology().device(ti);
@@ -84,7 +83,7 @@ sched::SystemSpec scheduler_system_spec(const hw::System& system, const std::set
       k.link_bw_bytes_per_s = 31.5e9;
       k.link_latency_s = 2e-6;
     }
-    k.host = kind == hw::DeviceKind::cpu;
+    k.host = pk.kind == hw::DeviceKind::cpu;
     // Host memory is not the constraint a device's is (and is shared with everything else).
     k.memory_bytes = k.host ? 0.0 : static_cast<double>(d0.info().memory_bytes);
     spec.kinds.push_back(k);
@@ -130,7 +129,7 @@ kernels::OpShape shard_shape(kernels::OpShape s, std::int64_t rows, std::int64_t
 
 RuntimeCostModel::RuntimeCostModel(const Model& model, const hw::System& system, const sched::SystemSpec& spec,
                                    const std::set<std::string>& excluded, const Characteristics& c,
-                                   const KernelTimeFn& kernel_time)
+                                   const KernelTimeFn& kernel_time, const FpgaImagePlan* images)
     : model_(model), topo_(system.topology()), c_(c), n_(model.num_kernels()) {
   rows_ = model.is_gnn() ? c.nodes : c.seq_len;
   const auto shapes = model.kernel_shapes(c);
@@ -142,14 +141,29 @@ RuntimeCostModel::RuntimeCostModel(const Model& model, const hw::System& system,
     in_.push_back(k == 0 ? input_bytes : model.output_bytes(k - 1, c));
     in_tensors_.push_back(k == 0 ? 1 : model.step(k - 1).outputs());
   }
+  const std::vector<PlanningKind> kinds = planning_kinds(system, excluded, images);
   for (const auto& kind : spec.kinds) {
     offset_.push_back(groups_.size());
-    const auto hk = hw::device_kind_from_string(kind.name);
+    const auto pk = std::find_if(kinds.begin(), kinds.end(), [&](const PlanningKind& k) { return k.name == kind.name; });
     std::vector<hw::Device*> ds;
-    if (hk) {
-      for (hw::Device* d : system.devices_of(*hk))
-        if (usable(system, d, excluded)) ds.push_back(d);
+    const hw::Bitstream* manifest = nullptr;
+    const hw::DeviceProfile* board = nullptr;
+    if (pk != kinds.end()) {
+      ds = pk->devices;
+      manifest = pk->manifest;
+      board = pk->board;
     }
+    // One kernel on the kind's first device, or from the manifest of the image it would hold.
+    auto time_of = [&](const kernels::OpShape& sh) {
+      if (!manifest) return kernel_time(*ds.front(), sh);
+      if (!board || !hw::emu::model_supports(*board, manifest, sh.kind)) return sched::kInf;
+      return hw::emu::modelled_time_s(*board, manifest, sh, ds.front()->name());
+    };
+    auto power_of = [&](kernels::OpKind op) {
+      if (!manifest) return ds.front()->info().power.execute_w_for(op);
+      const hw::BitstreamKernel* bk = manifest->find(op);
+      return ds.front()->info().power.idle_w + (bk ? bk->dynamic_w : 0.0);
+    };
     kind_topo_.emplace_back();
     for (hw::Device* d : ds) kind_topo_.back().push_back(d->topology_index());
     for (int cnt = 1; cnt <= kind.count; ++cnt) {
@@ -162,11 +176,11 @@ RuntimeCostModel::RuntimeCostModel(const Model& model, const hw::System& system,
           kernels::OpShape sh = shard_shape(shapes[static_cast<std::size_t>(k)], rows_, c.window, cnt);
           // A QKV step launches one GEMM per output.
           if (step.launches() > 1) sh.n = step.out_cols;
-          t = kernel_time(*ds.front(), sh);
+          t = time_of(sh);
           if (t < sched::kInf) t *= step.launches();
         }
         g.kernel_s.push_back(t);
-        g.execute_w.push_back(ds.empty() ? 0.0 : ds.front()->info().power.execute_w_for(step.op));
+        g.execute_w.push_back(ds.empty() ? 0.0 : power_of(step.op));
         double x = 0.0;
         if (cnt > 1 && (step.op == kernels::OpKind::spmm || step.op == kernels::OpKind::window_attention)) {
           // Through host memory: own rows up from every device, then the rows each needs down.
@@ -295,8 +309,8 @@ double RuntimeCostModel::transfer_time_s(int k, sched::DeviceGroup from, sched::
 }
 
 RuntimeCostModel SchedPlanner::cost_model(const sched::SystemSpec& spec, const Characteristics& c,
-                                          const std::set<std::string>& excluded) const {
-  return RuntimeCostModel(model_, system_, spec, excluded, c, kernel_time_);
+                                          const std::set<std::string>& excluded, const FpgaImagePlan* images) const {
+  return RuntimeCostModel(model_, system_, spec, excluded, c, kernel_time_, images);
 }
 
 std::vector<sched::Shape> recurrent_shapes(const Model& model) {
@@ -306,13 +320,13 @@ std::vector<sched::Shape> recurrent_shapes(const Model& model) {
 }
 
 PipelineSpec to_pipeline_spec(const sched::Plan& plan, const hw::System& system,
-                              const std::set<std::string>& excluded) {
+                              const std::set<std::string>& excluded, const FpgaImagePlan* images) {
   PipelineSpec spec;
   spec.label = plan.mnemonic;
   std::set<std::string> taken;
   for (const auto& st : plan.stages) {
     const std::string& kname = plan.kind_names.at(static_cast<std::size_t>(st.kind));
-    auto kind = hw::device_kind_from_string(kname);
+    auto kind = hw::device_kind_from_string(kname.substr(0, kname.find(':')));
     if (!kind) throw Error("plan names unknown device kind '" + kname + "'");
     PipelineStage ps;
     ps.first = st.first;
@@ -320,7 +334,8 @@ PipelineSpec to_pipeline_spec(const sched::Plan& plan, const hw::System& system,
     ps.predicted_s = st.compute_s;
     for (hw::Device* d : system.devices_of(*kind)) {
       if (static_cast<int>(ps.devices.size()) == st.count) break;
-      if (!usable(system, d, excluded) || taken.count(d->name())) continue;
+      if (!usable(system, d, excluded) || taken.count(d->name()) || planning_kind_name(system, *d, images) != kname)
+        continue;
       taken.insert(d->name());
       ps.devices.push_back(d);
     }
@@ -368,15 +383,22 @@ void require_every_kernel_runs(const Model& model, const hw::System& system, con
   }
 }
 
+sched::Plan SchedPlanner::solve(const Characteristics& c, const sched::ObjectiveSpec& objective,
+                                const std::set<std::string>& excluded, const FpgaImagePlan* images) const {
+  const sched::SystemSpec spec = system_spec(excluded, images);
+  const auto model = cost_model(spec, c, excluded, images);
+  sched::Plan p = sched::solve_shapes(spec, model, recurrent_shapes(model_), objective, solver_);
+  if (p.empty()) throw sched::InfeasibleError(std::string("planner: no feasible plan for objective ") +
+                                             sched::to_string(objective.objective));
+  return p;
+}
+
 PlannedPipeline SchedPlanner::plan(const Characteristics& c, const std::string& mode,
                                    const std::set<std::string>& excluded) {
   require_every_kernel_runs(model_, system_, excluded);
-  const sched::SystemSpec spec = system_spec(excluded);
-  const auto model = cost_model(spec, c, excluded);
   sched::ObjectiveSpec obj;
   obj.objective = sched::objective_from_string(mode);
-  const sched::Plan p = sched::solve_shapes(spec, model, recurrent_shapes(model_), obj, solver_);
-  if (p.empty()) throw Error("planner: no feasible plan for objective " + mode);
+  const sched::Plan p = solve(c, obj, excluded);
   PlannedPipeline out;
   out.spec = to_pipeline_spec(p, system_, excluded);
   out.mnemonic = p.mnemonic;
@@ -395,7 +417,7 @@ sched::Plan SchedPlanner::evaluate(const PipelineSpec& ps, const Characteristics
   const int per_round = ps.stages_per_round();
   for (int s = 0; s < per_round; ++s) {
     const PipelineStage& st = ps.stages[static_cast<std::size_t>(s)];
-    const int kind = spec.kind_index(std::string(hw::to_string(st.devices.front()->kind())));
+    const int kind = spec.kind_index(planning_kind_name(system_, *st.devices.front()));
     if (kind < 0) return {};
     const int count = static_cast<int>(st.devices.size());
     if (count > tables.max_count(kind)) return {};  // the kind lost devices since

@@ -18,6 +18,7 @@
 #include "hw/system.h"
 #include "runtime/model.h"
 #include "runtime/pipeline.h"
+#include "runtime/planning_kinds.h"
 #include "scheduler/recurrent.h"
 #include "scheduler/solver.h"
 
@@ -86,7 +87,7 @@ class RuntimeCostModel : public sched::CostModel {
  public:
   RuntimeCostModel(const Model& model, const hw::System& system, const sched::SystemSpec& spec,
                    const std::set<std::string>& excluded, const Characteristics& c,
-                   const KernelTimeFn& kernel_time);
+                   const KernelTimeFn& kernel_time, const FpgaImagePlan* images = nullptr);
   int num_kernels() const override { return n_; }
   double compute_time_s(int first, int last, sched::DeviceGroup group) const override;
   double output_bytes(int k) const override { return out_[static_cast<std::size_t>(k)]; }
@@ -132,10 +133,17 @@ class SchedPlanner : public Planner {
   double predict_period_s(const PipelineSpec& spec, const Characteristics& c) override;
   double predict_score(const PipelineSpec& spec, const Characteristics& c, const std::string& mode) override;
 
+  // The scheduler's plan over every shape (flat and layer-recurrent), as if the FPGAs held
+  // `images` when given. Throws sched::InfeasibleError when there is none.
+  sched::Plan solve(const Characteristics& c, const sched::ObjectiveSpec& objective,
+                    const std::set<std::string>& excluded, const FpgaImagePlan* images = nullptr) const;
+  const hw::System& system() const { return system_; }
+
   // The scheduler's inputs for these characteristics (kinds = schedulable devices not excluded).
-  sched::SystemSpec system_spec(const std::set<std::string>& excluded) const;
+  // `images`: plan as if the FPGAs held these images (image choice; planning_kinds.h).
+  sched::SystemSpec system_spec(const std::set<std::string>& excluded, const FpgaImagePlan* images = nullptr) const;
   RuntimeCostModel cost_model(const sched::SystemSpec& spec, const Characteristics& c,
-                              const std::set<std::string>& excluded = {}) const;
+                              const std::set<std::string>& excluded = {}, const FpgaImagePlan* images = nullptr) const;
 
  protected:
   // The plan `spec` stands for, costed for `c` (period kInf when a kind is gone).
@@ -150,9 +158,11 @@ class SchedPlanner : public Planner {
   KernelTimeFn kernel_time_;
 };
 
-// The hw::System as the scheduler sees it: one kind per device kind with schedulable devices not
-// in `excluded` (count, power states of its first device, link from the topology).
-sched::SystemSpec scheduler_system_spec(const hw::System& system, const std::set<std::string>& excluded);
+// The hw::System as the scheduler sees it: one kind per planning kind (planning_kinds.h: device
+// kind, FPGAs split by image when they hold different ones) with schedulable devices not in
+// `excluded` (count, power states of its first device, link from the topology).
+sched::SystemSpec scheduler_system_spec(const hw::System& system, const std::set<std::string>& excluded,
+                                        const FpgaImagePlan* images = nullptr);
 
 // One device's time for a kernel from its device model (modelled); kInf when it cannot run it.
 double modelled_kernel_time_s(const hw::System& system, const hw::Device& device,
@@ -164,6 +174,6 @@ std::vector<sched::Shape> recurrent_shapes(const Model& model);
 // sched::Plan -> concrete devices (a recurrent plan unrolled into its rounds, PipelineSpec::rounds): stage s gets `count` devices of its kind, in system order,
 // skipping excluded ones. Throws Error when the system has too few.
 PipelineSpec to_pipeline_spec(const sched::Plan& plan, const hw::System& system,
-                              const std::set<std::string>& excluded);
+                              const std::set<std::string>& excluded, const FpgaImagePlan* images = nullptr);
 
 }  // namespace dype::rt

@@ -91,6 +91,9 @@ class ReplanController {
 
   std::uint64_t epoch() const { return epoch_; }
   const std::string& label() const { return label_; }
+  // What the current plan was made for, and the devices every plan leaves out (failed, drained).
+  const Characteristics& planned_for() const { return planned_for_; }
+  std::set<std::string> left_out_devices() const { return left_out(); }
   const PipelineSpec& spec() const { return current_; }
   const std::deque<ReplanRecord>& records() const { return records_; }
   // Every re-plan by (cause, swapped), including records no longer kept.

@@ -6,7 +6,8 @@
 //                      --drift 0:2000x8000,200:4000x120000    (at request 200 the graph changes)
 //   dype-client stream --model gcn --dir graphs/ --per-file 100 --protocol grpc   (one phase per file)
 //   dype-client admin  --token-file tok plan | mode energy | pareto | devices | drain gpu0 | undrain gpu0 |
-//                      load-bitstream fpga0 u280-sextans-swat.yaml | unload-bitstream fpga0
+//                      load-bitstream fpga0 u280-sextans-swat.yaml | unload-bitstream fpga0 |
+//                      choose-images [HORIZON [apply]]   (the FPGA images --model's plan wants)
 //
 // A stream registers each phase's graph once (POST /v2/dype/graphs) and sends only features with
 // parameters.graph_id, as the paper preloads graphs; --whole-graphs sends the graph with every
@@ -213,6 +214,26 @@ int run_admin(httplib::Client& c, const std::string& token_file, const std::stri
     if (cmd == "unload-bitstream") {
       need(1);
       return c.Post("/v2/dype/admin/bitstreams/unload", h, json{{"device", admin_args[1]}}.dump(), "application/json");
+    }
+    if (cmd == "choose-images") {
+      // The proposal; "apply" carries it out. HORIZON: requests a reload is amortised over.
+      if (admin_args.size() > 3 || (admin_args.size() == 3 && admin_args[2] != "apply"))
+        throw InputError("admin choose-images", "takes [HORIZON [apply]]");
+      json body = json::object();
+      if (!admin_model.empty()) body["model"] = admin_model;
+      if (admin_args.size() >= 2) {
+        double horizon = 0.0;
+        try {
+          std::size_t used = 0;
+          horizon = std::stod(admin_args[1], &used);
+          if (used != admin_args[1].size()) throw std::invalid_argument("trailing text");
+        } catch (const std::exception&) {
+          throw InputError("admin choose-images HORIZON", "'" + admin_args[1] + "' is not a number");
+        }
+        body["horizon"] = horizon;
+      }
+      body["apply"] = admin_args.size() == 3;
+      return c.Post("/v2/dype/admin/images", h, body.dump(), "application/json");
     }
     // The model repository extension: index, load NAME [CONFIG.yaml], unload NAME.
     if (cmd == "index") return c.Post("/v2/repository/index", h, "{}", "application/json");

@@ -93,6 +93,23 @@ json AdminApi::unload_bitstream(const std::string& device) {
   return out;
 }
 
+json AdminApi::choose_images(const std::optional<std::string>& model, std::optional<double> horizon, bool apply) {
+  std::lock_guard lock(mu_);
+  if (!hooks_.choose_images) throw NotSupported("image choice is not supported by this runtime");
+  const std::vector<std::string> models = models_of(model);
+  if (models.size() != 1)
+    throw InputError("model", "names the model to choose images for (" + std::to_string(models.size()) + " are served)");
+  json out = hooks_.choose_images(models.front(), horizon.value_or(kDefaultReloadHorizon), apply);
+  if (out.value("applied", false)) {
+    for (const json& l : out["loads"]) {
+      state_.bitstreams[l["device"].get<std::string>()] = l["file"].get<std::string>();
+      state_.drained.erase(l["device"].get<std::string>());
+    }
+    save_state();
+  }
+  return out;
+}
+
 json AdminApi::repository_index() {
   std::lock_guard lock(mu_);
   if (!hooks_.repository_index) throw NotSupported("this server has no model repository");

@@ -26,6 +26,7 @@ struct AdminHooks {
   std::function<nlohmann::json(const std::string& model)> pareto;
   std::function<nlohmann::json(const std::string& device, const std::string& path)> load_bitstream;
   std::function<nlohmann::json(const std::string& device)> unload_bitstream;
+  std::function<nlohmann::json(const std::string& model, double horizon, bool apply)> choose_images;
   std::function<nlohmann::json()> devices;
   // The model repository extension: index, load (optionally with config.yaml text), unload.
   std::function<nlohmann::json()> repository_index;
@@ -49,6 +50,11 @@ class AdminApi {
   // `path` relative to the bitstream dir (or absolute inside it).
   nlohmann::json load_bitstream(const std::string& device, const std::string& path);
   nlohmann::json unload_bitstream(const std::string& device);
+  // Image choice for `model` (optional when one model is served): the images its plan wants with
+  // each reload amortised over `horizon` requests (default 1000), carried out when `apply`; the
+  // loads are kept in the operator state like load_bitstream's.
+  static constexpr double kDefaultReloadHorizon = 1000.0;
+  nlohmann::json choose_images(const std::optional<std::string>& model, std::optional<double> horizon, bool apply);
   nlohmann::json repository_index();
   nlohmann::json load_model(const std::string& model, const std::optional<std::string>& config);
   nlohmann::json unload_model(const std::string& model);

@@ -1,7 +1,10 @@
 #include "runtime/daemon/device_admin.h"
 
+#include <cmath>
+
 #include "hw/device_profile.h"
 #include "hw/event.h"
+#include "runtime/image_planner.h"
 #include "runtime/perf_planner.h"
 #include "runtime/daemon/errors.h"
 
@@ -22,24 +25,6 @@ hw::Device& DeviceAdmin::reconfigurable_fpga(const std::string& device) const {
   return *d;
 }
 
-std::set<std::string> DeviceAdmin::mismatched_fpgas(const std::string& device, const std::string& image) const {
-  std::set<std::string> out;
-  const auto fpgas = system_.devices_of(hw::DeviceKind::fpga);
-  auto image_now = [&](const hw::Device* d) -> std::optional<std::string> {
-    if (!device.empty() && d->name() == device) return image;
-    if (d->reconfigurable()) return image_of(*d);
-    return std::nullopt;  // not reconfigurable: no image to compare
-  };
-  if (fpgas.empty()) return out;
-  const auto ref = image_now(fpgas.front());
-  if (!ref) return out;
-  for (const hw::Device* d : fpgas) {
-    const auto im = image_now(d);
-    if (im && *im != *ref) out.insert(d->name());
-  }
-  return out;
-}
-
 void DeviceAdmin::apply_left_out(const std::set<std::string>& left_out, const std::string& cause,
                                    const std::string& detail) {
   for (const ServedEngine& s : engines_) {
@@ -54,9 +39,7 @@ void DeviceAdmin::apply_left_out(const std::set<std::string>& left_out, const st
 
 void DeviceAdmin::admit(Engine& engine, const std::string& model) {
   std::lock_guard lock(mu_);
-  std::set<std::string> left_out = operator_drained_;
-  for (const std::string& d : mismatched_fpgas()) left_out.insert(d);
-  for (const std::string& d : left_out) {
+  for (const std::string& d : operator_drained_) {
     if (!engine.drain_device(d, "loaded", "left out as for every served model", 60.0))
       throw Error("model " + model + ": could not leave out " + d);
   }
@@ -100,18 +83,70 @@ json DeviceAdmin::set_device_drained(const std::string& device, bool drained) {
   else operator_drained_.erase(device);
   const std::string detail = std::string("operator ") + (drained ? "drained " : "undrained ") + device;
   try {
-    std::set<std::string> out = operator_drained_;
-    for (const std::string& d : mismatched_fpgas()) out.insert(d);
-    apply_left_out(out, drained ? "drain" : "undrain", detail);
+    apply_left_out(operator_drained_, drained ? "drain" : "undrain", detail);
   } catch (const std::exception& e) {
     operator_drained_ = was;
     restore(before, "rollback: " + detail + " failed");
     throw RolledBack(std::string(drained ? "draining " : "undraining ") + device + " failed: " + e.what() +
                      "; the previous plans are restored");
   }
-  const auto held = mismatched_fpgas();
-  return {{"device", device}, {"drained", operator_drained_.count(device) > 0}, {"held_out", held.count(device) > 0},
-          {"plans", plan_labels()}};
+  return {{"device", device}, {"drained", operator_drained_.count(device) > 0}, {"plans", plan_labels()}};
+}
+
+json DeviceAdmin::load_images(const std::vector<Load>& loads, const std::string& detail) {
+  struct Before {
+    std::optional<hw::Bitstream> image;
+    std::string name;
+  };
+  std::vector<Before> before;
+  for (const Load& l : loads)
+    before.push_back({l.fpga->bitstream() ? std::optional<hw::Bitstream>(*l.fpga->bitstream()) : std::nullopt,
+                      image_of(*l.fpga)});
+  const Snapshot snap = snapshot();
+  const std::set<std::string> was_drained = operator_drained_;
+  json done = json::array();
+  try {
+    // Out of every plan first (requests already in a pipeline that uses them finish there).
+    std::set<std::string> out = operator_drained_;
+    for (const Load& l : loads) out.insert(l.fpga->name());
+    apply_left_out(out, "bitstream", detail + " (draining)");
+    for (const Load& l : loads) {
+      const hw::Event ev = l.fpga->load_bitstream(l.image);  // the modelled reconfiguration time passes here
+      done.push_back({{"device", l.fpga->name()}, {"bitstream", l.image.name}, {"file", l.image.file},
+                      {"load_time_s", ev.end_s - ev.start_s}, {"load_time_source", source_of(ev.source)}});
+      operator_drained_.erase(l.fpga->name());  // a loaded image puts an unloaded or drained FPGA back in service
+    }
+    apply_left_out(operator_drained_, "bitstream", detail);
+  } catch (const std::exception& e) {
+    operator_drained_ = was_drained;
+    std::string undo;
+    for (std::size_t i = 0; i < loads.size(); ++i) {
+      hw::Device& fpga = *loads[i].fpga;
+      if (image_of(fpga) == before[i].name) continue;
+      try {
+        if (before[i].image) fpga.load_bitstream(*before[i].image);
+        else fpga.unload_bitstream();
+      } catch (const std::exception& e2) {
+        undo += std::string("; reloading ") + before[i].name + " onto " + fpga.name() + " failed too (" + e2.what() +
+                "), " + fpga.name() + " stays drained";
+        operator_drained_.insert(fpga.name());
+      }
+    }
+    if (undo.empty()) {
+      restore(snap, "rollback: " + detail + " failed");
+    } else {
+      try {
+        apply_left_out(operator_drained_, "rollback", detail + " failed");
+      } catch (const std::exception&) {
+      }
+    }
+    std::string previous;
+    for (std::size_t i = 0; i < loads.size(); ++i)
+      previous += (previous.empty() ? "" : ", ") + loads[i].fpga->name() + " " + before[i].name;
+    throw RolledBack(detail + " failed: " + e.what() + "; rolled back to bitstream" + (loads.size() > 1 ? "s " : " ") +
+                     (loads.size() > 1 ? previous : before.front().name) + " and the previous plans" + undo);
+  }
+  return done;
 }
 
 json DeviceAdmin::load_bitstream(const std::string& device, const std::string& manifest_path) {
@@ -122,64 +157,61 @@ json DeviceAdmin::load_bitstream(const std::string& device, const std::string& m
   if (!board.empty() && bs.profile_id != board)
     throw InputError("path", "bitstream '" + bs.name + "' is built for '" + bs.profile_id + "', " + device +
                                  " is a '" + board + "'");
-  const std::optional<hw::Bitstream> previous =
-      fpga.bitstream() ? std::optional<hw::Bitstream>(*fpga.bitstream()) : std::nullopt;
   const std::string prev_name = image_of(fpga);
-  const Snapshot before = snapshot();
-  const std::set<std::string> was_drained = operator_drained_;
-  const std::string detail = device + ": bitstream " + prev_name + " -> " + bs.name;
   const double t0 = hw::now_s();
-  double load_s = 0.0;
-  hw::TimeSource load_source = fpga.info().time_source;
-  try {
-    // Out of every plan first, with the FPGAs that do not match the kind's first one before or
-    // after the swap (the planner times the kind on the first FPGA even while it is drained).
-    std::set<std::string> out = operator_drained_;
-    out.insert(device);
-    for (const std::string& d : mismatched_fpgas(device, bs.name)) out.insert(d);
-    for (const std::string& d : mismatched_fpgas()) out.insert(d);
-    apply_left_out(out, "bitstream", detail + " (draining " + device + ")");
-    const hw::Event ev = fpga.load_bitstream(bs);  // the modelled reconfiguration time passes here
-    load_s = ev.end_s - ev.start_s;
-    load_source = ev.source;
-    operator_drained_.erase(device);  // a loaded image puts an unloaded or drained FPGA back in service
-    std::set<std::string> back = operator_drained_;
-    for (const std::string& d : mismatched_fpgas()) back.insert(d);
-    apply_left_out(back, "bitstream", detail);
-  } catch (const std::exception& e) {
-    operator_drained_ = was_drained;
-    std::string undo;
-    if (image_of(fpga) != prev_name) {
-      try {
-        if (previous) fpga.load_bitstream(*previous);
-        else fpga.unload_bitstream();
-      } catch (const std::exception& e2) {
-        undo = std::string("; reloading ") + prev_name + " failed too (" + e2.what() + "), " + device +
-               " stays drained";
-        operator_drained_.insert(device);
-      }
-    }
-    if (undo.empty()) {
-      restore(before, "rollback: " + detail + " failed");
-    } else {
-      try {
-        std::set<std::string> out = operator_drained_;
-        for (const std::string& d : mismatched_fpgas()) out.insert(d);
-        apply_left_out(out, "rollback", detail + " failed");
-      } catch (const std::exception&) {
-      }
-    }
-    throw RolledBack("loading bitstream '" + bs.name + "' onto " + device + " failed: " + e.what() +
-                     "; rolled back to bitstream " + prev_name + " and the previous plans" + undo);
-  }
+  const json done = load_images({{&fpga, bs}}, "loading bitstream '" + bs.name + "' onto " + device);
   json kernels = json::array();
   for (const hw::BitstreamKernel& k : bs.kernels) kernels.push_back({{"op", std::string(kernels::to_string(k.op))}, {"design", k.design}});
   return {{"device", device},         {"bitstream", bs.name},
           {"previous", prev_name},    {"file", bs.file},
-          {"kernels", kernels},       {"load_time_s", load_s},
-          {"load_time_source", source_of(load_source)}, {"swap_s", hw::now_s() - t0},
-          {"swap_source", "measured"}, {"held_out", mismatched_fpgas()},
-          {"plans", plan_labels()}};
+          {"kernels", kernels},       {"load_time_s", done[0]["load_time_s"]},
+          {"load_time_source", done[0]["load_time_source"]}, {"swap_s", hw::now_s() - t0},
+          {"swap_source", "measured"}, {"plans", plan_labels()}};
+}
+
+json DeviceAdmin::choose_images(const SchedPlanner& planner, const Engine::PlanningState& state, double horizon,
+                                bool apply) {
+  if (!(horizon >= 1) || !std::isfinite(horizon))
+    throw InputError("horizon", "must be a finite number of requests >= 1, got " + std::to_string(horizon));
+  std::lock_guard lock(mu_);
+  const std::string& mode = state.mode;
+  std::set<std::string> excluded = state.left_out;
+  excluded.insert(operator_drained_.begin(), operator_drained_.end());
+  const FpgaImages images = candidate_images(system_, excluded);
+  if (images.options.empty())
+    throw InputError("model", "no reconfigurable FPGA in service holds an image of one board to choose from");
+  const ImagePlan ip = plan_images(planner, state.characteristics, mode, excluded, images, horizon);
+  json options = json::array();
+  for (const ImageOption& o : images.options)
+    options.push_back({{"bitstream", o.bitstream.name}, {"file", o.bitstream.file}, {"loaded", o.loaded}});
+  json reloads = json::array();
+  for (const auto& [device, image] : ip.reloads) {
+    const hw::Device* d = system_.find(device);
+    reloads.push_back({{"device", device}, {"previous", image_of(*d)}, {"bitstream", image->name}, {"file", image->file}});
+  }
+  json out = {{"images", ip.images},
+              {"candidates", options},
+              {"reloads", reloads},
+              {"pause_s", ip.cost.pause_s},
+              {"horizon", horizon},
+              {"mode", mode},
+              {"predicted", {{"plan", ip.plan.mnemonic}, {"period_s", ip.plan.period_s}, {"energy_j", ip.plan.energy_j},
+                             {"amortised_score", ip.score}}},
+              {"source", "modelled"},
+              {"applied", false}};
+  if (!apply || ip.reloads.empty()) {
+    out["plans"] = plan_labels();
+    return out;
+  }
+  std::vector<Load> loads;
+  for (const auto& [device, image] : ip.reloads) loads.push_back({system_.find(device), *image});
+  const double t0 = hw::now_s();
+  out["loads"] = load_images(loads, "image choice (" + ip.images + ")");
+  out["applied"] = true;
+  out["swap_s"] = hw::now_s() - t0;
+  out["swap_source"] = "measured";
+  out["plans"] = plan_labels();
+  return out;
 }
 
 json DeviceAdmin::unload_bitstream(const std::string& device) {
@@ -193,10 +225,7 @@ json DeviceAdmin::unload_bitstream(const std::string& device) {
   const std::string detail = device + ": bitstream " + prev_name + " unloaded";
   try {
     operator_drained_.insert(device);  // an FPGA without an image runs nothing: keep it out
-    std::set<std::string> out = operator_drained_;
-    for (const std::string& d : mismatched_fpgas(device, "none")) out.insert(d);
-    for (const std::string& d : mismatched_fpgas()) out.insert(d);
-    apply_left_out(out, "bitstream", detail);
+    apply_left_out(operator_drained_, "bitstream", detail);
     fpga.unload_bitstream();
   } catch (const std::exception& e) {
     operator_drained_ = was_drained;
@@ -204,7 +233,7 @@ json DeviceAdmin::unload_bitstream(const std::string& device) {
     throw RolledBack("unloading " + device + " failed: " + e.what() + "; the previous plans are restored");
   }
   return {{"device", device}, {"previous", prev_name}, {"bitstream", "none"}, {"drained", true},
-          {"held_out", mismatched_fpgas()}, {"plans", plan_labels()}};
+          {"plans", plan_labels()}};
 }
 
 json DeviceAdmin::devices() const {
@@ -213,11 +242,10 @@ json DeviceAdmin::devices() const {
     // operator_drained_ changes only under mu_, which the caller (AdminApi) serialises with.
     drained = operator_drained_;
   }
-  const auto held = mismatched_fpgas();
   json out = json::array();
   for (const hw::Device* d : system_.devices()) {
-    json j = {{"name", d->name()}, {"kind", std::string(hw::to_string(d->kind()))}, {"drained", drained.count(d->name()) > 0},
-              {"held_out", held.count(d->name()) > 0}};
+    json j = {{"name", d->name()}, {"kind", std::string(hw::to_string(d->kind()))},
+              {"planned_as", planning_kind_name(system_, *d)}, {"drained", drained.count(d->name()) > 0}};
     j["backend"] = d->info().backend;
     if (d->reconfigurable()) j["bitstream"] = image_of(*d);
     if (const auto e = d->energy()) {
@@ -227,11 +255,6 @@ json DeviceAdmin::devices() const {
     out.push_back(j);
   }
   return {{"devices", out}};
-}
-
-void DeviceAdmin::hold_out_mismatched_fpgas() {
-  const auto held = mismatched_fpgas();
-  if (!held.empty()) apply_left_out(held, "bitstream", "FPGAs whose bitstream differs from the first FPGA's");
 }
 
 }  // namespace dype::rt::daemon

@@ -4,13 +4,13 @@
 // answers the admin API through it (EngineService::set_device_drained, load_bitstream, ...).
 //
 //   DeviceAdmin admin(system, {{"gcn", &gcn_engine}, {"gin", &gin_engine}});
-//   admin.hold_out_mismatched_fpgas();           // once, after the engines' first plans
 //   json j = admin.load_bitstream("fpga0", "configs/bitstreams/u280-sextans-gemm.yaml");
+//   json c = admin.choose_images(gcn_planner, characteristics, "energy", 1000, true);
 //
-// Calls are serialised. The scheduler treats devices of one kind as identical and times a kind on
-// its first device, so an FPGA whose bitstream differs from the first FPGA's is held out of plans
-// until they match again (reported as "held_out"). A change that fails part-way is undone (the
-// previous bitstream reloaded, every engine's plan and drained set restored) and throws RolledBack.
+// Calls are serialised. FPGAs holding different images are planned as different kinds
+// (planning_kinds.h), so every FPGA with an image stays in service. A change that fails part-way
+// is undone (the previous images reloaded, every engine's plan and drained set restored) and
+// throws RolledBack.
 #include <mutex>
 #include <optional>
 #include <set>
@@ -20,6 +20,7 @@
 #include <nlohmann/json.hpp>
 
 #include "hw/system.h"
+#include "runtime/planner.h"
 #include "runtime/daemon/served_engine.h"
 
 namespace dype::rt::daemon {
@@ -28,9 +29,6 @@ class DeviceAdmin {
  public:
   DeviceAdmin(hw::System& system, std::vector<ServedEngine> engines)
       : system_(system), engines_(std::move(engines)) {}
-
-  // Holds out FPGAs configured with another image than the first FPGA (see load_bitstream).
-  void hold_out_mismatched_fpgas();
 
   // Drain: re-plan without the device; requests already in a pipeline that uses it finish there.
   // NotFound for an unknown device; RolledBack (device still in service) when no plan is left.
@@ -41,11 +39,18 @@ class DeviceAdmin {
   nlohmann::json load_bitstream(const std::string& device, const std::string& manifest_path);
   // Drains the FPGA and removes its bitstream; it stays out of plans until a bitstream is loaded.
   nlohmann::json unload_bitstream(const std::string& device);
-  // Every device: kind, backend, bitstream, drained, held out, energy.
+  // Image choice (image_planner.h) for one model: the images its best plan wants, once the reloads
+  // pay for themselves within `horizon` requests. With `apply`, the FPGAs whose image changes are
+  // drained together, reloaded, let back in, and every engine re-planned (all undone when one
+  // load fails); without it, only the proposal. FPGAs the model's plans leave out (drained,
+  // failed) keep their images.
+  nlohmann::json choose_images(const SchedPlanner& planner, const Engine::PlanningState& state, double horizon,
+                               bool apply);
+  // Every device: kind, backend, bitstream, drained, energy.
   nlohmann::json devices() const;
 
   // Models loaded or unloaded while serving. admit: a new engine leaves out what every engine
-  // leaves out (drained devices, FPGAs holding another image) before it takes requests; throws
+  // leaves out (operator-drained devices) before it takes requests; throws
   // when that leaves it no plan. set_engines: the engines device changes apply to from now on
   // (waits for a device change in progress).
   void admit(Engine& engine, const std::string& model);
@@ -53,9 +58,13 @@ class DeviceAdmin {
 
  private:
   hw::Device& reconfigurable_fpga(const std::string& device) const;
-  // FPGAs whose bitstream differs from the first FPGA's (see above).
-  // With `device` counted as holding `image` when given (what a swap is about to do).
-  std::set<std::string> mismatched_fpgas(const std::string& device = "", const std::string& image = "") const;
+  // Loads each (FPGA, image): drains them all, loads, lets them back in; undoes everything and
+  // throws RolledBack when a step fails. Returns each load's time and source.
+  struct Load {
+    hw::Device* fpga = nullptr;
+    hw::Bitstream image;
+  };
+  nlohmann::json load_images(const std::vector<Load>& loads, const std::string& detail);
   // Makes every engine's drained set `left_out` (drains first, then undrains); throws on the
   // first engine left without a plan (the caller rolls back).
   void apply_left_out(const std::set<std::string>& left_out, const std::string& cause, const std::string& detail);

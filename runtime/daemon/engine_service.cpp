@@ -8,6 +8,7 @@
 #include "hw/system_config.h"
 #include "scheduler/cost_tables.h"
 #include "scheduler/plan.h"
+#include "scheduler/recurrent.h"
 #include "scheduler/solver.h"
 #include "runtime/daemon/engine_metrics.h"
 #include "runtime/daemon/errors.h"
@@ -67,8 +68,6 @@ EngineService::EngineService(EngineServiceOptions options) : options_(std::move(
   if (served_.empty() && !failed.empty()) throw Error("no model can be served: " + failed);
   index_engines_locked();
   devices_ = std::make_unique<DeviceAdmin>(*system_, engines_);
-  // FPGAs configured with another image than the first FPGA are held out (see load_bitstream).
-  devices_->hold_out_mismatched_fpgas();
 }
 
 std::shared_ptr<EngineService::Served> EngineService::make_served(const ServedModel& m) {
@@ -169,9 +168,10 @@ nlohmann::json EngineService::pareto(const std::string& model, std::optional<Cha
   const Characteristics ch = c ? *c : s.plan_for;
   const sched::SystemSpec spec = s.planner->system_spec({});
   const auto cm = s.planner->cost_model(spec, ch);
-  const sched::CostTables tables(spec, cm);
+  // Over the flat chain and every layer-recurrent shape, as the planner solves.
   nlohmann::json plans = nlohmann::json::array();
-  for (const sched::Plan& p : sched::pareto_front(tables)) plans.push_back(sched::to_json(p));
+  for (const sched::Plan& p : sched::pareto_front_shapes(spec, cm, recurrent_shapes(*s.model)))
+    plans.push_back(sched::to_json(p));
   return {{"model", s.name}, {"source", "modelled"},
           {"characteristics", {{"nodes", ch.nodes}, {"nnz", ch.nnz}, {"feature_len", ch.feature_len},
                                {"seq_len", ch.seq_len}, {"window", ch.window}}},
@@ -221,6 +221,13 @@ nlohmann::json EngineService::load_bitstream(const std::string& device, const st
 
 nlohmann::json EngineService::unload_bitstream(const std::string& device) { return devices_->unload_bitstream(device); }
 
+nlohmann::json EngineService::choose_images(const std::string& model, double horizon, bool apply) {
+  const auto held = find(model);
+  nlohmann::json out = devices_->choose_images(*held->planner, held->engine->planning_state(), horizon, apply);
+  out["model"] = held->name;
+  return out;
+}
+
 nlohmann::json EngineService::devices() const { return devices_->devices(); }
 
 AdminHooks admin_hooks(EngineService& service) {
@@ -229,6 +236,9 @@ AdminHooks admin_hooks(EngineService& service) {
   h.pareto = [&service](const std::string& m) { return service.pareto(m); };
   h.load_bitstream = [&service](const std::string& d, const std::string& p) { return service.load_bitstream(d, p); };
   h.unload_bitstream = [&service](const std::string& d) { return service.unload_bitstream(d); };
+  h.choose_images = [&service](const std::string& m, double horizon, bool apply) {
+    return service.choose_images(m, horizon, apply);
+  };
   h.devices = [&service] { return service.devices(); };
   h.repository_index = [&service] { return service.repository_index(); };
   h.load_model = [&service](const std::string& m, const std::optional<std::string>& config) {

@@ -81,12 +81,15 @@ class EngineService final : public InferenceService {
   Engine& engine(const std::string& model);
 
   // Operator changes to devices, applied to every served model's engine (they share the devices),
-  // one at a time, by DeviceAdmin: device_admin.h says what each does, what is held out of plans
+  // one at a time, by DeviceAdmin: device_admin.h says what each does
   // and how a failed change is rolled back (RolledBack).
   nlohmann::json set_device_drained(const std::string& device, bool drained);     // drain / undrain
   nlohmann::json load_bitstream(const std::string& device, const std::string& manifest_path);
   nlohmann::json unload_bitstream(const std::string& device);
-  nlohmann::json devices() const;  // kind, backend, bitstream, drained, held out, energy
+  // Image choice for `model` at the characteristics and objective of its current plan
+  // (DeviceAdmin::choose_images): the proposal, carried out when `apply`.
+  nlohmann::json choose_images(const std::string& model, double horizon, bool apply);
+  nlohmann::json devices() const;  // kind, planned as, backend, bitstream, drained, energy
 
   // Model management while serving (engine_service_models.cpp; the Open Inference Protocol's
   // model repository extension). Each repository model with its state: READY (and the version

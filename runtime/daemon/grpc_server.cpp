@@ -357,6 +357,12 @@ struct GrpcServer::AdminImpl final : public dype::admin::DypeAdmin::Service {
   grpc::Status UnloadBitstream(grpc::ServerContext* c, const Req* q, Resp* r) override {
     return run(c, r, [&] { return api.unload_bitstream(q->device()); });
   }
+  grpc::Status ChooseImages(grpc::ServerContext* c, const Req* q, Resp* r) override {
+    return run(c, r, [&] {
+      return api.choose_images(opt(q->model()), q->horizon() == 0 ? std::nullopt : std::optional<double>(q->horizon()),
+                               q->apply());
+    });
+  }
 };
 
 GrpcServer::GrpcServer(InferenceService& service, GraphRegistry& graphs, Metrics& metrics, AdmissionControl& admission,

@@ -40,6 +40,25 @@ std::string string_field(const json& j, const char* key) {
   return j[key].get<std::string>();
 }
 
+// Optional fields of a JSON body: absent is nullopt; present with the wrong type is refused.
+std::optional<std::string> optional_string(const json& j, const char* key) {
+  if (!j.contains(key)) return std::nullopt;
+  if (!j[key].is_string()) throw InputError(key, "not a string");
+  return j[key].get<std::string>();
+}
+
+std::optional<double> optional_number(const json& j, const char* key) {
+  if (!j.contains(key)) return std::nullopt;
+  if (!j[key].is_number()) throw InputError(key, "not a number");
+  return j[key].get<double>();
+}
+
+bool optional_bool(const json& j, const char* key, bool fallback) {
+  if (!j.contains(key)) return fallback;
+  if (!j[key].is_boolean()) throw InputError(key, "not true or false");
+  return j[key].get<bool>();
+}
+
 std::optional<std::string> model_param(const httplib::Request& req) {
   return req.has_param("model") ? std::optional<std::string>(req.get_param_value("model")) : std::nullopt;
 }
@@ -114,6 +133,7 @@ void HttpRoutes::add_to(httplib::Server& s) {
   s.Post("/v2/dype/admin/devices/([^/]+)/(drain|undrain)", route(&HttpRoutes::post_admin_drain));
   s.Post("/v2/dype/admin/bitstreams/load", route(&HttpRoutes::post_admin_load_bitstream));
   s.Post("/v2/dype/admin/bitstreams/unload", route(&HttpRoutes::post_admin_unload_bitstream));
+  s.Post("/v2/dype/admin/images", route(&HttpRoutes::post_admin_images));
   s.Get("/v2/dype/admin/graphs", route(&HttpRoutes::get_admin_graphs));
   s.Post("/v2/repository/index", route(&HttpRoutes::post_repository_index));
   s.Post("/v2/repository/models/([^/]+)/load", route(&HttpRoutes::post_repository_load));
@@ -272,6 +292,14 @@ void HttpRoutes::post_admin_load_bitstream(const Req& req, Res& res) {
 
 void HttpRoutes::post_admin_unload_bitstream(const Req& req, Res& res) {
   admin_call(req, res, [&] { return admin_.unload_bitstream(string_field(body_json(req), "device")); });
+}
+
+void HttpRoutes::post_admin_images(const Req& req, Res& res) {
+  admin_call(req, res, [&] {
+    const json j = body_json(req);
+    return admin_.choose_images(optional_string(j, "model"), optional_number(j, "horizon"),
+                                optional_bool(j, "apply", false));
+  });
 }
 
 void HttpRoutes::get_admin_graphs(const Req& req, Res& res) {

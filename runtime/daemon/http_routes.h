@@ -91,6 +91,7 @@ class HttpRoutes {
   void post_admin_drain(const Req& req, Res& res);
   void post_admin_load_bitstream(const Req& req, Res& res);
   void post_admin_unload_bitstream(const Req& req, Res& res);
+  void post_admin_images(const Req& req, Res& res);
   // Every registered graph with its size and idle time, and the registry's limits.
   void get_admin_graphs(const Req& req, Res& res);
   // The model repository extension (POST /v2/repository/index, .../models/{m}/load|unload).

@@ -309,3 +309,29 @@ TEST_F(DaemonGrpc, StreamSurvivesReplanAndBitstreamSwapMidStream) {
   EXPECT_GE(swaps("drain"), 1u);  // the plan left gpu0 mid-stream
   EXPECT_GE(swaps("bitstream") + swaps("undrain"), 1u);
 }
+
+// Image choice over gRPC (dype.admin.DypeAdmin/ChooseImages): the proposal as JSON, the same
+// document as the HTTP route; bad input is refused naming the field.
+TEST_F(DaemonGrpc, ChooseImagesProposesOverGrpc) {
+  auto choose = [&](const std::string& model, double horizon, dype::admin::AdminResponse* r) {
+    grpc::ClientContext c;
+    c.AddMetadata("authorization", "Bearer s3cret");
+    dype::admin::AdminRequest q;
+    q.set_model(model);
+    q.set_horizon(horizon);
+    return admin_stub_->ChooseImages(&c, q, r);
+  };
+  dype::admin::AdminResponse r;
+  const grpc::Status ok = choose("gcn", 0, &r);  // 0: the default horizon
+  ASSERT_TRUE(ok.ok()) << ok.error_message();
+  const nlohmann::json j = nlohmann::json::parse(r.json());
+  EXPECT_EQ(j["model"], "gcn");
+  EXPECT_EQ(j["horizon"], 1000.0);
+  EXPECT_FALSE(j["applied"].get<bool>());
+  EXPECT_EQ(j["source"], "modelled");
+  EXPECT_TRUE(j["predicted"].contains("plan")) << j.dump();
+  EXPECT_EQ(choose("nope", 0, &r).error_code(), grpc::StatusCode::NOT_FOUND);
+  const grpc::Status bad = choose("gcn", -5, &r);
+  EXPECT_EQ(bad.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_NE(bad.error_message().find("horizon"), std::string::npos) << bad.error_message();
+}

@@ -1,0 +1,81 @@
+#include "runtime/planning_kinds.h"
+
+#include <algorithm>
+
+namespace dype::rt {
+
+namespace {
+
+const hw::DeviceKind kKinds[] = {hw::DeviceKind::gpu, hw::DeviceKind::fpga, hw::DeviceKind::cpu};
+
+bool schedulable(const hw::System& system, const hw::Device* d) {
+  const hw::DeviceConfig* cfg = system.config().find(d->name());
+  return !cfg || cfg->schedulable;
+}
+
+// Whether the schedulable reconfigurable FPGAs hold (or would hold) more than one image.
+bool fpga_kind_split(const hw::System& system, const FpgaImagePlan* images) {
+  std::set<std::string> seen;
+  for (const hw::Device* d : system.devices_of(hw::DeviceKind::fpga))
+    if (d->reconfigurable() && schedulable(system, d)) seen.insert(image_name(*d, images));
+  return seen.size() > 1;
+}
+
+}  // namespace
+
+bool usable(const hw::System& system, const hw::Device* d, const std::set<std::string>& excluded) {
+  return !excluded.count(d->name()) && schedulable(system, d);
+}
+
+std::string image_name(const hw::Device& d, const FpgaImagePlan* images) {
+  if (!d.reconfigurable()) return "";
+  if (images) {
+    const auto it = images->find(d.name());
+    if (it != images->end()) return it->second ? it->second->name : "none";
+  }
+  return d.bitstream() ? d.bitstream()->name : "none";
+}
+
+std::string planning_kind_name(const hw::System& system, const hw::Device& d, const FpgaImagePlan* images) {
+  std::string name(hw::to_string(d.kind()));
+  if (d.kind() == hw::DeviceKind::fpga && d.reconfigurable() && fpga_kind_split(system, images))
+    name += ":" + image_name(d, images);
+  return name;
+}
+
+std::vector<PlanningKind> planning_kinds(const hw::System& system, const std::set<std::string>& excluded,
+                                         const FpgaImagePlan* images) {
+  std::vector<PlanningKind> out;
+  for (hw::DeviceKind kind : kKinds) {
+    const std::size_t first = out.size();
+    for (hw::Device* d : system.devices_of(kind)) {
+      if (!usable(system, d, excluded)) continue;
+      const std::string name = planning_kind_name(system, *d, images);
+      auto it = std::find_if(out.begin() + static_cast<std::ptrdiff_t>(first), out.end(),
+                             [&](const PlanningKind& k) { return k.name == name; });
+      if (it == out.end()) {
+        PlanningKind k;
+        k.name = name;
+        k.kind = kind;
+        if (images && d->reconfigurable()) {
+          const auto im = images->find(d->name());
+          const std::string now = d->bitstream() ? d->bitstream()->name : "none";
+          if (im != images->end() && im->second && im->second->name != now) {
+            k.manifest = im->second;
+            const hw::DeviceConfig* cfg = system.config().find(d->name());
+            k.board = cfg && cfg->profile ? &*cfg->profile : nullptr;
+          }
+        }
+        out.push_back(std::move(k));
+        it = out.end() - 1;
+      }
+      it->devices.push_back(d);
+    }
+    // FPGA kinds by image name, so the order does not depend on which FPGA holds what.
+    std::sort(out.begin() + static_cast<std::ptrdiff_t>(first), out.end(),
+              [](const PlanningKind& a, const PlanningKind& b) { return a.name < b.name; });
+  }
+  return out;
+}
+
+}  // namespace dype::rt
