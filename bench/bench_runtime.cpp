@@ -104,6 +104,10 @@ RunResult run(const std::string& variant, const rt::Model& model, const std::vec
   o.drift.enabled = variant == "dynamic";
   o.drift.sustain = 4;
   o.drift.min_requests_between = 8;
+  // Solve on the detecting request's path so the swap serves that request: the modelled figures
+  // then do not depend on how fast this machine solves against how fast requests are submitted
+  // (the daemon solves beside the pipeline; its swaps land a few requests later).
+  o.replan_beside = false;
   const auto first = make_request(model, phases[0]).characteristics();
   rt::Engine e(model, planner, first, o);
   RunResult r;

@@ -48,9 +48,48 @@ Engine::Engine(const Model& model, std::shared_ptr<Planner> planner, PipelineSpe
 void Engine::start_recovery() {
   recovery_ = std::make_unique<FaultRecovery>(options_.max_retries, answers_,
                                               [this](const FaultRecovery::Failed& f) { return rerun(f); });
+  if (options_.replan_beside) planner_thread_ = std::thread([this] { plan_loop(); });
+}
+
+void Engine::plan_loop() {
+  std::unique_lock lock(plan_mu_);
+  for (;;) {
+    plan_cv_.wait(lock, [this] { return plan_stop_ || plan_job_.has_value(); });
+    if (plan_stop_) return;
+    ReplanController::PlanJob job = std::move(*plan_job_);
+    plan_job_.reset();
+    planning_ = true;
+    lock.unlock();
+    ReplanController::solve(job);  // requests keep flowing meanwhile
+    {
+      std::lock_guard sl(submit_mu_);
+      try {
+        // pause: building the new pipeline only; no request waited for the solve.
+        apply_locked(controller_.complete(std::move(job)), hw::now_s());
+      } catch (const std::exception&) {
+        // The new pipeline could not be built: keep serving on the current one.
+      }
+    }
+    lock.lock();
+    planning_ = false;
+    plan_cv_.notify_all();
+  }
+}
+
+void Engine::wait_replans() {
+  std::unique_lock lock(plan_mu_);
+  plan_cv_.wait(lock, [this] { return plan_stop_ || (!plan_job_ && !planning_); });
 }
 
 Engine::~Engine() {
+  if (planner_thread_.joinable()) {
+    {
+      std::lock_guard lock(plan_mu_);
+      plan_stop_ = true;
+    }
+    plan_cv_.notify_all();
+    planner_thread_.join();
+  }
   try {
     drain();
   } catch (...) {
@@ -131,10 +170,18 @@ std::future<HostTensor> Engine::submit(Request request, ResponseCallback callbac
   // characteristics: a swap they cause serves this request already.
   for (const RequestEvent& e : finished_->take()) controller_.on_request_done(e);
   const double t0 = hw::now_s();
-  try {
-    apply_locked(controller_.on_request(req->characteristics(), next_seq_), t0);
-  } catch (const std::exception&) {
-    // The new pipeline could not be built: keep serving on the current one.
+  if (options_.replan_beside) {
+    if (auto job = controller_.on_request_job(req->characteristics(), next_seq_)) {
+      std::lock_guard lock(plan_mu_);
+      plan_job_ = std::move(*job);
+      plan_cv_.notify_all();
+    }
+  } else {
+    try {
+      apply_locked(controller_.on_request(req->characteristics(), next_seq_), t0);
+    } catch (const std::exception&) {
+      // The new pipeline could not be built: keep serving on the current one.
+    }
   }
   const std::uint64_t seq = next_seq_++;
   std::future<HostTensor> fut = answers_.add(seq, req, std::move(callback));
@@ -251,7 +298,11 @@ std::set<std::string> Engine::drained_devices() const {
   return controller_.drained();
 }
 
-void Engine::drain() { answers_.wait_all(); }
+void Engine::drain() {
+  // A re-plan those requests started lands first, so a drained engine is quiet.
+  wait_replans();
+  answers_.wait_all();
+}
 
 std::vector<ReplanRecord> Engine::replans() const {
   std::lock_guard sl(submit_mu_);

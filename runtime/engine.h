@@ -23,10 +23,16 @@
 //
 // Callbacks run on a pipeline thread, in order; they must not block or submit.
 //
+// Drift and model re-checks are solved on the engine's planner thread (EngineOptions::
+// replan_beside): the request that detected the drift is queued at once on the current plan, and
+// the swap lands when the solve is done. Operator changes (mode, drain, undrain, replan) and
+// faults re-plan at once, holding submissions while they solve.
+//
 // The engine itself only validates, asks its ReplanController (replan_controller.h: drift,
 // planner, swap policy, records), installs what it decides and submits. Answers leave through a
 // ReorderBuffer (reorder_buffer.h), failed requests through FaultRecovery (fault_recovery.h), and
 // energy is counted by an EnergyObserver (energy_observer.h) on every pipeline.
+#include <condition_variable>
 #include <cstdint>
 #include <future>
 #include <map>
@@ -35,6 +41,7 @@
 #include <optional>
 #include <set>
 #include <string>
+#include <thread>
 #include <utility>
 #include <vector>
 
@@ -56,6 +63,11 @@ struct EngineOptions {
   std::string mode = "perf";       // perf | energy | balanced | qos
   DriftOptions drift;
   int max_retries = 3;             // re-runs of one request after device faults
+  // Drift and model re-checks are solved on the engine's planner thread, beside the pipeline: no
+  // request waits on a solve, and a swap serves the requests submitted after it lands. false:
+  // solved on the path of the request that detected the drift, which it then serves (the order of
+  // swaps and requests is then reproducible: modelled benchmarks use it).
+  bool replan_beside = true;
   // Observers from the first pipeline on (add_observer reaches only pipelines built after it),
   // e.g. a PerfModelPlanner refining its models from every request's kernel times.
   std::vector<std::shared_ptr<Observer>> observers;
@@ -114,8 +126,10 @@ class Engine {
   void restore(PipelineSpec spec, const std::string& label, std::set<std::string> drained, const std::string& detail);
   // Changes the objective and re-plans at once.
   void set_mode(const std::string& mode);
-  // Waits until every submitted request has been answered.
+  // Waits until every re-plan they started has landed and every submitted request has been answered.
   void drain();
+  // Waits until no re-plan is queued or being solved beside the pipeline (tests, benchmarks).
+  void wait_replans();
 
   void add_observer(std::shared_ptr<Observer> observer);
   // The latest re-plan records (at most kMaxReplanRecords: a daemon re-checking its plan on a
@@ -168,6 +182,15 @@ class Engine {
   std::vector<std::shared_ptr<Pipeline>> retired_;
   std::uint64_t next_seq_ = 0;
   std::shared_ptr<const Graph> last_graph_;
+
+  // The planner thread (replan_beside): solves the controller's jobs without submit_mu_ held.
+  void plan_loop();
+  std::mutex plan_mu_;
+  std::condition_variable plan_cv_;
+  std::optional<ReplanController::PlanJob> plan_job_;  // queued (at most one: the controller says so)
+  bool planning_ = false;                              // a job is being solved or installed
+  bool plan_stop_ = false;
+  std::thread planner_thread_;
 
   std::unique_ptr<FaultRecovery> recovery_;  // last: its thread calls back into the members above
 };

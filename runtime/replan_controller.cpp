@@ -56,22 +56,93 @@ ReplanDecision ReplanController::initial_plan(PipelineSpec spec) {
   return d;
 }
 
+std::optional<ReplanController::Trigger> ReplanController::check(const Characteristics& c, std::uint64_t seq) {
+  if (const std::optional<DriftSignal> sig = drift_.observe(c, seq)) return Trigger{"drift", sig->detail, sig->target};
+  // The planner's models changed (online refinement): is the running plan still the best?
+  if (auto why = planner_ ? planner_->take_recheck() : std::nullopt) return Trigger{"model", *why, planned_for_};
+  return std::nullopt;
+}
+
 std::optional<ReplanDecision> ReplanController::on_request(const Characteristics& c, std::uint64_t seq) {
   next_request_ = seq;  // a swap decided now serves this request already
   std::optional<ReplanDecision> out;
   try {
-    if (const std::optional<DriftSignal> sig = drift_.observe(c, seq)) {
-      out = replan_for("drift", sig->detail, sig->target, SwapPolicy::if_gain);
-    } else if (auto why = planner_ ? planner_->take_recheck() : std::nullopt) {
-      // The planner's models changed (online refinement): is the running plan still the best?
-      out = replan_for("model", *why, planned_for_, SwapPolicy::if_gain);
-    }
+    if (const auto t = check(c, seq)) out = replan_for(t->cause, t->detail, t->target, SwapPolicy::if_gain);
   } catch (const std::exception&) {
     // Keep serving on the current plan; the record says why no swap happened.
     out.reset();
   }
   next_request_ = seq + 1;
   return out;
+}
+
+std::optional<ReplanController::PlanJob> ReplanController::on_request_job(const Characteristics& c,
+                                                                          std::uint64_t seq) {
+  next_request_ = seq;
+  std::optional<PlanJob> out;
+  try {
+    const auto t = check(c, seq);
+    if (t && !job_out_) {
+      out = begin(t->cause, t->detail, t->target, SwapPolicy::if_gain);
+      job_out_ = true;
+    }
+  } catch (const std::exception&) {
+    out.reset();
+  }
+  next_request_ = seq + 1;
+  return out;
+}
+
+ReplanController::PlanJob ReplanController::begin(const std::string& cause, const std::string& detail,
+                                                  const Characteristics& target, SwapPolicy policy) const {
+  PlanJob j;
+  j.cause = cause;
+  j.detail = detail;
+  j.target = target;
+  j.policy = policy;
+  j.planner = planner_;
+  j.mode = mode_;
+  j.left_out = left_out();
+  j.has_current = has_current_;
+  j.current = current_;
+  j.epoch = epoch_;
+  j.t0 = hw::now_s();
+  return j;
+}
+
+void ReplanController::solve(PlanJob& j) {
+  try {
+    if (!j.planner) throw Error("no planner");
+    j.plan = j.planner->plan(j.target, j.mode, j.left_out);
+  } catch (const std::exception& e) {
+    j.error = e.what();
+    return;
+  }
+  // Gain in the objective of the mode (period for perf, energy per inference otherwise).
+  j.old_score = sched::kInf;
+  try {
+    if (j.has_current) j.old_score = j.planner->predict_score(j.current, j.target, j.mode);
+  } catch (const std::exception&) {
+  }
+}
+
+std::optional<ReplanDecision> ReplanController::complete(PlanJob job) {
+  job_out_ = false;
+  if (job.epoch != epoch_ || job.mode != mode_ || job.left_out != left_out()) {
+    ReplanRecord r;
+    r.cause = job.cause;
+    r.detail = job.detail + " (superseded: the plan, mode or devices changed while it was solved)";
+    r.old_plan = label_;
+    r.old_epoch = epoch_;
+    r.at_request = next_request_;
+    add_record(r);
+    return std::nullopt;
+  }
+  try {
+    return decide(std::move(job));
+  } catch (const std::exception&) {
+    return std::nullopt;  // if_gain jobs do not throw; recorded either way
+  }
 }
 
 void ReplanController::on_request_done(const RequestEvent& e) {
@@ -87,38 +158,36 @@ std::optional<ReplanDecision> ReplanController::replan(const std::string& cause,
 
 std::optional<ReplanDecision> ReplanController::replan_for(const std::string& cause, const std::string& detail,
                                                            const Characteristics& target, SwapPolicy policy) {
-  const double t0 = hw::now_s();
+  PlanJob job = begin(cause, detail, target, policy);
+  solve(job);
+  return decide(std::move(job));
+}
+
+std::optional<ReplanDecision> ReplanController::decide(PlanJob job) {
   ReplanDecision d;
   ReplanRecord& r = d.record;
-  r.cause = cause;
-  r.detail = detail;
+  r.cause = job.cause;
+  r.detail = job.detail;
   r.old_plan = label_;
   r.old_epoch = epoch_;
   r.at_request = next_request_;
-  PlannedPipeline p;
-  try {
-    if (!planner_) throw Error("no planner");
-    p = planner_->plan(target, mode_, left_out());
-  } catch (const std::exception& e) {
-    r.detail += std::string(" (no plan: ") + e.what() + ")";
+  const Characteristics& target = job.target;
+  if (!job.plan) {
+    r.detail += " (no plan: " + job.error + ")";
     r.swapped = false;
     add_record(r);
-    if (policy != SwapPolicy::if_gain) throw;
+    if (job.policy != SwapPolicy::if_gain) throw Error(job.error);
     drift_.rebase(target, next_request_);
     return std::nullopt;
   }
-  // Gain in the objective of the mode (period for perf, energy per inference otherwise).
-  double old_score = sched::kInf;
-  try {
-    if (has_current_) old_score = planner_->predict_score(current_, target, mode_);
-  } catch (const std::exception&) {
-  }
+  PlannedPipeline& p = *job.plan;
+  const double old_score = job.old_score;
   r.new_plan = p.mnemonic;
   r.cost_source = p.cost_source;
   r.predicted_gain = (std::isfinite(old_score) && p.score > 0) ? old_score / p.score - 1.0 : INFINITY;
   const bool differs = !has_current_ || !same_layout(current_, p.spec);
   bool take = false;
-  switch (policy) {
+  switch (job.policy) {
     case SwapPolicy::always: take = true; break;
     case SwapPolicy::if_different: take = differs; break;
     case SwapPolicy::if_gain: take = differs && r.predicted_gain > drift_.options().min_gain; break;
@@ -126,7 +195,7 @@ std::optional<ReplanDecision> ReplanController::replan_for(const std::string& ca
   d.planned_for = target;
   if (!take) {
     r.swapped = false;
-    r.pause_s = hw::now_s() - t0;
+    r.pause_s = hw::now_s() - job.t0;
     add_record(r);
     planned_for_ = target;  // later operator re-plans start from what the stream looks like now
     drift_.rebase(target, next_request_);  // the current plan stands for these characteristics

@@ -65,6 +65,34 @@ class ReplanController {
   // Request `seq` (submission order, before it runs): drift, or a re-check the planner asks for,
   // re-plans under the hysteresis. Never throws (no plan: the current one stands, recorded).
   std::optional<ReplanDecision> on_request(const Characteristics& c, std::uint64_t seq);
+  // The same checks without the solve, for re-planning beside the pipeline: a job to solve
+  // (solve(), no lock needed, then complete() under the caller's lock), or nothing. While a job
+  // is out, no other is started (a signal meanwhile is dropped; the detector signals again).
+  struct PlanJob {
+    std::string cause, detail;
+    Characteristics target;
+    SwapPolicy policy = SwapPolicy::if_gain;
+    // What the plan is made against (a job finished after any of them changed is stale).
+    std::shared_ptr<Planner> planner;
+    std::string mode;
+    std::set<std::string> left_out;
+    bool has_current = false;
+    PipelineSpec current;
+    std::uint64_t epoch = 0;
+    double t0 = 0.0;  // when the re-plan began
+    // Filled by solve().
+    std::optional<PlannedPipeline> plan;
+    std::string error;
+    double old_score = 0.0;
+  };
+  std::optional<PlanJob> on_request_job(const Characteristics& c, std::uint64_t seq);
+  // The planner's part of a job, touching no controller state (the planner guards its own).
+  static void solve(PlanJob& job);
+  // The decision for a solved job, as on_request would have made it; std::nullopt when the job is
+  // stale (epoch, mode or left-out devices changed while it was solved: recorded, not applied).
+  std::optional<ReplanDecision> complete(PlanJob job);
+  bool job_out() const { return job_out_; }
+
   // A finished request's stage times against the plan's (stage-time drift; failed ones ignored).
   void on_request_done(const RequestEvent& e);
 
@@ -108,6 +136,16 @@ class ReplanController {
  private:
   std::optional<ReplanDecision> replan_for(const std::string& cause, const std::string& detail,
                                            const Characteristics& target, SwapPolicy policy);
+  PlanJob begin(const std::string& cause, const std::string& detail, const Characteristics& target,
+                SwapPolicy policy) const;
+  // complete() for a job that is not stale; throws (recorded) as replan does.
+  std::optional<ReplanDecision> decide(PlanJob job);
+  // Drift or the planner's re-check for request `seq`: (cause, detail, target), or nothing.
+  struct Trigger {
+    std::string cause, detail;
+    Characteristics target;
+  };
+  std::optional<Trigger> check(const Characteristics& c, std::uint64_t seq);
   std::set<std::string> left_out() const;  // failed + drained
   void add_record(const ReplanRecord& r);
 
@@ -122,6 +160,7 @@ class ReplanController {
   std::string label_;
   std::uint64_t epoch_ = 0;
   std::uint64_t next_request_ = 0;  // the index a re-plan now is recorded at
+  bool job_out_ = false;            // a PlanJob is being solved beside the pipeline
   std::deque<ReplanRecord> records_;
   std::map<std::pair<std::string, bool>, std::uint64_t> counts_;
   Swaps swaps_;

@@ -4,6 +4,8 @@
 
 #include <algorithm>
 #include <atomic>
+#include <condition_variable>
+#include <future>
 #include <mutex>
 #include <thread>
 
@@ -182,6 +184,7 @@ TEST(RtEngine, DriftReplansWithCause) {
   o.drift.sustain = 4;
   o.drift.min_requests_between = 4;
   o.drift.min_gain = 0.0;
+  o.replan_beside = false;  // the swap serves the detecting request: at_request is exact
   Engine e(m, std::make_shared<SchedPlanner>(m, sys), Request::gnn(small, HostTensor::shape_only(20000, 128)).characteristics(), o);
   for (int i = 0; i < 10; ++i) e.submit(Request::gnn(small, HostTensor::shape_only(20000, 128)));
   for (int i = 0; i < 10; ++i) e.submit(Request::gnn(large, HostTensor::shape_only(400000, 128)));
@@ -198,6 +201,84 @@ TEST(RtEngine, DriftReplansWithCause) {
   }
   EXPECT_TRUE(drift);
   EXPECT_EQ(e.stats().completed, 20u);
+}
+
+// A planner whose drift solves block until released: requests submitted while it is stuck are
+// queued and answered on the current plan; the swap lands once the solve returns.
+class StallingPlanner final : public Planner {
+ public:
+  explicit StallingPlanner(std::shared_ptr<Planner> real) : real_(std::move(real)) {}
+  PlannedPipeline plan(const Characteristics& c, const std::string& mode, const std::set<std::string>& ex) override {
+    {
+      std::unique_lock lock(mu_);
+      ++calls_;
+      cv_.notify_all();
+      cv_.wait(lock, [&] { return !stalled_; });
+    }
+    return real_->plan(c, mode, ex);
+  }
+  double predict_period_s(const PipelineSpec& s, const Characteristics& c) override { return real_->predict_period_s(s, c); }
+  double predict_score(const PipelineSpec& s, const Characteristics& c, const std::string& m) override {
+    return real_->predict_score(s, c, m);
+  }
+  void stall(bool on) {
+    std::lock_guard lock(mu_);
+    stalled_ = on;
+    cv_.notify_all();
+  }
+  bool wait_calls(int n) {
+    std::unique_lock lock(mu_);
+    return cv_.wait_for(lock, std::chrono::seconds(60), [&] { return calls_ >= n; });
+  }
+
+ private:
+  std::shared_ptr<Planner> real_;
+  std::mutex mu_;
+  std::condition_variable cv_;
+  bool stalled_ = false;
+  int calls_ = 0;
+};
+
+TEST(RtEngine, RequestsKeepFlowingWhileTheDriftSolveIsStuck) {
+  auto sys = testing::emu_system(2, 3, true);
+  Model m = Model::gcn({.layers = 2, .in_features = 128, .hidden = 128, .materialize_weights = false});
+  auto small = Graph::shape_only(20000, 200000);
+  auto large = Graph::shape_only(400000, 40000000);
+  auto planner = std::make_shared<StallingPlanner>(std::make_shared<SchedPlanner>(m, sys));
+  EngineOptions o;
+  o.drift.sustain = 4;
+  o.drift.min_requests_between = 4;
+  o.drift.min_gain = 0.0;
+  Engine e(m, planner, Request::gnn(small, HostTensor::shape_only(20000, 128)).characteristics(), o);
+  ASSERT_TRUE(planner->wait_calls(1));  // the first plan
+  const std::string first = e.current_label();
+  std::vector<std::future<HostTensor>> answers;
+  for (int i = 0; i < 10; ++i) answers.push_back(e.submit(Request::gnn(small, HostTensor::shape_only(20000, 128))));
+  planner->stall(true);
+  for (int i = 0; i < 4; ++i) answers.push_back(e.submit(Request::gnn(large, HostTensor::shape_only(400000, 128))));
+  // The drift solve started on the 4th large request, and is stuck.
+  const bool started = planner->wait_calls(2);
+  if (!started) planner->stall(false);
+  ASSERT_TRUE(started) << "no drift solve was started";
+  // 40 more requests are submitted and answered while it is stuck, on the first plan.
+  for (int i = 0; i < 40; ++i) answers.push_back(e.submit(Request::gnn(large, HostTensor::shape_only(400000, 128))));
+  for (auto& f : answers) EXPECT_EQ(f.wait_for(std::chrono::seconds(60)), std::future_status::ready);
+  EXPECT_EQ(e.stats().completed, 54u);
+  EXPECT_EQ(e.current_label(), first);
+  EXPECT_EQ(e.epoch(), 1u);
+  planner->stall(false);
+  e.wait_replans();
+  bool swapped = false;
+  for (const auto& r : e.replans()) {
+    if (r.cause != "drift") continue;
+    swapped = r.swapped;
+    EXPECT_GE(r.at_request, 54u);  // it serves the requests submitted after it landed
+    EXPECT_LT(r.pause_s, 5.0);     // building the pipeline, not the stuck solve
+  }
+  EXPECT_TRUE(swapped);
+  EXPECT_NE(e.current_label(), first);
+  e.submit(Request::gnn(large, HostTensor::shape_only(400000, 128))).get();
+  EXPECT_EQ(e.stats().completed, 55u);
 }
 
 TEST(RtEngine, ModeChangeReplans) {
