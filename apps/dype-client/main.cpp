@@ -145,23 +145,39 @@ int run_stream(const Endpoint& ep, Protocol protocol, const std::string& model, 
   std::vector<std::thread> ts;
   for (int i = 0; i < concurrency; ++i) ts.emplace_back(worker);
   std::atomic<bool> done{false};
+  // Per plan epoch: the requests answered and the time spent while it served (sampled every
+  // 100 ms at the client), so each re-plan's throughput change is measured, not predicted.
+  struct EpochSpan {
+    long epoch = -1;
+    std::string label;
+    int answered = 0;
+    double seconds = 0.0;
+  };
+  std::vector<EpochSpan> spans;
   std::thread live([&] {
-    int last = 0;
+    int last = 0, sampled = 0;
     long last_epoch = epoch0;
-    auto tick = Clock::now();
-    while (!done.load()) {
-      tick += std::chrono::seconds(1);
-      while (!done.load() && Clock::now() < tick) std::this_thread::sleep_for(std::chrono::milliseconds(50));
-      if (done.load()) break;
+    auto tick = Clock::now(), sample_t = start;
+    for (int n = 1; !done.load(); ++n) {
+      const auto next_sample = start + std::chrono::milliseconds(100 * n);
+      while (!done.load() && Clock::now() < next_sample) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+      const auto now_t = Clock::now();
       const int now = ok.load();
+      std::string label;
+      const long e = plan_epoch(ep, model, &label);
+      if (spans.empty() || spans.back().epoch != e) spans.push_back({e, label, 0, 0.0});
+      spans.back().answered += now - sampled;
+      spans.back().seconds += std::chrono::duration<double>(now_t - sample_t).count();
+      sampled = now;
+      sample_t = now_t;
+      if (done.load() || now_t < tick + std::chrono::seconds(1)) continue;
+      tick += std::chrono::seconds(1);
       std::vector<double> snapshot;
       {
         std::lock_guard lock(mu);
         snapshot = lat_ms;
       }
-      std::string label;
-      const long e = plan_epoch(ep, model, &label);
-      std::cout << "[" << std::chrono::duration<double>(Clock::now() - start).count() << " s] " << now - last
+      std::cout << "[" << std::chrono::duration<double>(now_t - start).count() << " s] " << now - last
                 << " req/s, p50 " << percentile(snapshot, 0.5) << " ms, p99 " << percentile(snapshot, 0.99)
                 << " ms, plan epoch " << e << " " << label << (e != last_epoch ? " (changed)" : "") << "\n"
                 << std::flush;
@@ -178,6 +194,13 @@ int run_stream(const Endpoint& ep, Protocol protocol, const std::string& model, 
             << " ok, " << failed << " failed in " << wall << " s, " << ok / wall << " req/s, p50 "
             << percentile(lat_ms, 0.5) << " ms, p99 " << percentile(lat_ms, 0.99) << " ms, plan changes "
             << (epoch0 >= 0 && epoch1 >= 0 ? std::to_string(epoch1 - epoch0) : "unknown") << "\n";
+  if (spans.size() > 1 || (spans.size() == 1 && spans[0].epoch >= 0)) {
+    for (const EpochSpan& sp : spans) {
+      if (sp.seconds <= 0) continue;
+      std::cout << "  plan epoch " << sp.epoch << " " << sp.label << ": " << sp.answered << " answered in " << sp.seconds
+                << " s, " << sp.answered / sp.seconds << " req/s (measured)\n";
+    }
+  }
   for (const auto& [e, n] : errors) std::cout << "  " << n << " x " << e << "\n";
   return failed == 0 ? 0 : 2;
 }
