@@ -7,18 +7,23 @@
 //
 //   ./build/release/bench/bench_prediction                    # the summary table
 //   ./build/release/bench/bench_prediction --worst 5          # and each case's 5 worst plans
+//   ./build/release/bench/bench_prediction --worst 2 --stages # with each stage's predicted and modelled times
 //   ./build/release/bench/bench_prediction --systems pcie4 --datasets S1,ogbn-arxiv
 #include <algorithm>
 #include <cmath>
+#include <memory>
+#include <mutex>
 #include <cstdio>
 #include <sstream>
 #include <string>
 #include <vector>
 
+#include "hw/emu/emu_device.h"
 #include "hw/system.h"
 #include "hw/system_config.h"
 #include "kernels/graph/generators.h"
 #include "runtime/host_memory.h"
+#include "runtime/observer.h"
 #include "runtime/pipeline.h"
 #include "runtime/planner.h"
 #include "scheduler/cost_tables.h"
@@ -44,11 +49,94 @@ std::vector<std::string> split(const std::string& s) {
   return out;
 }
 
+// Every emulated device back to time 0, so each plan's timeline starts from idle devices (a
+// device left ahead by the previous plan would hide this plan's bottleneck).
+void reset_clocks(hw::System& sys) {
+  for (hw::Device* d : sys.devices())
+    if (auto* emu = dynamic_cast<hw::EmuDevice*>(d)) emu->reset_clock();
+}
+
 struct PlanError {
   std::string mnemonic;
   double predicted_s = 0.0, runtime_s = 0.0;
+  sched::Plan plan;
   double error() const { return predicted_s / runtime_s - 1.0; }
 };
+
+// The stage events of the last of a few identical requests (modelled busy span per stage).
+class LastRequest final : public rt::Observer {
+ public:
+  void on_stage(const rt::StageEvent& e) override {
+    std::lock_guard lock(mu_);
+    if (e.seq >= last_seq_) {
+      if (e.seq > last_seq_) stages_.clear();
+      last_seq_ = e.seq;
+      stages_.push_back(e);
+    }
+  }
+  bool wants_kernel_timings() const override { return true; }
+  std::vector<rt::StageEvent> stages() {
+    std::lock_guard lock(mu_);
+    std::sort(stages_.begin(), stages_.end(), [](const auto& a, const auto& b) { return a.stage < b.stage; });
+    return stages_;
+  }
+
+ private:
+  std::mutex mu_;
+  std::uint64_t last_seq_ = 0;
+  std::vector<rt::StageEvent> stages_;
+};
+
+// Predicted compute / in / out per stage beside what the emulated pipeline spent on it.
+void print_stages(const rt::Model& m, const PlanError& e, hw::System& sys, const rt::Request& req) {
+  LastRequest obs;
+  reset_clocks(sys);
+  constexpr int kRequests = 4;
+  rt::PipelineOptions o;
+  o.preload_graph = req.graph();
+  o.observers = {&obs};
+  {
+    rt::Pipeline p(m, rt::to_pipeline_spec(e.plan, sys, {}), o);
+    auto shared = std::make_shared<const rt::Request>(req);
+    for (int i = 0; i < kRequests; ++i) {
+      rt::Job j;
+      j.seq = static_cast<std::uint64_t>(i);
+      j.request = shared;
+      j.done = [](rt::Completion&&) {};
+      p.submit(std::move(j));
+    }
+    p.close();
+    p.join();
+  }
+  const auto ev = obs.stages();
+  // Each device's transfer busy time per request (its copies and host legs), from its energy account.
+  std::string xfer;
+  for (const hw::Device* d : sys.devices()) {
+    const auto e = d->energy();
+    const double w = d->info().power.transfer_w;
+    if (!e || w <= 0 || e->transfer_j <= 0) continue;
+    char buf[96];
+    std::snprintf(buf, sizeof buf, " %s %.3f", d->name().c_str(), e->transfer_j / w / kRequests * 1e3);
+    xfer += buf;
+  }
+  std::printf("      transfer busy per request, ms:%s\n", xfer.c_str());
+  for (std::size_t s = 0; s < e.plan.stages.size(); ++s) {
+    const auto& st = e.plan.stages[s];
+    double kernels_s = 0.0;
+    std::string devices;
+    double busy = -1.0;
+    if (s < ev.size()) {
+      for (const auto& k : ev[s].kernels) kernels_s += k.seconds;
+      devices = ev[s].devices;
+      busy = ev[s].modelled_end_s - ev[s].modelled_start_s;
+    }
+    std::printf("      stage %zu kernels %d-%d on %-22s predicted compute %.3f + in %.3f + out %.3f = %.3f ms; "
+                "pipeline: stage span %.3f ms, kernel launches %.3f ms\n",
+                s + 1, st.first, st.last, devices.c_str(), st.compute_s * 1e3, st.transfer_in_s * 1e3,
+                st.transfer_out_s * 1e3, (st.compute_s + st.transfer_in_s + st.transfer_out_s) * 1e3, busy * 1e3,
+                kernels_s * 1e3);
+  }
+}
 
 }  // namespace
 
@@ -57,8 +145,13 @@ int main(int argc, char** argv) {
   std::vector<std::string> systems = {"pcie4", "pcie5", "cxl3"};
   std::vector<std::string> datasets;
   int worst = 0;
+  bool stages = false;
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
+    if (a == "--stages") {
+      stages = true;
+      continue;
+    }
     if (i + 1 >= argc) {
       std::fprintf(stderr, "%s needs a value\n", a.c_str());
       return 2;
@@ -68,7 +161,7 @@ int main(int argc, char** argv) {
     else if (a == "--datasets") datasets = split(v);
     else if (a == "--worst") worst = std::stoi(v);
     else {
-      std::fprintf(stderr, "unknown argument %s (--systems, --datasets, --worst)\n", a.c_str());
+      std::fprintf(stderr, "unknown argument %s (--systems, --datasets, --worst, --stages)\n", a.c_str());
       return 2;
     }
   }
@@ -100,8 +193,9 @@ int main(int argc, char** argv) {
         for (const auto& e : sched::enumerate_plans(tables)) {
           const sched::Plan p = sched::evaluate(e.stages, tables);
           if (!(p.period_s < sched::kInf)) continue;
-          const double rt_s = rt::modelled_period_s(m, rt::to_pipeline_spec(p, sys, {}), req, 2, 6);
-          errs.push_back({p.mnemonic, p.period_s, rt_s});
+          reset_clocks(sys);
+          const double rt_s = rt::modelled_period_s(m, rt::to_pipeline_spec(p, sys, {}), req, 8, 32);
+          errs.push_back({p.mnemonic, p.period_s, rt_s, p});
         }
         if (errs.empty()) continue;
         std::vector<double> e;
@@ -122,9 +216,11 @@ int main(int argc, char** argv) {
         if (worst > 0) {
           std::sort(errs.begin(), errs.end(),
                     [](const PlanError& a, const PlanError& b) { return std::abs(a.error()) > std::abs(b.error()); });
-          for (int i = 0; i < worst && i < static_cast<int>(errs.size()); ++i)
+          for (int i = 0; i < worst && i < static_cast<int>(errs.size()); ++i) {
             std::printf("    %-12s predicted %.3f ms, runtime %.3f ms (%+.1f%%)\n", errs[i].mnemonic.c_str(),
                         errs[i].predicted_s * 1e3, errs[i].runtime_s * 1e3, 100 * errs[i].error());
+            if (stages) print_stages(m, errs[static_cast<std::size_t>(i)], sys, req);
+          }
         }
         std::fflush(stdout);
       }

@@ -266,6 +266,19 @@ sched::Footprint RuntimeCostModel::footprint(int first, int last, sched::DeviceG
 }
 
 double RuntimeCostModel::transfer_time_s(int k, sched::DeviceGroup from, sched::DeviceGroup to) const {
+  const Handoff h = handoff(k, from, to);
+  return std::max(h.out_s, h.in_s);
+}
+
+double RuntimeCostModel::transfer_out_s(int k, sched::DeviceGroup from, sched::DeviceGroup to) const {
+  return handoff(k, from, to).out_s;
+}
+
+double RuntimeCostModel::transfer_in_s(int k, sched::DeviceGroup from, sched::DeviceGroup to) const {
+  return handoff(k, from, to).in_s;
+}
+
+RuntimeCostModel::Handoff RuntimeCostModel::handoff(int k, sched::DeviceGroup from, sched::DeviceGroup to) const {
   const Group& a = group(from);
   Group b_other;
   if (from.kind == to.kind) {
@@ -285,15 +298,17 @@ double RuntimeCostModel::transfer_time_s(int k, sched::DeviceGroup from, sched::
   for (const Step& s : model_.steps()) has_spmm |= s.op == kernels::OpKind::spmm;
   if (from.count == 1 && (to.count == 1 || next == kernels::OpKind::spmm)) {
     // Every destination needs the whole tensor, which one source shard holds: one peer copy per
-    // destination device, one after the other on the source.
-    double t = 0.0;
+    // destination device, one after the other on the source; each destination is busy for its own.
+    Handoff h;
     const auto per = static_cast<std::size_t>(bytes / nt);
     for (std::size_t j = 0; j < b.topo.size() && !a.topo.empty(); ++j) {
       const int s = a.topo[0], d = b.topo[j];
       if (s < 0 || d < 0) continue;
-      t += nt * topo_.estimate(std::span<const int>(&s, 1), std::span<const int>(&d, 1), per).time_s;
+      const double c = nt * topo_.estimate(std::span<const int>(&s, 1), std::span<const int>(&d, 1), per).time_s;
+      h.out_s += c;
+      h.in_s = std::max(h.in_s, c);
     }
-    return t;
+    return h;
   }
   if (from.count == to.count && next_row_local && !has_spmm) {
     double t = 0.0;
@@ -303,9 +318,15 @@ double RuntimeCostModel::transfer_time_s(int k, sched::DeviceGroup from, sched::
       if (s < 0 || d < 0) continue;
       t = std::max(t, nt * topo_.estimate(std::span<const int>(&s, 1), std::span<const int>(&d, 1), per).time_s);
     }
-    return t;
+    return {t, t};
   }
-  return std::max(up_s(a, bytes / from.count, nt), down_s(b, need_bytes(k + 1, to.count), nt));
+  // Through host memory: the sources' up leg, then the destinations' down leg. With equal counts
+  // the two stages' row splits may still coincide (both by nnz, or a shape-only graph whose nnz
+  // split is even), and the transfer engine then copies shard to shard through host memory, a
+  // copy that occupies both ends for its whole time: charge both sides the longer leg.
+  const double up = up_s(a, bytes / from.count, nt), down = down_s(b, need_bytes(k + 1, to.count), nt);
+  if (from.count == to.count) return {std::max(up, down), std::max(up, down)};
+  return {up, down};
 }
 
 RuntimeCostModel SchedPlanner::cost_model(const sched::SystemSpec& spec, const Characteristics& c,

@@ -80,8 +80,10 @@ using KernelTimeFn = std::function<double(const hw::Device&, const kernels::OpSh
 //    other (P2P when the topology allows, else host-staged; a copy occupies both ends); equal
 //    counts with the same row split and a row-local next kernel copy shard to shard; anything else is
 //    gathered through host memory (rows up on the source devices, the rows each destination
-//    needs down on it). The scheduler charges one X to both sides, so a staged hand-off costs
-//    max(up leg, down leg): each side's own leg is at most that.
+//    needs down on it). Each side is charged its own part (transfer_out_s / transfer_in_s): the
+//    sender every copy it makes or its up leg, each receiver its own copy or its down leg; with
+//    equal counts both sides the longer leg (the row splits may coincide, and the engine then
+//    copies shard to shard through host memory, occupying both ends).
 // Exchange legs are counted as compute for the energy figure (the device is busy either way).
 class RuntimeCostModel : public sched::CostModel {
  public:
@@ -91,7 +93,11 @@ class RuntimeCostModel : public sched::CostModel {
   int num_kernels() const override { return n_; }
   double compute_time_s(int first, int last, sched::DeviceGroup group) const override;
   double output_bytes(int k) const override { return out_[static_cast<std::size_t>(k)]; }
+  // The larger side of the hand-off (the symmetric figure of the paper's Algorithm 1).
   double transfer_time_s(int k, sched::DeviceGroup from, sched::DeviceGroup to) const override;
+  // Each side's own time: what the transfer engine occupies the sending and receiving devices for.
+  double transfer_out_s(int k, sched::DeviceGroup from, sched::DeviceGroup to) const override;
+  double transfer_in_s(int k, sched::DeviceGroup from, sched::DeviceGroup to) const override;
   sched::Footprint footprint(int first, int last, sched::DeviceGroup group) const override;
   double execute_w(int first, int last, sched::DeviceGroup group) const override;
 
@@ -105,6 +111,10 @@ class RuntimeCostModel : public sched::CostModel {
     double download_s = 0.0;               // devices -> host, the last kernel's output
   };
   const Group& group(sched::DeviceGroup g) const;
+  struct Handoff {
+    double out_s = 0.0, in_s = 0.0;
+  };
+  Handoff handoff(int k, sched::DeviceGroup from, sched::DeviceGroup to) const;
   double up_s(const Group& g, double bytes_per_device, int tensors) const;
   double down_s(const Group& g, double bytes_per_device, int tensors) const;
   // Bytes one device of a c-device stage must hold of kernel k's input (rows it needs).

@@ -44,6 +44,13 @@ class CostModel {
   virtual double output_bytes(int k) const = 0;
   // f_comm for the output of kernel `k` between adjacent stages.
   virtual double transfer_time_s(int k, DeviceGroup from, DeviceGroup to) const = 0;
+  // The same hand-off split by side: how long it occupies the sending stage's devices (out) and
+  // the receiving stage's (in). A transfer through host memory occupies the sender for its up leg
+  // and the receiver for its down leg; one device sending to several pays every copy, each
+  // receiver its own. Both default to transfer_time_s: the paper's Algorithm 1 charges one X to
+  // both stages.
+  virtual double transfer_out_s(int k, DeviceGroup from, DeviceGroup to) const { return transfer_time_s(k, from, to); }
+  virtual double transfer_in_s(int k, DeviceGroup from, DeviceGroup to) const { return transfer_time_s(k, from, to); }
   // Per-device power while `group` runs kernels [first, last] (watts): each kernel's execute power
   // (paper Table II: the U280 draws 55 W dynamic for SpMM, 50.2 W for window attention) weighted
   // by its time. Negative: the kind's one figure (PowerStates::exec_w).

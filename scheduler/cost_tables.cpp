@@ -73,12 +73,14 @@ CostTables::CostTables(const SystemSpec& system, const CostModel& model, const S
       }
     }
   }
-  transfer_.assign(n > 1 ? (n - 1) * kcs_ * kcs_ : 0, 0.0);
+  xout_.assign(n > 1 ? (n - 1) * kcs_ * kcs_ : 0, 0.0);
+  xin_.assign(xout_.size(), 0.0);
   for (int k = 0; k + 1 < n_; ++k) {
     for (std::size_t a = 0; a < kcs_; ++a) {
       for (std::size_t b = 0; b < kcs_; ++b) {
-        transfer_[(static_cast<std::size_t>(k) * kcs_ + a) * kcs_ + b] =
-            model.transfer_time_s(k, kc_group_[a], kc_group_[b]);
+        const std::size_t i = (static_cast<std::size_t>(k) * kcs_ + a) * kcs_ + b;
+        xout_[i] = model.transfer_out_s(k, kc_group_[a], kc_group_[b]);
+        xin_[i] = model.transfer_in_s(k, kc_group_[a], kc_group_[b]);
       }
     }
   }
@@ -118,7 +120,8 @@ nlohmann::json CostTables::to_json() const {
         transfer.push_back({{"after_kernel", k},
                             {"from", {names_[kc_group_[a].kind], kc_group_[a].count}},
                             {"to", {names_[kc_group_[b].kind], kc_group_[b].count}},
-                            {"time_s", num(this->transfer(k, a, b))}});
+                            {"out_s", num(transfer_out(k, a, b))},
+                            {"in_s", num(transfer_in(k, a, b))}});
       }
     }
   }

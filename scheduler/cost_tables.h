@@ -37,9 +37,13 @@ class CostTables {
   double compute(int first, int last, int kc) const {
     return compute_[(static_cast<std::size_t>(first) * n_ + last) * kcs_ + kc];
   }
-  // Output of kernel k (0 <= k < n - 1) moved from stage group kc_from to kc_to.
-  double transfer(int k, int kc_from, int kc_to) const {
-    return transfer_[(static_cast<std::size_t>(k) * kcs_ + kc_from) * kcs_ + kc_to];
+  // Output of kernel k (0 <= k < n - 1) moved from stage group kc_from to kc_to: the time it
+  // occupies the sending stage (out) and the receiving one (in); CostModel::transfer_out_s/_in_s.
+  double transfer_out(int k, int kc_from, int kc_to) const {
+    return xout_[(static_cast<std::size_t>(k) * kcs_ + kc_from) * kcs_ + kc_to];
+  }
+  double transfer_in(int k, int kc_from, int kc_to) const {
+    return xin_[(static_cast<std::size_t>(k) * kcs_ + kc_from) * kcs_ + kc_to];
   }
 
   // True when a stage never gets faster by taking one more kernel on either side (compute(a, b + 1)
@@ -86,7 +90,7 @@ class CostTables {
   std::vector<char> letters_;
   std::vector<std::string> names_;
   std::vector<double> compute_;   // n * n * kcs (upper triangle used)
-  std::vector<double> transfer_;  // (n - 1) * kcs * kcs
+  std::vector<double> xout_, xin_;  // (n - 1) * kcs * kcs each
   std::vector<double> entry_, exit_;  // per kc; empty = 0
   std::vector<double> short_;         // like compute_; empty when no range is short of memory
   std::vector<double> exec_w_;        // like compute_; empty when the model gives no per-range power

@@ -55,9 +55,8 @@ Plan evaluate(const std::vector<StageSpec>& specs, const CostTables& tables) {
     st.count = g.count;
     st.compute_s = tables.compute(sp.first, sp.last, sp.kc);
     if (s > 0) {
-      const double x = tables.transfer(sp.first - 1, specs[s - 1].kc, sp.kc);
-      st.transfer_in_s = x;
-      plan.stages.back().transfer_out_s = x;
+      st.transfer_in_s = tables.transfer_in(sp.first - 1, specs[s - 1].kc, sp.kc);
+      plan.stages.back().transfer_out_s = tables.transfer_out(sp.first - 1, specs[s - 1].kc, sp.kc);
     }
     plan.stages.push_back(st);
   }

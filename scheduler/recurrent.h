@@ -55,12 +55,16 @@ class FoldedCostModel : public CostModel {
   double compute_time_s(int first, int last, DeviceGroup group) const override;
   double output_bytes(int k) const override { return base_.output_bytes(k); }  // round 0's
   double transfer_time_s(int k, DeviceGroup from, DeviceGroup to) const override;
+  double transfer_out_s(int k, DeviceGroup from, DeviceGroup to) const override;
+  double transfer_in_s(int k, DeviceGroup from, DeviceGroup to) const override;
   // Every round's kernels on the same devices: their weights add up, the graph rows are shared.
   Footprint footprint(int first, int last, DeviceGroup group) const override;
   // Every round's power weighted by its time.
   double execute_w(int first, int last, DeviceGroup group) const override;
-  // H above: every round's hand-off from the last stage's group back to the first's.
-  double handoff_time_s(DeviceGroup from, DeviceGroup to) const;
+  // H above: every round's hand-off from the last stage's group back to the first's, as it
+  // occupies the last stage (out) and the first (in).
+  double handoff_out_s(DeviceGroup from, DeviceGroup to) const;
+  double handoff_in_s(DeviceGroup from, DeviceGroup to) const;
 
  private:
   const CostModel& base_;

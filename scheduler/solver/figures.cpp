@@ -7,24 +7,23 @@ namespace dype::sched {
 Figures figures(const std::vector<StageSpec>& st, const CostTables& t, bool closed) {
   Figures f;
   const std::size_t n = st.size();
-  std::vector<double> time(n), xin(n), comp(n);
+  std::vector<double> time(n), xin(n), xout(n), comp(n);
   for (std::size_t s = 0; s < n; ++s) {
-    xin[s] = s == 0 ? t.entry(st[0].kc) : t.transfer(st[s].first - 1, st[s - 1].kc, st[s].kc);
+    xin[s] = s == 0 ? t.entry(st[0].kc) : t.transfer_in(st[s].first - 1, st[s - 1].kc, st[s].kc);
+    xout[s] = s + 1 < n ? t.transfer_out(st[s].last, st[s].kc, st[s + 1].kc) : closed ? t.exit(st[s].kc) : 0.0;
     comp[s] = t.compute(st[s].first, st[s].last, st[s].kc);
     f.devices += t.group(st[s].kc).count;
   }
   for (std::size_t s = 0; s < n; ++s) {
-    const double xout = s + 1 < n ? xin[s + 1] : closed ? t.exit(st[s].kc) : 0.0;
-    time[s] = xin[s] + comp[s] + xout;
+    time[s] = xin[s] + comp[s] + xout[s];
     f.period = std::max(f.period, time[s]);
     f.latency += xin[s] + comp[s];
   }
   for (std::size_t s = 0; s < n; ++s) {
     const DeviceGroup g = t.group(st[s].kc);
     const PowerStates& p = t.power(g.kind);
-    const double xout = s + 1 < n ? xin[s + 1] : closed ? t.exit(st[s].kc) : 0.0;
     const double exec_w = t.exec_w(st[s].first, st[s].last, st[s].kc);
-    f.energy += g.count * (exec_w * comp[s] + p.xfer_w * (xin[s] + xout) + p.idle_w * (f.period - time[s]));
+    f.energy += g.count * (exec_w * comp[s] + p.xfer_w * (xin[s] + xout[s]) + p.idle_w * (f.period - time[s]));
   }
   return f;
 }

@@ -9,7 +9,8 @@
 namespace dype::sched::detail {
 
 // Lower bounds on what a label still adds to its final energy, for pruning against a known
-// plan's energy. The final figure is E = a + (open stage's X_out share) + sum over later stages
+// plan's energy (X_out: the sending stage's side of a hand-off, X_in: the receiving one's). The
+// final figure is E = a + (open stage's X_out share) + sum over later stages
 // of c (dE C + dX (X_in + X_out)) + P B(u_final), with d = above idle; as P >= every later
 // stage's own time T = X_in + C + X_out and P >= the label's own M = max(max_t, partial, the
 // period the rest forces), P B(u_final) >= M B(u) + sum over later stages of c p_idle T, so
@@ -45,7 +46,7 @@ void LabelDp::rest_energy_lb() {
     xfer_f[kc] = g.count * p.xfer_w;
     xfer_d[kc] = g.count * (p.xfer_w - p.idle_w);
   }
-  std::vector<double> cf(kcs_), cd(kcs_), xt(static_cast<std::size_t>(kcs_) * kcs_);
+  std::vector<double> cf(kcs_), cd(kcs_), xt(static_cast<std::size_t>(kcs_) * kcs_), xi(xt.size());
   // Innermost loops run over kc, contiguous in the tables, so they vectorise; entries of usages
   // that lack kc's own devices are computed too but never read.
   for (int i = n_ - 1; i >= 0; --i) {
@@ -69,7 +70,7 @@ void LabelDp::rest_energy_lb() {
       }
     }
     if (i == 0) break;
-    transposed_transfers(i - 1, xt);
+    transposed_transfers(i - 1, xt, xi);
     double* wf_i = &w_full[state(i, 0, 0)];
     double* wd_i = &b_->w_delta[state(i, 0, 0)];
     for (int u = 0; u < u_.size; ++u) {
@@ -80,10 +81,11 @@ void LabelDp::rest_energy_lb() {
         if (next[k2] < 0) continue;
         const double v = v_full[static_cast<std::size_t>(next[k2]) * kcs_ + k2];
         if (!(v < kInf)) continue;
-        const double* x = &xt[static_cast<std::size_t>(k2) * kcs_];
+        const double* x = &xt[static_cast<std::size_t>(k2) * kcs_];  // the source's side
+        const double* y = &xi[static_cast<std::size_t>(k2) * kcs_];  // the destination's side
         const double in_w = xfer_f[k2];
         for (int kc = 0; kc < kcs_; ++kc) {
-          const double rest = in_w * x[kc] + v;
+          const double rest = in_w * y[kc] + v;
           wf[kc] = std::min(wf[kc], xfer_f[kc] * x[kc] + rest);
           wd[kc] = std::min(wd[kc], xfer_d[kc] * x[kc] + rest);
         }
@@ -97,7 +99,7 @@ void LabelDp::rest_energy_lb() {
 //   q(i, u, kc): a label there (open stage on kc, kernels [0, i) done) needs partial <= q;
 //   r(i, u, kc): a stage opened at i on kc (u counting its devices) needs its transfer-in <= r.
 // q(n, .) = P; r(i, u, kc) = max_j q(j, u, kc) - C(i, j - 1, kc); q(i, u, kc) = P - the
-// smallest X(i - 1, kc, kc') <= r(i, u + kc', kc'). A label over these bounds has no completion
+// smallest X_out(i - 1, kc, kc') over the kc' with X_in(i - 1, kc, kc') <= r(i, u + kc', kc'). A label over these bounds has no completion
 // under the cap, so dropping it loses nothing; the cap is widened by 1e-8 relative (far above
 // summation-order rounding, so the forward within() tests can never accept what this rejected).
 // Costs about one PeriodSearch check; in the perf tie-break pass at P* nearly every label fails.
@@ -108,7 +110,7 @@ void LabelDp::completion_bounds() {
   b_->q.assign(states, -kInf);
   b_->r.assign(states, -kInf);
   std::fill(b_->q.begin() + static_cast<std::ptrdiff_t>(state(n_, 0, 0)), b_->q.end(), cap);
-  std::vector<double> cost(kcs_), xt(static_cast<std::size_t>(kcs_) * kcs_), best(kcs_);
+  std::vector<double> cost(kcs_), xt(static_cast<std::size_t>(kcs_) * kcs_), xi(xt.size()), best(kcs_);
   // Loops run over (u, kc) innermost, contiguous in the tables, so they vectorise; entries of
   // usages that lack kc's own devices are computed too but never read.
   for (int i = n_ - 1; i >= 0; --i) {
@@ -124,7 +126,7 @@ void LabelDp::completion_bounds() {
       }
     }
     if (i == 0) break;
-    transposed_transfers(i - 1, xt);
+    transposed_transfers(i - 1, xt, xi);
     for (int u = 0; u < u_.size; ++u) {
       std::fill(best.begin(), best.end(), kInf);
       const int* next = &u_.next[static_cast<std::size_t>(u) * kcs_];
@@ -132,7 +134,8 @@ void LabelDp::completion_bounds() {
         if (next[k2] < 0) continue;
         const double room = b_->r[state(i, next[k2], k2)];
         const double* x = &xt[static_cast<std::size_t>(k2) * kcs_];
-        for (int kc = 0; kc < kcs_; ++kc) best[kc] = x[kc] <= room ? std::min(best[kc], x[kc]) : best[kc];
+        const double* y = &xi[static_cast<std::size_t>(k2) * kcs_];
+        for (int kc = 0; kc < kcs_; ++kc) best[kc] = y[kc] <= room ? std::min(best[kc], x[kc]) : best[kc];
       }
       double* q = &b_->q[state(i, u, 0)];
       for (int kc = 0; kc < kcs_; ++kc) q[kc] = best[kc] < kInf ? cap - best[kc] : -kInf;
@@ -157,10 +160,13 @@ int LabelDp::last_range_end(int i, double cap) const {
   return end;
 }
 
-// xt[k2 * kcs + kc] = transfer(k, kc, k2).
-void LabelDp::transposed_transfers(int k, std::vector<double>& xt) const {
+// xo[k2 * kcs + kc] = transfer_out(k, kc, k2), xi[...] = transfer_in(k, kc, k2).
+void LabelDp::transposed_transfers(int k, std::vector<double>& xo, std::vector<double>& xi) const {
   for (int kc = 0; kc < kcs_; ++kc) {
-    for (int k2 = 0; k2 < kcs_; ++k2) xt[static_cast<std::size_t>(k2) * kcs_ + kc] = t_.transfer(k, kc, k2);
+    for (int k2 = 0; k2 < kcs_; ++k2) {
+      xo[static_cast<std::size_t>(k2) * kcs_ + kc] = t_.transfer_out(k, kc, k2);
+      xi[static_cast<std::size_t>(k2) * kcs_ + kc] = t_.transfer_in(k, kc, k2);
+    }
   }
 }
 

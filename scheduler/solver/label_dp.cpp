@@ -163,12 +163,14 @@ void LabelDp::run() {
             const DeviceGroup gp = t_.group(kp);
             const PowerStates& pp = t_.power(gp.kind);
             const double xfer_wp = gp.count * (pp.xfer_w - pp.idle_w);
-            const double x = t_.transfer(ip - 1, kp, kc);
+            // The previous stage closes with its side of the hand-off; this one opens with its own.
+            const double xo = t_.transfer_out(ip - 1, kp, kc);
+            const double x = t_.transfer_in(ip - 1, kp, kc);
             for (int id : lists_[state(ip, u1, kp)]) {
               const Label& l = arena_[id];
-              const Label o{.max_t = std::max(l.max_t, l.partial + x),
+              const Label o{.max_t = std::max(l.max_t, l.partial + xo),
                             .partial = x,
-                            .a = l.a + (xfer_wp + xfer_w) * x,
+                            .a = l.a + xfer_wp * xo + xfer_w * x,
                             .lat = l.lat + x,
                             .parent = id,
                             .first = 0,

@@ -78,7 +78,7 @@ class LabelDp {
   void rest_energy_lb();
   void completion_bounds();
   int last_range_end(int i, double cap) const;
-  void transposed_transfers(int k, std::vector<double>& xt) const;
+  void transposed_transfers(int k, std::vector<double>& xo, std::vector<double>& xi) const;
 
   // label_dp.cpp
   bool within_caps(const Label& l) const;

@@ -88,12 +88,13 @@ PeriodSearch::Check PeriodSearch::check(double p_max) {
           if (!(best_x < kInf)) continue;
         } else {
           for (int kp : live_kp_) {
-            const double x = t_.transfer(ip - 1, kp, kc);
-            const double done = prev[kp] + x;
+            // The previous stage closes with its side of the hand-off; this one opens with its own.
+            const double done = prev[kp] + t_.transfer_out(ip - 1, kp, kc);
             if (done > p_max) {
               v_min = std::min(v_min, done);
               continue;
             }
+            const double x = t_.transfer_in(ip - 1, kp, kc);
             if (x < best_x) {
               best_x = x;
               best_kp = kp;

@@ -60,6 +60,18 @@ double FoldedCostModel::transfer_time_s(int k, DeviceGroup from, DeviceGroup to)
   return t;
 }
 
+double FoldedCostModel::transfer_out_s(int k, DeviceGroup from, DeviceGroup to) const {
+  double t = 0.0;
+  for (int r = 0; r < shape_.rounds; ++r) t += base_.transfer_out_s(k + r * shape_.round_kernels, from, to);
+  return t;
+}
+
+double FoldedCostModel::transfer_in_s(int k, DeviceGroup from, DeviceGroup to) const {
+  double t = 0.0;
+  for (int r = 0; r < shape_.rounds; ++r) t += base_.transfer_in_s(k + r * shape_.round_kernels, from, to);
+  return t;
+}
+
 Footprint FoldedCostModel::footprint(int first, int last, DeviceGroup group) const {
   Footprint f;
   for (int r = 0; r < shape_.rounds; ++r)
@@ -81,9 +93,15 @@ double FoldedCostModel::execute_w(int first, int last, DeviceGroup group) const 
   return time > 0 ? energy / time : -1.0;
 }
 
-double FoldedCostModel::handoff_time_s(DeviceGroup from, DeviceGroup to) const {
+double FoldedCostModel::handoff_out_s(DeviceGroup from, DeviceGroup to) const {
   double t = 0.0;
-  for (int r = 1; r < shape_.rounds; ++r) t += base_.transfer_time_s(r * shape_.round_kernels - 1, from, to);
+  for (int r = 1; r < shape_.rounds; ++r) t += base_.transfer_out_s(r * shape_.round_kernels - 1, from, to);
+  return t;
+}
+
+double FoldedCostModel::handoff_in_s(DeviceGroup from, DeviceGroup to) const {
+  double t = 0.0;
+  for (int r = 1; r < shape_.rounds; ++r) t += base_.transfer_in_s(r * shape_.round_kernels - 1, from, to);
   return t;
 }
 
@@ -100,12 +118,12 @@ SpaceLimits fold_limits(const SpaceLimits& limits, Shape shape) {
   return out;
 }
 
-// Pins the ends of `t` to the pair (kf first, kl last) with the hand-off H(kl -> kf) on both.
+// Pins the ends of `t` to the pair (kf first, kl last) with the hand-off H(kl -> kf): its
+// receiving side on the first stage, its sending side on the last.
 void pin_ends(CostTables& t, const FoldedCostModel& folded, int kf, int kl) {
   std::vector<double> entry(static_cast<std::size_t>(t.num_kc()), kInf), exit = entry;
-  const double h = folded.handoff_time_s(t.group(kl), t.group(kf));
-  entry[static_cast<std::size_t>(kf)] = h;
-  exit[static_cast<std::size_t>(kl)] = h;
+  entry[static_cast<std::size_t>(kf)] = folded.handoff_in_s(t.group(kl), t.group(kf));
+  exit[static_cast<std::size_t>(kl)] = folded.handoff_out_s(t.group(kl), t.group(kf));
   t.set_ends(std::move(entry), std::move(exit));
 }
 

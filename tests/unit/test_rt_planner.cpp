@@ -22,10 +22,10 @@ Request transformer_request(const Model& m, std::int64_t seq_len, std::int64_t w
 }
 
 // Every plan the scheduler can produce for `req`: the planner's predicted period vs the period the
-// pipeline reaches on fresh timing-only emulated devices (both modelled). It must never
-// underestimate (beyond rounding); it may overestimate hand-offs whose two ends are busy for
-// different times (host-staged: up on one side, down on the other; one source copying to several
-// SpMM devices), because the scheduler charges one transfer time to both sides.
+// pipeline reaches on fresh timing-only emulated devices (both modelled). Each side of a hand-off
+// is charged its own time (transfer_out_s / transfer_in_s), so the two agree within 5%; the
+// prediction must never underestimate (beyond rounding): where the runtime may copy shard to
+// shard through host memory (equal counts), both sides are charged the longer leg.
 void expect_cost_model_matches_runtime(const Model& model, const Request& req, const std::string& bitstream) {
   hw::System sys = testing::emu_system(2, 3, true, bitstream);
   SchedPlanner planner(model, sys);
@@ -40,7 +40,7 @@ void expect_cost_model_matches_runtime(const Model& model, const Request& req, c
     const sched::Plan p = sched::evaluate(e.stages, tables);
     hw::System fresh = testing::emu_system(2, 3, true, bitstream);
     const double runtime = modelled_period_s(model, to_pipeline_spec(p, fresh, {}), req, 4, 6);
-    EXPECT_GT(runtime / p.period_s, 0.70) << p.mnemonic << " " << to_json(p).dump();
+    EXPECT_GT(runtime / p.period_s, 0.95) << p.mnemonic << " " << to_json(p).dump();
     EXPECT_LT(runtime / p.period_s, 1.02) << p.mnemonic << " " << to_json(p).dump();
     best_runtime = std::min(best_runtime, runtime);
     if (p.mnemonic == chosen.mnemonic && std::abs(p.period_s - chosen.period_s) <= 1e-12 * p.period_s)
