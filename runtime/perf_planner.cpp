@@ -2,6 +2,8 @@
 
 #include <cmath>
 #include <cstdio>
+#include <filesystem>
+#include <set>
 
 #include "kernels/error.h"
 
@@ -156,6 +158,23 @@ std::vector<perf::ModelStore> PerfModelPlanner::stores() const {
 PerfModelPlanner::Counters PerfModelPlanner::counters() const {
   std::lock_guard lock(mu_);
   return counters_;
+}
+
+
+std::vector<perf::ModelStore> PerfModelPlanner::stores_for(const hw::System& system, const std::string& perfmodels_dir) {
+  std::vector<perf::ModelStore> stores;
+  if (perfmodels_dir.empty()) return stores;
+  const std::filesystem::path dir(perfmodels_dir);
+  std::error_code ec;
+  if (!std::filesystem::is_directory(dir, ec)) throw InputError("perfmodels " + dir.string(), "not a directory");
+  std::set<std::string> seen;
+  for (const hw::Device* d : system.devices()) {
+    const std::string id = device_profile_id(system, *d);
+    if (id.empty() || !seen.insert(id).second) continue;
+    const std::filesystem::path file = dir / (id + ".json");
+    if (std::filesystem::exists(file, ec)) stores.push_back(perf::ModelStore::load(file, id));
+  }
+  return stores;
 }
 
 }  // namespace dype::rt

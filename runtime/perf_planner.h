@@ -48,6 +48,9 @@ class PerfModelPlanner : public SchedPlanner, public Observer {
                    PerfPlannerOptions options = {}, sched::SolverKind solver = sched::SolverKind::exact);
   // perf::ModelStore::load for each file (InputError naming the file and key on bad input).
   static std::vector<perf::ModelStore> load_stores(const std::vector<std::string>& files);
+  // The fitted models in `dir` for the system's device models (<device model>.json), each once;
+  // none when `dir` is empty. InputError when `dir` is not a directory or a file is bad.
+  static std::vector<perf::ModelStore> stores_for(const hw::System& system, const std::string& dir);
 
   PlannedPipeline plan(const Characteristics& c, const std::string& mode,
                        const std::set<std::string>& excluded_devices) override;

@@ -13,6 +13,7 @@
 #include "perfmodel/model_store.h"
 #include "runtime/perf_planner.h"
 #include "runtime/planner.h"
+#include "runtime/schedule_runtime.h"
 
 namespace dype::rt {
 
@@ -61,10 +62,18 @@ ScheduleInputs load_schedule_inputs(const std::string& system_file, const std::s
 
 ScheduleInputs load_schedule_inputs(const std::string& system_file, const sched::ModelConfig& model,
                                     const sched::InputCharacteristics& input, const std::string& perfmodels_dir,
-                                    const FpgaImages* images, const ImageAssignment* assignment) {
+                                    const FpgaImages* images, const ImageAssignment* assignment,
+                                    CostModelChoice cost_model) {
   ScheduleInputs out;
   out.workload = sched::build_workload(model, input);
   const std::string text = read_text(system_file);
+  std::string fallback;
+  if (cost_model == CostModelChoice::runtime && is_device_inventory(text)) {
+    if (auto spec = runtime_model_spec(model, input))
+      return runtime_schedule_inputs(system_file, *spec, input, perfmodels_dir, images, assignment,
+                                     std::move(out.workload));
+    fallback = "; the additive model: the runtime does not run this config's kernel chain";
+  }
   if (!is_device_inventory(text)) {
     out.system = sched::parse_system_spec(text, system_file);
     out.model = std::make_unique<sched::AdditiveCostModel>(
@@ -192,7 +201,7 @@ ScheduleInputs load_schedule_inputs(const std::string& system_file, const sched:
                         ? "device models of " + system_file + " (modelled)"
                         : "fitted perf models in " + perfmodels_dir + " (" + fitted_ids +
                               "), device models of " + system_file + " for the rest (modelled)";
-  out.cost_source += image_source;
+  out.cost_source += image_source + fallback;
   return out;
 }
 

@@ -15,18 +15,32 @@
 //                                      "configs/models/gcn.yaml", {.nodes = 230000, ...});
 //   sched::Plan p = sched::solve(in.system, *in.model, {.objective = sched::Objective::perf});
 #include <memory>
+#include <optional>
 #include <string>
 
 #include "runtime/image_choice.h"
+#include "runtime/model.h"
 #include "scheduler/cost_model.h"
 #include "scheduler/system.h"
 #include "scheduler/workload.h"
 
 namespace dype::rt {
 
+// Which cost model prices the plans of a device inventory:
+//  - runtime: rt::RuntimeCostModel, what dype-serve plans with (shard kernel times, host I/O at
+//    the ends, each side of a hand-off as the transfer engine does it), for model configs whose
+//    kernel chain is one the runtime runs (GCN, GIN, SAGE, the bare transformer block); other
+//    configs fall back to additive, and cost_source says so;
+//  - additive: sched::AdditiveCostModel, the paper's Algorithm 1 cost model (kernel times summed,
+//    an all-gather before a multi-device SpMM, one transfer time X charged to both stages).
+enum class CostModelChoice { additive, runtime };
+
+struct RuntimeParts;  // the system, model and planner a runtime cost model prices against
+
 struct ScheduleInputs {
   sched::SystemSpec system;
   sched::Workload workload;
+  std::shared_ptr<RuntimeParts> runtime;    // before `model`, which refers to it
   std::unique_ptr<sched::CostModel> model;
   std::string cost_source;  // where kernel times come from, for reports
 };
@@ -43,6 +57,11 @@ ScheduleInputs load_schedule_inputs(const std::string& system_file, const std::s
 // image's manifest (modelled); null: the images the file loads.
 ScheduleInputs load_schedule_inputs(const std::string& system_file, const sched::ModelConfig& model,
                                     const sched::InputCharacteristics& input, const std::string& perfmodels_dir = "",
-                                    const FpgaImages* images = nullptr, const ImageAssignment* assignment = nullptr);
+                                    const FpgaImages* images = nullptr, const ImageAssignment* assignment = nullptr,
+                                    CostModelChoice cost_model = CostModelChoice::additive);
+
+// The runtime model a config stands for (timing-only weights), when its kernel chain is one the
+// runtime runs with the same kernels and widths; nullopt otherwise (schedule_runtime.cpp).
+std::optional<ModelSpec> runtime_model_spec(const sched::ModelConfig& config, const sched::InputCharacteristics& input);
 
 }  // namespace dype::rt

@@ -51,6 +51,7 @@ struct Options {
   double skew = 0.0;  // 0: not given (taken from the graph where there is one)
   bool skew_given = false, min_throughput_given = false, max_latency_given = false;
   std::string mode = "perf", solver = "exact", baseline, dump_tables, shapes = "all", images = "choose";
+  std::string cost_model = "runtime";
   double reload_horizon = 1000;
   std::string perfmodels = std::string(DYPE_SOURCE_DIR) + "/configs/perfmodels";
   bool perfmodels_given = false;
@@ -274,7 +275,8 @@ int run(Options o) {
   rt::ImageAssignment loaded;
   for (const auto& opt : images.options) loaded.push_back(opt.loaded);
   if (images.options.size() > 1) assignments = rt::image_assignments(images);
-  rt::ScheduleInputs inputs = rt::load_schedule_inputs(o.system_file, config, in, perfmodels);
+  const rt::CostModelChoice cm = o.cost_model == "additive" ? rt::CostModelChoice::additive : rt::CostModelChoice::runtime;
+  rt::ScheduleInputs inputs = rt::load_schedule_inputs(o.system_file, config, in, perfmodels, nullptr, nullptr, cm);
   if (!o.baseline.empty()) {
     const auto names = sched::baseline_names(inputs.system);
     if (std::find(names.begin(), names.end(), o.baseline) == names.end()) {
@@ -311,8 +313,8 @@ int run(Options o) {
     // One system per assignment (the loaded one as the file says); the best amortised score wins.
     std::vector<rt::ScheduleInputs> systems;
     for (const auto& a : assignments)
-      systems.push_back(a == loaded ? rt::load_schedule_inputs(o.system_file, config, in, perfmodels)
-                                    : rt::load_schedule_inputs(o.system_file, config, in, perfmodels, &images, &a));
+      systems.push_back(a == loaded ? rt::load_schedule_inputs(o.system_file, config, in, perfmodels, nullptr, nullptr, cm)
+                                    : rt::load_schedule_inputs(o.system_file, config, in, perfmodels, &images, &a, cm));
     const int fpga = inputs.system.kind_index("fpga");
     const double p_exec = fpga >= 0 ? inputs.system.kinds[static_cast<std::size_t>(fpga)].power.exec_w : 0.0;
     sched::ObjectiveSpec each = obj;
@@ -424,6 +426,11 @@ int main(int argc, char** argv) {
       ->check(CLI::IsMember({"choose", "loaded"}));
   app.add_option("--reload-horizon", o.reload_horizon,
                  "requests an image reload's time is amortised over (default 1000)");
+  app.add_option("--cost-model", o.cost_model,
+                 "runtime (default): the cost model dype-serve plans with (shard times, host I/O, each side of a "
+                 "hand-off as the transfer engine moves it), for configs the runtime runs; additive: the paper's "
+                 "Algorithm 1 model (summed kernel times, one transfer time charged to both stages)")
+      ->check(CLI::IsMember({"runtime", "additive"}));
   app.add_option("--baseline", o.baseline,
                  "a named baseline plan instead: gpu-only, fpga-only, cpu-only, theoretical-additive, static, fleetrec");
   app.add_flag("--pareto", o.pareto, "also print the Pareto front (throughput, energy, devices)");

@@ -28,22 +28,6 @@ std::vector<ServedModel> default_models() {
 namespace {
 
 // The stores of `dir` for the system's device models (<id>.json); none when dir is empty.
-std::vector<perf::ModelStore> load_perfmodels(const hw::System& system, const std::string& perfmodels_dir) {
-  std::vector<perf::ModelStore> stores;
-  if (perfmodels_dir.empty()) return stores;
-  const std::filesystem::path dir(perfmodels_dir);
-  std::error_code ec;
-  if (!std::filesystem::is_directory(dir, ec)) throw InputError("perfmodels " + dir.string(), "not a directory");
-  std::set<std::string> seen;
-  for (const hw::Device* d : system.devices()) {
-    const std::string id = device_profile_id(system, *d);
-    if (id.empty() || !seen.insert(id).second) continue;
-    const std::filesystem::path file = dir / (id + ".json");
-    if (std::filesystem::exists(file, ec)) stores.push_back(perf::ModelStore::load(file, id));
-  }
-  return stores;
-}
-
 }  // namespace
 
 EngineService::EngineService(EngineServiceOptions options) : options_(std::move(options)) {
@@ -52,7 +36,7 @@ EngineService::EngineService(EngineServiceOptions options) : options_(std::move(
                                              : hw::System::from_config(hw::load_system_config(options_.system_config)));
   if (options_.models.empty()) options_.models = default_models();
   mode_ = options_.mode;
-  stores_ = load_perfmodels(*system_, options_.perfmodels_dir);
+  stores_ = PerfModelPlanner::stores_for(*system_, options_.perfmodels_dir);
   // A model that cannot be planned on this system (a kernel no device runs) is reported and left
   // out; the others serve. Nothing to serve at all is an error.
   std::string failed;

@@ -1,0 +1,38 @@
+#pragma once
+// The runtime cost model behind dype-schedule (schedule_inputs.h, CostModelChoice::runtime): the
+// model config read as the runtime model it stands for, priced by rt::RuntimeCostModel on the
+// system file's devices with the planner dype-serve would build (fitted performance models where
+// the folder has them), so dype-schedule says what the daemon will do.
+//
+//   auto spec = rt::runtime_model_spec(sched::load_model_config("configs/models/gcn.yaml"), in);
+//   rt::ScheduleInputs si = rt::runtime_schedule_inputs("configs/systems/paper-testbed-pcie4.yaml", *spec, in, "", ...);
+#include <memory>
+#include <optional>
+#include <string>
+
+#include "hw/system.h"
+#include "perfmodel/model_store.h"
+#include "runtime/image_choice.h"
+#include "runtime/model.h"
+#include "runtime/planner.h"
+#include "runtime/schedule_inputs.h"
+
+namespace dype::rt {
+
+struct RuntimeParts {
+  std::unique_ptr<hw::System> system;
+  std::unique_ptr<Model> model;
+  std::shared_ptr<SchedPlanner> planner;  // a PerfModelPlanner when fitted models were found
+};
+
+// The characteristics a request with these input characteristics would carry.
+Characteristics runtime_characteristics(const sched::InputCharacteristics& input);
+
+// Inputs priced by the runtime's cost model. `assignment` (with `images`): as if the FPGAs held
+// those images (assign_images: an FPGA keeps an image it holds), timed from their manifests.
+ScheduleInputs runtime_schedule_inputs(const std::string& system_file, const ModelSpec& spec,
+                                       const sched::InputCharacteristics& input, const std::string& perfmodels_dir,
+                                       const FpgaImages* images, const ImageAssignment* assignment,
+                                       sched::Workload workload);
+
+}  // namespace dype::rt
