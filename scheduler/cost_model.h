@@ -51,6 +51,17 @@ class CostModel {
   // both stages.
   virtual double transfer_out_s(int k, DeviceGroup from, DeviceGroup to) const { return transfer_time_s(k, from, to); }
   virtual double transfer_in_s(int k, DeviceGroup from, DeviceGroup to) const { return transfer_time_s(k, from, to); }
+  // The request's input from host memory to a first stage on `group`, and the result back from a
+  // last stage on it, where the model counts them (RuntimeCostModel: part of those stages'
+  // compute_time_s, reported apart so the dumped tables show them); 0 when the model has none.
+  virtual double host_input_s(DeviceGroup group) const {
+    (void)group;
+    return 0.0;
+  }
+  virtual double host_output_s(DeviceGroup group) const {
+    (void)group;
+    return 0.0;
+  }
   // Per-device power while `group` runs kernels [first, last] (watts): each kernel's execute power
   // (paper Table II: the U280 draws 55 W dynamic for SpMM, 50.2 W for window attention) weighted
   // by its time. Negative: the kind's one figure (PowerStates::exec_w).

@@ -73,6 +73,10 @@ CostTables::CostTables(const SystemSpec& system, const CostModel& model, const S
       }
     }
   }
+  for (std::size_t kc = 0; kc < kcs_; ++kc) {
+    host_in_.push_back(model.host_input_s(kc_group_[kc]));
+    host_out_.push_back(model.host_output_s(kc_group_[kc]));
+  }
   xout_.assign(n > 1 ? (n - 1) * kcs_ * kcs_ : 0, 0.0);
   xin_.assign(xout_.size(), 0.0);
   for (int k = 0; k + 1 < n_; ++k) {
@@ -125,8 +129,17 @@ nlohmann::json CostTables::to_json() const {
       }
     }
   }
+  // Host memory legs at the pipeline's ends, already inside the first and last kernels' compute.
+  json host_io = json::array();
+  for (int kc = 0; kc < num_kc(); ++kc) {
+    host_io.push_back({{"kind", names_[kc_group_[kc].kind]},
+                       {"count", kc_group_[kc].count},
+                       {"input_s", num(host_in_[static_cast<std::size_t>(kc)])},
+                       {"output_s", num(host_out_[static_cast<std::size_t>(kc)])},
+                       {"included_in", "compute of ranges starting at kernel 0 (input) and ending at the last kernel (output)"}});
+  }
   return {{"modelled", true}, {"kernels", n_}, {"kinds", kinds}, {"compute", compute},
-          {"transfer", transfer}};
+          {"transfer", transfer}, {"host_io", host_io}};
 }
 
 }  // namespace dype::sched

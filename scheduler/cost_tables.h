@@ -92,6 +92,7 @@ class CostTables {
   std::vector<double> compute_;   // n * n * kcs (upper triangle used)
   std::vector<double> xout_, xin_;  // (n - 1) * kcs * kcs each
   std::vector<double> entry_, exit_;  // per kc; empty = 0
+  std::vector<double> host_in_, host_out_;  // per kc: CostModel::host_input_s / host_output_s (dump only)
   std::vector<double> short_;         // like compute_; empty when no range is short of memory
   std::vector<double> exec_w_;        // like compute_; empty when the model gives no per-range power
 };

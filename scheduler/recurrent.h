@@ -57,6 +57,9 @@ class FoldedCostModel : public CostModel {
   double transfer_time_s(int k, DeviceGroup from, DeviceGroup to) const override;
   double transfer_out_s(int k, DeviceGroup from, DeviceGroup to) const override;
   double transfer_in_s(int k, DeviceGroup from, DeviceGroup to) const override;
+  // Once per request: the input reaches round 0's first stage, the result leaves the last round.
+  double host_input_s(DeviceGroup g) const override { return base_.host_input_s(g); }
+  double host_output_s(DeviceGroup g) const override { return base_.host_output_s(g); }
   // Every round's kernels on the same devices: their weights add up, the graph rows are shared.
   Footprint footprint(int first, int last, DeviceGroup group) const override;
   // Every round's power weighted by its time.

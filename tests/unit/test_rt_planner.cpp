@@ -2,11 +2,14 @@
 // and the plans it picks.
 #include <gtest/gtest.h>
 
+#include <nlohmann/json.hpp>
+
 #include <algorithm>
 
 #include "runtime/drift.h"
 #include "runtime/pipeline.h"
 #include "runtime/planner.h"
+#include "scheduler/cost_tables.h"
 #include "scheduler/solver.h"
 #include "test_rt_common.h"
 
@@ -130,6 +133,15 @@ TEST(RtPlanner, HostTransfersCountInTheFirstAndLastStage) {
   hw::System fresh = testing::emu_system(1, 0, true);
   const double runtime = modelled_period_s(m, PipelineSpec{{{0, 1, {&fresh.device("gpu0")}, 0.0}}, "1G"}, req, 2, 6);
   EXPECT_NEAR(runtime / p.period_s, 1.0, 0.02);
+  // The dumped tables show the two legs apart (they are inside the 1-range's compute).
+  const auto spec = planner.system_spec({});
+  const auto cm = planner.cost_model(spec, req.characteristics());
+  const nlohmann::json dump = sched::CostTables(spec, cm).to_json();
+  ASSERT_EQ(dump["host_io"].size(), 1u);
+  const double in = dump["host_io"][0]["input_s"].get<double>(), out = dump["host_io"][0]["output_s"].get<double>();
+  EXPECT_NEAR(in, bytes_in / pcie, 0.05 * in);
+  EXPECT_NEAR(out, bytes_out / pcie, 0.05 * out);
+  EXPECT_GT(cm.compute_time_s(0, 1, {0, 1}), in + out);
 }
 
 TEST(RtDrift, StageSamplesFromBeforeARebaseAreIgnored) {
