@@ -91,7 +91,6 @@ class ReplanController {
   // The decision for a solved job, as on_request would have made it; std::nullopt when the job is
   // stale (epoch, mode or left-out devices changed while it was solved: recorded, not applied).
   std::optional<ReplanDecision> complete(PlanJob job);
-  bool job_out() const { return job_out_; }
 
   // A finished request's stage times against the plan's (stage-time drift; failed ones ignored).
   void on_request_done(const RequestEvent& e);

@@ -3,6 +3,7 @@
 #include <cmath>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <optional>
 #include <sstream>
 
@@ -37,10 +38,10 @@ bool is_device_inventory(const std::string& text) {
   return true;  // let the inventory parser report what is missing
 }
 
-// supports(kind, op): whether a kind of `spec` runs the op (an op pinned to "fpga" goes to the
-// first FPGA image kind that runs it when the FPGA kind is split by image).
-template <class Supports>
-void apply_baselines(const hw::SystemConfig& cfg, sched::SystemSpec& spec, Supports supports) {
+}  // namespace
+
+void apply_baselines(const hw::SystemConfig& cfg, sched::SystemSpec& spec,
+                     const std::function<bool(int, kernels::OpKind)>& supports) {
   for (const auto& [op_name, kind_name] : cfg.baseline_op_kind) {
     const auto op = kernels::op_kind_from_string(op_name);
     int kind = spec.kind_index(kind_name);
@@ -52,8 +53,6 @@ void apply_baselines(const hw::SystemConfig& cfg, sched::SystemSpec& spec, Suppo
   }
   spec.static_counts = cfg.baseline_static_counts;
 }
-
-}  // namespace
 
 ScheduleInputs load_schedule_inputs(const std::string& system_file, const std::string& model_file,
                                     const sched::InputCharacteristics& input, const std::string& perfmodels_dir) {

@@ -114,22 +114,13 @@ ScheduleInputs runtime_schedule_inputs(const std::string& system_file, const Mod
   }
   out.system = parts->planner->system_spec({}, what_if);
   out.system.name = cfg.name;
-  // Baseline pins (`baselines:` in the system file): an op pinned to "fpga" goes to the first
-  // FPGA kind that runs it when the FPGAs are split by image.
+  // Baseline pins (`baselines:` in the system file), by the planning kinds the spec was built from.
   const auto kinds = planning_kinds(*parts->system, {}, what_if);
-  auto runs = [&](const PlanningKind& k, kernels::OpKind op) {
+  apply_baselines(cfg, out.system, [&](int t, kernels::OpKind op) {
+    const PlanningKind& k = kinds[static_cast<std::size_t>(t)];
     if (k.manifest) return k.board && hw::emu::model_supports(*k.board, k.manifest, op);
     return k.devices.front()->supports(op);
-  };
-  for (const auto& [op_name, kind_name] : cfg.baseline_op_kind) {
-    const auto op = kernels::op_kind_from_string(op_name);
-    int kind = out.system.kind_index(kind_name);
-    for (int t = 0; kind < 0 && op && t < static_cast<int>(kinds.size()); ++t)
-      if (kinds[static_cast<std::size_t>(t)].name.rfind(kind_name + ":", 0) == 0 && runs(kinds[static_cast<std::size_t>(t)], *op))
-        kind = t;
-    if (op && kind >= 0) out.system.op_kind[static_cast<std::size_t>(*op)] = kind;
-  }
-  out.system.static_counts = cfg.baseline_static_counts;
+  });
   out.model = std::make_unique<RuntimeCostModel>(
       parts->planner->cost_model(out.system, runtime_characteristics(input), {}, what_if));
   out.cost_source = "the runtime's cost model (what dype-serve plans with): " + source + " (modelled)";

@@ -6,11 +6,13 @@
 //
 //   auto spec = rt::runtime_model_spec(sched::load_model_config("configs/models/gcn.yaml"), in);
 //   rt::ScheduleInputs si = rt::runtime_schedule_inputs("configs/systems/paper-testbed-pcie4.yaml", *spec, in, "", ...);
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
 
 #include "hw/system.h"
+#include "hw/system_config.h"
 #include "perfmodel/model_store.h"
 #include "runtime/image_choice.h"
 #include "runtime/model.h"
@@ -24,6 +26,12 @@ struct RuntimeParts {
   std::unique_ptr<Model> model;
   std::shared_ptr<SchedPlanner> planner;  // a PerfModelPlanner when fitted models were found
 };
+
+// The system file's baseline pins (`baselines:`) on `spec`: an op pinned to "fpga" goes to the
+// first FPGA image kind `supports(kind, op)` says runs it when the FPGA kind is split by image
+// (schedule_inputs.cpp; shared by both cost models).
+void apply_baselines(const hw::SystemConfig& cfg, sched::SystemSpec& spec,
+                     const std::function<bool(int, kernels::OpKind)>& supports);
 
 // The characteristics a request with these input characteristics would carry.
 Characteristics runtime_characteristics(const sched::InputCharacteristics& input);
