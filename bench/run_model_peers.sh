@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Full-graph CPU inference of whole GNNs, dype vs PyTorch 1.13 on the same weights, graph,
 # features and thread count (measured, medians of REPS). The graph is real: Debian's package
-# dependency graph from this machine's apt lists (apps/dype-profile/debian_deps_graph.py, ~68k
+# dependency graph from this machine's apt lists (apps/dype-profile/real_graphs.py debian-deps, ~68k
 # nodes, ~300k edges), 128 input features, 128 hidden, 16 classes, 2 layers. For each of GCN,
 # GraphSAGE and GIN: PyTorch's PyG-style message passing (gather/scatter) and its CSR-matmul variant, dype's CPU
 # path, the ratios (target dype >= 2x PyTorch), and dype's answer checked against PyTorch's (1e-4).
@@ -26,7 +26,7 @@ export OMP_NUM_THREADS=$threads OPENBLAS_NUM_THREADS=$threads MKL_NUM_THREADS=$t
 tunables="glibc.malloc.mmap_max=0:glibc.malloc.trim_threshold=1073741824"
 
 graph=${GRAPH:-/tmp/dype-debian-deps.mtx}
-[[ -s "$graph" ]] || "$python" "$root/apps/dype-profile/debian_deps_graph.py" "$graph"
+[[ -s "$graph" ]] || "$python" "$root/apps/dype-profile/real_graphs.py" debian-deps "$graph"
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 status=0

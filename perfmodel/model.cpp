@@ -97,6 +97,13 @@ std::uint64_t shape_key(const OpShape& s) {
   for (std::int64_t v : {static_cast<std::int64_t>(s.kind), s.m, s.k, s.n, s.nnz, s.seq_len, s.window, s.heads, s.head_dim})
     mix(static_cast<std::uint64_t>(v));
   mix(skew_bits);
+  if (s.locality.known()) {
+    for (float v : s.locality.miss) {
+      std::uint32_t bits = 0;
+      std::memcpy(&bits, &v, sizeof bits);
+      mix(bits);
+    }
+  }
   return h == 0 ? 1 : h;
 }
 

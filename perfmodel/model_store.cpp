@@ -109,8 +109,10 @@ json model_to_json(const KernelModel& m) {
   json samples = json::array();
   for (const auto& x : m.samples) {
     const auto& sh = x.shape;
-    samples.push_back({sh.m, sh.k, sh.n, sh.nnz, sh.seq_len, sh.window, sh.heads, sh.head_dim,
-                       sh.degree_skew, x.seconds, x.holdout ? 1 : 0});
+    json row = {sh.m, sh.k, sh.n, sh.nnz, sh.seq_len, sh.window, sh.heads, sh.head_dim,
+                sh.degree_skew, x.seconds, x.holdout ? 1 : 0};
+    if (sh.locality.known()) row.push_back(sh.locality.miss);  // the SpMM miss-ratio curve
+    samples.push_back(std::move(row));
   }
   j["samples"] = samples;
   return j;
@@ -223,7 +225,8 @@ KernelModel model_from_json(const json& j, OpKind kind, DeviceClass cls, const s
     for (std::size_t i = 0; i < ss.size(); ++i) {
       const std::string w = where + ".samples[" + std::to_string(i) + "]";
       const json& x = ss[i];
-      if (!x.is_array() || x.size() != 11) throw InputError(w, "expected 11 numbers");
+      if (!x.is_array() || (x.size() != 11 && x.size() != 12))
+        throw InputError(w, "expected 11 numbers (and optionally a miss-ratio curve)");
       StoredSample s;
       auto iv = [&](std::size_t k) {
         return static_cast<std::int64_t>(finite_number(x[k], w + "[" + std::to_string(k) + "]"));
@@ -240,6 +243,17 @@ KernelModel model_from_json(const json& j, OpKind kind, DeviceClass cls, const s
       s.shape.degree_skew = finite_number(x[8], w + "[8]");
       s.seconds = finite_number(x[9], w + "[9]");
       s.holdout = iv(10) != 0;
+      if (x.size() == 12) {
+        const json& curve = x[11];
+        const std::string cw = w + "[11]";
+        if (!curve.is_array() || curve.size() != kernels::GatherLocality::kLevels)
+          throw InputError(cw, "expected " + std::to_string(kernels::GatherLocality::kLevels) + " miss ratios");
+        for (std::size_t l = 0; l < curve.size(); ++l) {
+          const double v = finite_number(curve[l], cw + "[" + std::to_string(l) + "]");
+          if (v < 0 || v > 1) throw InputError(cw + "[" + std::to_string(l) + "]", "miss ratio outside [0, 1]");
+          s.shape.locality.miss[l] = static_cast<float>(v);
+        }
+      }
       m.samples.push_back(s);
     }
   }

@@ -8,6 +8,7 @@
 #include <ctime>
 
 #include "hw/cpu/cpu_device.h"
+#include "kernels/graph/gather_locality.h"
 #include "hw/device_profile.h"
 #include "hw/kernel_launch.h"
 #include "kernels/cpu/isa.h"
@@ -71,6 +72,7 @@ hw::KernelLaunch prepare(hw::Device& dev, const InputSpec& spec, bool timing_onl
         a = materialise_csr(spec);
         shape.nnz = a.nnz();
         shape.degree_skew = kernels::degree_skew(a.indptr);
+        shape.locality = kernels::gather_locality(a.indices, a.cols);
       }
       auto& indptr = bufs.add(dev, sizeof(std::int32_t) * static_cast<std::size_t>(shape.m + 1), mode);
       auto& indices = bufs.add(dev, sizeof(std::int32_t) * static_cast<std::size_t>(shape.nnz), mode);

@@ -49,6 +49,11 @@ OpShape draw(OpKind kind, const SyntheticRanges& r, Rng& rng, InputSpec& spec) {
                                                         static_cast<double>(s.k)));
       spec.degrees = rng.uniform() < r.power_law_share ? DegreeDistribution::power_law
                                                         : DegreeDistribution::uniform;
+      if (rng.uniform() < r.community_share) {
+        spec.local_share = 0.2 + 0.75 * rng.uniform();
+        const double cmax = std::min(r.community_max, static_cast<double>(s.k));
+        spec.community = static_cast<std::int64_t>(std::llround(rng.log_uniform(std::min(r.community_min, cmax), cmax)));
+      }
       break;
     }
     case OpKind::gemm: {
@@ -204,13 +209,23 @@ kernels::CsrI32 materialise_csr(const InputSpec& spec) {
     for (auto i : small) alias_prob[static_cast<std::size_t>(i)] = 1.0;  // rounding leftovers
     for (auto i : large) alias_prob[static_cast<std::size_t>(i)] = 1.0;
   }
+  const bool local = spec.local_share > 0 && spec.community > 0;
+  const double row_to_col = static_cast<double>(s.k) / static_cast<double>(s.m);
+  std::size_t current_row = 0;
   auto draw_col = [&]() -> std::int32_t {
+    if (local && rng.uniform() < spec.local_share) {
+      // Uniform within the row's community, wrapped at the ends of the id range.
+      const auto centre = static_cast<std::int64_t>(static_cast<double>(current_row) * row_to_col);
+      const std::int64_t c = centre - spec.community / 2 + rng.below(spec.community);
+      return static_cast<std::int32_t>(((c % s.k) + s.k) % s.k);
+    }
     if (alias_prob.empty()) return static_cast<std::int32_t>(rng.below(s.k));
     const auto i = static_cast<std::size_t>(rng.below(s.k));
     return rng.uniform() < alias_prob[i] ? static_cast<std::int32_t>(i) : alias_idx[i];
   };
   std::vector<std::int32_t> row;
   for (std::size_t i = 0; i < rows; ++i) {
+    current_row = i;
     // Stochastic rounding keeps the expected total at nnz for fractional Pareto degrees.
     auto deg = static_cast<std::int64_t>(want[i]);
     if (rng.uniform() < want[i] - static_cast<double>(deg)) ++deg;

@@ -20,6 +20,11 @@ struct InputSpec {
   kernels::OpShape shape;
   DegreeDistribution degrees = DegreeDistribution::uniform;
   double power_law_alpha = 2.1;  // P(degree = d) ~ d^-alpha for power_law
+  // Community structure with ids numbered by community, as real graphs come (packages, synsets and
+  // crawled pages are numbered near their relatives): this share of each row's columns is drawn
+  // uniformly from the `community` ids around the row's own position, the rest as above.
+  double local_share = 0.0;
+  std::int64_t community = 0;
   std::uint64_t seed = 0;
   // Too large to materialise under SyntheticRanges::max_bytes: only devices that report time
   // without touching data (emulated ones in timing-only mode) can run it.
@@ -48,6 +53,10 @@ struct SyntheticRanges {
   // device still accounts for the size of size-only buffers); 0 = no cap. Redrawn otherwise.
   double max_device_bytes = 0;
   double power_law_share = 0.5;  // fraction of SpMM specs with power-law degrees
+  // Fraction of SpMM specs with community structure (local_share 0.2-0.95, communities of
+  // community_min..community_max ids, log-uniform).
+  double community_share = 0.5;
+  double community_min = 16, community_max = 65536;
 };
 
 // Multiply-add count of a shape (the quantity max_work caps).
@@ -64,6 +73,7 @@ std::vector<InputSpec> generate_specs(kernels::OpKind kind, const SyntheticRange
 // so nnz can come out slightly lower; the returned matrix's nnz is exact), values in [-1, 1).
 // Uniform: every row ~ Poisson(nnz / rows), columns uniform. Power law: row degrees ~ Zipf(alpha),
 // rescaled to nnz, columns drawn with the same weights (Chung-Lu: hubs in both directions).
+// With local_share > 0 that share of each row's columns comes from its community instead.
 kernels::CsrI32 materialise_csr(const InputSpec& spec);
 
 // Expected degree skew of the matrix materialise_csr(spec) would build, without building it

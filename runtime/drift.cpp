@@ -1,5 +1,6 @@
 #include "runtime/drift.h"
 
+#include <array>
 #include <cmath>
 #include <cstdio>
 #include <numeric>
@@ -81,8 +82,13 @@ std::optional<DriftSignal> DriftDetector::observe(const Characteristics& c, std:
     const int n = std::min<int>(options_.sustain, static_cast<int>(recent_.size()));
     Characteristics t{};
     double skew = 0.0;
+    // The mean miss-ratio curve when every sustained request's graph has one.
+    std::array<double, kernels::GatherLocality::kLevels> miss{};
+    bool localities = true;
     for (int i = 0; i < n; ++i) {
       const auto& r = recent_[recent_.size() - 1 - static_cast<std::size_t>(i)];
+      localities = localities && r.locality.known();
+      for (std::size_t l = 0; l < miss.size(); ++l) miss[l] += r.locality.miss[l];
       t.nodes += r.nodes;
       t.nnz += r.nnz;
       t.feature_len += r.feature_len;
@@ -96,6 +102,8 @@ std::optional<DriftSignal> DriftDetector::observe(const Characteristics& c, std:
     t.seq_len /= n;
     t.window /= n;
     t.degree_skew = skew / n;
+    if (localities)
+      for (std::size_t l = 0; l < miss.size(); ++l) t.locality.miss[l] = static_cast<float>(miss[l] / n);
     DriftSignal s;
     s.characteristic = worst->name;
     s.target = t;

@@ -8,6 +8,7 @@
 
 #include "kernels/error.h"
 #include "kernels/graph/characteristics.h"
+#include "kernels/graph/gather_locality.h"
 #include "kernels/graph/generators.h"
 
 namespace dype::rt {
@@ -153,6 +154,7 @@ std::shared_ptr<const Graph> Graph::from_edges(const kernels::EdgeList& edges, b
     }
   }
   g->degree_skew = skew_of(g->indptr);
+  g->locality = kernels::gather_locality(g->indices, g->nodes);
   return g;
 }
 
@@ -200,6 +202,7 @@ std::shared_ptr<const Graph> Graph::sage_mean(const kernels::EdgeList& edges) {
   }
   g->nnz = static_cast<std::int64_t>(g->indices.size());
   g->degree_skew = skew_of(g->indptr);
+  g->locality = kernels::gather_locality(g->indices, g->nodes);
   return g;
 }
 

@@ -247,6 +247,7 @@ std::vector<kernels::OpShape> Model::kernel_shapes(const Characteristics& c) con
         sh.n = s.in_cols;
         sh.nnz = c.nnz;
         sh.degree_skew = c.degree_skew;
+        sh.locality = c.locality;
         break;
       case OpKind::window_attention:
         sh.m = rows;
@@ -302,6 +303,7 @@ Characteristics Request::characteristics() const {
     c.nodes = graph_->nodes;
     c.nnz = graph_->nnz;
     c.degree_skew = graph_->degree_skew;
+    c.locality = graph_->locality;
     c.feature_len = x_.cols;
   } else {
     c.seq_len = x_.rows;

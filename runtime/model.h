@@ -42,6 +42,8 @@ struct Graph {
   std::vector<std::int32_t> indices;
   std::vector<float> values;
   double degree_skew = 1.0;  // max row nnz / mean row nnz
+  // How SpMM's gathers reuse X's rows (unknown for shape-only graphs): the CPU models price it.
+  kernels::GatherLocality locality{};
   // CSR rows per node: 1 for A (nodes x nodes); 2 for GraphSAGE's interleaved [A_mean ; I] (row
   // 2i: node i's mean over its in-neighbours, row 2i + 1: node i itself), so one SpMM yields
   // [A_mean x | x] as an N x 2F matrix in row-major order.
@@ -143,6 +145,7 @@ struct Characteristics {
   std::int64_t seq_len = 0;
   std::int64_t window = 0;
   double degree_skew = 0.0;
+  kernels::GatherLocality locality{};  // GNN: the graph's SpMM miss-ratio curve (unknown: shape only)
 };
 
 class Request;

@@ -41,6 +41,7 @@ Characteristics runtime_characteristics(const sched::InputCharacteristics& in) {
   c.seq_len = in.seq_len;
   c.window = in.window;
   c.degree_skew = in.degree_skew;
+  c.locality = in.locality;
   return c;
 }
 

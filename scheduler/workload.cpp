@@ -126,6 +126,7 @@ Workload build_workload(const ModelConfig& c, const InputCharacteristics& in) {
       k.layer = l;
       k.shape.kind = t.op;
       k.shape.degree_skew = in.degree_skew;
+      if (t.op == OpKind::spmm) k.shape.locality = in.locality;
       k.input_bytes = 4.0 * m * static_cast<double>(width);
       switch (t.op) {
         case OpKind::spmm:

@@ -21,6 +21,7 @@ struct InputCharacteristics {
   std::int64_t seq_len = 0;      // transformer tokens
   std::int64_t window = 0;       // transformer sliding window
   double degree_skew = 0.0;      // max row nnz / mean row nnz, 0 = unknown
+  kernels::GatherLocality locality{};  // SpMM miss-ratio curve of the graph; unknown for shapes only
 };
 
 struct Kernel {

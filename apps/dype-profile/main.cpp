@@ -8,6 +8,7 @@
 // Figures from emulated devices are labelled "modelled", from real runs "measured".
 #include <CLI/CLI.hpp>
 
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
@@ -29,6 +30,7 @@
 #include "perfmodel/model_store.h"
 #include "perfmodel/plot.h"
 #include "perfmodel/profiler.h"
+#include "apps/dype-profile/validate.h"
 
 namespace fs = std::filesystem;
 using namespace dype;
@@ -191,7 +193,14 @@ int main(int argc, char** argv) {
   std::string feature_lens = "16,32,64,128,256,512";
   auto* validate = app.add_subcommand(
       "validate", "time SpMM on a real graph the fit never saw and compare with the model");
-  validate->add_option("model", model_file, "model store .json")->required();
+  std::vector<std::string> validate_models;
+  int refine_requests = 5;
+  validate->add_option("model", validate_models, "model store .json (several: each one's prediction side by side)")
+      ->required();
+  validate->add_option("--refine-requests", refine_requests,
+                       "requests (one launch per N each) fed to online refinement before the second error")
+      ->check(CLI::Range(0, 1000))
+      ->capture_default_str();
   validate->add_option("--graph", graph, "graph file (.mtx or SNAP edge list)")->required();
   validate->add_option("--system", system_file, "system config")->capture_default_str();
   validate->add_option("--device", device, "device name in the system")->capture_default_str();
@@ -199,6 +208,23 @@ int main(int argc, char** argv) {
   validate->add_option("--clock", clock, "cpu or wall (use the clock the model was profiled with)")
       ->check(CLI::IsMember({"cpu", "wall"}))
       ->capture_default_str();
+
+  int rounds = 3;
+  validate->add_option("--rounds", rounds,
+                       "time every N this many times, interleaved, and take each N's median (the machine's "
+                       "load drifts between minutes)")
+      ->check(CLI::Range(1, 99))
+      ->capture_default_str();
+
+  std::string refit_kernel = "spmm";
+  std::string feature_set_id;
+  auto* refit = app.add_subcommand(
+      "refit", "fit a kernel's stored samples again with another feature set (no new timing)");
+  refit->add_option("model", model_file, "model store .json")->required();
+  refit->add_option("--kernel", refit_kernel, "kernel whose samples to refit")->capture_default_str();
+  refit->add_option("--feature-set", feature_set_id, "feature set id (dype-profile show lists the current one)")
+      ->required();
+  refit->add_option("--out", out, "where to write the store (default: over the input)");
 
   CLI11_PARSE(app, argc, argv);
   try {
@@ -251,6 +277,26 @@ int main(int argc, char** argv) {
       if (!plot.empty()) write_plot(st, plot);
       return 0;
     }
+    if (*refit) {
+      perf::ModelStore st = perf::ModelStore::load(model_file);
+      const auto kind = kernels::op_kind_from_string(refit_kernel);
+      if (!kind) throw InputError("--kernel", "unknown kernel '" + refit_kernel + "'");
+      const perf::KernelModel& old = st.at(*kind);
+      const perf::FeatureSet* fs = perf::feature_set_by_id(feature_set_id);
+      if (fs == nullptr) throw InputError("--feature-set", "unknown feature set '" + feature_set_id + "'");
+      if (fs->kind != *kind || fs->device_class != st.device_class)
+        throw InputError("--feature-set", "'" + feature_set_id + "' is not a " + refit_kernel + " set for " +
+                                              std::string(perf::to_string(st.device_class)) + " devices");
+      std::vector<perf::Sample> samples;
+      for (const auto& x : old.samples) samples.push_back({x.shape, x.seconds});
+      const perf::FitResult fit = perf::fit_model(*fs, old.params, samples);
+      st.models.insert_or_assign(*kind, perf::KernelModel(*fs, old.params, fit, samples));
+      const fs::path path = out.empty() ? fs::path(model_file) : fs::path(out);
+      st.save(path);
+      std::printf("refitted %s with %s; wrote %s\n\n", refit_kernel.c_str(), feature_set_id.c_str(), path.string().c_str());
+      print_store(st);
+      return 0;
+    }
     if (*show) {
       const perf::ModelStore st = perf::ModelStore::load(model_file);
       print_store(st);
@@ -258,46 +304,27 @@ int main(int argc, char** argv) {
       return 0;
     }
     if (*validate) {
-      const perf::ModelStore st = perf::ModelStore::load(model_file);
       hw::System sys = hw::System::from_config(hw::load_system_config(system_file));
       hw::Device& dev = sys.device(device);
       const std::string key = device_model_key(sys, device);
-      if (key != st.device_model) {
-        throw InputError(model_file, "models device '" + st.device_model + "' but " + device +
-                                         " is a '" + key + "'");
+      std::vector<perf::ModelStore> stores;
+      std::vector<std::string> names;
+      for (const auto& file : validate_models) {
+        stores.push_back(perf::ModelStore::load(file));
+        if (stores.back().device_model != key)
+          throw InputError(file, "models device '" + stores.back().device_model + "' but " + device + " is a '" + key + "'");
+        names.push_back(std::string(stores.back().at(OpKind::spmm).features->id));
       }
-      const perf::KernelModel& m = st.at(OpKind::spmm);
-      const kernels::CsrI32 a = load_graph(graph);
-      const double skew = kernels::degree_skew(a.indptr);
-      std::printf("graph %s: %lld nodes, %lld nnz (A + A^T), density %.3g, degree skew %.1f\n",
-                  graph.c_str(), static_cast<long long>(a.rows), static_cast<long long>(a.nnz()),
-                  static_cast<double>(a.nnz()) / (static_cast<double>(a.rows) * a.cols), skew);
-      std::printf("%6s %14s %14s %8s %s\n", "N", "measured_ms", "predicted_ms", "APE", "");
-      std::vector<double> pred, meas;
+      if (names.size() == 1) names[0] = "predicted";
+      profile_app::ValidateOptions vo;
+      vo.feature_lens.clear();
       std::stringstream ss(feature_lens);
       std::string item;
-      while (std::getline(ss, item, ',')) {
-        const std::int64_t n = std::stoll(item);
-        const auto r = perf::time_spmm(dev, a, n, {},
-                                       clock == "wall" ? perf::ProfileClock::wall : perf::ProfileClock::cpu_time);
-        kernels::OpShape s;
-        s.kind = OpKind::spmm;
-        s.m = a.rows;
-        s.k = a.cols;
-        s.n = n;
-        s.nnz = a.nnz();
-        s.degree_skew = skew;
-        const perf::Prediction p = m.predict(s);
-        pred.push_back(p.seconds);
-        meas.push_back(r.median_s);
-        std::printf("%6lld %14.4f %14.4f %8s %s\n", static_cast<long long>(n), r.median_s * 1e3,
-                    p.seconds * 1e3, pct(std::abs(p.seconds - r.median_s) / r.median_s).c_str(),
-                    p.extrapolated ? "(extrapolated)" : "");
-      }
-      const auto acc = perf::evaluate(pred, meas);
-      std::printf("real graph (never seen by the fit): MAPE %s  max APE %s  R^2 %.4f over %d points (%s)\n",
-                  pct(acc.mape).c_str(), pct(acc.max_ape).c_str(), acc.r2, acc.n,
-                  dev.info().time_source == hw::TimeSource::modelled ? "modelled" : "measured");
+      while (std::getline(ss, item, ',')) vo.feature_lens.push_back(std::stoll(item));
+      vo.rounds = rounds;
+      vo.refine_requests = refine_requests;
+      vo.clock = clock == "wall" ? perf::ProfileClock::wall : perf::ProfileClock::cpu_time;
+      profile_app::validate_graph(dev, load_graph(graph), graph, stores, names, vo);
       return 0;
     }
   } catch (const std::exception& e) {

@@ -298,8 +298,7 @@ TEST(PerfFeatures, GpuSpmmDefaultPricesCacheMissesAndSkew) {
 }
 
 TEST(PerfFeatures, CpuSpmmLadderHubsAndOutput) {
-  const auto& fs = feature_set(OpKind::spmm, DeviceClass::cpu);
-  EXPECT_EQ(fs.id, "spmm.cpu.v3");
+  const auto& fs = *feature_set_by_id("spmm.cpu.v3");
   FeatureParams p;
   p.l1_bytes = 48.0 * 1024;
   p.l2_bytes = 2.0 * 1024 * 1024;
@@ -326,6 +325,34 @@ TEST(PerfFeatures, CpuSpmmLadderHubsAndOutput) {
   EXPECT_DOUBLE_EQ(g[0], f[0]);
   EXPECT_NEAR(g[2], f[2] / 2.0, 1e-3);
   EXPECT_NEAR(g[6], f[6] / 2.0, 1e-3);
+}
+
+// v4 prices each level's gathers by the graph's own miss-ratio curve relative to random columns.
+TEST(PerfFeatures, CpuSpmmV4ScalesGathersByTheGraphsLocality) {
+  const auto& fs = feature_set(OpKind::spmm, DeviceClass::cpu);
+  EXPECT_EQ(fs.id, "spmm.cpu.v4");
+  FeatureParams p;
+  p.l2_bytes = 2.0 * 1024 * 1024;
+  OpShape s;
+  s.kind = OpKind::spmm;
+  s.m = s.k = 1 << 16;
+  s.n = 64;  // X is 16 MiB: beyond L2 and 4 x L2
+  s.nnz = 1 << 20;
+  s.degree_skew = 1024.0;  // ignored by v4: the curve says what hubs do
+  double unknown[kMaxFeatures], random[kMaxFeatures], local[kMaxFeatures];
+  fs.compute(s, p, unknown);
+  s.locality = kernels::GatherLocality::uniform(s.k, s.nnz);
+  fs.compute(s, p, random);
+  for (int i = 0; i < fs.size(); ++i) EXPECT_DOUBLE_EQ(unknown[i], random[i]) << fs.names[static_cast<std::size_t>(i)];
+  const double x_bytes = 4.0 * 64 * (1 << 16);
+  EXPECT_NEAR(random[2], 64.0 * (1 << 20) * (1 - p.l2_bytes / x_bytes), 1e-3);  // v3 without hubs
+  // A graph that misses a quarter as often as random ids at every level.
+  for (std::size_t l = 0; l < s.locality.miss.size(); ++l) s.locality.miss[l] *= 0.25f;
+  fs.compute(s, p, local);
+  EXPECT_DOUBLE_EQ(local[0], random[0]);  // the multiply-add stream does not change
+  EXPECT_NEAR(local[2], random[2] * 0.25, random[2] * 1e-6);
+  EXPECT_NEAR(local[3], random[3] * 0.25, random[3] * 1e-6);
+  EXPECT_NEAR(local[6], random[6] * 0.25, random[6] * 1e-6);
 }
 
 TEST(PerfFeatures, CpuGemmBlocksFollowTheThreadCount) {

@@ -14,6 +14,7 @@
 #include <nlohmann/json.hpp>
 
 #include "kernels/error.h"
+#include "kernels/graph/gather_locality.h"
 #include "perfmodel/model_store.h"
 #include "perfmodel/multi_device.h"
 #include "perfmodel/synthetic.h"
@@ -84,6 +85,53 @@ TEST(PerfStore, CpuThreadCountRoundTrips) {
   EXPECT_EQ(back.at(OpKind::gemm).params.threads, 2.0);
   const OpShape s = gemm(50000, 256, 256);
   EXPECT_DOUBLE_EQ(back.at(OpKind::gemm).predict_fitted_s(s), st.at(OpKind::gemm).predict_fitted_s(s));
+}
+
+// The CPU SpMM model prices each sample by its graph's miss-ratio curve, so the curve travels with
+// the stored samples (refits and `dype-profile show` recompute features from them); bad curves are
+// named.
+TEST(PerfStore, SpmmLocalityCurvesRoundTripAndBadOnesAreNamed) {
+  const auto& fs = feature_set(OpKind::spmm, DeviceClass::cpu);
+  SyntheticRanges r;
+  r.rows_max = 2e4;
+  std::vector<Sample> samples;
+  for (const auto& spec : generate_specs(OpKind::spmm, r, 40, 5)) {
+    Sample x{spec.shape, 0};
+    const kernels::CsrI32 a = materialise_csr(spec);
+    x.shape.nnz = a.nnz();
+    x.shape.locality = kernels::gather_locality(a.indices, a.cols);
+    x.seconds = 1e-5 + 1e-9 * static_cast<double>(x.shape.nnz) * (1.0 + x.shape.locality.miss_at(1024));
+    samples.push_back(x);
+  }
+  ModelStore st;
+  st.device_model = "generic-cpu";
+  st.device_class = DeviceClass::cpu;
+  st.provenance = "measured";
+  st.models.emplace(OpKind::spmm, KernelModel(fs, FeatureParams{}, fit_model(fs, FeatureParams{}, samples), samples));
+  const std::string text = st.to_json_text();
+  const ModelStore back = ModelStore::parse(text, "cpu.json", "generic-cpu");
+  const auto& a = st.at(OpKind::spmm).samples;
+  const auto& b = back.at(OpKind::spmm).samples;
+  ASSERT_EQ(a.size(), b.size());
+  for (std::size_t i = 0; i < a.size(); ++i) {
+    EXPECT_TRUE(b[i].shape.locality.known());
+    EXPECT_EQ(a[i].shape.locality.miss, b[i].shape.locality.miss) << i;
+  }
+  auto j = nlohmann::json::parse(text);
+  j["models"]["spmm"]["samples"][3][11][2] = 1.5;
+  try {
+    ModelStore::parse(j.dump(), "cpu.json", "generic-cpu");
+    FAIL();
+  } catch (const InputError& e) {
+    EXPECT_NE(std::string(e.what()).find("samples[3][11][2]: miss ratio outside [0, 1]"), std::string::npos) << e.what();
+  }
+  j["models"]["spmm"]["samples"][3][11] = {0.5, 0.5};
+  try {
+    ModelStore::parse(j.dump(), "cpu.json", "generic-cpu");
+    FAIL();
+  } catch (const InputError& e) {
+    EXPECT_NE(std::string(e.what()).find("samples[3][11]: expected 10 miss ratios"), std::string::npos) << e.what();
+  }
 }
 
 TEST(PerfStore, RoundTripsThroughAFile) {

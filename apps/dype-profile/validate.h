@@ -1,0 +1,28 @@
+#pragma once
+// dype-profile validate: SpMM on a real graph the fit never saw, timed on the device, beside each
+// model's prediction, and the error left after online refinement has seen a few requests.
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "hw/device.h"
+#include "kernels/csr.h"
+#include "perfmodel/model_store.h"
+#include "perfmodel/profiler.h"
+
+namespace dype::profile_app {
+
+struct ValidateOptions {
+  std::vector<std::int64_t> feature_lens = {16, 32, 64, 128, 256, 512};
+  int rounds = 3;           // timings per N, interleaved; the median is the measured time
+  int refine_requests = 5;  // requests fed to online refinement (one launch per N each)
+  perf::ProfileClock clock = perf::ProfileClock::wall;
+};
+
+// Prints the graph's characteristics, then per N the measured time and each store's prediction,
+// then MAPE per store, fitted and after refinement. `names` label the stores' columns.
+void validate_graph(hw::Device& device, const kernels::CsrI32& graph, const std::string& graph_name,
+                    const std::vector<perf::ModelStore>& stores, const std::vector<std::string>& names,
+                    const ValidateOptions& options);
+
+}  // namespace dype::profile_app
