@@ -62,6 +62,13 @@ class CostModel {
     (void)group;
     return 0.0;
   }
+  // The part of compute_time_s(first, last, group) that is copies (the exchanges between a stage's
+  // devices, the host legs at the chain's ends): on the copy engines when transfers overlap
+  // compute (TransferMode::overlap). 0 when the model has none.
+  virtual double copy_time_s(int first, int last, DeviceGroup group) const {
+    (void)first, (void)last, (void)group;
+    return 0.0;
+  }
   // Per-device power while `group` runs kernels [first, last] (watts): each kernel's execute power
   // (paper Table II: the U280 draws 55 W dynamic for SpMM, 50.2 W for window attention) weighted
   // by its time. Negative: the kind's one figure (PowerStates::exec_w).

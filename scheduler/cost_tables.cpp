@@ -29,6 +29,7 @@ CostTables::CostTables(const SystemSpec& system, const CostModel& model, const S
   kcs_ = kc_group_.size();
   const auto n = static_cast<std::size_t>(n_);
   compute_.assign(n * n * kcs_, kInf);
+  overlap_ = system.transfers == TransferMode::overlap;
   // One f_perf call per (range, kind, count): the only place the solvers touch the cost model, so
   // an expensive model (gather/scatter, regressions) is paid once per solve.
   for (int first = 0; first < n_; ++first) {
@@ -41,6 +42,13 @@ CostTables::CostTables(const SystemSpec& system, const CostModel& model, const S
         const double t = model.compute_time_s(first, last, g);
         const std::size_t at = (static_cast<std::size_t>(first) * n + last) * kcs_ + kc;
         compute_[at] = t >= 0 ? t : kInf;
+        if (compute_[at] < kInf) {
+          const double x = model.copy_time_s(first, last, g);
+          if (x > 0) {
+            if (copy_.empty()) copy_.assign(n * n * kcs_, 0.0);
+            copy_[at] = std::min(x, compute_[at]);
+          }
+        }
         const double w = model.execute_w(first, last, g);
         if (w >= 0) {
           if (exec_w_.empty()) {
@@ -65,8 +73,13 @@ CostTables::CostTables(const SystemSpec& system, const CostModel& model, const S
     for (int last = first; last + 1 < n_ && ranges_grow_; ++last) {
       for (std::size_t kc = 0; kc < kcs_; ++kc) {
         const int k = static_cast<int>(kc);
-        if (compute(first, last + 1, k) < compute(first, last, k) ||
-            (first > 0 && compute(first - 1, last, k) < compute(first, last, k))) {
+        auto shrinks = [&](auto&& f) {
+          return f(first, last + 1, k) < f(first, last, k) || (first > 0 && f(first - 1, last, k) < f(first, last, k));
+        };
+        const auto c = [&](int a, int b, int g) { return compute(a, b, g); };
+        const auto ch = [&](int a, int b, int g) { return chain(a, b, g); };
+        const auto so = [&](int a, int b, int g) { return solo(a, b, g); };
+        if (shrinks(c) || (overlap_ && (shrinks(ch) || shrinks(so)))) {
           ranges_grow_ = false;
           break;
         }

@@ -3,6 +3,7 @@
 // with kc indexing (kind, count) pairs kind-major (kc = offset[kind] + count - 1). Every solver,
 // the brute-force enumerator and plan evaluation read the same tables, so they agree on what a
 // plan costs. Dumpable as JSON ("full cost tables", dype-schedule --dump-tables).
+#include <algorithm>
 #include <cstdint>
 #include <vector>
 
@@ -37,6 +38,29 @@ class CostTables {
   double compute(int first, int last, int kc) const {
     return compute_[(static_cast<std::size_t>(first) * n_ + last) * kcs_ + kc];
   }
+  // The copies inside compute() (CostModel::copy_time_s; 0 when the model has none).
+  double copy(int first, int last, int kc) const {
+    return copy_.empty() ? 0.0 : copy_[(static_cast<std::size_t>(first) * n_ + last) * kcs_ + kc];
+  }
+  // How a stage's time is composed (SystemSpec::transfers). A stage on kc over [first, last] with
+  // hand-off sides x_in and x_out takes
+  //   serial:  x_in + C + x_out
+  //   overlap: max(C - copies, x_in + copies + x_out)   (kernels vs. the copy engine)
+  // written for the solvers as max(solo, x_in + chain + x_out): chain is what the open stage adds
+  // to its transfer-in (C, or its copies), solo what it needs alone (0, or its kernels). Both are
+  // kInf when kc cannot run the range.
+  bool overlap() const { return overlap_; }
+  double chain(int first, int last, int kc) const {
+    const double c = compute(first, last, kc);
+    return overlap_ && c < kInf ? copy(first, last, kc) : c;
+  }
+  double solo(int first, int last, int kc) const {
+    const double c = compute(first, last, kc);
+    return overlap_ ? (c < kInf ? c - copy(first, last, kc) : kInf) : 0.0;
+  }
+  double stage_time(double x_in, int first, int last, int kc, double x_out) const {
+    return std::max(solo(first, last, kc), x_in + chain(first, last, kc) + x_out);
+  }
   // Output of kernel k (0 <= k < n - 1) moved from stage group kc_from to kc_to: the time it
   // occupies the sending stage (out) and the receiving one (in); CostModel::transfer_out_s/_in_s.
   double transfer_out(int k, int kc_from, int kc_to) const {
@@ -50,6 +74,7 @@ class CostTables {
   // and compute(a - 1, b) >= compute(a, b) for every group, kInf included): true for the additive
   // models. The solvers then stop extending a stage once it breaks a bound, and bound the period
   // by each kernel's fastest time alone; otherwise they scan every range.
+  // Overlap: chain() and solo() each never shrink as a range grows.
   bool ranges_grow() const { return ranges_grow_; }
 
   // Transfers at the pipeline's ends, per group: entry(kc) into the first stage when it runs on
@@ -90,6 +115,8 @@ class CostTables {
   std::vector<char> letters_;
   std::vector<std::string> names_;
   std::vector<double> compute_;   // n * n * kcs (upper triangle used)
+  std::vector<double> copy_;      // like compute_; empty when the model has no copies in compute
+  bool overlap_ = false;
   std::vector<double> xout_, xin_;  // (n - 1) * kcs * kcs each
   std::vector<double> entry_, exit_;  // per kc; empty = 0
   std::vector<double> host_in_, host_out_;  // per kc: CostModel::host_input_s / host_output_s (dump only)

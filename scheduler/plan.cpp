@@ -54,6 +54,8 @@ Plan evaluate(const std::vector<StageSpec>& specs, const CostTables& tables) {
     st.kind = g.kind;
     st.count = g.count;
     st.compute_s = tables.compute(sp.first, sp.last, sp.kc);
+    st.copy_s = tables.copy(sp.first, sp.last, sp.kc);
+    st.overlap = tables.overlap();
     if (s > 0) {
       st.transfer_in_s = tables.transfer_in(sp.first - 1, specs[s - 1].kc, sp.kc);
       plan.stages.back().transfer_out_s = tables.transfer_out(sp.first - 1, specs[s - 1].kc, sp.kc);
@@ -88,6 +90,7 @@ nlohmann::json to_json(const Plan& plan) {
               {"kind", s.kind < static_cast<int>(plan.kind_names.size()) ? plan.kind_names[s.kind] : "?"},
               {"count", s.count},
               {"compute_s", num(s.compute_s)},
+              {"copy_s", s.copy_s},
               {"transfer_in_s", s.transfer_in_s},
               {"transfer_out_s", s.transfer_out_s},
               {"stage_time_s", num(s.time_s())}};

@@ -4,7 +4,8 @@
 //
 // Cost model (ARCHITECTURE.md "Scheduler", paper Sections II-A/II-B):
 //   X_s = f_comm(output of kernel a_s - 1, (t_{s-1}, c_{s-1}) -> (t_s, c_s))
-//   T_s = X_s + C_s + X_{s+1}           (a transfer occupies both sides; no overlap with compute)
+//   T_s = X_s + C_s + X_{s+1}           (a transfer occupies both sides; serial transfers, the paper's;
+//                                        overlapping ones: max(kernels, X_s + copies + X_{s+1}))
 //   P = max_s T_s, throughput = 1 / P, latency = sum_s (X_s + C_s)
 //   E = sum_s c_s (p_exec C_s + p_xfer (X_s + X_{s+1}) + p_idle (P - T_s))
 // Boundary convention (used by every solver, the enumerator and evaluate()): the request's input
@@ -13,6 +14,7 @@
 // is the runtime's business, as in Algorithm 1 (dp[0] is an empty pipeline with time 0).
 // Devices a plan leaves unused are powered off for the plan's purposes (not counted).
 // The formula is written once, in scheduler/solver/figures.h; evaluate() below uses it.
+#include <algorithm>
 #include <string>
 #include <vector>
 
@@ -48,7 +50,14 @@ struct Stage {
   double compute_s = 0.0;
   double transfer_in_s = 0.0;
   double transfer_out_s = 0.0;
-  double time_s() const { return transfer_in_s + compute_s + transfer_out_s; }
+  // Copies inside compute_s (CostModel::copy_time_s) and whether they overlap the kernels
+  // (SystemSpec::transfers): then the stage takes the larger of its kernels and all its copies.
+  double copy_s = 0.0;
+  bool overlap = false;
+  double time_s() const {
+    return overlap ? std::max(compute_s - copy_s, transfer_in_s + copy_s + transfer_out_s)
+                   : transfer_in_s + compute_s + transfer_out_s;
+  }
   // Explanation: why this kind and count, and the best alternative for this stage's kernels with
   // every other stage kept (its objective score; kInf when no alternative fits).
   std::string why;

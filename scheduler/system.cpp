@@ -121,6 +121,7 @@ SystemSpec paper_testbed(bool with_cpu) {
 // Format (all bandwidths in GB/s, latencies in microseconds, power in watts):
 //   name: paper-testbed
 //   inter_socket_gbps: 128
+//   transfers: serial            # or overlap (SystemSpec::transfers; default serial, the paper's)
 //   kinds:
 //     - {name: fpga, letter: F, count: 3, socket: 1, p2p: true, link_gbps: 15.76, latency_us: 10,
 //        power: {idle_w: 19.5, exec_w: 74.5, xfer_w: 30},
@@ -129,11 +130,23 @@ SystemSpec paper_testbed(bool with_cpu) {
 //   baselines: {op_kind: {spmm: fpga, gemm: gpu}, static_counts: [2, 1, 1, 1]}
 // Unknown keys are errors (a misspelt `p2p` must not silently mean false); every error names the
 // file and the key path.
+std::string_view to_string(TransferMode mode) { return mode == TransferMode::overlap ? "overlap" : "serial"; }
+
+namespace {
+TransferMode parse_transfer_mode(const hw::ConfigNode& node) {
+  const std::string v = node.as_string();
+  if (v == "serial") return TransferMode::serial;
+  if (v == "overlap") return TransferMode::overlap;
+  node.fail("must be serial or overlap, got '" + v + "'");
+}
+}  // namespace
+
 SystemSpec parse_system_spec(const std::string& yaml_text, const std::string& source) {
   const hw::ConfigNode root = hw::ConfigNode::parse(yaml_text, source);
-  root.expect_keys({"name", "inter_socket_gbps", "kinds", "baselines"});
+  root.expect_keys({"name", "inter_socket_gbps", "transfers", "kinds", "baselines"});
   SystemSpec s;
   s.name = root.get_string("name", "system");
+  if (auto t = root.optional_child("transfers")) s.transfers = parse_transfer_mode(*t);
   s.inter_socket_bw_bytes_per_s = root.get_positive("inter_socket_gbps", 128.0) * 1e9;
   const hw::ConfigNode kinds = root.child("kinds");
   kinds.expect_sequence();

@@ -45,8 +45,17 @@ struct DeviceGroup {
   int count = 1;
 };
 
+// How a stage's transfers share its time with its compute. serial: the paper's conflict-avoiding
+// timing (Section II-B), a stage is busy for X_in + C + X_out. overlap: copies run on the devices'
+// copy engines while the kernels of the next request run (double-buffered), so a stage's period is
+// the larger of its kernels and its copies, the copies of one device counted together (they share
+// its link and engine).
+enum class TransferMode : std::uint8_t { serial, overlap };
+std::string_view to_string(TransferMode mode);
+
 struct SystemSpec {
   std::string name;
+  TransferMode transfers = TransferMode::serial;
   std::vector<DeviceKindSpec> kinds;
   double inter_socket_bw_bytes_per_s = 128e9;  // paper Section III-A: 128 GB/s between the CPUs
   // Baselines. static_kind[op] / fleetrec: the kind each op is pinned to (-1 = not pinned).

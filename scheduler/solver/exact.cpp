@@ -33,11 +33,9 @@ namespace {
 double seed_energy(const CostTables& t, double period_cap, double latency_cap) {
   double best = kInf;
   for (int kc = 0; kc < t.num_kc(); ++kc) {
-    const double c = t.compute(0, t.num_kernels() - 1, kc);
-    const double x = t.entry(kc) + t.exit(kc);  // 0 but in a recurrent solve
-    if (!(c + x < kInf) || !within(c + x, period_cap) || !within(c + t.entry(kc), latency_cap)) continue;
-    const DeviceGroup g = t.group(kc);
-    best = std::min(best, g.count * (t.exec_w(0, t.num_kernels() - 1, kc) * c + t.power(g.kind).xfer_w * x));
+    const Figures f = figures({{0, t.num_kernels() - 1, kc}}, t);  // entry/exit: 0 but in a recurrent solve
+    if (!(f.period < kInf) || !within(f.period, period_cap) || !within(f.latency, latency_cap)) continue;
+    best = std::min(best, f.energy);
   }
   return best;
 }
@@ -47,8 +45,7 @@ Found fastest(const CostTables& t, PassLog* log) {
   const Pass pass{.number = 1, .name = "fastest: least period P*", .goal = Goal::period};
   // Any single-stage plan's period bounds the optimum from above.
   double ub = kInf;
-  for (int kc = 0; kc < t.num_kc(); ++kc)
-    ub = std::min(ub, t.entry(kc) + t.compute(0, t.num_kernels() - 1, kc) + t.exit(kc));
+  for (int kc = 0; kc < t.num_kc(); ++kc) ub = std::min(ub, figures({{0, t.num_kernels() - 1, kc}}, t).period);
   PeriodSearch search(t);
   const Found f = search.run(ub);
   if (log) log->add(pass, "period search", f, PassLog::count(static_cast<std::size_t>(search.checks()), "check"));

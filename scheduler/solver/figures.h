@@ -19,8 +19,9 @@ struct Figures {
 
 // Stages [0, size) as a complete pipeline (the first receives tables.entry() of its group, the
 // last sends tables.exit(): both 0 unless a recurrent solve set them):
-//   X_s = transfer into stage s, T_s = X_s + C_s + X_{s+1}, P = max_s T_s,
-//   latency = sum_s (X_s + C_s), E = sum_s c_s (p_exec C_s + p_xfer (X_s + X_{s+1}) + p_idle (P - T_s)).
+//   X_s = transfer into stage s, T_s = X_s + C_s + X_{s+1} (serial; overlap: CostTables::stage_time),
+//   P = max_s T_s, latency = sum_s (X_s + C_s),
+//   E = sum_s c_s ((p_exec - p_idle) C_s + (p_xfer - p_idle) (X_s + X_{s+1}) + p_idle P).
 // When a stage cannot run its kernels the period is kInf and the energy meaningless (NaN): test
 // the period first. Device limits are not checked here (evaluate() does).
 // closed = false: a partial pipeline (Algorithm 1's dp entries), whose last stage does not send

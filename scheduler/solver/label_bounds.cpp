@@ -27,8 +27,10 @@ namespace dype::sched::detail {
 void LabelDp::rest_energy_lb() {
   b_->rest_period.assign(static_cast<std::size_t>(n_ + 1), 0.0);
   for (int i = n_ - 1; i >= 0; --i) {
+    // Overlapping transfers: a stage takes at least the larger of its kernels and its copies.
     double fastest = kInf;
-    for (int kc = 0; kc < kcs_; ++kc) fastest = std::min(fastest, t_.compute(i, i, kc));
+    for (int kc = 0; kc < kcs_; ++kc)
+      fastest = std::min(fastest, t_.overlap() ? std::max(t_.solo(i, i, kc), t_.chain(i, i, kc)) : t_.compute(i, i, kc));
     b_->rest_period[i] = std::max(b_->rest_period[i + 1], t_.ranges_grow() && fastest < kInf ? fastest : 0.0);
   }
   const std::size_t states = static_cast<std::size_t>(n_ + 1) * u_.size * kcs_;
@@ -43,7 +45,9 @@ void LabelDp::rest_energy_lb() {
     const DeviceGroup g = t_.group(kc);
     const PowerStates& p = t_.power(g.kind);
     count[kc] = g.count;
-    xfer_f[kc] = g.count * p.xfer_w;
+    // Overlapping transfers: P >= a later stage's kernels or copies, not their sum, so the later
+    // stages' idle share is not claimed (full power = the increment above idle).
+    xfer_f[kc] = g.count * (t_.overlap() ? p.xfer_w - p.idle_w : p.xfer_w);
     xfer_d[kc] = g.count * (p.xfer_w - p.idle_w);
   }
   std::vector<double> cf(kcs_), cd(kcs_), xt(static_cast<std::size_t>(kcs_) * kcs_), xi(xt.size());
@@ -56,7 +60,8 @@ void LabelDp::rest_energy_lb() {
       for (int kc = 0; kc < kcs_; ++kc) {
         const double c = t_.compute(i, j - 1, kc);
         const double w = t_.exec_w(i, j - 1, kc);  // per range: kernels draw different power
-        cf[kc] = c < kInf ? count[kc] * w * c : kInf;  // 0 * inf would be NaN
+        const double idle = t_.power(t_.group(kc).kind).idle_w;
+        cf[kc] = c < kInf ? count[kc] * (t_.overlap() ? w - idle : w) * c : kInf;  // 0 * inf would be NaN
         cd[kc] = c < kInf ? count[kc] * (w - t_.power(t_.group(kc).kind).idle_w) * c : kInf;
       }
       const double* wf_j = &w_full[state(j, 0, 0)];
@@ -95,7 +100,8 @@ void LabelDp::rest_energy_lb() {
 }
 
 // Backward pass for a period cap P: from the end, the largest open-stage value each state can
-// carry and still be completed with every later stage within P on the devices left:
+// carry and still be completed with every later stage within P on the devices left (C below is
+// CostTables::chain, and a range whose solo exceeds P is no candidate):
 //   q(i, u, kc): a label there (open stage on kc, kernels [0, i) done) needs partial <= q;
 //   r(i, u, kc): a stage opened at i on kc (u counting its devices) needs its transfer-in <= r.
 // q(n, .) = P; r(i, u, kc) = max_j q(j, u, kc) - C(i, j - 1, kc); q(i, u, kc) = P - the
@@ -116,8 +122,8 @@ void LabelDp::completion_bounds() {
   for (int i = n_ - 1; i >= 0; --i) {
     for (int j = i + 1, end = last_range_end(i, cap); j <= end; ++j) {
       for (int kc = 0; kc < kcs_; ++kc) {
-        const double c = t_.compute(i, j - 1, kc);
-        cost[kc] = c <= cap ? c : kInf;
+        const double c = t_.chain(i, j - 1, kc);
+        cost[kc] = c <= cap && t_.solo(i, j - 1, kc) <= cap ? c : kInf;
       }
       for (int u = 0; u < u_.size; ++u) {
         const double* q = &b_->q[state(j, u, 0)];
@@ -151,7 +157,7 @@ int LabelDp::last_range_end(int i, double cap) const {
   for (int j = i + 1; j <= n_; ++j) {
     bool any = false;
     for (int kc = 0; kc < kcs_ && !any; ++kc) {
-      const double c = t_.compute(i, j - 1, kc);
+      const double c = std::max(t_.chain(i, j - 1, kc), t_.solo(i, j - 1, kc));
       any = c < kInf && c <= cap;
     }
     if (!any) break;

@@ -17,7 +17,8 @@ bool better(double a1, double a2, double b1, double b2) {
 }
 
 inline bool dominates(const Label& x, const Label& y, unsigned dims) {
-  return (!(dims & kMaxT) || x.max_t <= y.max_t) && (!(dims & kPartial) || x.partial <= y.partial) &&
+  return (!(dims & kMaxT) || x.max_t <= y.max_t) &&
+         (!(dims & kPartial) || (x.partial <= y.partial && x.solo <= y.solo)) &&
          (!(dims & kA) || x.a <= y.a) && (!(dims & kLat) || x.lat <= y.lat);
 }
 
@@ -59,7 +60,7 @@ std::vector<LabelDp::Final> LabelDp::finals() const {
         const Label& l = arena_[id];
         Final f;
         f.id = id;
-        f.period = std::max(l.max_t, l.partial + x);
+        f.period = std::max({l.max_t, l.partial + x, l.solo});
         f.energy = l.a + xfer_w * x + f.period * u_.idle_w[u];
         f.latency = l.lat;
         f.devices = u_.devices[u];
@@ -103,8 +104,8 @@ std::vector<StageSpec> LabelDp::stages(int id) const {
 // Whether a label for kernels [0, i) can still lead to an admissible plan. The caps' tests are
 // monotone in the open stage's compute time: a stage that fails them cannot pass by growing.
 inline bool LabelDp::within_caps(const Label& l) const {
-  return within(l.partial, pass_.period_cap) && within(l.max_t, pass_.period_cap) &&
-         within(l.lat, pass_.latency_cap);
+  return within(l.partial, pass_.period_cap) && within(l.solo, pass_.period_cap) &&
+         within(l.max_t, pass_.period_cap) && within(l.lat, pass_.latency_cap);
 }
 
 // opening: the label opens a stage at i on devices already in u.
@@ -112,7 +113,7 @@ inline bool LabelDp::keep(const Label& l, int u, int i, int kc, bool opening) co
   if (!within_caps(l)) return false;
   if (pass_.energy_ub < kInf) {
     const double rest = opening ? b_->v_delta[state(i, u, kc)] : b_->w_delta[state(i, u, kc)];
-    const double lb = l.a + rest + std::max({l.max_t, l.partial, b_->rest_period[i]}) * u_.idle_w[u];
+    const double lb = l.a + rest + std::max({l.max_t, l.partial, l.solo, b_->rest_period[i]}) * u_.idle_w[u];
     if (!within(lb, pass_.energy_ub)) return false;
   }
   return true;
@@ -130,7 +131,7 @@ inline void LabelDp::insert_state(std::size_t s, const Label& cand) {
 
 void LabelDp::run() {
   // The empty pipeline: the root every plan's parent chain ends at.
-  arena_.push_back({.max_t = 0, .partial = 0, .a = 0, .lat = 0, .parent = -1, .first = -1, .last = -1, .kc = -1});
+  arena_.push_back({.max_t = 0, .partial = 0, .a = 0, .lat = 0, .solo = 0, .parent = -1, .first = -1, .last = -1, .kc = -1});
   std::vector<Label> opening;
   std::vector<int> live_kp;
   for (int ip = 0; ip < n_; ++ip) {
@@ -156,7 +157,7 @@ void LabelDp::run() {
         opening.clear();
         if (ip == 0) {
           const double x = t_.entry(kc);  // 0 but in a recurrent solve
-          const Label o{.max_t = 0, .partial = x, .a = xfer_w * x, .lat = x, .parent = 0, .first = 0, .last = 0, .kc = kc};
+          const Label o{.max_t = 0, .partial = x, .a = xfer_w * x, .lat = x, .solo = 0, .parent = 0, .first = 0, .last = 0, .kc = kc};
           if (x < kInf && (!use_q_ || x <= b_->r[state(0, u2, kc)])) opening.push_back(o);
         } else {
           for (int kp : live_kp) {
@@ -168,10 +169,11 @@ void LabelDp::run() {
             const double x = t_.transfer_in(ip - 1, kp, kc);
             for (int id : lists_[state(ip, u1, kp)]) {
               const Label& l = arena_[id];
-              const Label o{.max_t = std::max(l.max_t, l.partial + xo),
+              const Label o{.max_t = std::max({l.max_t, l.partial + xo, l.solo}),
                             .partial = x,
                             .a = l.a + xfer_wp * xo + xfer_w * x,
                             .lat = l.lat + x,
+                            .solo = 0,
                             .parent = id,
                             .first = 0,
                             .last = 0,
@@ -190,14 +192,16 @@ void LabelDp::run() {
             if (grow) break;
             continue;
           }
+          const double chain = t_.chain(ip, i - 1, kc), solo = t_.solo(ip, i - 1, kc);
           const std::size_t s = state(i, u2, kc);
           const double exec_w = g.count * (t_.exec_w(ip, i - 1, kc) - p.idle_w);
           bool capped = true;
           for (const Label& o : opening) {
             const Label l{.max_t = o.max_t,
-                          .partial = o.partial + c,
+                          .partial = o.partial + chain,
                           .a = o.a + exec_w * c,
                           .lat = o.lat + c,
+                          .solo = solo,
                           .parent = o.parent,
                           .first = ip,
                           .last = i - 1,

@@ -16,7 +16,8 @@
 // State (i, u, g): kernels [0, i) scheduled, u = devices used per kind, g = (kind, count) of the
 // last, still open stage. A label of a partial plan is
 //   max_t   = max T_s over the closed stages,
-//   partial = X_s + C_s of the open stage (it still grows by X_{s+1}),
+//   partial = X_s + C_s of the open stage (it still grows by X_{s+1}; overlapping transfers: X_s +
+//             the stage's copies, and solo = its kernels, T_s = max(solo, partial + X_{s+1})),
 //   a       = sum c_s ((p_exec - p_idle) C_s + (p_xfer - p_idle)(X_s + X_{s+1})) so far,
 //   lat     = sum (X_s + C_s).
 // Every completion adds the same amounts to labels of one state, and the final figures
@@ -38,7 +39,9 @@
 namespace dype::sched::detail {
 
 struct Label {
-  double max_t, partial, a, lat;
+  // solo: what the open stage needs alone (CostTables::solo: 0 with serial transfers, its kernels
+  // with overlapping ones); its final time is max(solo, partial + X_out).
+  double max_t, partial, a, lat, solo;
   int parent;  // arena id of the previous stage's label; -1 for the start label
   int first, last, kc;
 };

@@ -103,13 +103,16 @@ PeriodSearch::Check PeriodSearch::check(double p_max) {
           if (!(best_x < kInf)) continue;
         }
         for (int i = ip + 1; i <= n_; ++i) {
-          const double v = best_x + t_.compute(ip, i - 1, kc);
+          // The open stage carries X_in + chain; its kernels alone (solo: overlapping transfers)
+          // must fit too.
+          const double v = best_x + t_.chain(ip, i - 1, kc);
           if (!(v < kInf)) {
             if (grow) break;
             continue;
           }
-          if (v > p_max) {
-            v_min = std::min(v_min, v);
+          const double solo = t_.solo(ip, i - 1, kc);
+          if (v > p_max || solo > p_max) {
+            v_min = std::min(v_min, std::max(v, solo));
             if (grow) break;  // longer ranges only get slower
             continue;
           }
