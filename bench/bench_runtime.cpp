@@ -13,6 +13,7 @@
 //   ./build/h2/bench/bench_runtime [--phase-requests 200] [--overhead-requests 3000]
 //                                  [--tf-layers 4] [--tf-window 256] [--json out.json] [--check-plans N]
 //                                  [--perfmodels configs/perfmodels/amd-mi210.json,...] [--paper-plans]
+//                                  [--transfers serial|overlap]
 // --check-plans N: for each phase, the N best plans by the planner's cost model beside the period
 // the pipeline really reaches with them on the emulated devices (both modelled), then exits.
 // --paper-plans: the runtime planner's (RuntimeCostModel) perf plan for GCN and GIN on each paper
@@ -71,8 +72,13 @@ rt::Request make_request(const rt::Model& m, const Phase& p) {
   return rt::Request::transformer(rt::HostTensor::shape_only(p.seq_len, m.spec().d_model), p.window);
 }
 
+// --transfers serial|overlap: the testbed file says serial (the paper's timing).
+bool g_overlap = false;
+
 hw::System testbed() {
-  auto sys = hw::System::from_config(hw::load_system_config(std::string(DYPE_SOURCE_DIR) + "/configs/systems/paper-testbed-pcie4.yaml"));
+  auto cfg = hw::load_system_config(std::string(DYPE_SOURCE_DIR) + "/configs/systems/paper-testbed-pcie4.yaml");
+  cfg.overlap_transfers = g_overlap;
+  auto sys = hw::System::from_config(cfg);
   for (hw::Device* d : sys.devices())
     if (d->can_run_timing_only()) d->set_timing_only(true);
   return sys;
@@ -237,6 +243,14 @@ int main(int argc, char** argv) {
     else if (a == "--json") json_path = next();
     else if (a == "--check-plans") check_top = std::stoi(next());
     else if (a == "--paper-plans") want_paper_plans = true;
+    else if (a == "--transfers") {
+      const std::string v = next();
+      if (v != "serial" && v != "overlap") {
+        std::fprintf(stderr, "--transfers: must be serial or overlap, got '%s'\n", v.c_str());
+        return 2;
+      }
+      g_overlap = v == "overlap";
+    }
     else if (a == "--perfmodels") {
       std::string list = next();
       for (std::size_t at = 0; at <= list.size();) {

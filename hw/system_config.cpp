@@ -36,7 +36,7 @@ const std::set<std::string> kBackends = {"cpu", "emu", "cuda", "hip", "xrt"};
 
 SystemConfig load_system_config(const std::string& path) {
   const ConfigNode root = ConfigNode::load_file(path);
-  root.expect_keys({"system", "topology", "timing_only", "jitter", "devices", "power", "baselines"});
+  root.expect_keys({"system", "topology", "timing_only", "transfers", "jitter", "devices", "power", "baselines"});
   SystemConfig cfg;
   cfg.file = path;
   const auto sys = root.child("system");
@@ -52,6 +52,11 @@ SystemConfig load_system_config(const std::string& path) {
     cfg.inter_socket_bytes_per_s = topo->get_positive("inter_socket_gbps", 128.0) * 1e9;
   }
   cfg.timing_only = root.get_bool("timing_only", false);
+  if (auto t = root.optional_child("transfers")) {
+    const std::string v = t->as_string();
+    if (v != "serial" && v != "overlap") t->fail("must be serial or overlap, got '" + v + "'");
+    cfg.overlap_transfers = v == "overlap";
+  }
   if (auto j = root.optional_child("jitter")) {
     j->expect_keys({"sigma", "seed"});
     cfg.jitter_sigma = j->get_positive("sigma", 0.0, true);

@@ -56,6 +56,7 @@ sched::SystemSpec scheduler_system_spec(const hw::System& system, const std::set
   sched::SystemSpec spec;
   spec.name = system.config().name;
   spec.inter_socket_bw_bytes_per_s = system.topology().inter_socket_bytes_per_s();
+  spec.transfers = system.config().overlap_transfers ? sched::TransferMode::overlap : sched::TransferMode::serial;
   for (const PlanningKind& pk : planning_kinds(system, excluded, images)) {
     const hw::Device& d0 = *pk.devices.front();
     sched::DeviceKindSpec k;
@@ -241,6 +242,22 @@ double RuntimeCostModel::compute_time_s(int first, int last, sched::DeviceGroup 
   }
   if (first == 0) t += g.upload_s;
   if (last == n_ - 1) t += g.download_s;
+  return t;
+}
+
+double RuntimeCostModel::copy_time_s(int first, int last, sched::DeviceGroup gr) const {
+  const Group& g = group(gr);
+  double t = 0.0;
+  for (int k = first + 1; k <= last; ++k) t += g.exchange_s[static_cast<std::size_t>(k)];
+  if (first == 0) t += g.upload_s;
+  if (last == n_ - 1) t += g.download_s;
+  return t;
+}
+
+double RuntimeCostModel::waited_copy_time_s(int first, int last, sched::DeviceGroup gr) const {
+  const Group& g = group(gr);
+  double t = 0.0;
+  for (int k = first + 1; k <= last; ++k) t += g.exchange_s[static_cast<std::size_t>(k)];
   return t;
 }
 

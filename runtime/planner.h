@@ -92,6 +92,10 @@ class RuntimeCostModel : public sched::CostModel {
                    const KernelTimeFn& kernel_time, const FpgaImagePlan* images = nullptr);
   int num_kernels() const override { return n_; }
   double compute_time_s(int first, int last, sched::DeviceGroup group) const override;
+  // The exchanges between a stage's devices and the host legs inside compute_time_s.
+  double copy_time_s(int first, int last, sched::DeviceGroup group) const override;
+  // The exchanges: a stage's next kernel waits for them.
+  double waited_copy_time_s(int first, int last, sched::DeviceGroup group) const override;
   double output_bytes(int k) const override { return out_[static_cast<std::size_t>(k)]; }
   // The larger side of the hand-off (the symmetric figure of the paper's Algorithm 1).
   double transfer_time_s(int k, sched::DeviceGroup from, sched::DeviceGroup to) const override;

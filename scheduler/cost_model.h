@@ -69,6 +69,13 @@ class CostModel {
     (void)first, (void)last, (void)group;
     return 0.0;
   }
+  // The part of copy_time_s that the same request's next kernel waits for (an exchange between a
+  // stage's devices before a kernel that reads every row): it holds the kernels up as well as the
+  // copy engine, so it counts on both sides of an overlapping stage. At most copy_time_s.
+  virtual double waited_copy_time_s(int first, int last, DeviceGroup group) const {
+    (void)first, (void)last, (void)group;
+    return 0.0;
+  }
   // Per-device power while `group` runs kernels [first, last] (watts): each kernel's execute power
   // (paper Table II: the U280 draws 55 W dynamic for SpMM, 50.2 W for window attention) weighted
   // by its time. Negative: the kind's one figure (PowerStates::exec_w).

@@ -43,10 +43,15 @@ CostTables::CostTables(const SystemSpec& system, const CostModel& model, const S
         const std::size_t at = (static_cast<std::size_t>(first) * n + last) * kcs_ + kc;
         compute_[at] = t >= 0 ? t : kInf;
         if (compute_[at] < kInf) {
-          const double x = model.copy_time_s(first, last, g);
+          const double x = std::min(model.copy_time_s(first, last, g), compute_[at]);
           if (x > 0) {
             if (copy_.empty()) copy_.assign(n * n * kcs_, 0.0);
-            copy_[at] = std::min(x, compute_[at]);
+            copy_[at] = x;
+            const double w = std::min(model.waited_copy_time_s(first, last, g), x);
+            if (w > 0) {
+              if (waited_.empty()) waited_.assign(n * n * kcs_, 0.0);
+              waited_[at] = w;
+            }
           }
         }
         const double w = model.execute_w(first, last, g);

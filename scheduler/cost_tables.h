@@ -38,14 +38,19 @@ class CostTables {
   double compute(int first, int last, int kc) const {
     return compute_[(static_cast<std::size_t>(first) * n_ + last) * kcs_ + kc];
   }
-  // The copies inside compute() (CostModel::copy_time_s; 0 when the model has none).
+  // The copies inside compute() (CostModel::copy_time_s; 0 when the model has none), and those of
+  // them the kernels wait for (CostModel::waited_copy_time_s).
   double copy(int first, int last, int kc) const {
     return copy_.empty() ? 0.0 : copy_[(static_cast<std::size_t>(first) * n_ + last) * kcs_ + kc];
+  }
+  double waited(int first, int last, int kc) const {
+    return waited_.empty() ? 0.0 : waited_[(static_cast<std::size_t>(first) * n_ + last) * kcs_ + kc];
   }
   // How a stage's time is composed (SystemSpec::transfers). A stage on kc over [first, last] with
   // hand-off sides x_in and x_out takes
   //   serial:  x_in + C + x_out
-  //   overlap: max(C - copies, x_in + copies + x_out)   (kernels vs. the copy engine)
+  //   overlap: max(C - copies + waited, x_in + copies + x_out)   (kernels vs. the copy engine;
+  //            copies the kernels wait for hold both)
   // written for the solvers as max(solo, x_in + chain + x_out): chain is what the open stage adds
   // to its transfer-in (C, or its copies), solo what it needs alone (0, or its kernels). Both are
   // kInf when kc cannot run the range.
@@ -56,7 +61,7 @@ class CostTables {
   }
   double solo(int first, int last, int kc) const {
     const double c = compute(first, last, kc);
-    return overlap_ ? (c < kInf ? c - copy(first, last, kc) : kInf) : 0.0;
+    return overlap_ ? (c < kInf ? c - copy(first, last, kc) + waited(first, last, kc) : kInf) : 0.0;
   }
   double stage_time(double x_in, int first, int last, int kc, double x_out) const {
     return std::max(solo(first, last, kc), x_in + chain(first, last, kc) + x_out);
@@ -116,6 +121,7 @@ class CostTables {
   std::vector<std::string> names_;
   std::vector<double> compute_;   // n * n * kcs (upper triangle used)
   std::vector<double> copy_;      // like compute_; empty when the model has no copies in compute
+  std::vector<double> waited_;    // like compute_; empty when no copy holds the kernels up
   bool overlap_ = false;
   std::vector<double> xout_, xin_;  // (n - 1) * kcs * kcs each
   std::vector<double> entry_, exit_;  // per kc; empty = 0

@@ -55,6 +55,7 @@ Plan evaluate(const std::vector<StageSpec>& specs, const CostTables& tables) {
     st.count = g.count;
     st.compute_s = tables.compute(sp.first, sp.last, sp.kc);
     st.copy_s = tables.copy(sp.first, sp.last, sp.kc);
+    st.waited_copy_s = tables.waited(sp.first, sp.last, sp.kc);
     st.overlap = tables.overlap();
     if (s > 0) {
       st.transfer_in_s = tables.transfer_in(sp.first - 1, specs[s - 1].kc, sp.kc);

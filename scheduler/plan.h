@@ -53,9 +53,10 @@ struct Stage {
   // Copies inside compute_s (CostModel::copy_time_s) and whether they overlap the kernels
   // (SystemSpec::transfers): then the stage takes the larger of its kernels and all its copies.
   double copy_s = 0.0;
+  double waited_copy_s = 0.0;  // of copy_s, what the kernels wait for (counts on both sides)
   bool overlap = false;
   double time_s() const {
-    return overlap ? std::max(compute_s - copy_s, transfer_in_s + copy_s + transfer_out_s)
+    return overlap ? std::max(compute_s - copy_s + waited_copy_s, transfer_in_s + copy_s + transfer_out_s)
                    : transfer_in_s + compute_s + transfer_out_s;
   }
   // Explanation: why this kind and count, and the best alternative for this stage's kernels with

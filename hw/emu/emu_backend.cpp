@@ -20,6 +20,7 @@ Backend emu_backend() {
     info.power = dc.power;
     EmuOptions opt;
     opt.timing_only = dc.timing_only;
+    opt.overlap_copies = sys.overlap_transfers;
     opt.jitter_sigma = sys.jitter_sigma;
     // Each device its own stream, reproducible from the system seed.
     opt.jitter_seed = sys.jitter_seed * 1000003ULL + std::hash<std::string>{}(dc.name);

@@ -99,14 +99,15 @@ Event EmuDevice::do_copy_from_host(Buffer& dst, std::span<const std::byte> src, 
   check_fault_locked();
   const double dur = jittered_locked(transfer_time_to_host_s(src.size()));
   // The buffer's previous contents may still be read by earlier work: start after it is ready.
-  const double start = std::max(latest(after, busy_until_s_), dst.ready_at_s());
+  // The buffer's previous contents may still be read by earlier work: start after it is ready.
+  const double start = copy_start(std::max(latest(after, 0.0), dst.ready_at_s()), dur);
   if (!options_.timing_only && dst.has_data() && !src.empty()) {
     std::memcpy(dst.host_span().data() + offset, src.data(), src.size());
   }
-  Event e{start, start + dur, TimeSource::modelled, info().power.transfer_w * dur};
+  Event e{start, start + dur, TimeSource::modelled, copy_energy_w() * dur};
   dst.set_ready_at_s(e.end_s);
-  busy_until_s_ = e.end_s;
-  busy_s_ += dur;
+  copy_done(e.start_s, e.end_s);
+  if (!options_.overlap_copies) busy_s_ += dur;
   transfer_j_ += e.energy_j;
   return e;
 }
@@ -116,13 +117,13 @@ Event EmuDevice::do_copy_to_host(const Buffer& src, std::span<std::byte> dst, st
   std::lock_guard lock(mutex_);
   check_fault_locked();
   const double dur = jittered_locked(transfer_time_to_host_s(dst.size()));
-  const double start = std::max(latest(after, busy_until_s_), src.ready_at_s());
+  const double start = copy_start(std::max(latest(after, 0.0), src.ready_at_s()), dur);
   if (!options_.timing_only && src.has_data() && !dst.empty()) {
     std::memcpy(dst.data(), src.host_span().data() + offset, dst.size());
   }
-  Event e{start, start + dur, TimeSource::modelled, info().power.transfer_w * dur};
-  busy_until_s_ = e.end_s;
-  busy_s_ += dur;
+  Event e{start, start + dur, TimeSource::modelled, copy_energy_w() * dur};
+  copy_done(e.start_s, e.end_s);
+  if (!options_.overlap_copies) busy_s_ += dur;
   transfer_j_ += e.energy_j;
   return e;
 }
@@ -139,19 +140,26 @@ Event EmuDevice::do_copy_to_peer(const Buffer& src, Buffer& dst, std::span<const
   const TransferEstimate x = topology()->estimate(std::span<const int>(&a, 1),
                                                   std::span<const int>(&b, 1), src.size_bytes());
   const double dur = jittered_locked(x.time_s);
-  const double start = std::max({latest(after, busy_until_s_), peer->busy_until_s_,
-                                 src.ready_at_s(), dst.ready_at_s()});
+  // Both ends' engines must be free at once: alternate until they agree.
+  double start = std::max({latest(after, 0.0), src.ready_at_s(), dst.ready_at_s()});
+  for (int i = 0; i < 1000; ++i) {
+    const double a = copy_start(start, dur), b = peer->copy_start(a, dur);
+    start = b;
+    if (b == a) break;
+  }
   if (!options_.timing_only && !peer->options_.timing_only && src.has_data() && dst.has_data() &&
       src.size_bytes() > 0) {
     std::memcpy(dst.host_span().data(), src.host_span().data(), src.size_bytes());
   }
-  // A transfer occupies both ends (paper Section III-B).
-  const double mine = info().power.transfer_w * dur, theirs = peer->info().power.transfer_w * dur;
+  // A transfer occupies both ends (paper Section III-B): their compute clocks, or with overlapping
+  // copies their copy engines.
+  const double mine = copy_energy_w() * dur, theirs = peer->copy_energy_w() * dur;
   Event e{start, start + dur, TimeSource::modelled, mine + theirs};
   dst.set_ready_at_s(e.end_s);
-  busy_until_s_ = peer->busy_until_s_ = e.end_s;
-  busy_s_ += dur;
-  peer->busy_s_ += dur;
+  copy_done(e.start_s, e.end_s);
+  peer->copy_done(e.start_s, e.end_s);
+  if (!options_.overlap_copies) busy_s_ += dur;
+  if (!peer->options_.overlap_copies) peer->busy_s_ += dur;
   transfer_j_ += mine;
   peer->transfer_j_ += theirs;
   return e;
@@ -162,7 +170,7 @@ EnergyReport EmuDevice::energy_until(double t_s) const {
   EnergyReport r;
   r.execute_j = execute_j_;
   r.transfer_j = transfer_j_;
-  r.idle_j = info().power.idle_w * std::max(0.0, std::max(t_s, busy_until_s_) - busy_s_);
+  r.idle_j = info().power.idle_w * std::max(0.0, std::max({t_s, busy_until_s_, copies_.end()}) - busy_s_);
   return r;
 }
 
@@ -219,12 +227,47 @@ void EmuDevice::inject_fault(int skip, std::string reason) {
 
 double EmuDevice::clock_s() const {
   std::lock_guard lock(mutex_);
-  return busy_until_s_;
+  return std::max(busy_until_s_, copies_.end());
+}
+
+double EmuDevice::copy_start(double ready, double dur) const {
+  return options_.overlap_copies ? copies_.earliest(ready, dur) : std::max(ready, busy_until_s_);
+}
+
+void EmuDevice::copy_done(double start, double end) {
+  if (options_.overlap_copies) copies_.reserve(start, end);
+  else busy_until_s_ = std::max(busy_until_s_, end);
+}
+
+double EmuDevice::CopyEngine::earliest(double ready, double dur) const {
+  double t = std::max(ready, floor_);
+  for (const auto& [s, e] : busy_) {
+    if (e <= t) continue;
+    if (s >= t + dur) break;  // fits in the gap before this interval
+    t = e;
+  }
+  return t;
+}
+
+void EmuDevice::CopyEngine::reserve(double start, double end) {
+  if (!(end > start)) return;
+  const auto at = std::lower_bound(busy_.begin(), busy_.end(), std::pair{start, end});
+  busy_.insert(at, {start, end});
+  if (busy_.size() > kKept) {
+    floor_ = std::max(floor_, busy_.front().second);
+    busy_.erase(busy_.begin());
+  }
+}
+
+double EmuDevice::copy_energy_w() const {
+  const PowerStates& p = info().power;
+  return options_.overlap_copies ? std::max(0.0, p.transfer_w - p.idle_w) : p.transfer_w;
 }
 
 void EmuDevice::reset_clock() {
   std::lock_guard lock(mutex_);
   busy_until_s_ = 0.0;
+  copies_.reset();
   busy_s_ = 0.0;
   execute_j_ = 0.0;
   transfer_j_ = 0.0;

@@ -3,7 +3,9 @@
 // correct); time and energy come from the device model (hw/emu/emu_timing.h) on a virtual clock:
 // an operation starts at max(device free, inputs ready, events waited on) and ends after its
 // modelled duration. Copies occupy the device too (and both devices for a peer copy), matching the
-// cost model T_s = X_s + C_s + X_{s+1}. Every Event it returns is labelled `modelled`.
+// cost model T_s = X_s + C_s + X_{s+1}; with EmuOptions::overlap_copies they occupy the devices'
+// copy engines instead (one per device, shared by all its copies), so T_s = max(kernels, copies).
+// Every Event it returns is labelled `modelled`.
 //
 // FPGAs run only the kernels of their loaded bitstream (none before load_bitstream). Timing-only
 // mode skips the arithmetic and allocates size-only buffers so paper-scale shapes take no time.
@@ -13,6 +15,8 @@
 #include <optional>
 #include <random>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "hw/device.h"
 #include "hw/device_profile.h"
@@ -21,6 +25,10 @@ namespace dype::hw {
 
 struct EmuOptions {
   bool timing_only = false;
+  // Copies run on their own virtual copy engine (a device's DMA engines: transfers overlap the
+  // kernels of other requests) instead of the compute clock. The system option `transfers:
+  // overlap` (hw/system_config.h) sets it; `serial` is the paper's timing (copies block the device).
+  bool overlap_copies = false;
   double jitter_sigma = 0.0;  // relative std-dev of each modelled duration; 0 = deterministic
   std::uint64_t jitter_seed = 1;
 };
@@ -32,7 +40,9 @@ class EmuDevice final : public Device {
   const DeviceProfile& profile() const { return profile_; }
   bool supports(kernels::OpKind op) const override;
   BufferPtr allocate(std::size_t bytes, AllocMode mode = AllocMode::data) override;
-  // Energy over [0, clock_s()] from the power states (idle / execute / transfer), modelled.
+  // Energy over [0, clock_s()] from the power states (idle / execute / transfer), modelled. With
+  // overlapping copies a copy draws its increment above idle (transfer_j) on top of whatever the
+  // device does meanwhile, and idle_j covers the time the kernels leave.
   std::optional<EnergyReport> energy() const override { return energy_until(clock_s()); }
   EnergyReport energy_until(double t_s) const;
 
@@ -78,10 +88,30 @@ class EmuDevice final : public Device {
   EmuOptions options_;
   std::optional<Bitstream> bitstream_;
   mutable std::mutex mutex_;
-  double busy_until_s_ = 0.0;
+  // A DMA engine's timeline: copies take the earliest gap after they are ready (a copy engine
+  // serves transfers as they become ready, not in the order the host happened to issue them), so
+  // the next request's input can arrive while this one's output is still waiting for its kernel.
+  class CopyEngine {
+   public:
+    double earliest(double ready, double dur) const;  // start of the first free [t, t + dur], t >= ready
+    void reserve(double start, double end);
+    double end() const { return busy_.empty() ? floor_ : std::max(floor_, busy_.back().second); }
+    void reset() { busy_.clear(), floor_ = 0.0; }
+
+   private:
+    static constexpr std::size_t kKept = 256;  // older gaps are forgotten (treated as busy)
+    std::vector<std::pair<double, double>> busy_;  // sorted, disjoint
+    double floor_ = 0.0;
+  };
+  // Where a copy of `dur` seconds ready at `ready` starts (compute clock, or the copy engine).
+  double copy_start(double ready, double dur) const;
+  void copy_done(double start, double end);
+  double busy_until_s_ = 0.0;  // the compute clock (and the copies' when they do not overlap)
+  CopyEngine copies_;          // overlap_copies
+  double copy_energy_w() const;  // what a copy draws, per second
   double execute_j_ = 0.0;
   double transfer_j_ = 0.0;
-  double busy_s_ = 0.0;  // time spent executing or transferring (the rest is idle)
+  double busy_s_ = 0.0;  // time spent executing or (serial copies) transferring; the rest is idle
   int fault_skip_ = -1;  // < 0: no fault armed
   std::string fault_reason_;
   std::mt19937_64 rng_;

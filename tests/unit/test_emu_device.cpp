@@ -188,6 +188,58 @@ TEST(EmuDevice, VirtualClockDependenciesAndBusyDevice) {
   EXPECT_FLOAT_EQ(out[0], k * 0.5f * n * 0.25f);
 }
 
+// `transfers: overlap`: copies run on the device's copy engine, beside its kernels, and take the
+// earliest gap after they are ready (a later-issued copy that is ready sooner goes first). A peer
+// copy needs both engines free at once. Energy: a copy adds its increment above idle.
+TEST(EmuDevice, OverlappingCopiesRunBesideKernelsOnACopyEngine) {
+  System sys = paper_system();
+  EmuDevice& g0 = emu(sys, "gpu0");
+  EmuDevice& g1 = emu(sys, "gpu1");
+  EmuOptions o;
+  o.overlap_copies = true;
+  EmuDevice a(g0.info(), g0.profile(), o), b(g1.info(), g1.profile(), o);
+  a.attach(g0.topology(), g0.topology_index());
+  b.attach(g1.topology(), g1.topology_index());
+  a.set_timing_only(true);  // size-only buffers: only the timeline matters here
+  b.set_timing_only(true);
+  const std::int64_t m = 16384, k = 1024, n = 1024;
+  auto x = a.allocate(m * k * 4), w = a.allocate(k * n * 4), y = a.allocate(m * n * 4), in = a.allocate(65536);
+  const Event kern = a.launch(KernelLaunch::gemm(*x, *w, nullptr, *y, m, k, n));
+  EXPECT_DOUBLE_EQ(kern.start_s, 0.0);
+  // The next request's input arrives while the kernel runs.
+  std::vector<std::byte> host(65536);
+  const Event up = a.copy_from_host(*in, host);
+  EXPECT_DOUBLE_EQ(up.start_s, 0.0);
+  ASSERT_LT(up.end_s, kern.end_s);
+  // The result's download waits for the kernel; an upload issued after it but ready at once
+  // takes the gap before it.
+  std::vector<std::byte> out(static_cast<std::size_t>(m * n * 4));
+  const Event down = a.copy_to_host(*y, out);
+  EXPECT_DOUBLE_EQ(down.start_s, std::max(kern.end_s, up.end_s));
+  auto in2 = a.allocate(4096);
+  std::vector<std::byte> small(4096);
+  const Event up2 = a.copy_from_host(*in2, small);
+  ASSERT_LE(up.end_s + up2.duration_s(), down.start_s);
+  EXPECT_DOUBLE_EQ(up2.start_s, up.end_s);
+  // Kernels never wait for copies they do not read.
+  const Event kern2 = a.launch(KernelLaunch::gemm(*x, *w, nullptr, *y, m, k, n));
+  EXPECT_DOUBLE_EQ(kern2.start_s, kern.end_s);
+  // A peer copy waits until both engines are free.
+  auto dst = b.allocate(m * n * 4);
+  std::vector<std::byte> busy(static_cast<std::size_t>(m * n * 4));
+  auto bb = b.allocate(m * n * 4);
+  const Event b_up = b.copy_from_host(*bb, busy);
+  const Event p2p = a.copy_to_peer(*y, *dst);
+  EXPECT_GE(p2p.start_s, b_up.end_s - 1e-15);
+  EXPECT_GE(p2p.start_s, kern2.end_s - 1e-15);
+  // Copies draw their increment above idle; the idle share is the time the kernels leave.
+  const double horizon = a.clock_s();
+  const EnergyReport r = a.energy_until(horizon);
+  const PowerStates& p = a.info().power;
+  EXPECT_NEAR(r.idle_j, p.idle_w * (horizon - kern.duration_s() - kern2.duration_s()), 1e-9);
+  EXPECT_NEAR(up.energy_j, (p.transfer_w - p.idle_w) * up.duration_s(), 1e-12);
+}
+
 TEST(EmuDevice, EnergyIntegratesPowerStates) {
   System sys = paper_system();
   EmuDevice& f = emu(sys, "fpga0");

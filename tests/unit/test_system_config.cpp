@@ -106,6 +106,19 @@ TEST(SystemConfig, BadLanesNamesKeyPath) {
       << error_of(p);
 }
 
+// `transfers:` picks the paper's serial timing (its testbed files say so) or copies beside the
+// kernels; anything else is named.
+TEST(SystemConfig, TransfersSerialOrOverlap) {
+  EXPECT_FALSE(load_system_config(configs() + "/systems/paper-testbed-pcie4.yaml").overlap_transfers);
+  const std::string devices = "devices:\n  - {name: g, backend: emu, model: devices/amd-mi210.yaml}\n";
+  EXPECT_FALSE(load_system_config(write_system("default.yaml", std::string(kHeader) + devices)).overlap_transfers);
+  const auto ov = write_system("overlap.yaml", std::string(kHeader) + "transfers: overlap\n" + devices);
+  EXPECT_TRUE(load_system_config(ov).overlap_transfers);
+  const auto bad = write_system("bad.yaml", std::string(kHeader) + "transfers: async\n" + devices);
+  EXPECT_NE(error_of(bad).find("bad.yaml: transfers: must be serial or overlap, got 'async'"), std::string::npos)
+      << error_of(bad);
+}
+
 TEST(SystemConfig, UnknownBackend) {
   const auto p = write_system("backend.yaml", std::string(kHeader) + "devices:\n  - {name: x, backend: opencl}\n");
   EXPECT_NE(error_of(p).find("devices[0].backend: must be one of cpu, emu, cuda, hip, xrt, got 'opencl'"),
