@@ -52,6 +52,7 @@ struct Options {
   bool skew_given = false, min_throughput_given = false, max_latency_given = false;
   std::string mode = "perf", solver = "exact", baseline, dump_tables, shapes = "all", images = "choose";
   std::string cost_model = "runtime";
+  std::string transfers;  // "" = as the system file says
   double reload_horizon = 1000;
   std::string perfmodels = std::string(DYPE_SOURCE_DIR) + "/configs/perfmodels";
   bool perfmodels_given = false;
@@ -186,6 +187,8 @@ void print_plan(const sched::Plan& plan, const sched::Workload& wl, bool explain
   std::printf("plan %s  (objective %s, solver %s, solved in %s us)\n", plan.mnemonic.c_str(),
               plan.objective.c_str(), plan.solver.c_str(), num(plan.solve_time_s * 1e6).c_str());
   if (!plan.note.empty()) std::printf("  note: %s\n", plan.note.c_str());
+  if (!plan.stages.empty() && plan.stages.front().overlap)
+    std::printf("  transfers overlap compute: a stage takes max(kernels, its copies with xfer_in and xfer_out)\n");
   std::printf("  %-5s %-34s %-5s %5s %11s %11s %12s %10s\n", "stage", "kernels", "kind", "count",
               "compute_ms", "xfer_in_ms", "xfer_out_ms", "stage_ms");
   for (std::size_t s = 0; s < plan.stages.size(); ++s) {
@@ -276,7 +279,14 @@ int run(Options o) {
   for (const auto& opt : images.options) loaded.push_back(opt.loaded);
   if (images.options.size() > 1) assignments = rt::image_assignments(images);
   const rt::CostModelChoice cm = o.cost_model == "additive" ? rt::CostModelChoice::additive : rt::CostModelChoice::runtime;
-  rt::ScheduleInputs inputs = rt::load_schedule_inputs(o.system_file, config, in, perfmodels, nullptr, nullptr, cm);
+  // --transfers overrides the system file's `transfers:` (serial = the paper's timing).
+  auto with_transfers = [&](rt::ScheduleInputs si) {
+    if (!o.transfers.empty())
+      si.system.transfers = o.transfers == "overlap" ? sched::TransferMode::overlap : sched::TransferMode::serial;
+    return si;
+  };
+  rt::ScheduleInputs inputs =
+      with_transfers(rt::load_schedule_inputs(o.system_file, config, in, perfmodels, nullptr, nullptr, cm));
   if (!o.baseline.empty()) {
     const auto names = sched::baseline_names(inputs.system);
     if (std::find(names.begin(), names.end(), o.baseline) == names.end()) {
@@ -313,8 +323,9 @@ int run(Options o) {
     // One system per assignment (the loaded one as the file says); the best amortised score wins.
     std::vector<rt::ScheduleInputs> systems;
     for (const auto& a : assignments)
-      systems.push_back(a == loaded ? rt::load_schedule_inputs(o.system_file, config, in, perfmodels, nullptr, nullptr, cm)
-                                    : rt::load_schedule_inputs(o.system_file, config, in, perfmodels, &images, &a, cm));
+      systems.push_back(with_transfers(
+          a == loaded ? rt::load_schedule_inputs(o.system_file, config, in, perfmodels, nullptr, nullptr, cm)
+                      : rt::load_schedule_inputs(o.system_file, config, in, perfmodels, &images, &a, cm)));
     const int fpga = inputs.system.kind_index("fpga");
     const double p_exec = fpga >= 0 ? inputs.system.kinds[static_cast<std::size_t>(fpga)].power.exec_w : 0.0;
     sched::ObjectiveSpec each = obj;
@@ -437,6 +448,10 @@ int main(int argc, char** argv) {
   app.add_flag("--explain", o.explain, "say why each stage got its kind and count; print the cost tables");
   app.add_flag("--json", o.as_json, "print one JSON object");
   app.add_option("--dump-tables", o.dump_tables, "write the full cost tables as JSON to this file");
+  app.add_option("--transfers", o.transfers,
+                 "serial (copies block the devices, the paper's timing) or overlap (copies beside the kernels); "
+                 "default: the system file's `transfers:`")
+      ->check(CLI::IsMember({"serial", "overlap"}));
   auto* perfmodels_opt = app.add_option("--perfmodels", o.perfmodels,
                                         "folder of fitted performance models (<device model>.json from dype-profile) "
                                         "for kernel times; 'none': the devices' own models")
