@@ -7,6 +7,7 @@
 #include <map>
 #include <mutex>
 
+#include "kernels/graph/gather_locality.h"
 #include "kernels/graph/generators.h"
 #include "runtime/model.h"
 #include "runtime/pipeline.h"
@@ -143,6 +144,32 @@ TEST(RtModel, FromEdgesMatchesAStraightforwardConstruction) {
       EXPECT_EQ(k, static_cast<std::size_t>(g->nnz));
     }
   }
+}
+
+// A graph's gather locality (kernels/graph/gather_locality.h) is computed when the runtime builds
+// it and reaches every SpMM shape the planner and the performance models see; shape-only graphs
+// have none (the models then assume random columns).
+TEST(RtModel, GraphLocalityReachesTheSpmmShapes) {
+  const kernels::EdgeList e = random_graph(3000, 30000, 11);
+  for (const bool gcn : {true, false}) {
+    const auto g = Graph::from_edges(e, gcn);
+    ASSERT_TRUE(g->locality.known());
+    EXPECT_EQ(g->locality.miss, kernels::gather_locality(g->indices, g->nodes).miss);
+    const Model m = gcn ? Model::gcn({.layers = 2, .in_features = 16, .hidden = 16})
+                        : Model::gin({.layers = 2, .in_features = 16, .hidden = 16});
+    const Request req = Request::gnn(g, HostTensor::shape_only(g->nodes, 16));
+    const Characteristics c = req.characteristics();
+    EXPECT_EQ(c.locality.miss, g->locality.miss);
+    int spmm = 0;
+    for (const auto& sh : m.kernel_shapes(c)) {
+      if (sh.kind != kernels::OpKind::spmm) continue;
+      EXPECT_EQ(sh.locality.miss, g->locality.miss);
+      ++spmm;
+    }
+    EXPECT_EQ(spmm, 2);
+  }
+  EXPECT_TRUE(Graph::sage_mean(e)->locality.known());
+  EXPECT_FALSE(Graph::shape_only(3000, 30000)->locality.known());
 }
 
 TEST(RtModel, KernelChainsFollowTheModelConfigs) {
