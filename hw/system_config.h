@@ -72,7 +72,7 @@ struct SystemConfig {
   // `transfers: serial | overlap`: whether copies block a device's kernels (the paper's timing,
   // which its testbed files state for reproduction) or run on the devices' copy engines beside
   // them. Serial by default: the planner's overlap predictions are not yet reached by the pipeline
-  // (one request in flight per stage boundary; see ARCHITECTURE.md and the README), so overlap is
+  // (one request in flight per stage boundary; see the README), so overlap is
   // opt-in.
   bool overlap_transfers = false;
   double jitter_sigma = 0.0;

@@ -251,20 +251,16 @@ double RuntimeCostModel::compute_time_s(int first, int last, sched::DeviceGroup 
   return t;
 }
 
-double RuntimeCostModel::copy_time_s(int first, int last, sched::DeviceGroup gr) const {
-  const Group& g = group(gr);
-  double t = 0.0;
-  for (int k = first + 1; k <= last; ++k) t += g.exchange_s[static_cast<std::size_t>(k)];
-  if (first == 0) t += g.upload_s;
-  if (last == n_ - 1) t += g.download_s;
-  return t;
-}
-
 double RuntimeCostModel::waited_copy_time_s(int first, int last, sched::DeviceGroup gr) const {
   const Group& g = group(gr);
   double t = 0.0;
   for (int k = first + 1; k <= last; ++k) t += g.exchange_s[static_cast<std::size_t>(k)];
   return t;
+}
+
+double RuntimeCostModel::copy_time_s(int first, int last, sched::DeviceGroup gr) const {
+  const Group& g = group(gr);
+  return waited_copy_time_s(first, last, gr) + (first == 0 ? g.upload_s : 0.0) + (last == n_ - 1 ? g.download_s : 0.0);
 }
 
 double RuntimeCostModel::execute_w(int first, int last, sched::DeviceGroup gr) const {

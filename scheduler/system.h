@@ -69,8 +69,8 @@ struct SystemSpec {
   void validate(const std::string& where = "system") const;
 
   // f_comm: time to move `bytes` from the group `from` to the group `to` (Section II-B/III-B).
-  // Transfers never overlap compute or each other (the paper's conflict-avoiding timing: a stage
-  // is busy for X_in + C + X_out), so the time is the bandwidth-bound copy time:
+  // Transfers never overlap each other, so the time is the bandwidth-bound copy time (whether it
+  // also blocks compute is `transfers`, applied where a stage's time is put together):
   //  - P2P (both kinds p2p-capable): one hop at the aggregate bandwidth of the devices involved,
   //    min(c_a * bw_a, c_b * bw_b), capped by the inter-socket link when the sockets differ;
   //  - a host kind on either side: one hop at the device side's aggregate bandwidth;

@@ -104,7 +104,7 @@ GatherLocality gather_locality(std::span<const std::int32_t> indices, std::int64
   // at each bucket's lower boundary w (suffix sums), scaled back by the sampling rate; the miss
   // ratio of a cache of fp(w) rows is the share of gathers whose reuse time exceeds w (first
   // touches never reuse), taken over the sampled gathers themselves.
-  std::vector<double> ws, fp, tail;
+  std::vector<double> fp, tail;
   double cnt = 0, sum = 0, reuse_above = 0;
   std::vector<double> excess(kBuckets), above(kBuckets);
   for (int b = kBuckets - 1; b >= 0; --b) {
@@ -119,7 +119,6 @@ GatherLocality gather_locality(std::span<const std::int32_t> indices, std::int64
     const auto u = static_cast<std::size_t>(b);
     const double w = lower(b);
     // Reuse times >= w: bucket b onwards; those equal to w hit, which matters only for tiny w.
-    ws.push_back(w);
     fp.push_back(std::max(0.0, m - excess[u] / (nd - w + 1.0)) / rate);
     tail.push_back((above[u] + m) / sampled);
   }

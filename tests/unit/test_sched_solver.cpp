@@ -243,6 +243,30 @@ class SidedTransfers final : public CostModel {
   std::map<std::tuple<int, int, int, int, int>, std::pair<double, double>> sides_;
 };
 
+// Every objective (with random caps) solved exactly on `tables` against the brute-force best;
+// `each` sees every plan found. Returns how many solves were compared.
+template <typename F>
+int expect_exact_on_every_objective(const CostTables& tables, std::mt19937_64& rng, int inst, F&& each) {
+  const auto all = enumerate_plans(tables);
+  int checked = 0;
+  for (Objective o : {Objective::perf, Objective::energy, Objective::balanced, Objective::qos}) {
+    const ObjectiveSpec spec = random_objective(o, all, rng);
+    const EnumeratedPlan best = best_of(all, spec);
+    const double want = score(best, o);
+    if (!(want < kInf)) {
+      EXPECT_THROW(solve(tables, spec), InfeasibleError) << "instance " << inst;
+      continue;
+    }
+    Plan got;
+    EXPECT_NO_THROW(got = solve(tables, spec)) << "instance " << inst << " " << to_string(o);
+    EXPECT_TRUE(same(score(got, o), want)) << "instance " << inst << " " << to_string(o) << ": exact "
+                                           << score(got, o) << " (" << got.mnemonic << ") vs " << want;
+    each(got);
+    ++checked;
+  }
+  return checked;
+}
+
 TEST(SchedSolver, ExactMatchesBruteForceWithSidedTransfers) {
   std::mt19937_64 rng(4242);
   std::uniform_real_distribution<double> u01(0.0, 1.0);
@@ -253,24 +277,12 @@ TEST(SchedSolver, ExactMatchesBruteForceWithSidedTransfers) {
     for (const auto& k : in.system.kinds) counts.push_back(k.count);
     const SidedTransfers model(*in.model, rng, counts);
     const CostTables tables(in.system, model);
-    const auto all = enumerate_plans(tables);
-    for (Objective o : {Objective::perf, Objective::energy, Objective::balanced, Objective::qos}) {
-      const ObjectiveSpec spec = random_objective(o, all, rng);
-      const EnumeratedPlan best = best_of(all, spec);
-      const double want = score(best, o);
-      if (!(want < kInf)) {
-        EXPECT_THROW(solve(tables, spec), InfeasibleError) << "instance " << inst;
-        continue;
-      }
-      Plan got;
-      ASSERT_NO_THROW(got = solve(tables, spec)) << "instance " << inst << " " << to_string(o);
-      ASSERT_TRUE(same(score(got, o), want)) << "instance " << inst << " " << to_string(o) << ": exact "
-                                             << score(got, o) << " (" << got.mnemonic << ") vs " << want;
+    checked += expect_exact_on_every_objective(tables, rng, inst, [&](const Plan& got) {
       // The plan's stages carry each side's own time.
       for (std::size_t s = 0; s + 1 < got.stages.size(); ++s)
         sided += got.stages[s].transfer_out_s != got.stages[s + 1].transfer_in_s;
-      ++checked;
-    }
+    });
+    if (::testing::Test::HasFailure()) return;
   }
   std::printf("sided transfers: exact agreed with brute force on %d solves (%d hand-offs with unequal sides)\n",
               checked, sided);
@@ -323,27 +335,15 @@ TEST(SchedSolver, ExactMatchesBruteForceWithOverlappingTransfers) {
     const CopiesInCompute model(sided, rng());
     const CostTables tables(in.system, model);
     ASSERT_TRUE(tables.overlap());
-    const auto all = enumerate_plans(tables);
-    for (Objective o : {Objective::perf, Objective::energy, Objective::balanced, Objective::qos}) {
-      const ObjectiveSpec spec = random_objective(o, all, rng);
-      const EnumeratedPlan best = best_of(all, spec);
-      const double want = score(best, o);
-      if (!(want < kInf)) {
-        EXPECT_THROW(solve(tables, spec), InfeasibleError) << "instance " << inst;
-        continue;
-      }
-      Plan got;
-      ASSERT_NO_THROW(got = solve(tables, spec)) << "instance " << inst << " " << to_string(o);
-      ASSERT_TRUE(same(score(got, o), want)) << "instance " << inst << " " << to_string(o) << ": exact "
-                                             << score(got, o) << " (" << got.mnemonic << ") vs " << want;
+    checked += expect_exact_on_every_objective(tables, rng, inst, [&](const Plan& got) {
       // Which side bounds the slowest stage: both must occur for the test to mean anything.
       for (const Stage& st : got.stages) {
         if (!same(st.time_s(), got.period_s)) continue;
         (st.compute_s - st.copy_s + st.waited_copy_s >= st.transfer_in_s + st.copy_s + st.transfer_out_s ? kernel_bound
                                                                                                  : copy_bound) += 1;
       }
-      ++checked;
-    }
+    });
+    if (::testing::Test::HasFailure()) return;
   }
   std::printf("overlapping transfers: exact agreed with brute force on %d solves (bottleneck stages bound by "
               "kernels %d, by copies %d)\n", checked, kernel_bound, copy_bound);
