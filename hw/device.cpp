@@ -65,25 +65,26 @@ Event Device::copy_to_host(const Buffer& src, std::span<std::byte> dst, std::siz
 }
 
 Event Device::copy_to_peer(const Buffer& src, Buffer& dst, std::span<const Event> after) {
+  return copy_to_peer(src, dst, CopyRegion{0, 0, src.size_bytes()}, after);
+}
+
+Event Device::copy_to_peer(const Buffer& src, Buffer& dst, const CopyRegion& region, std::span<const Event> after) {
   if (&src.device() != this) throw Error(name() + ": copy_to_peer: source buffer is not on this device");
-  if (dst.size_bytes() < src.size_bytes()) {
-    throw InputError(name() + ": copy_to_peer", "destination holds " +
-                                                   std::to_string(dst.size_bytes()) +
-                                                   " bytes, source " +
-                                                   std::to_string(src.size_bytes()));
-  }
-  return do_copy_to_peer(src, dst, after);
+  check_copy_range(name() + ": copy_to_peer source", region.src_offset, region.bytes, src.size_bytes());
+  check_copy_range(name() + ": copy_to_peer destination", region.dst_offset, region.bytes, dst.size_bytes());
+  return do_copy_to_peer(src, dst, region, after);
 }
 
-Event Device::do_copy_to_peer(const Buffer& src, Buffer& dst, std::span<const Event> after) {
-  return copy_to_peer_staged(src, dst, after);
+Event Device::do_copy_to_peer(const Buffer& src, Buffer& dst, const CopyRegion& region, std::span<const Event> after) {
+  return copy_to_peer_staged(src, dst, region, after);
 }
 
-Event Device::copy_to_peer_staged(const Buffer& src, Buffer& dst, std::span<const Event> after) {
+Event Device::copy_to_peer_staged(const Buffer& src, Buffer& dst, const CopyRegion& region,
+                                  std::span<const Event> after) {
   // Staged through host memory: device -> host, host -> peer.
-  std::vector<std::byte> staging(src.size_bytes());
-  Event down = copy_to_host(src, staging, 0, after);
-  Event up = dst.device().copy_from_host(dst, staging, 0, std::span<const Event>(&down, 1));
+  std::vector<std::byte> staging(region.bytes);
+  Event down = copy_to_host(src, staging, region.src_offset, after);
+  Event up = dst.device().copy_from_host(dst, staging, region.dst_offset, std::span<const Event>(&down, 1));
   Event e;
   e.start_s = down.start_s;
   e.end_s = up.end_s;

@@ -67,6 +67,14 @@ struct DeviceInfo {
   PowerStates power;    // for cost models; from the device model / system config
 };
 
+// A peer copy's region: `bytes` from `src_offset` in the source buffer to `dst_offset` in the
+// destination.
+struct CopyRegion {
+  std::size_t src_offset = 0;
+  std::size_t dst_offset = 0;
+  std::size_t bytes = 0;
+};
+
 class Device {
  public:
   explicit Device(DeviceInfo info) : info_(std::move(info)) {}
@@ -98,10 +106,13 @@ class Device {
   Event copy_to_host(const Buffer& src, std::span<std::byte> dst, std::size_t offset = 0,
                      std::span<const Event> after = {});
 
-  // Copies the whole of `src` (on this device) into `dst` (on a peer). Checks ownership and size,
-  // then calls do_copy_to_peer: the default stages through host memory; backends with peer access
-  // override it and consult the topology for P2P.
+  // Copies the whole of `src` (on this device) into `dst` (on a peer), or one region of it: `bytes`
+  // from `src_offset` in src to `dst_offset` in dst (a shard's rows into a peer's wider buffer).
+  // Checks ownership and bounds ("copy of N bytes at offset M overruns a buffer of K"), then calls
+  // do_copy_to_peer: the default stages through host memory; backends with peer access override
+  // it and consult the topology for P2P.
   Event copy_to_peer(const Buffer& src, Buffer& dst, std::span<const Event> after = {});
+  Event copy_to_peer(const Buffer& src, Buffer& dst, const CopyRegion& region, std::span<const Event> after = {});
 
   // Energy drawn since creation, if the device can tell (a power sensor, or a model on emu).
   virtual std::optional<EnergyReport> energy() const { return std::nullopt; }
@@ -158,10 +169,10 @@ class Device {
                                   std::span<const Event> after) = 0;
   virtual Event do_copy_to_host(const Buffer& src, std::span<std::byte> dst, std::size_t offset,
                                 std::span<const Event> after) = 0;
-  // `dst` is at least as large as `src`. Default: staged through host memory.
-  virtual Event do_copy_to_peer(const Buffer& src, Buffer& dst, std::span<const Event> after);
+  // The region lies inside both buffers. Default: staged through host memory.
+  virtual Event do_copy_to_peer(const Buffer& src, Buffer& dst, const CopyRegion& region, std::span<const Event> after);
   // The staged copy, for overrides that fall back to it (e.g. a peer without P2P).
-  Event copy_to_peer_staged(const Buffer& src, Buffer& dst, std::span<const Event> after);
+  Event copy_to_peer_staged(const Buffer& src, Buffer& dst, const CopyRegion& region, std::span<const Event> after);
   // Throws InputError "<what>: buffer is not on this device" unless this device allocated it.
   void check_owned(const Buffer& buffer, std::string_view what) const;
 

@@ -188,13 +188,10 @@ RuntimeCostModel::RuntimeCostModel(const Model& model, const hw::System& system,
         }
         g.kernel_s.push_back(t);
         g.execute_w.push_back(ds.empty() ? 0.0 : power_of(step.op));
-        double x = 0.0;
-        if (cnt > 1 && (step.op == kernels::OpKind::spmm || step.op == kernels::OpKind::window_attention)) {
-          // Through host memory: own rows up from every device, then the rows each needs down.
-          const int nt = in_tensors_[static_cast<std::size_t>(k)];
-          x = up_s(g, in_[static_cast<std::size_t>(k)] / cnt, nt) + down_s(g, need_bytes(k, cnt), nt);
-        }
-        g.exchange_s.push_back(x);
+        // The exchange before k inside the stage (the engine's chosen route, until every device
+        // holds its rows); none when no device needs more rows than it owns.
+        const auto route = k > 0 ? routed(k, g.topo, g.topo) : std::nullopt;
+        g.exchange_s.push_back(route ? route->span_s : 0.0);
       }
       g.upload_s = down_s(g, need_bytes(0, cnt), 1);
       g.download_s = up_s(g, out_.back() / cnt, 1);
@@ -297,6 +294,28 @@ double RuntimeCostModel::transfer_in_s(int k, sched::DeviceGroup from, sched::De
   return handoff(k, from, to).in_s;
 }
 
+std::optional<rt::RouteCost> RuntimeCostModel::routed(int k, const std::vector<int>& from, const std::vector<int>& to) const {
+  const kernels::OpKind op = model_.step(k).op;
+  if (row_local(op) || rows_ <= 0 || from.empty() || to.empty()) return std::nullopt;
+  // The pipeline's even row split (Pipeline::partition; SpMM stages split by nnz, modelled as even).
+  auto own = [&](std::size_t j, std::size_t c) {
+    const auto n = static_cast<std::int64_t>(c), i = static_cast<std::int64_t>(j);
+    return RowRange{rows_ * i / n, rows_ * (i + 1) / n};
+  };
+  std::vector<RouteEnd> src, dst;
+  bool wide = false;
+  for (std::size_t j = 0; j < from.size(); ++j) src.push_back({from[j], own(j, from.size())});
+  for (std::size_t i = 0; i < to.size(); ++i) {
+    const RowRange o = own(i, to.size());
+    const RowRange need = rows_needed(op, o, rows_, c_.window);
+    wide |= need.lo < o.lo || need.hi > o.hi;
+    dst.push_back({to[i], need});
+  }
+  if (!wide) return std::nullopt;
+  const double row_bytes = in_[static_cast<std::size_t>(k)] / static_cast<double>(rows_);
+  return plan_route(topo_, src, dst, row_bytes, in_tensors_[static_cast<std::size_t>(k)]).chosen();
+}
+
 RuntimeCostModel::Handoff RuntimeCostModel::handoff(int k, sched::DeviceGroup from, sched::DeviceGroup to) const {
   const Group& a = group(from);
   Group b_other;
@@ -315,9 +334,10 @@ RuntimeCostModel::Handoff RuntimeCostModel::handoff(int k, sched::DeviceGroup fr
   // same even split: models without an SpMM, whose stages split by nnz instead).
   bool has_spmm = false;
   for (const Step& s : model_.steps()) has_spmm |= s.op == kernels::OpKind::spmm;
-  if (from.count == 1 && (to.count == 1 || next == kernels::OpKind::spmm)) {
-    // Every destination needs the whole tensor, which one source shard holds: one peer copy per
-    // destination device, one after the other on the source; each destination is busy for its own.
+  // Needs wider than the rows owned (an SpMM's every row, a halo): the route the engine picks.
+  if (const auto r = routed(k + 1, a.topo, b.topo)) return {r->senders_s, r->receivers_s};
+  if (from.count == 1 && to.count == 1) {
+    // The destination needs the whole tensor, which the source holds: one peer copy.
     Handoff h;
     const auto per = static_cast<std::size_t>(bytes / nt);
     for (std::size_t j = 0; j < b.topo.size() && !a.topo.empty(); ++j) {

@@ -16,6 +16,7 @@
 #include <string>
 
 #include "hw/system.h"
+#include "runtime/handoff_route.h"
 #include "runtime/model.h"
 #include "runtime/pipeline.h"
 #include "runtime/planning_kinds.h"
@@ -69,21 +70,22 @@ using KernelTimeFn = std::function<double(const hw::Device&, const kernels::OpSh
 //    device runs its shard: the kernel time is that of the shard's shape (launch overheads and
 //    per-row terms do not shrink with c, unlike time / c);
 //  - inside a stage, an SpMM needs every row of its input and a window attention its rows plus a
-//    halo of window / 2; the transfer engine gathers them through host memory (each device sends
-//    its own rows up, then receives what it needs): that exchange is part of the stage's f_perf
-//    (paper Section II-B);
+//    halo of window / 2; the transfer engine moves them by the route handoff_route.h picks from
+//    the topology (a relay through host memory, or direct peer copies of each device's rows) and
+//    the stage's f_perf includes that exchange until every device holds its rows (paper Section
+//    II-B);
 //  - the first stage receives the request's input from host memory (all of it on every device
 //    when the first kernel is an SpMM) and the last stage returns its output rows to host memory:
 //    part of those stages' time (the paper's Figure 4 counts the CPU<->device legs too);
-//  - between stages, a 1-device stage hands its whole tensor to each device that needs all of it
-//    (a 1-device stage, or every device of an SpMM stage) with one peer copy each, one after the
-//    other (P2P when the topology allows, else host-staged; a copy occupies both ends); equal
-//    counts with the same row split and a row-local next kernel copy shard to shard; anything else is
-//    gathered through host memory (rows up on the source devices, the rows each destination
-//    needs down on it). Each side is charged its own part (transfer_out_s / transfer_in_s): the
-//    sender every copy it makes or its up leg, each receiver its own copy or its down leg; with
-//    equal counts both sides the longer leg (the row splits may coincide, and the engine then
-//    copies shard to shard through host memory, occupying both ends).
+//  - between stages: when the next stage's devices need more rows than they own (an SpMM, a
+//    halo), the route handoff_route.h picks, each side charged its own busiest device (senders
+//    their sends or up legs, receivers their receives or down legs); otherwise a 1-device stage
+//    hands a 1-device stage its whole tensor with one peer copy (P2P when the topology allows,
+//    else host-staged; a copy occupies both ends), equal counts with the same row split and a
+//    row-local next kernel copy shard to shard, and anything else goes through host memory (rows
+//    up on the source devices, the rows each destination needs down on it); with equal counts both
+//    sides are charged the longer leg (the row splits may coincide, and the engine then copies
+//    shard to shard through host memory, occupying both ends).
 // Exchange legs are counted as compute for the energy figure (the device is busy either way).
 class RuntimeCostModel : public sched::CostModel {
  public:
@@ -123,6 +125,10 @@ class RuntimeCostModel : public sched::CostModel {
     double out_s = 0.0, in_s = 0.0;
   };
   Handoff handoff(int k, sched::DeviceGroup from, sched::DeviceGroup to) const;
+  // The route handoff_route.h picks for kernel k's input going from devices `from` (owning even
+  // row shares) to devices `to` (needing what k reads); nullopt when no device needs more rows
+  // than it owns.
+  std::optional<RouteCost> routed(int k, const std::vector<int>& from, const std::vector<int>& to) const;
   double up_s(const Group& g, double bytes_per_device, int tensors) const;
   double down_s(const Group& g, double bytes_per_device, int tensors) const;
   // Bytes one device of a c-device stage must hold of kernel k's input (rows it needs).

@@ -4,6 +4,7 @@
 #include <cstring>
 
 #include "kernels/error.h"
+#include "runtime/handoff_route.h"
 
 namespace dype::rt {
 
@@ -81,6 +82,41 @@ Activation TransferEngine::upload(const HostTensor& x, const std::vector<Need>& 
   return act;
 }
 
+namespace {
+
+// Where a source shard's buffers are now: still in `from`, or handed over to a need of `out`.
+struct SourceView {
+  hw::Device* device = nullptr;
+  const std::vector<hw::BufferPtr>* tensors = nullptr;
+  std::int64_t held_lo = 0, own_lo = 0, own_hi = 0;
+};
+
+std::vector<SourceView> source_views(const Activation& from, const Activation& out, const std::vector<bool>& done) {
+  std::vector<SourceView> v;
+  for (const Shard& src : from.shards) {
+    SourceView s{src.device, &src.tensors, src.held_lo, src.own_lo, src.own_hi};
+    if (src.tensors.empty()) {
+      s.tensors = nullptr;
+      for (std::size_t j = 0; j < out.shards.size(); ++j) {
+        const Shard& moved = out.shards[j];
+        if (done[j] && moved.device == src.device && moved.held_lo == src.held_lo && moved.held_hi == src.held_hi) {
+          s.tensors = &moved.tensors;
+          break;
+        }
+      }
+    }
+    if (s.tensors) v.push_back(s);
+  }
+  return v;
+}
+
+// Whether some need reaches past the rows it will own (an SpMM's every row, a halo).
+bool wide(const std::vector<Need>& needs) {
+  return std::any_of(needs.begin(), needs.end(), [](const Need& n) { return n.lo < n.own_lo || n.hi > n.own_hi; });
+}
+
+}  // namespace
+
 Activation TransferEngine::redistribute(Activation&& from, const std::vector<Need>& needs,
                                         TransferCounters& counters) const {
   Activation out;
@@ -88,10 +124,9 @@ Activation TransferEngine::redistribute(Activation&& from, const std::vector<Nee
   out.cols = from.cols;
   out.size_only = from.size_only;
   out.shards.resize(needs.size());
-  const std::size_t nt = from.cols.size();
   std::vector<bool> done(needs.size(), false);
 
-  // 1. Buffers that can move or be copied whole.
+  // 1. Buffers that can move: same rows on the same device.
   for (std::size_t j = 0; j < needs.size(); ++j) {
     const Need& n = needs[j];
     require_data_ok(*n.device, from.size_only);
@@ -113,6 +148,25 @@ Activation TransferEngine::redistribute(Activation&& from, const std::vector<Nee
       }
     }
   }
+  if (wide(needs)) {
+    // 2. Needs wider than the rows owned: the route handoff_route.h chooses from the topology.
+    const Route r = route_for(from, out, needs, done);
+    if (r == Route::direct) {
+      send_direct(from, out, needs, done, counters);
+    } else {
+      relay_through_host(from, out, needs, done, counters);
+    }
+    return out;
+  }
+  // 2. Row-local needs: a whole shard elsewhere is one peer copy.
+  copy_whole_shards(from, out, needs, done, counters);
+  relay_through_host(from, out, needs, done, counters);
+  return out;
+}
+
+void TransferEngine::copy_whole_shards(const Activation& from, Activation& out, const std::vector<Need>& needs,
+                                       std::vector<bool>& done, TransferCounters& counters) const {
+  const std::size_t nt = from.cols.size();
   for (std::size_t j = 0; j < needs.size(); ++j) {
     if (done[j]) continue;
     const Need& n = needs[j];
@@ -130,54 +184,92 @@ Activation TransferEngine::redistribute(Activation&& from, const std::vector<Nee
       break;
     }
   }
-  if (std::all_of(done.begin(), done.end(), [](bool d) { return d; })) return out;
+}
 
-  // 2. The rest through host memory: every owned row once to the host, then out to each need.
+Route TransferEngine::route_for(const Activation& from, const Activation& out, const std::vector<Need>& needs,
+                                const std::vector<bool>& done) const {
+  const std::vector<SourceView> views = source_views(from, out, done);
+  const hw::Topology* topo = views.empty() ? nullptr : views.front().device->topology();
+  if (!topo) return Route::host_relay;
+  std::vector<RouteEnd> src, dst;
+  for (const SourceView& v : views) {
+    if (v.device->topology() != topo) return Route::host_relay;
+    src.push_back({v.device->topology_index(), {v.own_lo, v.own_hi}});
+  }
+  for (std::size_t j = 0; j < needs.size(); ++j) {
+    if (done[j]) continue;
+    if (needs[j].device->topology() != topo) return Route::host_relay;
+    dst.push_back({needs[j].device->topology_index(), {needs[j].lo, needs[j].hi}});
+  }
+  double row_bytes = 0.0;
+  for (std::int64_t c : from.cols) row_bytes += 4.0 * static_cast<double>(c);
+  return plan_route(*topo, src, dst, row_bytes, static_cast<int>(from.cols.size())).route;
+}
+
+void TransferEngine::send_direct(const Activation& from, Activation& out, const std::vector<Need>& needs,
+                                 std::vector<bool>& done, TransferCounters& counters) const {
+  const std::vector<SourceView> views = source_views(from, out, done);
+  const hw::Topology& topo = *views.front().device->topology();
+  std::vector<RouteEnd> src, dst;
+  std::vector<std::size_t> need_of;  // destination index -> need index
+  for (const SourceView& v : views) src.push_back({v.device->topology_index(), {v.own_lo, v.own_hi}});
+  for (std::size_t j = 0; j < needs.size(); ++j) {
+    if (done[j]) continue;
+    dst.push_back({needs[j].device->topology_index(), {needs[j].lo, needs[j].hi}});
+    need_of.push_back(j);
+  }
+  const std::size_t nt = from.cols.size();
+  double row_bytes = 0.0;
+  for (std::int64_t c : from.cols) row_bytes += 4.0 * static_cast<double>(c);
+  const RoutePlan plan = plan_route(topo, src, dst, row_bytes, static_cast<int>(nt));
+  for (std::size_t j : need_of) {
+    const Need& n = needs[j];
+    for (std::size_t t = 0; t < nt; ++t)
+      out.shards[j].tensors.push_back(n.device->allocate(static_cast<std::size_t>((n.hi - n.lo) * from.cols[t]) * sizeof(float)));
+  }
+  // The copies in the plan's order, so the devices' timelines follow the costed schedule.
+  for (const PeerCopy& c : plan.copies) {
+    const SourceView& v = views[c.src];
+    const std::size_t j = need_of[c.dst];
+    const Need& n = needs[j];
+    for (std::size_t t = 0; t < nt; ++t) {
+      const auto row = static_cast<std::size_t>(from.cols[t]) * sizeof(float);
+      const hw::CopyRegion region{static_cast<std::size_t>(c.rows.lo - v.held_lo) * row,
+                                  static_cast<std::size_t>(c.rows.lo - n.lo) * row,
+                                  static_cast<std::size_t>(c.rows.count()) * row};
+      v.device->copy_to_peer(*(*v.tensors)[t], *out.shards[j].tensors[t], region);
+      if (v.device == n.device) {
+        counters.moves++;
+      } else {
+        counters.p2p_copies++;
+        counters.bytes += static_cast<double>(region.bytes);
+      }
+    }
+  }
+  for (std::size_t j : need_of) done[j] = true;
+}
+
+void TransferEngine::relay_through_host(const Activation& from, Activation& out, const std::vector<Need>& needs,
+                                        std::vector<bool>& done, TransferCounters& counters) const {
+  if (std::all_of(done.begin(), done.end(), [](bool d) { return d; })) return;
+  const std::size_t nt = from.cols.size();
+  // Every owned row once to the host, then out to each need.
   std::vector<std::vector<float>> host(nt);
   if (!from.size_only) {
     for (std::size_t t = 0; t < nt; ++t) host[t].resize(static_cast<std::size_t>(from.rows * from.cols[t]));
   }
   std::vector<hw::Event> gathered;
-  for (const Shard& src : from.shards) {
-    if (src.tensors.empty()) {
-      // Moved to a need above, but other needs may still want these rows: read them there.
-      continue;
-    }
+  for (const SourceView& src : source_views(from, out, done)) {
     for (std::size_t t = 0; t < nt; ++t) {
       const std::int64_t c = from.cols[t];
       const std::size_t count = static_cast<std::size_t>((src.own_hi - src.own_lo) * c);
       if (count == 0) continue;
       gathered.push_back(src.device->copy_to_host(
-          *src.tensors[t], mut_bytes(host[t], static_cast<std::size_t>(src.own_lo * c), count, from.size_only),
+          *(*src.tensors)[t], mut_bytes(host[t], static_cast<std::size_t>(src.own_lo * c), count, from.size_only),
           static_cast<std::size_t>((src.own_lo - src.held_lo) * c) * sizeof(float)));
       counters.staged_copies++;
       counters.bytes += static_cast<double>(count * sizeof(float));
     }
-  }
-  // Shards whose buffers were handed over in step 1 now live in `out`: gather from there.
-  for (std::size_t j = 0; j < needs.size(); ++j) {
-    if (!done[j]) continue;
-    const Shard& moved = out.shards[j];
-    bool was_moved_source = false;
-    for (const Shard& src : from.shards) {
-      if (src.tensors.empty() && src.device == moved.device && src.held_lo == moved.held_lo &&
-          src.held_hi == moved.held_hi) {
-        was_moved_source = true;
-        // Its owned rows are the source's owned rows.
-        for (std::size_t t = 0; t < nt; ++t) {
-          const std::int64_t c = from.cols[t];
-          const std::size_t count = static_cast<std::size_t>((src.own_hi - src.own_lo) * c);
-          if (count == 0) continue;
-          gathered.push_back(moved.device->copy_to_host(
-              *moved.tensors[t], mut_bytes(host[t], static_cast<std::size_t>(src.own_lo * c), count, from.size_only),
-              static_cast<std::size_t>((src.own_lo - src.held_lo) * c) * sizeof(float)));
-          counters.staged_copies++;
-          counters.bytes += static_cast<double>(count * sizeof(float));
-        }
-        break;
-      }
-    }
-    (void)was_moved_source;
   }
   for (std::size_t j = 0; j < needs.size(); ++j) {
     if (done[j]) continue;
@@ -196,8 +288,8 @@ Activation TransferEngine::redistribute(Activation&& from, const std::vector<Nee
       counters.bytes += static_cast<double>(count * sizeof(float));
       dst.tensors.push_back(std::move(b));
     }
+    done[j] = true;
   }
-  return out;
 }
 
 HostTensor TransferEngine::download(const Activation& act, TransferCounters& counters,

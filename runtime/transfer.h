@@ -7,16 +7,20 @@
 // authoritative for rows [own_lo, own_hi) (a window-attention halo makes held wider than own).
 // A Need says which rows a device must hold next. Paths:
 //  - the need is exactly what a shard on the same device holds: the buffers move, nothing copies;
-//  - the need is exactly a whole shard elsewhere: one Device::copy_to_peer (P2P when the topology
-//    allows it, host-staged otherwise; emulated devices advance both virtual clocks by the
-//    modelled time, a transfer occupying both ends as in the paper's Section III-B);
-//  - anything else (scatter, all-gather, halos): the owned rows go to host memory once, then each
-//    device receives the rows it needs.
+//  - a row-local need that is exactly a whole shard elsewhere: one Device::copy_to_peer (P2P when
+//    the topology allows it, host-staged otherwise; emulated devices advance both virtual clocks
+//    by the modelled time, a transfer occupying both ends as in the paper's Section III-B);
+//  - needs wider than the rows a device will own (an SpMM's every row, a window attention's halo):
+//    the route handoff_route.h picks from the topology, a host relay or direct peer copies of
+//    each source's rows into each destination's buffer (the planner costs the same choice);
+//  - anything else (a re-split of row-local data): the owned rows go to host memory once, then
+//    each device receives the rows it needs.
 // Timing-only (size-only) data is moved by size only: only timing-only emulated devices take it.
 #include <cstdint>
 #include <vector>
 
 #include "hw/device.h"
+#include "runtime/handoff_route.h"
 #include "runtime/model.h"
 
 namespace dype::rt {
@@ -69,6 +73,16 @@ class TransferEngine {
   HostTensor download(const Activation& act, TransferCounters& counters, double& modelled_end_s) const;
   // Whether the shards already satisfy the needs (same device, rows held, same ownership).
   static bool satisfied(const Activation& act, const std::vector<Need>& needs);
+
+ private:
+  void copy_whole_shards(const Activation& from, Activation& out, const std::vector<Need>& needs,
+                         std::vector<bool>& done, TransferCounters& counters) const;
+  Route route_for(const Activation& from, const Activation& out, const std::vector<Need>& needs,
+                  const std::vector<bool>& done) const;
+  void send_direct(const Activation& from, Activation& out, const std::vector<Need>& needs,
+                   std::vector<bool>& done, TransferCounters& counters) const;
+  void relay_through_host(const Activation& from, Activation& out, const std::vector<Need>& needs,
+                          std::vector<bool>& done, TransferCounters& counters) const;
 };
 
 }  // namespace dype::rt

@@ -128,17 +128,30 @@ Event EmuDevice::do_copy_to_host(const Buffer& src, std::span<std::byte> dst, st
   return e;
 }
 
-Event EmuDevice::do_copy_to_peer(const Buffer& src, Buffer& dst, std::span<const Event> after) {
+Event EmuDevice::do_copy_to_peer(const Buffer& src, Buffer& dst, const CopyRegion& region,
+                                 std::span<const Event> after) {
   auto* peer = dynamic_cast<EmuDevice*>(&dst.device());
-  if (!peer || peer == this || !topology() || peer->topology() != topology()) {
-    return copy_to_peer_staged(src, dst, after);  // e.g. to the CPU: through host memory
+  if (peer == this) {
+    // Within one device's memory: the topology's local path, no link involved (modelled as free).
+    std::lock_guard lock(mutex_);
+    check_fault_locked();
+    const double start = std::max({latest(after, 0.0), src.ready_at_s(), dst.ready_at_s()});
+    if (!options_.timing_only && src.has_data() && dst.has_data() && region.bytes > 0) {
+      std::memmove(dst.host_span().data() + region.dst_offset, src.host_span().data() + region.src_offset,
+                   region.bytes);
+    }
+    dst.set_ready_at_s(start);
+    return Event{start, start, TimeSource::modelled, 0.0};
+  }
+  if (!peer || !topology() || peer->topology() != topology()) {
+    return copy_to_peer_staged(src, dst, region, after);  // e.g. to the CPU: through host memory
   }
   std::scoped_lock lock(mutex_, peer->mutex_);
   check_fault_locked();
   peer->check_fault_locked();
   const int a = topology_index(), b = peer->topology_index();
   const TransferEstimate x = topology()->estimate(std::span<const int>(&a, 1),
-                                                  std::span<const int>(&b, 1), src.size_bytes());
+                                                  std::span<const int>(&b, 1), region.bytes);
   const double dur = jittered_locked(x.time_s);
   // Both ends' engines must be free at once: alternate until they agree.
   double start = std::max({latest(after, 0.0), src.ready_at_s(), dst.ready_at_s()});
@@ -148,8 +161,9 @@ Event EmuDevice::do_copy_to_peer(const Buffer& src, Buffer& dst, std::span<const
     if (b == a) break;
   }
   if (!options_.timing_only && !peer->options_.timing_only && src.has_data() && dst.has_data() &&
-      src.size_bytes() > 0) {
-    std::memcpy(dst.host_span().data(), src.host_span().data(), src.size_bytes());
+      region.bytes > 0) {
+    std::memcpy(dst.host_span().data() + region.dst_offset, src.host_span().data() + region.src_offset,
+                region.bytes);
   }
   // A transfer occupies both ends (paper Section III-B): their compute clocks, or with overlapping
   // copies their copy engines.

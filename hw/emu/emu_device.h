@@ -77,7 +77,7 @@ class EmuDevice final : public Device {
   Event do_copy_to_host(const Buffer& src, std::span<std::byte> dst, std::size_t offset,
                         std::span<const Event> after) override;
   // Emulated peer: P2P when the topology allows, else staged through host (both modelled).
-  Event do_copy_to_peer(const Buffer& src, Buffer& dst, std::span<const Event> after) override;
+  Event do_copy_to_peer(const Buffer& src, Buffer& dst, const CopyRegion& region, std::span<const Event> after) override;
 
  private:
   void check_fault_locked();

@@ -65,7 +65,8 @@ class GpuDevice : public Device, public SpmmPlanCount {
                           std::span<const Event> after) override;
   Event do_copy_to_host(const hw::Buffer& src, std::span<std::byte> dst, std::size_t offset,
                         std::span<const Event> after) override;
-  Event do_copy_to_peer(const hw::Buffer& src, hw::Buffer& dst, std::span<const Event> after) override;
+  Event do_copy_to_peer(const hw::Buffer& src, hw::Buffer& dst, const hw::CopyRegion& region,
+                        std::span<const Event> after) override;
 
   // The buffer as this vendor's, on this device; InputError naming `arg` otherwise.
   VendorBuffer& on_device(const hw::Buffer* b, const char* arg) const;

@@ -239,10 +239,11 @@ bool GpuDevice<Api>::can_copy_peer(const GpuDevice& peer) const {
 }
 
 template <class Api>
-Event GpuDevice<Api>::do_copy_to_peer(const hw::Buffer& src, hw::Buffer& dst, std::span<const Event> after) {
+Event GpuDevice<Api>::do_copy_to_peer(const hw::Buffer& src, hw::Buffer& dst, const hw::CopyRegion& region,
+                                      std::span<const Event> after) {
   auto* peer = dynamic_cast<GpuDevice*>(&dst.device());
   const bool same = peer == this;
-  if (!peer || (!same && !can_copy_peer(*peer))) return copy_to_peer_staged(src, dst, after);
+  if (!peer || (!same && !can_copy_peer(*peer))) return copy_to_peer_staged(src, dst, region, after);
   auto& s = on_device(&src, "copy_to_peer src");
   auto& d = dynamic_cast<VendorBuffer&>(dst);
   set_current();
@@ -261,10 +262,11 @@ Event GpuDevice<Api>::do_copy_to_peer(const hw::Buffer& src, hw::Buffer& dst, st
   std::lock_guard lock(staging_mutex_);
   Event e;
   e.start_s = now_s();
+  void* to = static_cast<std::byte*>(d.device_ptr()) + region.dst_offset;
+  const void* from = static_cast<const std::byte*>(s.device_ptr()) + region.src_offset;
   const typename Api::Error rc =
-      same ? Api::memcpy_d2d_async(d.device_ptr(), s.device_ptr(), src.size_bytes(), staging_->stream)
-           : Api::memcpy_peer_async(d.device_ptr(), peer->ordinal(), s.device_ptr(), ordinal_, src.size_bytes(),
-                                    staging_->stream);
+      same ? Api::memcpy_d2d_async(to, from, region.bytes, staging_->stream)
+           : Api::memcpy_peer_async(to, peer->ordinal(), from, ordinal_, region.bytes, staging_->stream);
   Api::check(name(), same ? Api::kMemcpyD2D : Api::kMemcpyPeer, rc);
   Api::check(name(), Api::kStreamSynchronize, Api::stream_synchronize(staging_->stream));
   e.end_s = now_s();

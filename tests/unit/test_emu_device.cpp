@@ -411,4 +411,38 @@ TEST(EmuDevice, MemoryCapacityIsEnforced) {
   EXPECT_NO_THROW(f.allocate(3ull << 30));
 }
 
+TEST(EmuDevice, PeerCopyOfARegionLandsAtItsOffsetAndIsTimedByItsBytes) {
+  System sys = paper_system();
+  EmuDevice& a = emu(sys, "gpu0");
+  EmuDevice& b = emu(sys, "gpu1");
+  std::vector<float> v(1000);
+  for (std::size_t i = 0; i < v.size(); ++i) v[i] = static_cast<float>(i);
+  auto src = a.allocate(v.size() * 4), dst = b.allocate(v.size() * 4);
+  a.copy_from_host(*src, std::as_bytes(std::span<const float>(v)));
+  b.copy_from_host(*dst, std::as_bytes(std::span<const float>(std::vector<float>(1000, -1.0f))));
+  // Floats 100..399 of src into floats 600..899 of dst.
+  const Event e = a.copy_to_peer(*src, *dst, CopyRegion{400, 2400, 1200});
+  const int ia = a.topology_index(), ib = b.topology_index();
+  EXPECT_NEAR(e.duration_s(), a.topology()->estimate(std::span<const int>(&ia, 1), std::span<const int>(&ib, 1), 1200).time_s, 1e-15);
+  std::vector<float> got(1000);
+  b.copy_to_host(*dst, std::as_writable_bytes(std::span<float>(got)));
+  for (std::size_t i = 0; i < got.size(); ++i) {
+    const float want = i >= 600 && i < 900 ? static_cast<float>(i - 500) : -1.0f;
+    ASSERT_EQ(got[i], want) << i;
+  }
+  // Within one device's memory: a local copy, no link time.
+  auto same = a.allocate(v.size() * 4);
+  const Event local = a.copy_to_peer(*src, *same, CopyRegion{0, 0, 4000});
+  EXPECT_EQ(local.duration_s(), 0.0);
+  // A region past either end is refused, naming the side and the sizes.
+  try {
+    a.copy_to_peer(*src, *dst, CopyRegion{0, 3000, 2000});
+    FAIL() << "overrun accepted";
+  } catch (const dype::InputError& err) {
+    EXPECT_NE(std::string(err.what()).find("copy_to_peer destination"), std::string::npos) << err.what();
+    EXPECT_NE(std::string(err.what()).find("copy of 2000 bytes at offset 3000 overruns a buffer of 4000"), std::string::npos) << err.what();
+  }
+  EXPECT_THROW(a.copy_to_peer(*src, *dst, CopyRegion{3999, 0, 2}), dype::InputError);
+}
+
 }  // namespace

@@ -1,0 +1,130 @@
+#include "runtime/handoff_route.h"
+
+#include <algorithm>
+#include <map>
+
+namespace dype::rt {
+
+std::string_view to_string(Route r) {
+  return r == Route::direct ? "direct" : "host relay";
+}
+
+namespace {
+
+bool known(std::span<const RouteEnd> ends) {
+  return std::all_of(ends.begin(), ends.end(), [](const RouteEnd& e) { return e.topo >= 0; });
+}
+
+double rows_bytes(RowRange r, double row_bytes) {
+  return static_cast<double>(std::max<std::int64_t>(0, r.count())) * row_bytes;
+}
+
+// `tensors` legs of bytes / tensors each.
+double per_tensor(double one_leg_s, int tensors) {
+  return std::max(1, tensors) * one_leg_s;
+}
+
+RouteCost host_relay_cost(const hw::Topology& topo, std::span<const RouteEnd> src, std::span<const RouteEnd> dst,
+                          double row_bytes, int tensors) {
+  std::map<int, double> busy;
+  RouteCost c;
+  double up = 0.0, down = 0.0;
+  const int nt = std::max(1, tensors);
+  for (const RouteEnd& s : src) {
+    if (s.rows.count() <= 0) continue;
+    const auto bytes = static_cast<std::size_t>(rows_bytes(s.rows, row_bytes) / nt);
+    const double t = per_tensor(topo.estimate_to_host(std::span<const int>(&s.topo, 1), bytes).time_s, nt);
+    busy[s.topo] += t;
+    up = std::max(up, t);
+  }
+  for (const RouteEnd& d : dst) {
+    if (d.rows.count() <= 0) continue;
+    const auto bytes = static_cast<std::size_t>(rows_bytes(d.rows, row_bytes) / nt);
+    const double t = per_tensor(topo.estimate_host_to(std::span<const int>(&d.topo, 1), bytes).time_s, nt);
+    busy[d.topo] += t;
+    down = std::max(down, t);
+  }
+  for (const RouteEnd& s : src) c.senders_s = std::max(c.senders_s, busy[s.topo]);
+  for (const RouteEnd& d : dst) c.receivers_s = std::max(c.receivers_s, busy[d.topo]);
+  c.span_s = up + down;
+  return c;
+}
+
+RouteCost direct_cost(const hw::Topology& topo, std::span<const RouteEnd> src, std::span<const RouteEnd> dst,
+                      double row_bytes, int tensors, std::vector<PeerCopy>& copies) {
+  const int nt = std::max(1, tensors);
+  std::vector<PeerCopy> todo;
+  for (std::size_t i = 0; i < dst.size(); ++i) {
+    for (std::size_t j = 0; j < src.size(); ++j) {
+      const RowRange r{std::max(src[j].rows.lo, dst[i].rows.lo), std::min(src[j].rows.hi, dst[i].rows.hi)};
+      if (r.count() <= 0) continue;
+      PeerCopy c;
+      c.src = j;
+      c.dst = i;
+      c.rows = r;
+      if (src[j].topo != dst[i].topo) {
+        const auto bytes = static_cast<std::size_t>(rows_bytes(r, row_bytes) / nt);
+        c.end_s = per_tensor(topo.estimate(std::span<const int>(&src[j].topo, 1),
+                                           std::span<const int>(&dst[i].topo, 1), bytes).time_s, nt);
+      }
+      todo.push_back(c);  // end_s holds the duration until placed
+    }
+  }
+  // List scheduling: the copy that can start first (both ends free) goes next; among those the
+  // longest, then the first listed.
+  std::map<int, double> free, busy;
+  copies.clear();
+  RouteCost cost;
+  while (!todo.empty()) {
+    std::size_t best = 0;
+    double best_start = 0.0;
+    for (std::size_t n = 0; n < todo.size(); ++n) {
+      const PeerCopy& c = todo[n];
+      const double start = std::max(free[src[c.src].topo], free[dst[c.dst].topo]);
+      if (n == 0 || start < best_start || (start == best_start && c.end_s > todo[best].end_s)) {
+        best = n;
+        best_start = start;
+      }
+    }
+    PeerCopy c = todo[best];
+    todo.erase(todo.begin() + static_cast<std::ptrdiff_t>(best));
+    const double dur = c.end_s;
+    c.start_s = best_start;
+    c.end_s = best_start + dur;
+    const int a = src[c.src].topo, b = dst[c.dst].topo;
+    free[a] = free[b] = c.end_s;
+    busy[a] += dur;
+    if (b != a) busy[b] += dur;
+    cost.span_s = std::max(cost.span_s, c.end_s);
+    copies.push_back(c);
+  }
+  for (const RouteEnd& s : src) cost.senders_s = std::max(cost.senders_s, busy[s.topo]);
+  for (const RouteEnd& d : dst) cost.receivers_s = std::max(cost.receivers_s, busy[d.topo]);
+  return cost;
+}
+
+bool share_a_device(std::span<const RouteEnd> a, std::span<const RouteEnd> b) {
+  for (const RouteEnd& x : a)
+    for (const RouteEnd& y : b)
+      if (x.topo == y.topo) return true;
+  return false;
+}
+
+}  // namespace
+
+RoutePlan plan_route(const hw::Topology& topology, std::span<const RouteEnd> sources,
+                     std::span<const RouteEnd> destinations, double row_bytes, int tensors) {
+  RoutePlan p;
+  if (sources.empty() || destinations.empty() || !known(sources) || !known(destinations)) return p;
+  p.same_devices = share_a_device(sources, destinations);
+  p.host_relay = host_relay_cost(topology, sources, destinations, row_bytes, tensors);
+  p.direct = direct_cost(topology, sources, destinations, row_bytes, tensors, p.copies);
+  auto measure = [&](const RouteCost& c) {
+    return p.same_devices ? c.span_s : std::max(c.senders_s, c.receivers_s);
+  };
+  const double h = measure(p.host_relay), d = measure(p.direct);
+  p.route = d < h * (1.0 - 1e-9) ? Route::direct : Route::host_relay;
+  return p;
+}
+
+}  // namespace dype::rt
