@@ -11,6 +11,7 @@
 //   ./build/release/bench/bench_prediction --worst 2 --stages # with each stage's predicted and modelled times
 //   ./build/release/bench/bench_prediction --systems pcie4 --datasets S1,ogbn-arxiv
 //   ./build/release/bench/bench_prediction --systems pcie4 --datasets tf     # the transformer only
+//   ./build/release/bench/bench_prediction --transfers overlap  # copies beside the kernels (default: the files' serial)
 #include <algorithm>
 #include <cmath>
 #include <memory>
@@ -35,9 +36,12 @@ using namespace dype;
 
 namespace {
 
+bool g_overlap = false;  // --transfers overlap
+
 hw::System testbed(const std::string& interconnect) {
-  auto sys = hw::System::from_config(hw::load_system_config(std::string(DYPE_SOURCE_DIR) + "/configs/systems/paper-testbed-" +
-                                                            interconnect + ".yaml"));
+  auto cfg = hw::load_system_config(std::string(DYPE_SOURCE_DIR) + "/configs/systems/paper-testbed-" + interconnect + ".yaml");
+  cfg.overlap_transfers = g_overlap;
+  auto sys = hw::System::from_config(cfg);
   for (hw::Device* d : sys.devices())
     if (d->can_run_timing_only()) d->set_timing_only(true);
   return sys;
@@ -137,6 +141,10 @@ void print_stages(const rt::Model& m, const PlanError& e, hw::System& sys, const
                 s + 1, st.first, st.last, devices.c_str(), st.compute_s * 1e3, st.transfer_in_s * 1e3,
                 st.transfer_out_s * 1e3, (st.compute_s + st.transfer_in_s + st.transfer_out_s) * 1e3, busy * 1e3,
                 kernels_s * 1e3);
+    if (st.overlap)
+      std::printf("        overlap: kernels + waited %.3f, inbound %.3f (copies %.3f), outbound %.3f (copies %.3f, "
+                  "blocked %.3f) ms\n", st.kernels_s() * 1e3, st.inbound_s() * 1e3, st.copy_in_s * 1e3,
+                  st.outbound_s() * 1e3, st.copy_out_s * 1e3, st.blocked_s * 1e3);
   }
 }
 
@@ -214,12 +222,15 @@ int main(int argc, char** argv) {
     if (a == "--systems") systems = split(v);
     else if (a == "--datasets") datasets = split(v);
     else if (a == "--worst") worst = std::stoi(v);
+    else if (a == "--transfers" && (v == "serial" || v == "overlap")) g_overlap = v == "overlap";
     else {
-      std::fprintf(stderr, "unknown argument %s (--systems, --datasets, --worst, --stages)\n", a.c_str());
+      std::fprintf(stderr, "unknown argument %s %s (--systems, --datasets, --worst, --stages, --transfers serial|overlap)\n",
+                   a.c_str(), v.c_str());
       return 2;
     }
   }
-  std::printf("predicted period (RuntimeCostModel) vs the emulated pipeline's period, every flat plan (MODELLED both)\n");
+  std::printf("predicted period (RuntimeCostModel) vs the emulated pipeline's period, every flat plan, transfers %s (MODELLED both)\n",
+              g_overlap ? "overlap" : "serial");
   std::printf("%-6s %-5s %-14s %6s %9s %9s %9s %9s  %s\n", "system", "model", "dataset", "plans", "within5%", "median",
               "min", "max", "best plan (predicted / runtime ms)");
   Totals sum;

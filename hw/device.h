@@ -133,6 +133,9 @@ class Device {
   // data, so paper-scale shapes cost nothing. set_timing_only(true) throws DeviceError on devices
   // that cannot (can_run_timing_only() false); switching it off is always allowed.
   virtual bool can_run_timing_only() const { return false; }
+  // Whether copies run on the device's copy engines beside its kernels, one per direction (a copy
+  // holds the sender's outbound engine and the receiver's inbound one), instead of blocking it.
+  virtual bool copies_overlap() const { return false; }
   virtual bool timing_only() const { return false; }
   virtual void set_timing_only(bool on);
 

@@ -25,7 +25,7 @@ double per_tensor(double one_leg_s, int tensors) {
 }
 
 RouteCost host_relay_cost(const hw::Topology& topo, std::span<const RouteEnd> src, std::span<const RouteEnd> dst,
-                          double row_bytes, int tensors) {
+                          double row_bytes, int tensors, CopyHolds engines) {
   std::map<int, double> busy;
   RouteCost c;
   double up = 0.0, down = 0.0;
@@ -44,14 +44,26 @@ RouteCost host_relay_cost(const hw::Topology& topo, std::span<const RouteEnd> sr
     busy[d.topo] += t;
     down = std::max(down, t);
   }
+  c.span_s = up + down;
+  c.outbound_s = up;
+  c.inbound_s = down;
+  if (engines == CopyHolds::direction_engines) {
+    c.senders_s = up;
+    c.receivers_s = down;
+    return c;
+  }
   for (const RouteEnd& s : src) c.senders_s = std::max(c.senders_s, busy[s.topo]);
   for (const RouteEnd& d : dst) c.receivers_s = std::max(c.receivers_s, busy[d.topo]);
-  c.span_s = up + down;
   return c;
 }
 
 RouteCost direct_cost(const hw::Topology& topo, std::span<const RouteEnd> src, std::span<const RouteEnd> dst,
-                      double row_bytes, int tensors, std::vector<PeerCopy>& copies) {
+                      double row_bytes, int tensors, CopyHolds engines, std::vector<PeerCopy>& copies) {
+  // What a copy holds: the two devices, or the sender's outbound engine (key 2d + 1) and the
+  // receiver's inbound one (2d).
+  const bool split = engines == CopyHolds::direction_engines;
+  auto out_key = [&](int d) { return split ? 2 * d + 1 : d; };
+  auto in_key = [&](int d) { return split ? 2 * d : d; };
   const int nt = std::max(1, tensors);
   std::vector<PeerCopy> todo;
   for (std::size_t i = 0; i < dst.size(); ++i) {
@@ -72,7 +84,7 @@ RouteCost direct_cost(const hw::Topology& topo, std::span<const RouteEnd> src, s
   }
   // List scheduling: the copy that can start first (both ends free) goes next; among those the
   // longest, then the first listed.
-  std::map<int, double> free, busy;
+  std::map<int, double> free, busy, sent, received;
   copies.clear();
   RouteCost cost;
   while (!todo.empty()) {
@@ -80,7 +92,7 @@ RouteCost direct_cost(const hw::Topology& topo, std::span<const RouteEnd> src, s
     double best_start = 0.0;
     for (std::size_t n = 0; n < todo.size(); ++n) {
       const PeerCopy& c = todo[n];
-      const double start = std::max(free[src[c.src].topo], free[dst[c.dst].topo]);
+      const double start = std::max(free[out_key(src[c.src].topo)], free[in_key(dst[c.dst].topo)]);
       if (n == 0 || start < best_start || (start == best_start && c.end_s > todo[best].end_s)) {
         best = n;
         best_start = start;
@@ -92,11 +104,20 @@ RouteCost direct_cost(const hw::Topology& topo, std::span<const RouteEnd> src, s
     c.start_s = best_start;
     c.end_s = best_start + dur;
     const int a = src[c.src].topo, b = dst[c.dst].topo;
-    free[a] = free[b] = c.end_s;
+    if (a != b) free[out_key(a)] = free[in_key(b)] = c.end_s;  // a local copy holds no link
     busy[a] += dur;
     if (b != a) busy[b] += dur;
+    sent[a] += dur;
+    received[b] += dur;
     cost.span_s = std::max(cost.span_s, c.end_s);
     copies.push_back(c);
+  }
+  for (const auto& [d, t] : sent) cost.outbound_s = std::max(cost.outbound_s, t);
+  for (const auto& [d, t] : received) cost.inbound_s = std::max(cost.inbound_s, t);
+  if (split) {
+    cost.senders_s = cost.outbound_s;
+    cost.receivers_s = cost.inbound_s;
+    return cost;
   }
   for (const RouteEnd& s : src) cost.senders_s = std::max(cost.senders_s, busy[s.topo]);
   for (const RouteEnd& d : dst) cost.receivers_s = std::max(cost.receivers_s, busy[d.topo]);
@@ -113,12 +134,12 @@ bool share_a_device(std::span<const RouteEnd> a, std::span<const RouteEnd> b) {
 }  // namespace
 
 RoutePlan plan_route(const hw::Topology& topology, std::span<const RouteEnd> sources,
-                     std::span<const RouteEnd> destinations, double row_bytes, int tensors) {
+                     std::span<const RouteEnd> destinations, double row_bytes, int tensors, CopyHolds engines) {
   RoutePlan p;
   if (sources.empty() || destinations.empty() || !known(sources) || !known(destinations)) return p;
   p.same_devices = share_a_device(sources, destinations);
-  p.host_relay = host_relay_cost(topology, sources, destinations, row_bytes, tensors);
-  p.direct = direct_cost(topology, sources, destinations, row_bytes, tensors, p.copies);
+  p.host_relay = host_relay_cost(topology, sources, destinations, row_bytes, tensors, engines);
+  p.direct = direct_cost(topology, sources, destinations, row_bytes, tensors, engines, p.copies);
   auto measure = [&](const RouteCost& c) {
     return p.same_devices ? c.span_s : std::max(c.senders_s, c.receivers_s);
   };

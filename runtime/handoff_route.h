@@ -44,9 +44,13 @@ enum class Route { host_relay, direct };
 std::string_view to_string(Route r);
 
 struct RouteCost {
-  double senders_s = 0.0;    // the busiest source device's own copy time
-  double receivers_s = 0.0;  // the busiest destination device's own copy time
+  double senders_s = 0.0;    // the busiest source device's own copy time (its outbound engine's)
+  double receivers_s = 0.0;  // the busiest destination device's own copy time (its inbound engine's)
   double span_s = 0.0;       // until every destination holds its rows (all devices free at 0)
+  // Per copy direction (a device's outbound engine: up legs, copies sent; inbound: down legs,
+  // copies received), the busiest device's.
+  double outbound_s = 0.0;
+  double inbound_s = 0.0;
 };
 
 // One copy of the direct route: rows [rows.lo, rows.hi) from source `src` to destination `dst`
@@ -67,7 +71,11 @@ struct RoutePlan {
 
 // `row_bytes`: bytes of one row over all tensors; `tensors`: how many tensors move (each copy and
 // leg is made once per tensor, paying the link latency each time). Sources' rows are disjoint.
+// `engines`: whether a copy holds whole devices (serial transfers) or the sender's outbound and
+// the receiver's inbound copy engine (overlapping transfers: two devices swap rows at once).
+enum class CopyHolds { devices, direction_engines };
 RoutePlan plan_route(const hw::Topology& topology, std::span<const RouteEnd> sources,
-                     std::span<const RouteEnd> destinations, double row_bytes, int tensors);
+                     std::span<const RouteEnd> destinations, double row_bytes, int tensors,
+                     CopyHolds engines = CopyHolds::devices);
 
 }  // namespace dype::rt

@@ -137,7 +137,8 @@ kernels::OpShape shard_shape(kernels::OpShape s, std::int64_t rows, std::int64_t
 RuntimeCostModel::RuntimeCostModel(const Model& model, const hw::System& system, const sched::SystemSpec& spec,
                                    const std::set<std::string>& excluded, const Characteristics& c,
                                    const KernelTimeFn& kernel_time, const FpgaImagePlan* images)
-    : model_(model), topo_(system.topology()), c_(c), n_(model.num_kernels()) {
+    : model_(model), topo_(system.topology()), overlap_(system.config().overlap_transfers), c_(c),
+      n_(model.num_kernels()) {
   rows_ = model.is_gnn() ? c.nodes : c.seq_len;
   const auto shapes = model.kernel_shapes(c);
   shapes_ = shapes;
@@ -192,6 +193,8 @@ RuntimeCostModel::RuntimeCostModel(const Model& model, const hw::System& system,
         // holds its rows); none when no device needs more rows than it owns.
         const auto route = k > 0 ? routed(k, g.topo, g.topo) : std::nullopt;
         g.exchange_s.push_back(route ? route->span_s : 0.0);
+        g.exchange_in_s.push_back(route ? route->inbound_s : 0.0);
+        g.exchange_out_s.push_back(route ? route->outbound_s : 0.0);
       }
       g.upload_s = down_s(g, need_bytes(0, cnt), 1);
       g.download_s = up_s(g, out_.back() / cnt, 1);
@@ -260,6 +263,57 @@ double RuntimeCostModel::copy_time_s(int first, int last, sched::DeviceGroup gr)
   return waited_copy_time_s(first, last, gr) + (first == 0 ? g.upload_s : 0.0) + (last == n_ - 1 ? g.download_s : 0.0);
 }
 
+double RuntimeCostModel::copy_in_time_s(int first, int last, sched::DeviceGroup gr) const {
+  const Group& g = group(gr);
+  double t = first == 0 ? g.upload_s : 0.0;
+  for (int k = first + 1; k <= last; ++k) t += g.exchange_in_s[static_cast<std::size_t>(k)];
+  return t;
+}
+
+double RuntimeCostModel::copy_out_time_s(int first, int last, sched::DeviceGroup gr) const {
+  const Group& g = group(gr);
+  double t = last == n_ - 1 ? g.download_s : 0.0;
+  for (int k = first + 1; k <= last; ++k) t += g.exchange_out_s[static_cast<std::size_t>(k)];
+  return t;
+}
+
+double RuntimeCostModel::after_first_wait_s(int first, int last, sched::DeviceGroup gr) const {
+  const Group& g = group(gr);
+  double t = 0.0;
+  bool waiting = false;
+  for (int k = first + 1; k <= last; ++k) {
+    const auto i = static_cast<std::size_t>(k);
+    waiting = waiting || g.exchange_s[i] > 0;
+    if (waiting) t += g.exchange_s[i] + g.kernel_s[i];
+  }
+  return t;
+}
+
+double RuntimeCostModel::first_wait_s(int first, int last, sched::DeviceGroup gr) const {
+  const Group& g = group(gr);
+  for (int k = first + 1; k <= last; ++k)
+    if (g.exchange_s[static_cast<std::size_t>(k)] > 0) return g.exchange_s[static_cast<std::size_t>(k)];
+  return 0.0;
+}
+
+double RuntimeCostModel::head_kernels_s(int first, int last, sched::DeviceGroup gr) const {
+  const Group& g = group(gr);
+  double t = g.kernel_s[static_cast<std::size_t>(first)];
+  for (int k = first + 1; k <= last && !(g.exchange_s[static_cast<std::size_t>(k)] > 0); ++k)
+    t += g.kernel_s[static_cast<std::size_t>(k)];
+  return t;
+}
+
+double RuntimeCostModel::head_in_time_s(int first, int last, sched::DeviceGroup gr) const {
+  (void)last;
+  return first == 0 ? group(gr).upload_s : 0.0;
+}
+
+double RuntimeCostModel::tail_out_time_s(int first, int last, sched::DeviceGroup gr) const {
+  (void)first;
+  return last == n_ - 1 ? group(gr).download_s : 0.0;
+}
+
 double RuntimeCostModel::execute_w(int first, int last, sched::DeviceGroup gr) const {
   const Group& g = group(gr);
   double energy = 0.0, time = 0.0;
@@ -313,7 +367,8 @@ std::optional<rt::RouteCost> RuntimeCostModel::routed(int k, const std::vector<i
   }
   if (!wide) return std::nullopt;
   const double row_bytes = in_[static_cast<std::size_t>(k)] / static_cast<double>(rows_);
-  return plan_route(topo_, src, dst, row_bytes, in_tensors_[static_cast<std::size_t>(k)]).chosen();
+  return plan_route(topo_, src, dst, row_bytes, in_tensors_[static_cast<std::size_t>(k)],
+                    overlap_ ? CopyHolds::direction_engines : CopyHolds::devices).chosen();
 }
 
 RuntimeCostModel::Handoff RuntimeCostModel::handoff(int k, sched::DeviceGroup from, sched::DeviceGroup to) const {

@@ -98,6 +98,19 @@ class RuntimeCostModel : public sched::CostModel {
   double copy_time_s(int first, int last, sched::DeviceGroup group) const override;
   // The exchanges: a stage's next kernel waits for them.
   double waited_copy_time_s(int first, int last, sched::DeviceGroup group) const override;
+  // Per direction: the upload and each exchange's down legs or received copies inbound, the
+  // download and each exchange's up legs or sent copies outbound (handoff_route.h).
+  double copy_in_time_s(int first, int last, sched::DeviceGroup group) const override;
+  double copy_out_time_s(int first, int last, sched::DeviceGroup group) const override;
+  // From the first exchange inside [first, last] on: that exchange, the later ones and the
+  // kernels from it to `last`; the download when `last` is the chain's end.
+  double after_first_wait_s(int first, int last, sched::DeviceGroup group) const override;
+  double tail_out_time_s(int first, int last, sched::DeviceGroup group) const override;
+  // The first exchange inside [first, last], the kernels before it, the upload before `first`
+  // when it is the chain's start.
+  double first_wait_s(int first, int last, sched::DeviceGroup group) const override;
+  double head_kernels_s(int first, int last, sched::DeviceGroup group) const override;
+  double head_in_time_s(int first, int last, sched::DeviceGroup group) const override;
   double output_bytes(int k) const override { return out_[static_cast<std::size_t>(k)]; }
   // The larger side of the hand-off (the symmetric figure of the paper's Algorithm 1).
   double transfer_time_s(int k, sched::DeviceGroup from, sched::DeviceGroup to) const override;
@@ -116,6 +129,8 @@ class RuntimeCostModel : public sched::CostModel {
     std::vector<int> topo;                 // topology indices of its devices
     std::vector<double> kernel_s;          // [k] shard time
     std::vector<double> exchange_s;        // [k] gather before k when k is not the stage's first
+    std::vector<double> exchange_in_s;     // [k] its inbound direction (busiest device)
+    std::vector<double> exchange_out_s;    // [k] its outbound direction
     std::vector<double> execute_w;         // [k] a device's power while it runs k (per op)
     double upload_s = 0.0;                 // host -> devices, kernel 0's input
     double download_s = 0.0;               // devices -> host, the last kernel's output
@@ -136,6 +151,7 @@ class RuntimeCostModel : public sched::CostModel {
 
   const Model& model_;
   const hw::Topology& topo_;
+  bool overlap_ = false;  // copies on per-direction engines (hw SystemConfig::overlap_transfers)
   Characteristics c_;
   int n_ = 0;
   std::int64_t rows_ = 0;

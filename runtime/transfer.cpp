@@ -115,6 +115,14 @@ bool wide(const std::vector<Need>& needs) {
   return std::any_of(needs.begin(), needs.end(), [](const Need& n) { return n.lo < n.own_lo || n.hi > n.own_hi; });
 }
 
+// What a copy holds on these devices: their copy engines when every one overlaps copies.
+CopyHolds holds(const std::vector<SourceView>& views, const std::vector<Need>& needs) {
+  bool engines = true;
+  for (const SourceView& v : views) engines = engines && v.device->copies_overlap();
+  for (const Need& n : needs) engines = engines && n.device->copies_overlap();
+  return engines ? CopyHolds::direction_engines : CopyHolds::devices;
+}
+
 }  // namespace
 
 Activation TransferEngine::redistribute(Activation&& from, const std::vector<Need>& needs,
@@ -203,7 +211,7 @@ Route TransferEngine::route_for(const Activation& from, const Activation& out, c
   }
   double row_bytes = 0.0;
   for (std::int64_t c : from.cols) row_bytes += 4.0 * static_cast<double>(c);
-  return plan_route(*topo, src, dst, row_bytes, static_cast<int>(from.cols.size())).route;
+  return plan_route(*topo, src, dst, row_bytes, static_cast<int>(from.cols.size()), holds(views, needs)).route;
 }
 
 void TransferEngine::send_direct(const Activation& from, Activation& out, const std::vector<Need>& needs,
@@ -221,7 +229,7 @@ void TransferEngine::send_direct(const Activation& from, Activation& out, const 
   const std::size_t nt = from.cols.size();
   double row_bytes = 0.0;
   for (std::int64_t c : from.cols) row_bytes += 4.0 * static_cast<double>(c);
-  const RoutePlan plan = plan_route(topo, src, dst, row_bytes, static_cast<int>(nt));
+  const RoutePlan plan = plan_route(topo, src, dst, row_bytes, static_cast<int>(nt), holds(views, needs));
   for (std::size_t j : need_of) {
     const Need& n = needs[j];
     for (std::size_t t = 0; t < nt; ++t)

@@ -76,6 +76,46 @@ class CostModel {
     (void)first, (void)last, (void)group;
     return 0.0;
   }
+  // Which of copy_time_s's copies take a device's inbound direction (host -> device, peer copies
+  // received) and which its outbound one (device -> host, peer copies sent). Links are full
+  // duplex and devices copy each way on their own engine, so with overlapping transfers the two
+  // directions fill up separately; an exchange between a stage's devices takes both. Default:
+  // every copy in both directions (one engine).
+  virtual double copy_in_time_s(int first, int last, DeviceGroup group) const {
+    return copy_time_s(first, last, group);
+  }
+  virtual double copy_out_time_s(int first, int last, DeviceGroup group) const {
+    return copy_time_s(first, last, group);
+  }
+  // With overlapping transfers a stage's outbound engine sends the previous request's output
+  // (its hand-off out, the download after the last kernel: tail_out_time_s) while this request's
+  // first kernels run; an exchange the kernels wait for needs that engine too, so everything from
+  // the first such exchange on (after_first_wait_s: those exchanges and kernels) starts only once
+  // the output has left. Both 0 by default (no exchange, nothing after the kernels).
+  virtual double after_first_wait_s(int first, int last, DeviceGroup group) const {
+    (void)first, (void)last, (void)group;
+    return 0.0;
+  }
+  virtual double tail_out_time_s(int first, int last, DeviceGroup group) const {
+    (void)first, (void)last, (void)group;
+    return 0.0;
+  }
+  // The inbound side of the same: the next request's input (its hand-off in, the upload before
+  // the first kernel: head_in_time_s) arrives on the inbound engine, which this request's first
+  // waited exchange (first_wait_s, 0 when none) needs too. The input fits in the gap the kernels
+  // before that exchange (head_kernels_s) leave, or the kernels wait for it.
+  virtual double first_wait_s(int first, int last, DeviceGroup group) const {
+    (void)first, (void)last, (void)group;
+    return 0.0;
+  }
+  virtual double head_kernels_s(int first, int last, DeviceGroup group) const {
+    (void)first, (void)last, (void)group;
+    return 0.0;
+  }
+  virtual double head_in_time_s(int first, int last, DeviceGroup group) const {
+    (void)first, (void)last, (void)group;
+    return 0.0;
+  }
   // Per-device power while `group` runs kernels [first, last] (watts): each kernel's execute power
   // (paper Table II: the U280 draws 55 W dynamic for SpMM, 50.2 W for window attention) weighted
   // by its time. Negative: the kind's one figure (PowerStates::exec_w).

@@ -52,6 +52,26 @@ CostTables::CostTables(const SystemSpec& system, const CostModel& model, const S
               if (waited_.empty()) waited_.assign(n * n * kcs_, 0.0);
               waited_[at] = w;
             }
+            const double xi = std::min(model.copy_in_time_s(first, last, g), x);
+            const double xo = std::min(model.copy_out_time_s(first, last, g), x);
+            if (xi != x || xo != x || !cin_.empty()) {
+              if (cin_.empty()) {
+                cin_ = copy_;  // earlier ranges took every copy in both directions
+                cout_ = copy_;
+              }
+              cin_[at] = xi;
+              cout_[at] = xo;
+            }
+            const double after = model.after_first_wait_s(first, last, g);
+            if (overlap_ && after > 0) {
+              if (blocked_.empty()) blocked_.assign(n * n * kcs_, 0.0);
+              blocked_[at] = after + model.tail_out_time_s(first, last, g);
+            }
+            const double fw = model.first_wait_s(first, last, g);
+            if (overlap_ && fw > 0) {
+              if (wait_.empty()) wait_.assign(n * n * kcs_, Wait{});
+              wait_[at] = {fw, model.head_kernels_s(first, last, g), model.head_in_time_s(first, last, g)};
+            }
           }
         }
         const double w = model.execute_w(first, last, g);
@@ -74,6 +94,9 @@ CostTables::CostTables(const SystemSpec& system, const CostModel& model, const S
       }
     }
   }
+  // A stage that waits for its input can stop waiting when it takes an earlier kernel (the gap
+  // before its first exchange grows): no monotonic ranges then.
+  if (!wait_.empty()) ranges_grow_ = false;
   for (int first = 0; first < n_ && ranges_grow_; ++first) {
     for (int last = first; last + 1 < n_ && ranges_grow_; ++last) {
       for (std::size_t kc = 0; kc < kcs_; ++kc) {
@@ -82,9 +105,10 @@ CostTables::CostTables(const SystemSpec& system, const CostModel& model, const S
           return f(first, last + 1, k) < f(first, last, k) || (first > 0 && f(first - 1, last, k) < f(first, last, k));
         };
         const auto c = [&](int a, int b, int g) { return compute(a, b, g); };
-        const auto ch = [&](int a, int b, int g) { return chain(a, b, g); };
         const auto so = [&](int a, int b, int g) { return solo(a, b, g); };
-        if (shrinks(c) || (overlap_ && (shrinks(ch) || shrinks(so)))) {
+        const auto ci = [&](int a, int b, int g) { return copy_in(a, b, g); };
+        const auto co = [&](int a, int b, int g) { return carried(0.0, a, b, g); };
+        if (shrinks(c) || (overlap_ && (shrinks(so) || shrinks(ci) || shrinks(co)))) {
           ranges_grow_ = false;
           break;
         }

@@ -46,25 +46,73 @@ class CostTables {
   double waited(int first, int last, int kc) const {
     return waited_.empty() ? 0.0 : waited_[(static_cast<std::size_t>(first) * n_ + last) * kcs_ + kc];
   }
+  // The copies inside compute() on a device's inbound and outbound directions
+  // (CostModel::copy_in_time_s / copy_out_time_s; each at most copy()).
+  double copy_in(int first, int last, int kc) const {
+    return cin_.empty() ? copy(first, last, kc) : cin_[(static_cast<std::size_t>(first) * n_ + last) * kcs_ + kc];
+  }
+  double copy_out(int first, int last, int kc) const {
+    return cout_.empty() ? copy(first, last, kc) : cout_[(static_cast<std::size_t>(first) * n_ + last) * kcs_ + kc];
+  }
+  // What the previous request's outbound copies hold up (CostModel::after_first_wait_s +
+  // tail_out_time_s when the first is > 0, else 0; overlap only).
+  double blocked(int first, int last, int kc) const {
+    return blocked_.empty() ? 0.0 : blocked_[(static_cast<std::size_t>(first) * n_ + last) * kcs_ + kc];
+  }
+  // The inbound stall (overlap only): a stage entered with x_in whose input does not fit before
+  // its first waited exchange (x_in + head_in > head kernels) runs input, head kernels and that
+  // exchange one after the other; 0 otherwise.
+  double stall(double x_in, int first, int last, int kc) const {
+    if (wait_.empty()) return 0.0;
+    const Wait& w = wait_[(static_cast<std::size_t>(first) * n_ + last) * kcs_ + kc];
+    return w.first_wait > 0 && x_in + w.head_in > w.head_kernels ? x_in + w.head_in + w.head_kernels + w.first_wait : 0.0;
+  }
   // How a stage's time is composed (SystemSpec::transfers). A stage on kc over [first, last] with
   // hand-off sides x_in and x_out takes
   //   serial:  x_in + C + x_out
-  //   overlap: max(C - copies + waited, x_in + copies + x_out)   (kernels vs. the copy engine;
-  //            copies the kernels wait for hold both)
-  // written for the solvers as max(solo, x_in + chain + x_out): chain is what the open stage adds
-  // to its transfer-in (C, or its copies), solo what it needs alone (0, or its kernels). Both are
-  // kInf when kc cannot run the range.
+  //   overlap: max(C - copies + waited, x_in + copies_in, max(copies_out, blocked) + x_out)
+  //            (the kernels, the inbound copy direction, the outbound one: links are full duplex
+  //            and each direction has its own engine; copies the kernels wait for hold both;
+  //            `blocked`: the kernels from the first waited exchange on, which wait for the
+  //            previous request's output to leave on the outbound engine)
+  // written for the solvers as max(alone, carried + x_out): `carried` is what an open stage
+  // entered with x_in hands to its closing transfer-out (x_in + C, or copies_out), `alone` what
+  // it needs whatever x_out is (0, or the kernels and x_in + copies_in). Both are kInf when kc
+  // cannot run the range.
   bool overlap() const { return overlap_; }
-  double chain(int first, int last, int kc) const {
+  double carried(double x_in, int first, int last, int kc) const {
     const double c = compute(first, last, kc);
-    return overlap_ && c < kInf ? copy(first, last, kc) : c;
+    if (!(c < kInf)) return kInf;
+    return overlap_ ? std::max(copy_out(first, last, kc), blocked(first, last, kc)) : x_in + c;
   }
+  double alone(double x_in, int first, int last, int kc) const {
+    const double c = compute(first, last, kc);
+    if (!(c < kInf)) return kInf;
+    return overlap_ ? std::max({solo(first, last, kc), x_in + copy_in(first, last, kc), stall(x_in, first, last, kc)})
+                    : 0.0;
+  }
+  // The kernels and the copies they wait for (overlap; kInf when kc cannot run the range).
   double solo(int first, int last, int kc) const {
     const double c = compute(first, last, kc);
-    return overlap_ ? (c < kInf ? c - copy(first, last, kc) + waited(first, last, kc) : kInf) : 0.0;
+    return c < kInf ? c - copy(first, last, kc) + waited(first, last, kc) : kInf;
   }
   double stage_time(double x_in, int first, int last, int kc, double x_out) const {
-    return std::max(solo(first, last, kc), x_in + chain(first, last, kc) + x_out);
+    return std::max(alone(x_in, first, last, kc), carried(x_in, first, last, kc) + x_out);
+  }
+  // The largest transfer-in a stage over [first, last] on kc may open with so that it fits in
+  // `cap` and carries at most `carry_cap` to its closing transfer-out; -kInf when none does.
+  double room_for_transfer_in(int first, int last, int kc, double carry_cap, double cap) const {
+    const double c = compute(first, last, kc);
+    if (!(c < kInf)) return -kInf;
+    if (!overlap_) return carry_cap - c;
+    if (carried(0.0, first, last, kc) > carry_cap || solo(first, last, kc) > cap) return -kInf;
+    double room = cap - copy_in(first, last, kc);
+    if (!wait_.empty()) {
+      const Wait& w = wait_[(static_cast<std::size_t>(first) * n_ + last) * kcs_ + kc];
+      // Either the input fits before the first waited exchange, or the stall fits in cap.
+      if (w.first_wait > 0) room = std::min(room, std::max(w.head_kernels - w.head_in, cap - w.head_in - w.head_kernels - w.first_wait));
+    }
+    return room;
   }
   // Output of kernel k (0 <= k < n - 1) moved from stage group kc_from to kc_to: the time it
   // occupies the sending stage (out) and the receiving one (in); CostModel::transfer_out_s/_in_s.
@@ -79,7 +127,7 @@ class CostTables {
   // and compute(a - 1, b) >= compute(a, b) for every group, kInf included): true for the additive
   // models. The solvers then stop extending a stage once it breaks a bound, and bound the period
   // by each kernel's fastest time alone; otherwise they scan every range.
-  // Overlap: chain() and solo() each never shrink as a range grows.
+  // Overlap: solo(), copy_in() and carried() each never shrink as a range grows.
   bool ranges_grow() const { return ranges_grow_; }
 
   // Transfers at the pipeline's ends, per group: entry(kc) into the first stage when it runs on
@@ -122,6 +170,12 @@ class CostTables {
   std::vector<double> compute_;   // n * n * kcs (upper triangle used)
   std::vector<double> copy_;      // like compute_; empty when the model has no copies in compute
   std::vector<double> waited_;    // like compute_; empty when no copy holds the kernels up
+  std::vector<double> cin_, cout_;  // like compute_; empty when equal to copy_
+  std::vector<double> blocked_;     // like compute_; empty when 0 everywhere (or serial)
+  struct Wait {
+    double first_wait = 0.0, head_kernels = 0.0, head_in = 0.0;
+  };
+  std::vector<Wait> wait_;          // like compute_; empty when no range waits (or serial)
   bool overlap_ = false;
   std::vector<double> xout_, xin_;  // (n - 1) * kcs * kcs each
   std::vector<double> entry_, exit_;  // per kc; empty = 0

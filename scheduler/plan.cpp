@@ -56,6 +56,9 @@ Plan evaluate(const std::vector<StageSpec>& specs, const CostTables& tables) {
     st.compute_s = tables.compute(sp.first, sp.last, sp.kc);
     st.copy_s = tables.copy(sp.first, sp.last, sp.kc);
     st.waited_copy_s = tables.waited(sp.first, sp.last, sp.kc);
+    st.copy_in_s = tables.copy_in(sp.first, sp.last, sp.kc);
+    st.copy_out_s = tables.copy_out(sp.first, sp.last, sp.kc);
+    st.blocked_s = tables.blocked(sp.first, sp.last, sp.kc);
     st.overlap = tables.overlap();
     if (s > 0) {
       st.transfer_in_s = tables.transfer_in(sp.first - 1, specs[s - 1].kc, sp.kc);
@@ -66,6 +69,8 @@ Plan evaluate(const std::vector<StageSpec>& specs, const CostTables& tables) {
   if (expect != tables.num_kernels()) throw Error("evaluate: stages do not cover every kernel");
   plan.stages.front().transfer_in_s = tables.entry(specs.front().kc);
   plan.stages.back().transfer_out_s = tables.exit(specs.back().kc);
+  for (std::size_t s = 0; s < specs.size(); ++s)
+    plan.stages[s].stall_s = tables.stall(plan.stages[s].transfer_in_s, specs[s].first, specs[s].last, specs[s].kc);
   bool fits = true;
   for (int t = 0; t < tables.num_kinds(); ++t) fits = fits && used[t] <= tables.max_count(t);
   plan.mnemonic = mnemonic(specs, tables);
@@ -92,6 +97,8 @@ nlohmann::json to_json(const Plan& plan) {
               {"count", s.count},
               {"compute_s", num(s.compute_s)},
               {"copy_s", s.copy_s},
+              {"copy_in_s", s.copy_in_s},
+              {"copy_out_s", s.copy_out_s},
               {"transfer_in_s", s.transfer_in_s},
               {"transfer_out_s", s.transfer_out_s},
               {"stage_time_s", num(s.time_s())}};

@@ -51,13 +51,20 @@ struct Stage {
   double transfer_in_s = 0.0;
   double transfer_out_s = 0.0;
   // Copies inside compute_s (CostModel::copy_time_s) and whether they overlap the kernels
-  // (SystemSpec::transfers): then the stage takes the larger of its kernels and all its copies.
+  // (SystemSpec::transfers): then the stage takes the largest of its kernels, its inbound copies
+  // (with X_in) and its outbound ones (with X_out), each direction on its own engine.
   double copy_s = 0.0;
-  double waited_copy_s = 0.0;  // of copy_s, what the kernels wait for (counts on both sides)
+  double waited_copy_s = 0.0;  // of copy_s, what the kernels wait for (counts on every side)
+  double copy_in_s = 0.0;      // of copy_s, the inbound direction (host -> device, received)
+  double copy_out_s = 0.0;     // of copy_s, the outbound direction (device -> host, sent)
+  double blocked_s = 0.0;      // what waits for the previous request's output (CostTables::blocked)
+  double stall_s = 0.0;        // input, head kernels and first exchange in a row (CostTables::stall)
   bool overlap = false;
+  double kernels_s() const { return compute_s - copy_s + waited_copy_s; }
+  double inbound_s() const { return std::max(transfer_in_s + copy_in_s, stall_s); }
+  double outbound_s() const { return std::max(copy_out_s, blocked_s) + transfer_out_s; }
   double time_s() const {
-    return overlap ? std::max(compute_s - copy_s + waited_copy_s, transfer_in_s + copy_s + transfer_out_s)
-                   : transfer_in_s + compute_s + transfer_out_s;
+    return overlap ? std::max({kernels_s(), inbound_s(), outbound_s()}) : transfer_in_s + compute_s + transfer_out_s;
   }
   // Explanation: why this kind and count, and the best alternative for this stage's kernels with
   // every other stage kept (its objective score; kInf when no alternative fits).

@@ -55,6 +55,8 @@ class FoldedCostModel : public CostModel {
   double compute_time_s(int first, int last, DeviceGroup group) const override;
   double copy_time_s(int first, int last, DeviceGroup group) const override;         // every round's
   double waited_copy_time_s(int first, int last, DeviceGroup group) const override;  // every round's
+  double copy_in_time_s(int first, int last, DeviceGroup group) const override;      // every round's
+  double copy_out_time_s(int first, int last, DeviceGroup group) const override;     // every round's
   double output_bytes(int k) const override { return base_.output_bytes(k); }  // round 0's
   double transfer_time_s(int k, DeviceGroup from, DeviceGroup to) const override;
   double transfer_out_s(int k, DeviceGroup from, DeviceGroup to) const override;

@@ -100,13 +100,13 @@ Event EmuDevice::do_copy_from_host(Buffer& dst, std::span<const std::byte> src, 
   const double dur = jittered_locked(transfer_time_to_host_s(src.size()));
   // The buffer's previous contents may still be read by earlier work: start after it is ready.
   // The buffer's previous contents may still be read by earlier work: start after it is ready.
-  const double start = copy_start(std::max(latest(after, 0.0), dst.ready_at_s()), dur);
+  const double start = copy_start(Direction::inbound, std::max(latest(after, 0.0), dst.ready_at_s()), dur);
   if (!options_.timing_only && dst.has_data() && !src.empty()) {
     std::memcpy(dst.host_span().data() + offset, src.data(), src.size());
   }
   Event e{start, start + dur, TimeSource::modelled, copy_energy_w() * dur};
   dst.set_ready_at_s(e.end_s);
-  copy_done(e.start_s, e.end_s);
+  copy_done(Direction::inbound, e.start_s, e.end_s);
   if (!options_.overlap_copies) busy_s_ += dur;
   transfer_j_ += e.energy_j;
   return e;
@@ -117,12 +117,12 @@ Event EmuDevice::do_copy_to_host(const Buffer& src, std::span<std::byte> dst, st
   std::lock_guard lock(mutex_);
   check_fault_locked();
   const double dur = jittered_locked(transfer_time_to_host_s(dst.size()));
-  const double start = copy_start(std::max(latest(after, 0.0), src.ready_at_s()), dur);
+  const double start = copy_start(Direction::outbound, std::max(latest(after, 0.0), src.ready_at_s()), dur);
   if (!options_.timing_only && src.has_data() && !dst.empty()) {
     std::memcpy(dst.data(), src.host_span().data() + offset, dst.size());
   }
   Event e{start, start + dur, TimeSource::modelled, copy_energy_w() * dur};
-  copy_done(e.start_s, e.end_s);
+  copy_done(Direction::outbound, e.start_s, e.end_s);
   if (!options_.overlap_copies) busy_s_ += dur;
   transfer_j_ += e.energy_j;
   return e;
@@ -153,10 +153,11 @@ Event EmuDevice::do_copy_to_peer(const Buffer& src, Buffer& dst, const CopyRegio
   const TransferEstimate x = topology()->estimate(std::span<const int>(&a, 1),
                                                   std::span<const int>(&b, 1), region.bytes);
   const double dur = jittered_locked(x.time_s);
-  // Both ends' engines must be free at once: alternate until they agree.
+  // Both ends' engines (this one's outbound, the peer's inbound) must be free at once: alternate
+  // until they agree.
   double start = std::max({latest(after, 0.0), src.ready_at_s(), dst.ready_at_s()});
   for (int i = 0; i < 1000; ++i) {
-    const double a = copy_start(start, dur), b = peer->copy_start(a, dur);
+    const double a = copy_start(Direction::outbound, start, dur), b = peer->copy_start(Direction::inbound, a, dur);
     start = b;
     if (b == a) break;
   }
@@ -170,8 +171,8 @@ Event EmuDevice::do_copy_to_peer(const Buffer& src, Buffer& dst, const CopyRegio
   const double mine = copy_energy_w() * dur, theirs = peer->copy_energy_w() * dur;
   Event e{start, start + dur, TimeSource::modelled, mine + theirs};
   dst.set_ready_at_s(e.end_s);
-  copy_done(e.start_s, e.end_s);
-  peer->copy_done(e.start_s, e.end_s);
+  copy_done(Direction::outbound, e.start_s, e.end_s);
+  peer->copy_done(Direction::inbound, e.start_s, e.end_s);
   if (!options_.overlap_copies) busy_s_ += dur;
   if (!peer->options_.overlap_copies) peer->busy_s_ += dur;
   transfer_j_ += mine;
@@ -184,7 +185,7 @@ EnergyReport EmuDevice::energy_until(double t_s) const {
   EnergyReport r;
   r.execute_j = execute_j_;
   r.transfer_j = transfer_j_;
-  r.idle_j = info().power.idle_w * std::max(0.0, std::max({t_s, busy_until_s_, copies_.end()}) - busy_s_);
+  r.idle_j = info().power.idle_w * std::max(0.0, std::max({t_s, busy_until_s_, copies_in_.end(), copies_out_.end()}) - busy_s_);
   return r;
 }
 
@@ -241,15 +242,16 @@ void EmuDevice::inject_fault(int skip, std::string reason) {
 
 double EmuDevice::clock_s() const {
   std::lock_guard lock(mutex_);
-  return std::max(busy_until_s_, copies_.end());
+  return std::max({busy_until_s_, copies_in_.end(), copies_out_.end()});
 }
 
-double EmuDevice::copy_start(double ready, double dur) const {
-  return options_.overlap_copies ? copies_.earliest(ready, dur) : std::max(ready, busy_until_s_);
+double EmuDevice::copy_start(Direction d, double ready, double dur) const {
+  if (!options_.overlap_copies) return std::max(ready, busy_until_s_);
+  return (d == Direction::inbound ? copies_in_ : copies_out_).earliest(ready, dur);
 }
 
-void EmuDevice::copy_done(double start, double end) {
-  if (options_.overlap_copies) copies_.reserve(start, end);
+void EmuDevice::copy_done(Direction d, double start, double end) {
+  if (options_.overlap_copies) (d == Direction::inbound ? copies_in_ : copies_out_).reserve(start, end);
   else busy_until_s_ = std::max(busy_until_s_, end);
 }
 
@@ -281,7 +283,8 @@ double EmuDevice::copy_energy_w() const {
 void EmuDevice::reset_clock() {
   std::lock_guard lock(mutex_);
   busy_until_s_ = 0.0;
-  copies_.reset();
+  copies_in_.reset();
+  copies_out_.reset();
   busy_s_ = 0.0;
   execute_j_ = 0.0;
   transfer_j_ = 0.0;

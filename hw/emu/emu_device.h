@@ -4,7 +4,9 @@
 // an operation starts at max(device free, inputs ready, events waited on) and ends after its
 // modelled duration. Copies occupy the device too (and both devices for a peer copy), matching the
 // cost model T_s = X_s + C_s + X_{s+1}; with EmuOptions::overlap_copies they occupy the devices'
-// copy engines instead (one per device, shared by all its copies), so T_s = max(kernels, copies).
+// copy engines instead, one per direction (links are full duplex: host -> device and peer copies
+// received inbound, device -> host and peer copies sent outbound), so T_s = max(kernels, inbound
+// copies, outbound copies).
 // Every Event it returns is labelled `modelled`.
 //
 // FPGAs run only the kernels of their loaded bitstream (none before load_bitstream). Timing-only
@@ -25,8 +27,8 @@ namespace dype::hw {
 
 struct EmuOptions {
   bool timing_only = false;
-  // Copies run on their own virtual copy engine (a device's DMA engines: transfers overlap the
-  // kernels of other requests) instead of the compute clock. The system option `transfers:
+  // Copies run on virtual copy engines, one per direction (a device's DMA engines: transfers
+  // overlap the kernels of other requests) instead of the compute clock. The system option `transfers:
   // overlap` (hw/system_config.h) sets it; `serial` is the paper's timing (copies block the device).
   bool overlap_copies = false;
   double jitter_sigma = 0.0;  // relative std-dev of each modelled duration; 0 = deterministic
@@ -54,6 +56,7 @@ class EmuDevice final : public Device {
   const Bitstream* bitstream() const override { return bitstream_ ? &*bitstream_ : nullptr; }
 
   bool can_run_timing_only() const override { return true; }
+  bool copies_overlap() const override { return options_.overlap_copies; }
   void set_timing_only(bool on) override;
   bool timing_only() const override;
   void set_jitter(double sigma, std::uint64_t seed);
@@ -103,11 +106,16 @@ class EmuDevice final : public Device {
     std::vector<std::pair<double, double>> busy_;  // sorted, disjoint
     double floor_ = 0.0;
   };
-  // Where a copy of `dur` seconds ready at `ready` starts (compute clock, or the copy engine).
-  double copy_start(double ready, double dur) const;
-  void copy_done(double start, double end);
+  // A copy's direction as this device sees it: links are full duplex and a device copies each
+  // way on its own engine (host -> device and peer copies received inbound, device -> host and
+  // peer copies sent outbound).
+  enum class Direction { inbound, outbound };
+  // Where a copy of `dur` seconds ready at `ready` starts (compute clock, or that direction's
+  // copy engine).
+  double copy_start(Direction d, double ready, double dur) const;
+  void copy_done(Direction d, double start, double end);
   double busy_until_s_ = 0.0;  // the compute clock (and the copies' when they do not overlap)
-  CopyEngine copies_;          // overlap_copies
+  CopyEngine copies_in_, copies_out_;  // overlap_copies
   double copy_energy_w() const;  // what a copy draws, per second
   double execute_j_ = 0.0;
   double transfer_j_ = 0.0;

@@ -27,10 +27,11 @@ namespace dype::sched::detail {
 void LabelDp::rest_energy_lb() {
   b_->rest_period.assign(static_cast<std::size_t>(n_ + 1), 0.0);
   for (int i = n_ - 1; i >= 0; --i) {
-    // Overlapping transfers: a stage takes at least the larger of its kernels and its copies.
+    // Overlapping transfers: a stage takes at least the largest of its kernels and each copy
+    // direction.
     double fastest = kInf;
     for (int kc = 0; kc < kcs_; ++kc)
-      fastest = std::min(fastest, t_.overlap() ? std::max(t_.solo(i, i, kc), t_.chain(i, i, kc)) : t_.compute(i, i, kc));
+      fastest = std::min(fastest, std::max(t_.alone(0.0, i, i, kc), t_.carried(0.0, i, i, kc)));
     b_->rest_period[i] = std::max(b_->rest_period[i + 1], t_.ranges_grow() && fastest < kInf ? fastest : 0.0);
   }
   const std::size_t states = static_cast<std::size_t>(n_ + 1) * u_.size * kcs_;
@@ -100,11 +101,12 @@ void LabelDp::rest_energy_lb() {
 }
 
 // Backward pass for a period cap P: from the end, the largest open-stage value each state can
-// carry and still be completed with every later stage within P on the devices left (C below is
-// CostTables::chain, and a range whose solo exceeds P is no candidate):
+// carry and still be completed with every later stage within P on the devices left:
 //   q(i, u, kc): a label there (open stage on kc, kernels [0, i) done) needs partial <= q;
 //   r(i, u, kc): a stage opened at i on kc (u counting its devices) needs its transfer-in <= r.
-// q(n, .) = P; r(i, u, kc) = max_j q(j, u, kc) - C(i, j - 1, kc); q(i, u, kc) = P - the
+// q(n, .) = P; r(i, u, kc) = max_j of the room a stage [i, j - 1] leaves its transfer-in when it
+// may carry q(j, u, kc) (CostTables::room_for_transfer_in: q - C serially; with overlapping
+// transfers P - copies_in when its kernels and copies_out fit); q(i, u, kc) = P - the
 // smallest X_out(i - 1, kc, kc') over the kc' with X_in(i - 1, kc, kc') <= r(i, u + kc', kc'). A label over these bounds has no completion
 // under the cap, so dropping it loses nothing; the cap is widened by 1e-8 relative (far above
 // summation-order rounding, so the forward within() tests can never accept what this rejected).
@@ -121,14 +123,22 @@ void LabelDp::completion_bounds() {
   // usages that lack kc's own devices are computed too but never read.
   for (int i = n_ - 1; i >= 0; --i) {
     for (int j = i + 1, end = last_range_end(i, cap); j <= end; ++j) {
-      for (int kc = 0; kc < kcs_; ++kc) {
-        const double c = t_.chain(i, j - 1, kc);
-        cost[kc] = c <= cap && t_.solo(i, j - 1, kc) <= cap ? c : kInf;
+      if (!t_.overlap()) {
+        for (int kc = 0; kc < kcs_; ++kc) {
+          const double c = t_.compute(i, j - 1, kc);
+          cost[kc] = c <= cap ? c : kInf;
+        }
+        for (int u = 0; u < u_.size; ++u) {
+          const double* q = &b_->q[state(j, u, 0)];
+          double* r = &b_->r[state(i, u, 0)];
+          for (int kc = 0; kc < kcs_; ++kc) r[kc] = std::max(r[kc], q[kc] - cost[kc]);
+        }
+        continue;
       }
       for (int u = 0; u < u_.size; ++u) {
         const double* q = &b_->q[state(j, u, 0)];
         double* r = &b_->r[state(i, u, 0)];
-        for (int kc = 0; kc < kcs_; ++kc) r[kc] = std::max(r[kc], q[kc] - cost[kc]);
+        for (int kc = 0; kc < kcs_; ++kc) r[kc] = std::max(r[kc], t_.room_for_transfer_in(i, j - 1, kc, q[kc], cap));
       }
     }
     if (i == 0) break;
@@ -157,7 +167,7 @@ int LabelDp::last_range_end(int i, double cap) const {
   for (int j = i + 1; j <= n_; ++j) {
     bool any = false;
     for (int kc = 0; kc < kcs_ && !any; ++kc) {
-      const double c = std::max(t_.chain(i, j - 1, kc), t_.solo(i, j - 1, kc));
+      const double c = std::max(t_.carried(0.0, i, j - 1, kc), t_.alone(0.0, i, j - 1, kc));
       any = c < kInf && c <= cap;
     }
     if (!any) break;

@@ -192,16 +192,16 @@ void LabelDp::run() {
             if (grow) break;
             continue;
           }
-          const double chain = t_.chain(ip, i - 1, kc), solo = t_.solo(ip, i - 1, kc);
           const std::size_t s = state(i, u2, kc);
           const double exec_w = g.count * (t_.exec_w(ip, i - 1, kc) - p.idle_w);
           bool capped = true;
           for (const Label& o : opening) {
+            // o.partial is the stage's transfer-in here (the opening label's).
             const Label l{.max_t = o.max_t,
-                          .partial = o.partial + chain,
+                          .partial = t_.carried(o.partial, ip, i - 1, kc),
                           .a = o.a + exec_w * c,
                           .lat = o.lat + c,
-                          .solo = solo,
+                          .solo = t_.alone(o.partial, ip, i - 1, kc),
                           .parent = o.parent,
                           .first = ip,
                           .last = i - 1,

@@ -103,14 +103,14 @@ PeriodSearch::Check PeriodSearch::check(double p_max) {
           if (!(best_x < kInf)) continue;
         }
         for (int i = ip + 1; i <= n_; ++i) {
-          // The open stage carries X_in + chain; its kernels alone (solo: overlapping transfers)
-          // must fit too.
-          const double v = best_x + t_.chain(ip, i - 1, kc);
+          // The open stage carries what its transfer-out adds to (CostTables::carried); what it
+          // needs alone (overlapping transfers: its kernels, its inbound copies) must fit too.
+          const double v = t_.carried(best_x, ip, i - 1, kc);
           if (!(v < kInf)) {
             if (grow) break;
             continue;
           }
-          const double solo = t_.solo(ip, i - 1, kc);
+          const double solo = t_.alone(best_x, ip, i - 1, kc);
           if (v > p_max || solo > p_max) {
             v_min = std::min(v_min, std::max(v, solo));
             if (grow) break;  // longer ranges only get slower

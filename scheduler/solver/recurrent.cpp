@@ -68,6 +68,20 @@ double FoldedCostModel::waited_copy_time_s(int first, int last, DeviceGroup grou
   return t;
 }
 
+double FoldedCostModel::copy_in_time_s(int first, int last, DeviceGroup group) const {
+  double t = 0.0;
+  for (int r = 0; r < shape_.rounds; ++r)
+    t += base_.copy_in_time_s(first + r * shape_.round_kernels, last + r * shape_.round_kernels, group);
+  return t;
+}
+
+double FoldedCostModel::copy_out_time_s(int first, int last, DeviceGroup group) const {
+  double t = 0.0;
+  for (int r = 0; r < shape_.rounds; ++r)
+    t += base_.copy_out_time_s(first + r * shape_.round_kernels, last + r * shape_.round_kernels, group);
+  return t;
+}
+
 double FoldedCostModel::transfer_time_s(int k, DeviceGroup from, DeviceGroup to) const {
   double t = 0.0;
   for (int r = 0; r < shape_.rounds; ++r) t += base_.transfer_time_s(k + r * shape_.round_kernels, from, to);

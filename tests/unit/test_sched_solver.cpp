@@ -291,8 +291,9 @@ TEST(SchedSolver, ExactMatchesBruteForceWithSidedTransfers) {
 }
 
 // Overlapping transfers (SystemSpec::transfers = overlap): a stage takes max(kernels, X_in +
-// copies + X_out), its copies a random share of each range's time. The label DP, the period search
-// and their pruning bounds must stay exact: every objective against brute force.
+// inbound copies, outbound copies + X_out), its copies a random share of each range's time and
+// each direction a random part of them. The label DP, the period search and their pruning bounds
+// must stay exact: every objective against brute force.
 class CopiesInCompute final : public CostModel {
  public:
   CopiesInCompute(const CostModel& base, std::uint64_t seed) : base_(base), seed_(seed) {}
@@ -300,14 +301,29 @@ class CopiesInCompute final : public CostModel {
   double compute_time_s(int a, int b, DeviceGroup g) const override { return base_.compute_time_s(a, b, g); }
   double copy_time_s(int a, int b, DeviceGroup g) const override {
     // A fixed pseudo-random share in [0, 0.9) per (range, group).
-    std::uint64_t h = seed_ ^ (static_cast<std::uint64_t>(a) * 0x9E3779B97F4A7C15ull) ^
-                      (static_cast<std::uint64_t>(b) << 20) ^ (static_cast<std::uint64_t>(g.kind) << 40) ^
-                      (static_cast<std::uint64_t>(g.count) << 50);
-    h ^= h >> 31;
-    h *= 0xBF58476D1CE4E5B9ull;
-    h ^= h >> 29;
     const double c = compute_time_s(a, b, g);
-    return c < kInf ? c * 0.9 * static_cast<double>(h % 1000) / 1000.0 : 0.0;
+    return c < kInf ? c * 0.9 * static_cast<double>(hash(a, b, g, 0) % 1000) / 1000.0 : 0.0;
+  }
+  // Half the instances: each direction a random part of the copies in [0.2, 1] (the other
+  // half: every copy in both directions, one engine). Sums of parts grow with the range, as the
+  // exchanges and host legs they stand for do.
+  double copy_in_time_s(int a, int b, DeviceGroup g) const override { return part(a, b, g, 1); }
+  double copy_out_time_s(int a, int b, DeviceGroup g) const override { return part(a, b, g, 2); }
+  // Ranges with waited copies: their first exchange a part of them, the kernels before it a part
+  // of the kernels (the rest comes after), the upload before kernel 0 and the download after the
+  // last parts of the other copies, so the inbound stall and the outbound block bind now and then.
+  double first_wait_s(int a, int b, DeviceGroup g) const override {
+    return waited_copy_time_s(a, b, g) * (0.3 + 0.7 * frac(a, b, g, 3));
+  }
+  double head_kernels_s(int a, int b, DeviceGroup g) const override { return kernels(a, b, g) * frac(a, b, g, 4); }
+  double head_in_time_s(int a, int b, DeviceGroup g) const override {
+    return a == 0 ? unwaited(a, b, g) * frac(a, b, g, 5) : 0.0;
+  }
+  double after_first_wait_s(int a, int b, DeviceGroup g) const override {
+    return waited_copy_time_s(a, b, g) > 0 ? kernels(a, b, g) * (1.0 - frac(a, b, g, 4)) + first_wait_s(a, b, g) : 0.0;
+  }
+  double tail_out_time_s(int a, int b, DeviceGroup g) const override {
+    return b == num_kernels() - 1 ? (unwaited(a, b, g) - head_in_time_s(a, b, g)) * frac(a, b, g, 6) : 0.0;
   }
   // Half the instances: a third of the copies hold the kernels up.
   double waited_copy_time_s(int a, int b, DeviceGroup g) const override {
@@ -319,13 +335,39 @@ class CopiesInCompute final : public CostModel {
   double transfer_in_s(int k, DeviceGroup f, DeviceGroup t) const override { return base_.transfer_in_s(k, f, t); }
 
  private:
+  std::uint64_t hash(int a, int b, DeviceGroup g, std::uint64_t salt) const {
+    std::uint64_t h = seed_ ^ (static_cast<std::uint64_t>(a) * 0x9E3779B97F4A7C15ull) ^
+                      (static_cast<std::uint64_t>(b) << 20) ^ (static_cast<std::uint64_t>(g.kind) << 40) ^
+                      (static_cast<std::uint64_t>(g.count) << 50) ^ (salt << 60);
+    h ^= h >> 31;
+    h *= 0xBF58476D1CE4E5B9ull;
+    h ^= h >> 29;
+    return h;
+  }
+  double frac(int a, int b, DeviceGroup g, std::uint64_t salt) const {
+    return static_cast<double>(hash(a, b, g, salt) % 1000) / 1000.0;
+  }
+  // The host legs are copies the kernels do not wait for: together with the kernels and the
+  // exchanges they make up the range's time, as in the runtime's model.
+  double unwaited(int a, int b, DeviceGroup g) const { return copy_time_s(a, b, g) - waited_copy_time_s(a, b, g); }
+  double kernels(int a, int b, DeviceGroup g) const {
+    const double c = compute_time_s(a, b, g);
+    return c < kInf ? c - copy_time_s(a, b, g) : 0.0;
+  }
+  double part(int a, int b, DeviceGroup g, std::uint64_t salt) const {
+    if (seed_ % 4 < 2) return copy_time_s(a, b, g);
+    double sum = 0.0;  // per kernel, so a longer range never has less in a direction
+    for (int k = a; k <= b; ++k)
+      sum += copy_time_s(k, k, g) * (0.2 + 0.8 * static_cast<double>(hash(k, k, g, salt) % 1000) / 1000.0);
+    return std::min(sum, copy_time_s(a, b, g));
+  }
   const CostModel& base_;
   std::uint64_t seed_;
 };
 
 TEST(SchedSolver, ExactMatchesBruteForceWithOverlappingTransfers) {
   std::mt19937_64 rng(777);
-  int checked = 0, kernel_bound = 0, copy_bound = 0;
+  int checked = 0, kernel_bound = 0, copy_bound = 0, in_bound = 0, out_bound = 0, stalled = 0, blocked = 0;
   for (int inst = 0; inst < 800; ++inst) {
     Instance in = random_instance(rng, 7, inst % 2 == 1);
     in.system.transfers = TransferMode::overlap;
@@ -339,17 +381,24 @@ TEST(SchedSolver, ExactMatchesBruteForceWithOverlappingTransfers) {
       // Which side bounds the slowest stage: both must occur for the test to mean anything.
       for (const Stage& st : got.stages) {
         if (!same(st.time_s(), got.period_s)) continue;
-        (st.compute_s - st.copy_s + st.waited_copy_s >= st.transfer_in_s + st.copy_s + st.transfer_out_s ? kernel_bound
-                                                                                                 : copy_bound) += 1;
+        (st.kernels_s() >= std::max(st.inbound_s(), st.outbound_s()) ? kernel_bound : copy_bound) += 1;
+        if (st.inbound_s() != st.outbound_s()) (st.inbound_s() > st.outbound_s() ? in_bound : out_bound) += 1;
+        stalled += st.stall_s > st.transfer_in_s + st.copy_in_s && same(st.inbound_s(), got.period_s);
+        blocked += st.blocked_s > st.copy_out_s && same(st.outbound_s(), got.period_s);
       }
     });
     if (::testing::Test::HasFailure()) return;
   }
   std::printf("overlapping transfers: exact agreed with brute force on %d solves (bottleneck stages bound by "
-              "kernels %d, by copies %d)\n", checked, kernel_bound, copy_bound);
+              "kernels %d, by copies %d; inbound side longer %d, outbound %d; bound by an inbound stall %d, "
+              "an outbound block %d)\n", checked, kernel_bound, copy_bound, in_bound, out_bound, stalled, blocked);
   EXPECT_GT(checked, 2400);
   EXPECT_GT(kernel_bound, 100);
   EXPECT_GT(copy_bound, 100);
+  EXPECT_GT(in_bound, 100);
+  EXPECT_GT(out_bound, 100);
+  EXPECT_GT(stalled, 20);
+  EXPECT_GT(blocked, 20);
 }
 
 // With overlap a plan's period never exceeds the same plan's serial period, and equals it when
