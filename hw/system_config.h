@@ -16,8 +16,9 @@
 //   topology.sockets [1], topology.inter_socket_gbps [128] (GB/s, per direction)
 //   timing_only [false]         every emulated device skips arithmetic (size-only buffers)
 //   transfers [serial]          serial: copies block the device (the paper's timing); overlap: copies
-//                               run on the devices' copy engines beside the kernels (emulated
-//                               devices; the planner then plans with max(kernels, copies))
+//                               run on the devices' copy engines beside the kernels, one per
+//                               direction (emulated devices; the planner then plans with
+//                               max(kernels, inbound copies, outbound copies))
 //   jitter.sigma [0], jitter.seed [1]   relative std-dev of modelled times (off by default)
 //   devices[i].name             unique; devices[i].backend: cpu|emu|cuda|hip|xrt
 //   devices[i].model            device model file, relative to the system file's folder or its
@@ -71,9 +72,9 @@ struct SystemConfig {
   bool timing_only = false;
   // `transfers: serial | overlap`: whether copies block a device's kernels (the paper's timing,
   // which its testbed files state for reproduction) or run on the devices' copy engines beside
-  // them. Serial by default: the planner's overlap predictions are not yet reached by the pipeline
-  // (one request in flight per stage boundary; see the README), so overlap is
-  // opt-in.
+  // them, one per direction. Serial by default: the CUDA, HIP and XRT backends still copy on the
+  // compute stream, and with overlap some emulated plans (stages of three FPGAs relaying an
+  // exchange through host memory) still run up to 1.25x their prediction (see the README).
   bool overlap_transfers = false;
   double jitter_sigma = 0.0;
   std::uint64_t jitter_seed = 1;
