@@ -75,10 +75,12 @@ class CostTables {
   //            and each direction has its own engine; copies the kernels wait for hold both;
   //            `blocked`: the kernels from the first waited exchange on, which wait for the
   //            previous request's output to leave on the outbound engine)
+  //            and `stall` (an input that does not fit before the first waited exchange, below)
+  //            counted with the inbound side,
   // written for the solvers as max(alone, carried + x_out): `carried` is what an open stage
-  // entered with x_in hands to its closing transfer-out (x_in + C, or copies_out), `alone` what
-  // it needs whatever x_out is (0, or the kernels and x_in + copies_in). Both are kInf when kc
-  // cannot run the range.
+  // entered with x_in hands to its closing transfer-out (x_in + C, or max(copies_out, blocked)),
+  // `alone` what it needs whatever x_out is (0, or the kernels, x_in + copies_in and the stall).
+  // Both are kInf when kc cannot run the range.
   bool overlap() const { return overlap_; }
   double carried(double x_in, int first, int last, int kc) const {
     const double c = compute(first, last, kc);

@@ -47,9 +47,10 @@ struct DeviceGroup {
 
 // How a stage's transfers share its time with its compute. serial: the paper's conflict-avoiding
 // timing (Section II-B), a stage is busy for X_in + C + X_out. overlap: copies run on the devices'
-// copy engines while the kernels of the next request run (double-buffered), so a stage's period is
-// the larger of its kernels and its copies, the copies of one device counted together (they share
-// its link and engine).
+// copy engines while the kernels of the next request run, one engine per direction (links are full
+// duplex), so a stage's period is the largest of its kernels, its inbound copies with X_in and its
+// outbound copies with X_out, the copies of one device in one direction counted together (they
+// share that direction of its link and engine); CostTables::stage_time has the whole formula.
 enum class TransferMode : std::uint8_t { serial, overlap };
 std::string_view to_string(TransferMode mode);
 
