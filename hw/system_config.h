@@ -73,8 +73,8 @@ struct SystemConfig {
   // `transfers: serial | overlap`: whether copies block a device's kernels (the paper's timing,
   // which its testbed files state for reproduction) or run on the devices' copy engines beside
   // them, one per direction. Serial by default: the CUDA, HIP and XRT backends still copy on the
-  // compute stream, and with overlap some emulated plans (stages of three FPGAs relaying an
-  // exchange through host memory) still run up to 1.25x their prediction (see the README).
+  // compute stream, and with overlap some emulated plans (stages of three FPGAs with an exchange
+  // inside) still run up to 1.25x their prediction (see the README).
   bool overlap_transfers = false;
   double jitter_sigma = 0.0;
   std::uint64_t jitter_seed = 1;
