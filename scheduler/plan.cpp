@@ -99,6 +99,8 @@ nlohmann::json to_json(const Plan& plan) {
               {"copy_s", s.copy_s},
               {"copy_in_s", s.copy_in_s},
               {"copy_out_s", s.copy_out_s},
+              {"blocked_s", s.blocked_s},
+              {"stall_s", s.stall_s},
               {"transfer_in_s", s.transfer_in_s},
               {"transfer_out_s", s.transfer_out_s},
               {"stage_time_s", num(s.time_s())}};

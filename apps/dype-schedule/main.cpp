@@ -188,7 +188,8 @@ void print_plan(const sched::Plan& plan, const sched::Workload& wl, bool explain
               plan.objective.c_str(), plan.solver.c_str(), num(plan.solve_time_s * 1e6).c_str());
   if (!plan.note.empty()) std::printf("  note: %s\n", plan.note.c_str());
   if (!plan.stages.empty() && plan.stages.front().overlap)
-    std::printf("  transfers overlap compute: a stage takes max(kernels, its copies with xfer_in and xfer_out)\n");
+    std::printf("  transfers overlap compute: a stage takes the largest of its kernels, its inbound copies with\n"
+                "  xfer_in and its outbound copies with xfer_out (one copy engine per direction)\n");
   std::printf("  %-5s %-34s %-5s %5s %11s %11s %12s %10s\n", "stage", "kernels", "kind", "count",
               "compute_ms", "xfer_in_ms", "xfer_out_ms", "stage_ms");
   for (std::size_t s = 0; s < plan.stages.size(); ++s) {
@@ -196,6 +197,13 @@ void print_plan(const sched::Plan& plan, const sched::Workload& wl, bool explain
     std::printf("  %-5zu %-34s %-5s %5d %11s %11s %12s %10s\n", s + 1, kernel_range(wl, st).c_str(),
                 plan.kind_names[st.kind].c_str(), st.count, ms(st.compute_s).c_str(),
                 ms(st.transfer_in_s).c_str(), ms(st.transfer_out_s).c_str(), ms(st.time_s()).c_str());
+      if (explain && st.overlap)
+        std::printf("        overlap: kernels %s ms (with the exchanges they wait for), inbound %s ms (copies %s%s), "
+                    "outbound %s ms (copies %s%s)\n",
+                    ms(st.kernels_s()).c_str(), ms(st.inbound_s()).c_str(), ms(st.copy_in_s).c_str(),
+                    st.stall_s > st.transfer_in_s + st.copy_in_s ? ", the input waits for the first exchange" : "",
+                    ms(st.outbound_s()).c_str(), ms(st.copy_out_s).c_str(),
+                    st.blocked_s > st.copy_out_s ? ", the kernels after the first exchange wait for the last output" : "");
       if (explain && !st.why.empty()) std::printf("        why: %s\n", st.why.c_str());
   }
   if (plan.rounds > 1) {
