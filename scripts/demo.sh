@@ -124,12 +124,12 @@ echo "== re-plans of gcn (cause: old -> new)"
 "${admin[@]}" --model gcn plan | python3 "$work/show.py" replans
 echo "== plan after the stream"
 plans
-# The data drives the next plans: the transformer's sequence length jumps 512 -> 8192 -> 512 and
-# the daemon re-plans on its own (the window attention moves to an FPGA running SWAT and back).
+# The data drives the next plans: the transformer's sequence length jumps 256 -> 8192 -> 256 and
+# the daemon re-plans on its own (the window attention moves to FPGAs running SWAT and back).
 echo "-- admin: load-bitstream fpga0 u280-sextans-swat.yaml (every FPGA on the SWAT image again)"
 "${admin[@]}" load-bitstream fpga0 u280-sextans-swat.yaml | python3 "$work/show.py" load
-echo "== swin-transformer: three phases, sequence length 512 -> 8192 -> 512 (window 32 / 512 / 32)"
-for phase in "512x32" "8192x512" "512x32"; do
+echo "== swin-transformer: three phases, sequence length 256 -> 8192 -> 256 (window 16 / 512 / 16)"
+for phase in "256x16" "8192x512" "256x16"; do
   echo "-- phase seq x window $phase, 40 requests"
   "${client[@]}" stream --model swin-transformer --requests 40 --concurrency 2 --drift "0:$phase" |
     grep -E '^(summary|  plan epoch)' | sed 's/^/   /'
