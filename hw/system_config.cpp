@@ -1,7 +1,9 @@
 #include "hw/system_config.h"
 
 #include <cstdlib>
+#include <algorithm>
 #include <filesystem>
+#include <optional>
 #include <set>
 
 #include "hw/config_parse.h"
@@ -52,10 +54,11 @@ SystemConfig load_system_config(const std::string& path) {
     cfg.inter_socket_bytes_per_s = topo->get_positive("inter_socket_gbps", 128.0) * 1e9;
   }
   cfg.timing_only = root.get_bool("timing_only", false);
+  std::optional<bool> overlap;
   if (auto t = root.optional_child("transfers")) {
     const std::string v = t->as_string();
     if (v != "serial" && v != "overlap") t->fail("must be serial or overlap, got '" + v + "'");
-    cfg.overlap_transfers = v == "overlap";
+    overlap = v == "overlap";
   }
   if (auto j = root.optional_child("jitter")) {
     j->expect_keys({"sigma", "seed"});
@@ -165,6 +168,16 @@ SystemConfig load_system_config(const std::string& path) {
     if (auto p = n.optional_child("power")) d.power = parse_power(*p, d.power);
     cfg.devices.push_back(std::move(d));
   }
+  // Unstated: what the devices can do. Emulated devices copy on their own engines beside the
+  // kernels; the CUDA, HIP and XRT backends still copy on the compute stream, and the CPU has no
+  // copies to overlap (serial).
+  const auto is = [&](const char* b) {
+    return [b](const DeviceConfig& d) { return d.backend == b; };
+  };
+  const bool emulated = std::any_of(cfg.devices.begin(), cfg.devices.end(), is("emu")) &&
+                        std::all_of(cfg.devices.begin(), cfg.devices.end(),
+                                    [](const DeviceConfig& d) { return d.backend == "emu" || d.backend == "cpu"; });
+  cfg.overlap_transfers = overlap.value_or(emulated);
   return cfg;
 }
 

@@ -15,7 +15,7 @@
 //   system.name, system.description [""]
 //   topology.sockets [1], topology.inter_socket_gbps [128] (GB/s, per direction)
 //   timing_only [false]         every emulated device skips arithmetic (size-only buffers)
-//   transfers [serial]          serial: copies block the device (the paper's timing); overlap: copies
+//   transfers [see below]       serial: copies block the device (the paper's timing); overlap: copies
 //                               run on the devices' copy engines beside the kernels, one per
 //                               direction (emulated devices; the planner then plans with
 //                               max(kernels, inbound copies, outbound copies))
@@ -72,9 +72,9 @@ struct SystemConfig {
   bool timing_only = false;
   // `transfers: serial | overlap`: whether copies block a device's kernels (the paper's timing,
   // which its testbed files state for reproduction) or run on the devices' copy engines beside
-  // them, one per direction. Serial by default: the CUDA, HIP and XRT backends still copy on the
-  // compute stream, and with overlap some emulated plans (stages of three FPGAs with an exchange
-  // inside) still run up to 1.25x their prediction (see the README).
+  // them, one per direction. Unstated: what the devices can do, overlap when the accelerators are
+  // emulated (beside the CPU), serial when a CUDA, HIP or XRT device is there (those backends
+  // still copy on the compute stream) or the CPU is alone.
   bool overlap_transfers = false;
   double jitter_sigma = 0.0;
   std::uint64_t jitter_seed = 1;

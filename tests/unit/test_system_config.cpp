@@ -111,7 +111,14 @@ TEST(SystemConfig, BadLanesNamesKeyPath) {
 TEST(SystemConfig, TransfersSerialOrOverlap) {
   EXPECT_FALSE(load_system_config(configs() + "/systems/paper-testbed-pcie4.yaml").overlap_transfers);
   const std::string devices = "devices:\n  - {name: g, backend: emu, model: devices/amd-mi210.yaml}\n";
-  EXPECT_FALSE(load_system_config(write_system("default.yaml", std::string(kHeader) + devices)).overlap_transfers);
+  // Unstated: overlap on emulated devices (they copy on their own engines), serial as soon as a
+  // real accelerator backend is there (it still copies on the compute stream).
+  EXPECT_TRUE(load_system_config(write_system("default.yaml", std::string(kHeader) + devices)).overlap_transfers);
+  const auto real = write_system("real.yaml", std::string(kHeader) + devices +
+                                                  "  - {name: c, backend: cuda, model: devices/amd-mi210.yaml}\n");
+  EXPECT_FALSE(load_system_config(real).overlap_transfers);
+  const auto se = write_system("serial.yaml", std::string(kHeader) + "transfers: serial\n" + devices);
+  EXPECT_FALSE(load_system_config(se).overlap_transfers);
   const auto ov = write_system("overlap.yaml", std::string(kHeader) + "transfers: overlap\n" + devices);
   EXPECT_TRUE(load_system_config(ov).overlap_transfers);
   const auto bad = write_system("bad.yaml", std::string(kHeader) + "transfers: async\n" + devices);
