@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <optional>
 
 #include "kernels/error.h"
 #include "runtime/handoff_route.h"
@@ -123,6 +124,69 @@ CopyHolds holds(const std::vector<SourceView>& views, const std::vector<Need>& n
   return engines ? CopyHolds::direction_engines : CopyHolds::devices;
 }
 
+// The route for the needs not yet done, planned once: the sources (their rows owned), the
+// destinations (the rows needed) and which need each destination is. nullopt when the devices do
+// not share one topology (the host relay, which needs none, then moves the data).
+struct RoutedNeeds {
+  std::vector<SourceView> views;
+  std::vector<std::size_t> need_of;  // destination index -> need index
+  RoutePlan plan;
+};
+
+std::optional<RoutedNeeds> plan_needs(const Activation& from, const Activation& out, const std::vector<Need>& needs,
+                                      const std::vector<bool>& done) {
+  RoutedNeeds r;
+  r.views = source_views(from, out, done);
+  const hw::Topology* topo = r.views.empty() ? nullptr : r.views.front().device->topology();
+  if (!topo) return std::nullopt;
+  std::vector<RouteEnd> src, dst;
+  for (const SourceView& v : r.views) {
+    if (v.device->topology() != topo) return std::nullopt;
+    src.push_back({v.device->topology_index(), {v.own_lo, v.own_hi}});
+  }
+  for (std::size_t j = 0; j < needs.size(); ++j) {
+    if (done[j]) continue;
+    if (needs[j].device->topology() != topo) return std::nullopt;
+    dst.push_back({needs[j].device->topology_index(), {needs[j].lo, needs[j].hi}});
+    r.need_of.push_back(j);
+  }
+  double row_bytes = 0.0;
+  for (std::int64_t c : from.cols) row_bytes += 4.0 * static_cast<double>(c);
+  r.plan = plan_route(*topo, src, dst, row_bytes, static_cast<int>(from.cols.size()), holds(r.views, needs));
+  return r;
+}
+
+// The direct route: each planned copy of a source's rows into a destination's buffer, in the
+// plan's order, so the devices' timelines follow the costed schedule.
+void send_direct(const RoutedNeeds& r, const std::vector<std::int64_t>& cols, Activation& out,
+                 const std::vector<Need>& needs, std::vector<bool>& done, TransferCounters& counters) {
+  const std::size_t nt = cols.size();
+  for (std::size_t j : r.need_of) {
+    const Need& n = needs[j];
+    for (std::size_t t = 0; t < nt; ++t)
+      out.shards[j].tensors.push_back(n.device->allocate(static_cast<std::size_t>((n.hi - n.lo) * cols[t]) * sizeof(float)));
+  }
+  for (const PeerCopy& c : r.plan.copies) {
+    const SourceView& v = r.views[c.src];
+    const std::size_t j = r.need_of[c.dst];
+    const Need& n = needs[j];
+    for (std::size_t t = 0; t < nt; ++t) {
+      const auto row = static_cast<std::size_t>(cols[t]) * sizeof(float);
+      const hw::CopyRegion region{static_cast<std::size_t>(c.rows.lo - v.held_lo) * row,
+                                  static_cast<std::size_t>(c.rows.lo - n.lo) * row,
+                                  static_cast<std::size_t>(c.rows.count()) * row};
+      v.device->copy_to_peer(*(*v.tensors)[t], *out.shards[j].tensors[t], region);
+      if (v.device == n.device) {
+        counters.moves++;
+      } else {
+        counters.p2p_copies++;
+        counters.bytes += static_cast<double>(region.bytes);
+      }
+    }
+  }
+  for (std::size_t j : r.need_of) done[j] = true;
+}
+
 }  // namespace
 
 Activation TransferEngine::redistribute(Activation&& from, const std::vector<Need>& needs,
@@ -158,9 +222,9 @@ Activation TransferEngine::redistribute(Activation&& from, const std::vector<Nee
   }
   if (wide(needs)) {
     // 2. Needs wider than the rows owned: the route handoff_route.h chooses from the topology.
-    const Route r = route_for(from, out, needs, done);
-    if (r == Route::direct) {
-      send_direct(from, out, needs, done, counters);
+    const auto routed = plan_needs(from, out, needs, done);
+    if (routed && routed->plan.route == Route::direct) {
+      send_direct(*routed, from.cols, out, needs, done, counters);
     } else {
       relay_through_host(from, out, needs, done, counters);
     }
@@ -192,69 +256,6 @@ void TransferEngine::copy_whole_shards(const Activation& from, Activation& out, 
       break;
     }
   }
-}
-
-Route TransferEngine::route_for(const Activation& from, const Activation& out, const std::vector<Need>& needs,
-                                const std::vector<bool>& done) const {
-  const std::vector<SourceView> views = source_views(from, out, done);
-  const hw::Topology* topo = views.empty() ? nullptr : views.front().device->topology();
-  if (!topo) return Route::host_relay;
-  std::vector<RouteEnd> src, dst;
-  for (const SourceView& v : views) {
-    if (v.device->topology() != topo) return Route::host_relay;
-    src.push_back({v.device->topology_index(), {v.own_lo, v.own_hi}});
-  }
-  for (std::size_t j = 0; j < needs.size(); ++j) {
-    if (done[j]) continue;
-    if (needs[j].device->topology() != topo) return Route::host_relay;
-    dst.push_back({needs[j].device->topology_index(), {needs[j].lo, needs[j].hi}});
-  }
-  double row_bytes = 0.0;
-  for (std::int64_t c : from.cols) row_bytes += 4.0 * static_cast<double>(c);
-  return plan_route(*topo, src, dst, row_bytes, static_cast<int>(from.cols.size()), holds(views, needs)).route;
-}
-
-void TransferEngine::send_direct(const Activation& from, Activation& out, const std::vector<Need>& needs,
-                                 std::vector<bool>& done, TransferCounters& counters) const {
-  const std::vector<SourceView> views = source_views(from, out, done);
-  const hw::Topology& topo = *views.front().device->topology();
-  std::vector<RouteEnd> src, dst;
-  std::vector<std::size_t> need_of;  // destination index -> need index
-  for (const SourceView& v : views) src.push_back({v.device->topology_index(), {v.own_lo, v.own_hi}});
-  for (std::size_t j = 0; j < needs.size(); ++j) {
-    if (done[j]) continue;
-    dst.push_back({needs[j].device->topology_index(), {needs[j].lo, needs[j].hi}});
-    need_of.push_back(j);
-  }
-  const std::size_t nt = from.cols.size();
-  double row_bytes = 0.0;
-  for (std::int64_t c : from.cols) row_bytes += 4.0 * static_cast<double>(c);
-  const RoutePlan plan = plan_route(topo, src, dst, row_bytes, static_cast<int>(nt), holds(views, needs));
-  for (std::size_t j : need_of) {
-    const Need& n = needs[j];
-    for (std::size_t t = 0; t < nt; ++t)
-      out.shards[j].tensors.push_back(n.device->allocate(static_cast<std::size_t>((n.hi - n.lo) * from.cols[t]) * sizeof(float)));
-  }
-  // The copies in the plan's order, so the devices' timelines follow the costed schedule.
-  for (const PeerCopy& c : plan.copies) {
-    const SourceView& v = views[c.src];
-    const std::size_t j = need_of[c.dst];
-    const Need& n = needs[j];
-    for (std::size_t t = 0; t < nt; ++t) {
-      const auto row = static_cast<std::size_t>(from.cols[t]) * sizeof(float);
-      const hw::CopyRegion region{static_cast<std::size_t>(c.rows.lo - v.held_lo) * row,
-                                  static_cast<std::size_t>(c.rows.lo - n.lo) * row,
-                                  static_cast<std::size_t>(c.rows.count()) * row};
-      v.device->copy_to_peer(*(*v.tensors)[t], *out.shards[j].tensors[t], region);
-      if (v.device == n.device) {
-        counters.moves++;
-      } else {
-        counters.p2p_copies++;
-        counters.bytes += static_cast<double>(region.bytes);
-      }
-    }
-  }
-  for (std::size_t j : need_of) done[j] = true;
 }
 
 void TransferEngine::relay_through_host(const Activation& from, Activation& out, const std::vector<Need>& needs,

@@ -20,7 +20,6 @@
 #include <vector>
 
 #include "hw/device.h"
-#include "runtime/handoff_route.h"
 #include "runtime/model.h"
 
 namespace dype::rt {
@@ -77,10 +76,6 @@ class TransferEngine {
  private:
   void copy_whole_shards(const Activation& from, Activation& out, const std::vector<Need>& needs,
                          std::vector<bool>& done, TransferCounters& counters) const;
-  Route route_for(const Activation& from, const Activation& out, const std::vector<Need>& needs,
-                  const std::vector<bool>& done) const;
-  void send_direct(const Activation& from, Activation& out, const std::vector<Need>& needs,
-                   std::vector<bool>& done, TransferCounters& counters) const;
   void relay_through_host(const Activation& from, Activation& out, const std::vector<Need>& needs,
                           std::vector<bool>& done, TransferCounters& counters) const;
 };

@@ -36,6 +36,19 @@ std::vector<Shape> recurrent_shapes(const Workload& workload) {
   return recurrent_shapes(ops, workload.kernels.back().layer + 1);
 }
 
+namespace {
+
+// A range figure of the base model summed over every round (kernel k of the round stands for
+// k + r m).
+using RangeFigure = double (CostModel::*)(int, int, DeviceGroup) const;
+double every_round(const CostModel& base, const Shape& shape, RangeFigure f, int first, int last, DeviceGroup g) {
+  double t = 0.0;
+  for (int r = 0; r < shape.rounds; ++r) t += (base.*f)(first + r * shape.round_kernels, last + r * shape.round_kernels, g);
+  return t;
+}
+
+}  // namespace
+
 FoldedCostModel::FoldedCostModel(const CostModel& base, Shape shape) : base_(base), shape_(shape) {
   if (shape.rounds < 1 || shape.round_kernels < 1 || shape.rounds * shape.round_kernels != base.num_kernels()) {
     throw Error("FoldedCostModel: " + std::to_string(shape.rounds) + " rounds of " +
@@ -55,31 +68,19 @@ double FoldedCostModel::compute_time_s(int first, int last, DeviceGroup group) c
 }
 
 double FoldedCostModel::copy_time_s(int first, int last, DeviceGroup group) const {
-  double t = 0.0;
-  for (int r = 0; r < shape_.rounds; ++r)
-    t += base_.copy_time_s(first + r * shape_.round_kernels, last + r * shape_.round_kernels, group);
-  return t;
+  return every_round(base_, shape_, &CostModel::copy_time_s, first, last, group);
 }
 
 double FoldedCostModel::waited_copy_time_s(int first, int last, DeviceGroup group) const {
-  double t = 0.0;
-  for (int r = 0; r < shape_.rounds; ++r)
-    t += base_.waited_copy_time_s(first + r * shape_.round_kernels, last + r * shape_.round_kernels, group);
-  return t;
+  return every_round(base_, shape_, &CostModel::waited_copy_time_s, first, last, group);
 }
 
 double FoldedCostModel::copy_in_time_s(int first, int last, DeviceGroup group) const {
-  double t = 0.0;
-  for (int r = 0; r < shape_.rounds; ++r)
-    t += base_.copy_in_time_s(first + r * shape_.round_kernels, last + r * shape_.round_kernels, group);
-  return t;
+  return every_round(base_, shape_, &CostModel::copy_in_time_s, first, last, group);
 }
 
 double FoldedCostModel::copy_out_time_s(int first, int last, DeviceGroup group) const {
-  double t = 0.0;
-  for (int r = 0; r < shape_.rounds; ++r)
-    t += base_.copy_out_time_s(first + r * shape_.round_kernels, last + r * shape_.round_kernels, group);
-  return t;
+  return every_round(base_, shape_, &CostModel::copy_out_time_s, first, last, group);
 }
 
 double FoldedCostModel::transfer_time_s(int k, DeviceGroup from, DeviceGroup to) const {
