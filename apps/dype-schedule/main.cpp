@@ -31,8 +31,7 @@
 #include "kernels/graph/mtx_reader.h"
 #include "kernels/graph/snap_reader.h"
 #include "hw/system_config.h"
-#include "runtime/image_choice.h"
-#include "runtime/schedule_inputs.h"
+#include "runtime/planning_case.h"
 #include "scheduler/baselines.h"
 #include "scheduler/cost_tables.h"
 #include "scheduler/recurrent.h"
@@ -272,31 +271,17 @@ int run(Options o) {
   }
   // The built-in folder may be absent (binary moved away from its source tree): device models then.
   const bool use_fitted = o.perfmodels != "none" && (o.perfmodels_given || std::filesystem::is_directory(o.perfmodels));
-  const std::string perfmodels = use_fitted ? o.perfmodels : "";
-  // Image choice: every assignment of the candidate images to the FPGAs (image_choice.h).
-  rt::FpgaImages images;
-  if (o.images == "choose") {
-    try {
-      images = rt::candidate_images(hw::load_system_config(o.system_file));
-    } catch (const InputError&) {
-      // a scheduler-only system file (kinds:): no images; load_schedule_inputs reads it
-    }
-  }
-  std::vector<rt::ImageAssignment> assignments;
-  rt::ImageAssignment loaded;
-  for (const auto& opt : images.options) loaded.push_back(opt.loaded);
-  if (images.options.size() > 1) assignments = rt::image_assignments(images);
-  const rt::CostModelChoice cm = o.cost_model == "additive" ? rt::CostModelChoice::additive : rt::CostModelChoice::runtime;
+  rt::CaseSpec spec{.system_file = o.system_file, .model = config, .input = in,
+                    .perfmodels_dir = use_fitted ? o.perfmodels : "",
+                    .cost_model = o.cost_model == "additive" ? rt::CostModelChoice::additive : rt::CostModelChoice::runtime,
+                    .transfers = std::nullopt, .choose_images = o.images == "choose", .flat_only = o.shapes == "flat",
+                    .reload_horizon = o.reload_horizon};
   // --transfers overrides the system file's `transfers:` (serial = the paper's timing).
-  auto with_transfers = [&](rt::ScheduleInputs si) {
-    if (!o.transfers.empty())
-      si.system.transfers = o.transfers == "overlap" ? sched::TransferMode::overlap : sched::TransferMode::serial;
-    return si;
-  };
-  rt::ScheduleInputs inputs =
-      with_transfers(rt::load_schedule_inputs(o.system_file, config, in, perfmodels, nullptr, nullptr, cm));
+  if (!o.transfers.empty())
+    spec.transfers = o.transfers == "overlap" ? sched::TransferMode::overlap : sched::TransferMode::serial;
+  const rt::PlanningCase planning(std::move(spec));
   if (!o.baseline.empty()) {
-    const auto names = sched::baseline_names(inputs.system);
+    const auto names = sched::baseline_names(planning.loaded().system);
     if (std::find(names.begin(), names.end(), o.baseline) == names.end()) {
       std::string list;
       for (const auto& n : names) list += (list.empty() ? "" : ", ") + n;
@@ -317,52 +302,10 @@ int run(Options o) {
   const sched::SolverKind solver = o.solver == "paper" ? sched::SolverKind::paper : sched::SolverKind::exact;
 
   const auto t0 = std::chrono::steady_clock::now();
-  const std::vector<sched::Shape> shapes = o.shapes == "flat" ? std::vector<sched::Shape>{}
-                                                               : sched::recurrent_shapes(inputs.workload);
-  auto plan_for = [&](const rt::ScheduleInputs& si, const sched::ObjectiveSpec& ob) {
-    return o.baseline.empty() ? sched::solve_shapes(si.system, *si.model, shapes, ob, solver)
-                              : sched::baseline(o.baseline, si.system, *si.model, si.workload, ob);
-  };
-  sched::Plan plan;
-  std::string image_note;
-  if (assignments.empty()) {
-    plan = plan_for(inputs, obj);
-  } else {
-    // One system per assignment (the loaded one as the file says); the best amortised score wins.
-    std::vector<rt::ScheduleInputs> systems;
-    for (const auto& a : assignments)
-      systems.push_back(with_transfers(
-          a == loaded ? rt::load_schedule_inputs(o.system_file, config, in, perfmodels, nullptr, nullptr, cm)
-                      : rt::load_schedule_inputs(o.system_file, config, in, perfmodels, &images, &a, cm)));
-    const int fpga = inputs.system.kind_index("fpga");
-    const double p_exec = fpga >= 0 ? inputs.system.kinds[static_cast<std::size_t>(fpga)].power.exec_w : 0.0;
-    sched::ObjectiveSpec each = obj;
-    if (obj.objective == sched::Objective::balanced && o.baseline.empty()) {
-      // Balanced holds every assignment to the fastest period over all of them.
-      double fastest = sched::kInf;
-      for (const auto& si : systems) {
-        try {
-          fastest = std::min(fastest, plan_for(si, {.objective = sched::Objective::perf}).period_s);
-        } catch (const sched::InfeasibleError&) {
-        }
-      }
-      each = {.objective = sched::Objective::qos, .balance_ratio = obj.balance_ratio,
-              .min_throughput_per_s = obj.balance_ratio / fastest};
-    }
-    const rt::ImageChoice choice = rt::choose_images(
-        images, assignments, [&](std::size_t i) { return plan_for(systems[i], each); }, o.reload_horizon, p_exec,
-        // theoretical-additive is a throughput sum: its images are the ones that give the most.
-        o.baseline == "theoretical-additive" ? sched::Objective::perf : obj.objective);
-    plan = choice.plan;
-    const std::size_t chosen = choice.index;
-    char buf[256];
-    std::snprintf(buf, sizeof buf, "%s; %d FPGA reload%s (%.3g s pause) amortised over %g requests",
-                  rt::describe(images, assignments[chosen]).c_str(), choice.cost.reloads,
-                  choice.cost.reloads == 1 ? "" : "s", choice.cost.pause_s, o.reload_horizon);
-    image_note = buf;
-    plan.objective = sched::to_string(obj.objective);
-    inputs = std::move(systems[chosen]);
-  }
+  rt::CasePlan chosen = planning.plan(obj, solver, o.baseline);
+  sched::Plan& plan = chosen.plan;
+  const std::string& image_note = chosen.image_note;
+  const rt::ScheduleInputs& inputs = planning.inputs(chosen.assignment);
   if (o.baseline.empty()) {
     plan.solve_time_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   }
@@ -372,7 +315,7 @@ int run(Options o) {
   }
   if (o.explain && !plan.stages.empty() && plan.rounds == 1) sched::explain(plan, tables, obj);
   std::vector<sched::Plan> front;
-  if (o.pareto) front = sched::pareto_front_shapes(inputs.system, *inputs.model, shapes);
+  if (o.pareto) front = sched::pareto_front_shapes(inputs.system, *inputs.model, planning.shapes());
   if (!o.dump_tables.empty()) {
     std::ofstream f(o.dump_tables);
     if (!f) throw InputError("--dump-tables", "cannot write " + o.dump_tables);

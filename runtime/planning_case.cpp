@@ -1,0 +1,107 @@
+#include "runtime/planning_case.h"
+
+#include <algorithm>
+#include <cstdio>
+
+#include "hw/system_config.h"
+#include "kernels/error.h"
+#include "scheduler/baselines.h"
+
+namespace dype::rt {
+
+namespace {
+
+ScheduleInputs with_transfers(ScheduleInputs si, const std::optional<sched::TransferMode>& transfers) {
+  if (transfers) si.system.transfers = *transfers;
+  return si;
+}
+
+}  // namespace
+
+PlanningCase::PlanningCase(CaseSpec spec) : spec_(std::move(spec)) {
+  if (spec_.choose_images) {
+    try {
+      images_ = candidate_images(hw::load_system_config(spec_.system_file));
+    } catch (const InputError&) {
+      // a scheduler-only system file (kinds:): no images; load_schedule_inputs reads it
+    }
+  }
+  const auto load = [&](const ImageAssignment* a) {
+    return with_transfers(load_schedule_inputs(spec_.system_file, spec_.model, spec_.input, spec_.perfmodels_dir,
+                                               a ? &images_ : nullptr, a, spec_.cost_model),
+                          spec_.transfers);
+  };
+  ScheduleInputs as_loaded = load(nullptr);
+  if (images_.options.size() > 1) {
+    ImageAssignment as_file;
+    for (const auto& opt : images_.options) as_file.push_back(opt.loaded);
+    assignments_ = image_assignments(images_);
+    for (std::size_t i = 0; i < assignments_.size(); ++i) {
+      if (assignments_[i] == as_file) {
+        loaded_ = i;
+        systems_.push_back(std::move(as_loaded));
+      } else {
+        systems_.push_back(load(&assignments_[i]));
+      }
+    }
+  } else {
+    systems_.push_back(std::move(as_loaded));
+  }
+  if (!spec_.flat_only) shapes_ = sched::recurrent_shapes(loaded().workload);
+}
+
+sched::Plan PlanningCase::plan_on(std::size_t i, const sched::ObjectiveSpec& objective, sched::SolverKind solver,
+                                  const std::string& baseline) const {
+  const ScheduleInputs& si = systems_.at(i);
+  if (baseline.empty()) return sched::solve_shapes(si.system, *si.model, shapes_, objective, solver);
+  return sched::baseline(baseline, si.system, *si.model, si.workload, objective);
+}
+
+CasePlan PlanningCase::plan(const sched::ObjectiveSpec& objective, sched::SolverKind solver,
+                            const std::string& baseline) const {
+  if (!baseline.empty()) {
+    const auto names = sched::baseline_names(loaded().system);
+    if (std::find(names.begin(), names.end(), baseline) == names.end()) {
+      std::string list;
+      for (const auto& n : names) list += (list.empty() ? "" : ", ") + n;
+      throw InputError("baseline", "unknown baseline '" + baseline + "' (this system has: " + list + ")");
+    }
+  }
+  CasePlan out;
+  if (assignments_.empty()) {
+    out.plan = plan_on(0, objective, solver, baseline);
+    return out;
+  }
+  const sched::SystemSpec& sys = loaded().system;
+  const int fpga = sys.kind_index("fpga");
+  const double p_exec = fpga >= 0 ? sys.kinds[static_cast<std::size_t>(fpga)].power.exec_w : 0.0;
+  sched::ObjectiveSpec each = objective;
+  if (objective.objective == sched::Objective::balanced && baseline.empty()) {
+    // Balanced holds every assignment to the fastest period over all of them.
+    double fastest = sched::kInf;
+    for (std::size_t i = 0; i < systems_.size(); ++i) {
+      try {
+        fastest = std::min(fastest, plan_on(i, {.objective = sched::Objective::perf}, solver, "").period_s);
+      } catch (const sched::InfeasibleError&) {
+      }
+    }
+    each = {.objective = sched::Objective::qos, .balance_ratio = objective.balance_ratio,
+            .min_throughput_per_s = objective.balance_ratio / fastest};
+  }
+  const ImageChoice choice = choose_images(
+      images_, assignments_, [&](std::size_t i) { return plan_on(i, each, solver, baseline); }, spec_.reload_horizon,
+      p_exec,
+      // theoretical-additive is a throughput sum: its images are the ones that give the most.
+      baseline == "theoretical-additive" ? sched::Objective::perf : objective.objective);
+  out.plan = choice.plan;
+  out.plan.objective = sched::to_string(objective.objective);
+  out.assignment = choice.index;
+  char buf[256];
+  std::snprintf(buf, sizeof buf, "%s; %d FPGA reload%s (%.3g s pause) amortised over %g requests",
+                describe(images_, assignments_[choice.index]).c_str(), choice.cost.reloads,
+                choice.cost.reloads == 1 ? "" : "s", choice.cost.pause_s, spec_.reload_horizon);
+  out.image_note = buf;
+  return out;
+}
+
+}  // namespace dype::rt
