@@ -1,0 +1,203 @@
+#include "eval_cases.h"
+
+#include <chrono>
+#include <cmath>
+#include <exception>
+
+#include <tbb/parallel_for.h>
+
+#include "kernels/error.h"
+#include "kernels/graph/generators.h"
+#include "runtime/planning_case.h"
+#include "scheduler/cost_tables.h"
+#include "scheduler/recurrent.h"
+
+namespace dype::eval {
+
+namespace {
+
+using sched::Objective;
+
+constexpr const char* kBaselines[] = {"gpu-only", "fpga-only", "static", "fleetrec"};
+
+Objective objective_of(const std::string& mode) { return sched::objective_from_string(mode); }
+
+Figures figures_of(const sched::Plan& p) {
+  Figures f;
+  f.feasible = !p.empty() && p.throughput_per_s > 0;
+  f.mnemonic = p.mnemonic;
+  f.throughput_per_s = p.throughput_per_s;
+  f.energy_j = p.energy_j;
+  f.solve_s = p.solve_time_s;
+  return f;
+}
+
+Figures infeasible(const std::string& why) {
+  Figures f;
+  f.why = why;
+  return f;
+}
+
+// The plan's stage layout priced by another cost model of the same system (the ground truth).
+Figures price(const sched::Plan& p, const rt::ScheduleInputs& truth) {
+  if (p.empty()) return infeasible("no stages");
+  std::vector<sched::StageSpec> specs;
+  sched::Plan priced;
+  if (p.rounds > 1) {
+    const sched::Shape shape{p.rounds, p.round_kernels};
+    const sched::FoldedCostModel folded(*truth.model, shape);
+    const sched::CostTables tables(truth.system, folded);
+    for (const auto& st : p.stages) specs.push_back({st.first, st.last, tables.kc({st.kind, st.count})});
+    priced = sched::evaluate_recurrent(specs, truth.system, *truth.model, shape);
+  } else {
+    const sched::CostTables tables(truth.system, *truth.model);
+    for (const auto& st : p.stages) specs.push_back({st.first, st.last, tables.kc({st.kind, st.count})});
+    priced = sched::evaluate(specs, tables);
+  }
+  Figures f = figures_of(priced);
+  f.mnemonic = p.mnemonic;
+  f.solve_s = p.solve_time_s;
+  return f;
+}
+
+// The paper's theoretical-additive from the homogeneous systems' perf figures: throughputs summed,
+// energy efficiencies averaged (as sched::baseline() defines it).
+Figures additive(const Figures& gpu, const Figures& fpga) {
+  Figures f;
+  int systems = 0;
+  double efficiency = 0;
+  for (const Figures* h : {&gpu, &fpga}) {
+    if (!h->feasible) continue;
+    f.throughput_per_s += h->throughput_per_s;
+    efficiency += h->efficiency();
+    ++systems;
+  }
+  if (systems == 0) return infeasible("neither GPU-only nor FPGA-only can run the model");
+  f.feasible = true;
+  f.mnemonic = "additive";
+  f.energy_j = systems / efficiency;
+  return f;
+}
+
+sched::InputCharacteristics input_of(const Workload& w) {
+  sched::InputCharacteristics in;
+  if (w.family == "gnn") {
+    const auto ds = kernels::paper_dataset_from_string(w.dataset == "OA"   ? "ogbn-arxiv"
+                                                       : w.dataset == "OP" ? "ogbn-products"
+                                                                           : w.dataset);
+    if (!ds) throw InputError("dataset", "unknown Table I dataset '" + w.dataset + "'");
+    const kernels::GraphShape shape = kernels::paper_shape(*ds);
+    in.nodes = shape.nodes;
+    in.nnz = shape.edges;
+    in.feature_len = shape.feature_len;
+  } else {
+    in.seq_len = w.seq_len;
+    in.window = w.window;
+  }
+  return in;
+}
+
+CaseResult run_case(const CaseRequest& req, const EvalOptions& opt, const sched::ModelConfig& model) {
+  CaseResult r;
+  r.workload = req.workload;
+  r.interconnect = req.interconnect.name;
+  const sched::InputCharacteristics in = input_of(req.workload);
+  rt::CaseSpec spec;
+  spec.system_file = req.interconnect.system_file;
+  spec.model = model;
+  spec.input = in;
+  spec.perfmodels_dir = opt.perfmodels_dir;
+  spec.reload_horizon = opt.reload_horizon;
+  const rt::PlanningCase planner(spec);
+  spec.perfmodels_dir = "";
+  const rt::PlanningCase truth(spec);
+  spec.transfers = sched::TransferMode::overlap;
+  const rt::PlanningCase truth_overlap(spec);
+
+  // Plans one method in one mode and records both pricings.
+  const auto record = [&](const std::string& key, const rt::PlanningCase& from, const rt::PlanningCase* priced_by,
+                          auto&& make) {
+    try {
+      const auto t0 = std::chrono::steady_clock::now();
+      rt::CasePlan cp = make(from);
+      cp.plan.solve_time_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+      r.planned[key] = figures_of(cp.plan);
+      r.planned[key].solve_s = cp.plan.solve_time_s;
+      r.measured[key] = priced_by ? price(cp.plan, priced_by->inputs(cp.assignment)) : r.planned[key];
+    } catch (const sched::InfeasibleError& e) {
+      r.planned[key] = r.measured[key] = infeasible(e.what());
+    }
+  };
+  for (const char* mode : {"perf", "balanced", "energy"}) {
+    const sched::ObjectiveSpec obj{.objective = objective_of(mode)};
+    const std::string m = std::string("/") + mode;
+    record("dype" + m, planner, &truth, [&](const rt::PlanningCase& c) { return c.plan(obj); });
+    record("dype-paper-solver" + m, planner, &truth,
+           [&](const rt::PlanningCase& c) { return c.plan(obj, sched::SolverKind::paper); });
+    record("oracle" + m, truth, nullptr, [&](const rt::PlanningCase& c) { return c.plan(obj); });
+    record("dype-overlap" + m, truth_overlap, nullptr, [&](const rt::PlanningCase& c) { return c.plan(obj); });
+    for (const char* b : kBaselines) {
+      // static has no freedom: one plan, the same in every mode
+      if (std::string(b) == "static" && std::string(mode) != "perf") {
+        r.planned["static" + m] = r.planned["static/perf"];
+        r.measured["static" + m] = r.measured["static/perf"];
+        continue;
+      }
+      record(b + m, planner, &truth, [&](const rt::PlanningCase& c) { return c.plan(obj, sched::SolverKind::exact, b); });
+    }
+  }
+  for (auto* figures : {&r.planned, &r.measured}) {
+    const Figures add = additive((*figures)["gpu-only/perf"], (*figures)["fpga-only/perf"]);
+    for (const char* mode : {"perf", "balanced", "energy"}) (*figures)[std::string("theoretical-additive/") + mode] = add;
+  }
+  if (req.pareto) {
+    // The front on the images the balanced plan chose, priced by the planning model.
+    std::size_t a = 0;
+    try {
+      a = planner.plan({.objective = Objective::balanced}).assignment;
+    } catch (const sched::InfeasibleError&) {
+    }
+    const rt::ScheduleInputs& si = planner.inputs(a);
+    for (const sched::Plan& p : sched::pareto_front_shapes(si.system, *si.model, planner.shapes()))
+      r.pareto.push_back({p.mnemonic, p.throughput_per_s, p.energy_j, p.devices_used});
+  }
+  return r;
+}
+
+}  // namespace
+
+std::string Workload::label() const {
+  if (family == "gnn") return model + "-" + dataset;
+  return "T-" + std::to_string(seq_len) + "/" + std::to_string(window);
+}
+
+double Figures::score(const std::string& mode) const {
+  if (!feasible) return INFINITY;
+  return mode == "perf" ? 1.0 / throughput_per_s : energy_j;
+}
+
+std::map<std::string, sched::ModelConfig> load_models(const std::string& config_dir) {
+  return {{"GCN", sched::load_model_config(config_dir + "/models/gcn.yaml")},
+          {"GIN", sched::load_model_config(config_dir + "/models/gin.yaml")},
+          {"transformer", sched::load_model_config(config_dir + "/models/swin-transformer.yaml")}};
+}
+
+std::vector<CaseResult> run_cases(const std::vector<CaseRequest>& cases, const EvalOptions& options) {
+  const auto models = load_models(options.config_dir);
+  for (const auto& c : cases)
+    if (!models.contains(c.workload.model)) throw InputError("model", "unknown model '" + c.workload.model + "'");
+  std::vector<CaseResult> out(cases.size());
+  std::vector<std::exception_ptr> errors(cases.size());
+  tbb::parallel_for(std::size_t{0}, cases.size(), [&](std::size_t i) {
+    try {
+      out[i] = run_case(cases[i], options, models.at(cases[i].workload.model));
+    } catch (...) {
+      errors[i] = std::current_exception();
+    }
+  });
+  for (const auto& e : errors)
+    if (e) std::rethrow_exception(e);
+  return out;
+}
+
+}  // namespace dype::eval

@@ -1,0 +1,80 @@
+#pragma once
+// The evaluation's cases and what each measures. A case is one workload (a GNN on a Table I dataset,
+// or the transformer at one (seq_len, window)) on one interconnect's testbed. Every method is
+// planned as the daemon plans (RuntimeCostModel, fitted performance models, every FPGA image
+// assignment) and then priced by the ground truth: the emulated devices' own timing models, which
+// play the part of the paper's measurements. Everything is modelled.
+#include <cstdint>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "scheduler/workload.h"
+
+namespace dype::eval {
+
+struct Interconnect {
+  std::string name;         // "pcie4": the paper table's column name
+  std::string label;        // "PCIe 4.0"
+  std::string system_file;  // configs/systems/paper-testbed-pcie4.yaml
+};
+
+struct Workload {
+  std::string family;   // "gnn" | "transformer"
+  std::string model;    // "GCN", "GIN", "transformer"
+  std::string dataset;  // Table I short name "S1".."S4", "OA", "OP"; "" for the transformer
+  std::int64_t seq_len = 0, window = 0;
+  std::string label() const;  // "GCN-OA", "T-2048/512"
+};
+
+// A plan's figures under one pricing.
+struct Figures {
+  bool feasible = false;
+  std::string mnemonic;
+  double throughput_per_s = 0.0;
+  double energy_j = 0.0;  // per inference
+  double solve_s = 0.0;   // measured
+  std::string why;        // when infeasible
+  double efficiency() const { return energy_j > 0 ? 1.0 / energy_j : 0.0; }
+  // The objective's score (lower is better): period for perf, energy otherwise.
+  double score(const std::string& mode) const;
+};
+
+struct ParetoPoint {
+  std::string mnemonic;
+  double throughput_per_s = 0.0;
+  double energy_j = 0.0;
+  int devices = 0;
+};
+
+struct CaseResult {
+  Workload workload;
+  std::string interconnect;
+  // "<method>/<mode>": dype, static, fleetrec, gpu-only, fpga-only, theoretical-additive (its
+  // one figure under every mode), dype-paper-solver (Algorithm 1), oracle (planned from the ground
+  // truth itself), dype-overlap (oracle with overlapping transfers).
+  std::map<std::string, Figures> planned;   // as the planner predicted (the planning model)
+  std::map<std::string, Figures> measured;  // priced by the ground truth
+  std::vector<ParetoPoint> pareto;          // when asked for (Figure 9)
+};
+
+struct CaseRequest {
+  Workload workload;
+  Interconnect interconnect;
+  bool pareto = false;
+};
+
+struct EvalOptions {
+  std::string config_dir;      // configs/
+  std::string perfmodels_dir;  // fitted models the planner uses ("" = device models)
+  double reload_horizon = 1000;
+};
+
+// Model configs by Workload::model.
+std::map<std::string, sched::ModelConfig> load_models(const std::string& config_dir);
+
+// Runs every case, in parallel over the machine's cores; results in the order of `cases`.
+// Throws InputError on bad configuration files.
+std::vector<CaseResult> run_cases(const std::vector<CaseRequest>& cases, const EvalOptions& options);
+
+}  // namespace dype::eval

@@ -1,0 +1,25 @@
+#pragma once
+// The report's sections, each writing its markdown into the report and its CSV beside it.
+#include <vector>
+
+#include "eval_cases.h"
+#include "paper_tables.h"
+#include "report.h"
+
+namespace dype::eval {
+
+// Counts over what a section printed, for the summary dype-eval prints at the end.
+struct Headline {
+  int table5_match = 0, table5_cases = 0;
+  int t3_perf_suboptimal = 0, t3_energy_suboptimal = 0, t3_cases = 0;
+  double gnn_perf_over_static = 0, gnn_perf_over_gpu = 0;
+};
+
+void table3(const std::vector<CaseResult>& cases, const PaperTables& paper, Report& report, Headline& h);
+void table4(const std::vector<CaseResult>& cases, const PaperTables& paper, Report& report, Headline& h);
+void table5(const std::vector<CaseResult>& cases, const PaperTables& paper, Report& report, Headline& h);
+void beyond_the_paper(const std::vector<CaseResult>& cases, Report& report);
+// Figures 7-9 from the cases; Figure 6 from the testbeds' topologies.
+void figure_data(const std::vector<CaseResult>& cases, const std::vector<Interconnect>& interconnects, Report& report);
+
+}  // namespace dype::eval
