@@ -82,7 +82,7 @@ PaperTables load_paper_tables(const std::string& path) {
   if (!t4.IsMap()) r.fail("table4", "must be a mapping of workloads");
   for (const auto& wl : t4) {
     const std::string w = wl.first.as<std::string>();
-    if (!wl.second.IsMap()) r.fail("table4." + w, "must be a mapping of baselines");
+    if (!wl.second.IsMap() || wl.second.size() == 0) r.fail("table4." + w, "must be a mapping of baselines");
     for (const auto& bl : wl.second) {
       const std::string b = bl.first.as<std::string>();
       const std::string p = "table4." + w + "." + b;
