@@ -14,6 +14,8 @@
 //    allowed, a stage's kind must run all its kernels).
 //  - paper: Algorithm 1 generalised to any number of kinds; one schedule per dp[i][usage]. It can
 //    miss the optimum because a stored schedule's last stage still grows by X_{s+1} later.
+//  - milp: the mapping as a mixed-integer program solved by COIN-OR CBC (milp.h), after DiviML;
+//    exact like the DP but built independently of it, for small instances (a few kernels).
 //  - brute_force.cpp: enumerate_plans() lists every plan; for tests on small instances.
 // The passes a solve ran are in plan.passes (dype-schedule --explain prints them).
 #include <string>
@@ -25,7 +27,7 @@
 
 namespace dype::sched {
 
-enum class SolverKind { exact, paper };
+enum class SolverKind { exact, paper, milp };
 const char* to_string(SolverKind solver);
 
 // Raised when an objective's constraints cannot be met; what() says which and by how much.

@@ -9,6 +9,7 @@ packages=(
   libyaml-cpp-dev nlohmann-json3-dev libcli11-dev libspdlog-dev libfmt-dev
   libcpp-httplib-dev libgrpc++-dev libprotobuf-dev protobuf-compiler protobuf-compiler-grpc
   libxrt-dev python3 python3-numpy python3-scipy
+  coinor-libcbc-dev  # the MILP planner (scheduler/solver/milp.cpp)
   hipcc libamdhip64-dev librocsparse-dev librocm-smi-dev  # HIP/ROCm backend (hw/hip), ~2 GB
   python3-libpysal  # ships virginia_queen.mtx, a real graph the Matrix Market tests read
   # References only, never a runtime dependency: served models are checked against PyTorch

@@ -7,12 +7,18 @@
 #include "scheduler/solver/exact.h"
 #include "scheduler/solver/explain.h"
 #include "scheduler/solver/label_dp.h"
+#include "scheduler/solver/milp.h"
 #include "scheduler/solver/paper.h"
 
 namespace dype::sched {
 
 const char* to_string(SolverKind solver) {
-  return solver == SolverKind::exact ? "exact" : "paper";
+  switch (solver) {
+    case SolverKind::exact: return "exact";
+    case SolverKind::paper: return "paper";
+    case SolverKind::milp: return "milp";
+  }
+  return "exact";
 }
 
 Plan solve(const CostTables& tables, const ObjectiveSpec& objective, SolverKind solver) {
@@ -21,8 +27,9 @@ Plan solve(const CostTables& tables, const ObjectiveSpec& objective, SolverKind 
   detail::require_schedulable(tables);
   detail::Caps caps;
   detail::PassLog log;
-  const detail::Found f = solver == SolverKind::exact ? detail::solve_exact(tables, objective, caps, &log)
-                                                      : detail::solve_paper(tables, objective, caps, &log);
+  const detail::Found f = solver == SolverKind::exact   ? detail::solve_exact(tables, objective, caps, &log)
+                          : solver == SolverKind::paper ? detail::solve_paper(tables, objective, caps, &log)
+                                                        : detail::solve_milp(tables, objective, caps, &log);
   if (!f.ok) throw InfeasibleError("no feasible schedule: the available devices cannot form a pipeline");
   Plan plan = evaluate(f.stages, tables);
   plan.objective = to_string(objective.objective);
