@@ -134,6 +134,10 @@ CaseResult run_case(const CaseRequest& req, const EvalOptions& opt, const sched:
     record("dype" + m, planner, &truth, [&](const rt::PlanningCase& c) { return c.plan(obj); });
     record("dype-paper-solver" + m, planner, &truth,
            [&](const rt::PlanningCase& c) { return c.plan(obj, sched::SolverKind::paper); });
+    // The MILP (CBC) as an independent exact check where its program stays small (GNNs).
+    if (req.workload.family == "gnn")
+      record("dype-milp" + m, planner, &truth,
+             [&](const rt::PlanningCase& c) { return c.plan(obj, sched::SolverKind::milp); });
     record("oracle" + m, truth, nullptr, [&](const rt::PlanningCase& c) { return c.plan(obj); });
     record("dype-overlap" + m, truth_overlap, nullptr, [&](const rt::PlanningCase& c) { return c.plan(obj); });
     for (const char* b : kBaselines) {
