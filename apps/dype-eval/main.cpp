@@ -147,7 +147,10 @@ int run(Options o) {
 
 int main(int argc, char** argv) {
   Options o;
+  // configs/ as every tool finds it, but one that has the paper's tables (a working directory's
+  // own configs/ may hold only systems).
   o.config_dir = dype::hw::default_config_dir();
+  if (!std::filesystem::exists(o.config_dir + "/paper")) o.config_dir = std::string(DYPE_SOURCE_DIR) + "/configs";
   CLI::App app{"dype-eval: the DyPe paper's evaluation on the emulated testbeds, beside the paper's figures"};
   app.add_option("--out", o.out, "report folder (created)")->required();
   app.add_option("--paper", o.paper, "the paper's tables (default configs/paper/dype-tables.yaml)");
