@@ -38,6 +38,8 @@ Figures infeasible(const std::string& why) {
   return f;
 }
 
+}  // namespace
+
 // The plan's stage layout priced by another cost model of the same system (the ground truth).
 Figures price(const sched::Plan& p, const rt::ScheduleInputs& truth) {
   if (p.empty()) return infeasible("no stages");
@@ -60,6 +62,8 @@ Figures price(const sched::Plan& p, const rt::ScheduleInputs& truth) {
   return f;
 }
 
+namespace {
+
 // The paper's theoretical-additive from the homogeneous systems' perf figures: throughputs summed,
 // energy efficiencies averaged (as sched::baseline() defines it).
 Figures additive(const Figures& gpu, const Figures& fpga) {
@@ -79,6 +83,8 @@ Figures additive(const Figures& gpu, const Figures& fpga) {
   return f;
 }
 
+}  // namespace
+
 sched::InputCharacteristics input_of(const Workload& w) {
   sched::InputCharacteristics in;
   if (w.family == "gnn") {
@@ -96,6 +102,8 @@ sched::InputCharacteristics input_of(const Workload& w) {
   }
   return in;
 }
+
+namespace {
 
 CaseResult run_case(const CaseRequest& req, const EvalOptions& opt, const sched::ModelConfig& model) {
   CaseResult r;

@@ -9,6 +9,8 @@
 #include <string>
 #include <vector>
 
+#include "runtime/schedule_inputs.h"
+#include "scheduler/plan.h"
 #include "scheduler/workload.h"
 
 namespace dype::eval {
@@ -71,6 +73,12 @@ struct EvalOptions {
   std::string perfmodels_dir;  // fitted models the planner uses ("" = device models)
   double reload_horizon = 1000;
 };
+
+// A plan's stage layout (kernel ranges, kinds, counts) priced by another cost model of the same
+// system and images, e.g. the ground truth or another input's.
+Figures price(const sched::Plan& plan, const rt::ScheduleInputs& by);
+// The input characteristics of a workload (Table I shapes for GNNs).
+sched::InputCharacteristics input_of(const Workload& w);
 
 // Model configs by Workload::model.
 std::map<std::string, sched::ModelConfig> load_models(const std::string& config_dir);

@@ -116,8 +116,6 @@ void beyond_the_paper(const std::vector<CaseResult>& cases, Report& report) {
   report.csv("transfers.csv",
              {"workload", "interconnect", "serial_plan", "overlap_plan", "serial_throughput", "overlap_throughput"},
              csv);
-  report.md << "The drift stream (dynamic against static and oracle plans) is measured by `bench_runtime`, not "
-               "by this report.\n\n";
 }
 
 void figure_data(const std::vector<CaseResult>& cases, const std::vector<Interconnect>& interconnects, Report& report) {

@@ -97,8 +97,8 @@ int run(Options o) {
   Report report(o.out);  // checks the folder before the long part
   std::printf("dype-eval: %zu cases (%s; %s), planning ...\n", requests.size(), o.systems.c_str(), o.workloads.c_str());
   std::fflush(stdout);
-  const std::vector<CaseResult> results =
-      run_cases(requests, {.config_dir = o.config_dir, .perfmodels_dir = o.perfmodels, .reload_horizon = o.reload_horizon});
+  const EvalOptions eval_options{.config_dir = o.config_dir, .perfmodels_dir = o.perfmodels, .reload_horizon = o.reload_horizon};
+  const std::vector<CaseResult> results = run_cases(requests, eval_options);
   const double planning_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
 
   report.md << "# dype-eval: the DyPe paper's evaluation, reproduced\n\n"
@@ -113,6 +113,7 @@ int run(Options o) {
   table4(results, paper, report, h);
   if (have_gnn) table3(results, paper, report, h);
   beyond_the_paper(results, report);
+  drift_stream(ics, o.workloads, eval_options, report);
   figure_data(results, ics, report);
   report.md << "## Figures\n\nFigure 6 `fig6_p2p.*` (P2P against host-staged, modelled from the topology), Figure 7 "
                "`fig7_normalised.*`, Figure 8 `fig8_transformer.*`, Figure 9 `fig9_pareto.*`; CSVs beside them.\n\n"

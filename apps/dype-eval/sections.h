@@ -19,6 +19,9 @@ void table3(const std::vector<CaseResult>& cases, const PaperTables& paper, Repo
 void table4(const std::vector<CaseResult>& cases, const PaperTables& paper, Report& report, Headline& h);
 void table5(const std::vector<CaseResult>& cases, const PaperTables& paper, Report& report, Headline& h);
 void beyond_the_paper(const std::vector<CaseResult>& cases, Report& report);
+// The drift stream (static / dynamic / oracle over bench_runtime's phases), modelled from plans.
+void drift_stream(const std::vector<Interconnect>& interconnects, const std::string& workloads, const EvalOptions& opt,
+                  Report& report);
 // Figures 7-9 from the cases; Figure 6 from the testbeds' topologies.
 void figure_data(const std::vector<CaseResult>& cases, const std::vector<Interconnect>& interconnects, Report& report);
 
