@@ -3,7 +3,12 @@
 #include <algorithm>
 #include <cmath>
 
+#include <fstream>
+
+#include <nlohmann/json.hpp>
+
 #include "hw/system.h"
+#include "kernels/error.h"
 #include "hw/system_config.h"
 #include "sections.h"
 
@@ -118,9 +123,39 @@ void beyond_the_paper(const std::vector<CaseResult>& cases, Report& report) {
              csv);
 }
 
-void figure_data(const std::vector<CaseResult>& cases, const std::vector<Interconnect>& interconnects, Report& report) {
-  // Figure 6: P2P against host-staged, one GPU to one FPGA, by transfer size (the topology's model).
+std::vector<std::vector<std::string>> measured_p2p(const std::string& calibration_file) {
   std::vector<std::vector<std::string>> rows;
+  if (calibration_file.empty()) return rows;
+  std::ifstream f(calibration_file);
+  if (!f) throw InputError("--calibration", "cannot read '" + calibration_file + "'");
+  try {
+    const nlohmann::json cal = nlohmann::json::parse(f);
+    if (!cal.is_object() || !cal.contains("peer") || !cal["peer"].is_array() || cal["peer"].empty())
+      throw InputError("--calibration", calibration_file + ": no `peer` measurements (dype-calibrate writes them "
+                                                           "when it finds two or more accelerators)");
+    for (const auto& pair : cal["peer"]) {
+      const std::string name = "measured " + pair.at("from").get<std::string>() + "->" + pair.at("to").get<std::string>();
+      if (!pair.contains("by_size") || !pair["by_size"].is_array())
+        throw InputError("--calibration", calibration_file + ": peer " + name + " has no `by_size` list");
+      for (const auto& m : pair["by_size"]) {
+        const double direct = m.at("direct_s").get<double>(), staged = m.at("staged_s").get<double>();
+        const auto bytes = m.at("bytes").get<std::uint64_t>();
+        if (!(direct > 0 && staged > 0 && bytes > 0))
+          throw InputError("--calibration", calibration_file + ": peer " + name + ": bytes, direct_s and staged_s must be > 0");
+        rows.push_back({name, std::to_string(bytes), fmt(direct, 6), fmt(staged, 6), fmt(staged / direct, 4)});
+      }
+    }
+  } catch (const nlohmann::json::exception& e) {
+    throw InputError("--calibration", calibration_file + ": " + e.what());
+  }
+  return rows;
+}
+
+void figure_data(const std::vector<CaseResult>& cases, const std::vector<Interconnect>& interconnects,
+                 const std::vector<std::vector<std::string>>& measured_p2p, Report& report) {
+  // Figure 6: P2P against host-staged, one GPU to one FPGA, by transfer size (the topology's model),
+  // and the pairs a calibration from real hardware measured.
+  std::vector<std::vector<std::string>> rows = measured_p2p;
   for (const auto& ic : interconnects) {
     const hw::System sys = hw::System::from_config(hw::load_system_config(ic.system_file));
     const auto gpus = sys.devices_of(hw::DeviceKind::gpu), fpgas = sys.devices_of(hw::DeviceKind::fpga);

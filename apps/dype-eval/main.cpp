@@ -29,7 +29,7 @@ using namespace dype;
 using namespace dype::eval;
 
 struct Options {
-  std::string out, paper, config_dir, perfmodels, systems = "pcie4,pcie5,cxl3", workloads = "gnn,transformer";
+  std::string out, paper, config_dir, perfmodels, calibration, systems = "pcie4,pcie5,cxl3", workloads = "gnn,transformer";
   bool no_plots = false;
   double reload_horizon = 1000;
 };
@@ -92,6 +92,7 @@ std::vector<CaseRequest> cases(const Options& o, const std::vector<Interconnect>
 int run(Options o) {
   const auto t0 = std::chrono::steady_clock::now();
   const PaperTables paper = load_paper_tables(o.paper);
+  const auto measured = measured_p2p(o.calibration);
   const std::vector<Interconnect> ics = interconnects(o);
   const std::vector<CaseRequest> requests = cases(o, ics);
   Report report(o.out);  // checks the folder before the long part
@@ -114,8 +115,8 @@ int run(Options o) {
   if (have_gnn) table3(results, paper, report, h);
   beyond_the_paper(results, report);
   drift_stream(ics, o.workloads, eval_options, report);
-  figure_data(results, ics, report);
-  report.md << "## Figures\n\nFigure 6 `fig6_p2p.*` (P2P against host-staged, modelled from the topology), Figure 7 "
+  figure_data(results, ics, measured, report);
+  report.md << "## Figures\n\nFigure 6 `fig6_p2p.*` (P2P against host-staged, modelled from the topology; series named `measured` come from a calibration of real hardware, `--calibration`), Figure 7 "
                "`fig7_normalised.*`, Figure 8 `fig8_transformer.*`, Figure 9 `fig9_pareto.*`; CSVs beside them.\n\n"
                "![Figure 7](fig7_normalised.svg)\n\n";
   report.write_markdown();
@@ -160,6 +161,8 @@ int main(int argc, char** argv) {
   app.add_option("--perfmodels", o.perfmodels, "fitted performance models the planner uses (default configs/perfmodels)");
   app.add_option("--reload-horizon", o.reload_horizon, "requests an FPGA image reload is amortised over")
       ->capture_default_str();
+  app.add_option("--calibration", o.calibration,
+                 "dype-calibrate's calibration.json from real hardware: Figure 6 adds its measured P2P pairs");
   app.add_flag("--no-plots", o.no_plots, "write the report and CSVs only");
   try {
     app.parse(argc, argv);

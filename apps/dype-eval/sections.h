@@ -22,7 +22,11 @@ void beyond_the_paper(const std::vector<CaseResult>& cases, Report& report);
 // The drift stream (static / dynamic / oracle over bench_runtime's phases), modelled from plans.
 void drift_stream(const std::vector<Interconnect>& interconnects, const std::string& workloads, const EvalOptions& opt,
                   Report& report);
-// Figures 7-9 from the cases; Figure 6 from the testbeds' topologies.
-void figure_data(const std::vector<CaseResult>& cases, const std::vector<Interconnect>& interconnects, Report& report);
+// Figure 6's measured series: the P2P pairs in dype-calibrate's calibration.json from real hardware
+// (none for ""); InputError naming --calibration when the file is unreadable or malformed.
+std::vector<std::vector<std::string>> measured_p2p(const std::string& calibration_file);
+// Figures 7-9 from the cases; Figure 6 from the testbeds' topologies (modelled) and the measured rows.
+void figure_data(const std::vector<CaseResult>& cases, const std::vector<Interconnect>& interconnects,
+                 const std::vector<std::vector<std::string>>& measured_p2p, Report& report);
 
 }  // namespace dype::eval

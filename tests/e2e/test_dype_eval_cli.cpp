@@ -165,6 +165,26 @@ TEST(DypeEvalCli, SolverComparisonAndFigureDataAreWritten) {
   }
 }
 
+TEST(DypeEvalCli, Figure6AddsTheMeasuredPairsOfACalibration) {
+  // The shape dype-calibrate writes for two accelerators (figures here made up: the file format is
+  // what is checked; real ones come from hardware).
+  const fs::path tmp = dype::test::process_temp_dir("dype-eval-cal");
+  const fs::path cal = tmp / "calibration.json";
+  std::ofstream(cal) << R"({"peer": [{"from": "gpu0", "to": "gpu1", "bytes": 1048576, "by_size": [)"
+                        R"({"bytes": 4096, "direct_s": 1.2e-5, "staged_s": 2.6e-5},)"
+                        R"({"bytes": 1048576, "direct_s": 5.0e-5, "staged_s": 1.1e-4}]}]})";
+  const Result r = run("--out " + (tmp / "r").string() + " --systems pcie4 --workloads gnn --no-plots --calibration " +
+                       cal.string());
+  ASSERT_EQ(r.status, 0) << r.out;
+  int measured = 0;
+  for (const auto& row : read_csv(tmp / "r" / "fig6_p2p.csv")) {
+    if (row.at("interconnect") != "measured gpu0->gpu1") continue;
+    ++measured;
+    if (row.at("bytes") == "4096") EXPECT_NEAR(std::stod(row.at("speedup")), 2.6 / 1.2, 1e-3);
+  }
+  EXPECT_EQ(measured, 2);
+}
+
 TEST(DypeEvalCli, DrawsThePlotsWithMatplotlib) {
   if (std::system("/usr/bin/python3 -c 'import matplotlib' >/dev/null 2>&1") != 0)
     GTEST_SKIP() << "python3-matplotlib is not installed (scripts/setup.sh installs it); plots not checked";
@@ -207,6 +227,13 @@ TEST(DypeEvalCli, BadInputIsRefusedNamingTheProblem) {
   r = run("--out " + (tmp / "d").string() + " --paper " + partial.string());
   EXPECT_EQ(r.status, 2) << r.out;
   EXPECT_NE(r.out.find("partial.yaml: table5: missing"), std::string::npos) << r.out;
+
+  // A calibration file whose peer entry is malformed.
+  const fs::path cal = tmp / "calibration.json";
+  std::ofstream(cal) << R"({"peer": [{"from": "gpu0", "to": 3}]})";
+  r = run("--out " + (tmp / "e").string() + " --calibration " + cal.string());
+  EXPECT_EQ(r.status, 2) << r.out;
+  EXPECT_NE(r.out.find("--calibration: " + cal.string()), std::string::npos) << r.out;
 
   // An output folder that cannot be created: its parent is a file. Refused before any planning.
   const fs::path file = tmp / "a-file";
