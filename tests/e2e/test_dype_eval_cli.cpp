@@ -180,7 +180,9 @@ TEST(DypeEvalCli, Figure6AddsTheMeasuredPairsOfACalibration) {
   for (const auto& row : read_csv(tmp / "r" / "fig6_p2p.csv")) {
     if (row.at("interconnect") != "measured gpu0->gpu1") continue;
     ++measured;
-    if (row.at("bytes") == "4096") EXPECT_NEAR(std::stod(row.at("speedup")), 2.6 / 1.2, 1e-3);
+    if (row.at("bytes") == "4096") {
+      EXPECT_NEAR(std::stod(row.at("speedup")), 2.6 / 1.2, 1e-3);
+    }
   }
   EXPECT_EQ(measured, 2);
 }
