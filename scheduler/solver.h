@@ -16,6 +16,14 @@
 //    miss the optimum because a stored schedule's last stage still grows by X_{s+1} later.
 //  - milp: the mapping as a mixed-integer program solved by COIN-OR CBC (milp.h), after DiviML;
 //    exact like the DP but built independently of it, for small instances (a few kernels).
+//  - heft, critical-path, kl, overseer: heuristics from the literature, each as its paper defines
+//    it and adapted to pipeline stages (the top of each file says how); they optimise what their
+//    paper optimises (makespan, latency, load balance and communication), never energy, and never
+//    beat the exact optimum. Kept to measure the exact solver against:
+//      heft (heft.h): HEFT list scheduling, a kernel to the device group that finishes it first;
+//      critical-path (critical_path.h): the critical path on the fastest devices that hold it;
+//      kl (kl_partition.h): block partition over the devices with Kernighan-Lin refinement;
+//      overseer (overseer.h): OverSeer's DP for the least sequential latency.
 //  - brute_force.cpp: enumerate_plans() lists every plan; for tests on small instances.
 // The passes a solve ran are in plan.passes (dype-schedule --explain prints them).
 #include <string>
@@ -27,8 +35,10 @@
 
 namespace dype::sched {
 
-enum class SolverKind { exact, paper, milp };
+enum class SolverKind { exact, paper, milp, heft, critical_path, kl, overseer };
 const char* to_string(SolverKind solver);
+// "exact", "paper", "milp", "heft", "critical-path", "kl", "overseer"; InputError otherwise.
+SolverKind solver_from_string(const std::string& name);
 
 // Raised when an objective's constraints cannot be met; what() says which and by how much.
 class InfeasibleError : public Error {

@@ -2,12 +2,17 @@
 // the stages into a Plan with its figures, explanations and the passes that ran.
 #include <algorithm>
 #include <chrono>
+#include <string>
 
 #include "scheduler/solver.h"
+#include "scheduler/solver/critical_path.h"
 #include "scheduler/solver/exact.h"
 #include "scheduler/solver/explain.h"
+#include "scheduler/solver/heft.h"
+#include "scheduler/solver/kl_partition.h"
 #include "scheduler/solver/label_dp.h"
 #include "scheduler/solver/milp.h"
+#include "scheduler/solver/overseer.h"
 #include "scheduler/solver/paper.h"
 
 namespace dype::sched {
@@ -17,9 +22,42 @@ const char* to_string(SolverKind solver) {
     case SolverKind::exact: return "exact";
     case SolverKind::paper: return "paper";
     case SolverKind::milp: return "milp";
+    case SolverKind::heft: return "heft";
+    case SolverKind::critical_path: return "critical-path";
+    case SolverKind::kl: return "kl";
+    case SolverKind::overseer: return "overseer";
   }
   return "exact";
 }
+
+SolverKind solver_from_string(const std::string& name) {
+  const SolverKind all[] = {SolverKind::exact, SolverKind::paper, SolverKind::milp, SolverKind::heft,
+                            SolverKind::critical_path, SolverKind::kl, SolverKind::overseer};
+  std::string names;
+  for (const SolverKind s : all) {
+    if (name == to_string(s)) return s;
+    names += std::string(names.empty() ? "" : ", ") + to_string(s);
+  }
+  throw InputError("solver", "unknown solver '" + name + "' (" + names + ")");
+}
+
+namespace {
+
+detail::Found run_solver(const CostTables& t, const ObjectiveSpec& o, SolverKind solver, detail::Caps& caps,
+                         detail::PassLog* log) {
+  switch (solver) {
+    case SolverKind::exact: return detail::solve_exact(t, o, caps, log);
+    case SolverKind::paper: return detail::solve_paper(t, o, caps, log);
+    case SolverKind::milp: return detail::solve_milp(t, o, caps, log);
+    case SolverKind::heft: return detail::solve_heft(t, o, caps, log);
+    case SolverKind::critical_path: return detail::solve_critical_path(t, o, caps, log);
+    case SolverKind::kl: return detail::solve_kl(t, o, caps, log);
+    case SolverKind::overseer: return detail::solve_overseer(t, o, caps, log);
+  }
+  return detail::solve_exact(t, o, caps, log);
+}
+
+}  // namespace
 
 Plan solve(const CostTables& tables, const ObjectiveSpec& objective, SolverKind solver) {
   const auto start = std::chrono::steady_clock::now();
@@ -27,9 +65,7 @@ Plan solve(const CostTables& tables, const ObjectiveSpec& objective, SolverKind 
   detail::require_schedulable(tables);
   detail::Caps caps;
   detail::PassLog log;
-  const detail::Found f = solver == SolverKind::exact   ? detail::solve_exact(tables, objective, caps, &log)
-                          : solver == SolverKind::paper ? detail::solve_paper(tables, objective, caps, &log)
-                                                        : detail::solve_milp(tables, objective, caps, &log);
+  const detail::Found f = run_solver(tables, objective, solver, caps, &log);
   if (!f.ok) throw InfeasibleError("no feasible schedule: the available devices cannot form a pipeline");
   Plan plan = evaluate(f.stages, tables);
   plan.objective = to_string(objective.objective);
