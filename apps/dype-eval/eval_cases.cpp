@@ -156,6 +156,11 @@ CaseResult run_case(const CaseRequest& req, const EvalOptions& opt, const sched:
     record("dype" + m, planner, &truth, [&](const rt::PlanningCase& c) { return c.plan(obj); });
     record("dype-paper-solver" + m, planner, &truth,
            [&](const rt::PlanningCase& c) { return c.plan(obj, sched::SolverKind::paper); });
+    // The other papers' planners over the same cost model (scheduler/solver/*.cpp).
+    for (const sched::SolverKind k : {sched::SolverKind::heft, sched::SolverKind::critical_path, sched::SolverKind::kl,
+                                      sched::SolverKind::overseer})
+      record(std::string("solver-") + sched::to_string(k) + m, planner, &truth,
+             [&](const rt::PlanningCase& c) { return c.plan(obj, k); });
     // The MILP (CBC) as an independent exact check where its program stays small (GNNs).
     if (req.workload.family == "gnn")
       record("dype-milp" + m, planner, &truth,

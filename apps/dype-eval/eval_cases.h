@@ -55,6 +55,7 @@ struct CaseResult {
   // "<method>/<mode>": dype, static, fleetrec, gpu-only, fpga-only, theoretical-additive (its
   // one figure under every mode), dype-paper-solver (Algorithm 1), oracle (planned from the ground
   // truth itself), dype-overlap (oracle with overlapping transfers), dype-milp (the MILP, GNNs),
+  // solver-heft, solver-critical-path, solver-kl, solver-overseer (the other papers' planners),
   // dype-paper-setting (GNNs: the testbed's loaded FPGA images, flat plans, as the paper ran DyPe),
   // dype-additive (the same with the paper's additive cost model).
   std::map<std::string, Figures> planned;   // as the planner predicted (the planning model)

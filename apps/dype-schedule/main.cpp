@@ -299,9 +299,7 @@ int run(Options o) {
   if ((o.min_throughput > 0.0 || o.max_latency > 0.0) && obj.objective != sched::Objective::qos) {
     throw InputError("--min-throughput/--max-latency", "apply to --mode qos only");
   }
-  const sched::SolverKind solver = o.solver == "paper"  ? sched::SolverKind::paper
-                                   : o.solver == "milp" ? sched::SolverKind::milp
-                                                        : sched::SolverKind::exact;
+  const sched::SolverKind solver = sched::solver_from_string(o.solver);
 
   const auto t0 = std::chrono::steady_clock::now();
   rt::CasePlan chosen = planning.plan(obj, solver, o.baseline);
@@ -378,8 +376,10 @@ int main(int argc, char** argv) {
   app.add_option("--ratio", o.ratio, "balanced: throughput >= ratio x the perf optimum (default 0.7)");
   auto* min_tp_opt = app.add_option("--min-throughput", o.min_throughput, "qos: inferences per second at least (> 0)");
   auto* max_lat_opt = app.add_option("--max-latency", o.max_latency, "qos: end-to-end latency in seconds at most (> 0)");
-  app.add_option("--solver", o.solver, "exact (default), paper (Algorithm 1 as published) or milp (a mixed-integer program solved by CBC; small models)")
-      ->check(CLI::IsMember({"exact", "paper", "milp"}));
+  app.add_option("--solver", o.solver, "exact (default), paper (Algorithm 1 as published), milp (a mixed-integer program solved by CBC; small "
+                 "models), or another paper's planner: heft, critical-path, kl (block partitioning with Kernighan-Lin "
+                 "refinement), overseer (tree DP for least latency)")
+      ->check(CLI::IsMember({"exact", "paper", "milp", "heft", "critical-path", "kl", "overseer"}));
   app.add_option("--shapes", o.shapes,
                  "all (default): flat plans and, for a model whose layers repeat, layer-recurrent ones "
                  "(stages every request traverses once per layer group, e.g. (1G3F1G)x32); flat: flat only")

@@ -50,7 +50,9 @@ class Program {
       for (int b = a; b < n_; ++b)
         for (int kc = 0; kc < kcs_; ++kc) {
           const DeviceGroup g = t.group(kc);
-          if (t.compute(a, b, kc) < kInf && g.count <= t.max_count(g.kind)) {
+          // A recurrent solve pins the ends (CostTables::set_ends): the other groups' entry or exit is kInf.
+          const bool ends_ok = (a > 0 || t.entry(kc) < kInf) && (b < n_ - 1 || t.exit(kc) < kInf);
+          if (t.compute(a, b, kc) < kInf && g.count <= t.max_count(g.kind) && ends_ok) {
             z_[idx(a, b, kc)] = static_cast<int>(stages_.size());
             stages_.push_back({a, b, kc});
           }
@@ -293,7 +295,14 @@ Found solve_milp(const CostTables& t, const ObjectiveSpec& o, Caps& caps, PassLo
   caps = caps_for(o, kInf);
   if (o.objective == Objective::perf) {
     const Pass pass{.number = 1, .name = "fastest: least period", .goal = Goal::period};
-    return record(pass, solve_once(t, Goal::period, caps));
+    const Found fast = record(pass, solve_once(t, Goal::period, caps));
+    if (!fast.ok) return fast;
+    // Ties broken by energy, as the exact solver does: the least energy at that period.
+    Caps at_fastest = caps;
+    at_fastest.period = fast.fig.period;
+    const Pass tie{.number = 2, .name = "tie-break: least energy at P*", .goal = Goal::energy, .period_cap = fast.fig.period};
+    const Found e = record(tie, solve_once(t, Goal::energy, at_fastest));
+    return e.ok && within(e.fig.period, fast.fig.period) ? e : fast;
   }
   if (caps_need_fastest(o)) {
     const Pass fastest{.number = 1, .name = "fastest: least period", .goal = Goal::period};

@@ -8,6 +8,7 @@
 #include <optional>
 #include <string>
 
+#include "scheduler/solver/dispatch.h"
 #include "scheduler/solver/exact.h"
 #include "scheduler/solver/explain.h"
 #include "scheduler/solver/objective.h"
@@ -182,7 +183,7 @@ bool better(const Candidate& a, const Candidate& b, Objective o) {
 
 detail::Found run(const CostTables& t, const ObjectiveSpec& o, SolverKind solver, detail::Caps& caps,
                   detail::PassLog* log = nullptr) {
-  return solver == SolverKind::exact ? detail::solve_exact(t, o, caps, log) : detail::solve_paper(t, o, caps, log);
+  return detail::run_solver(t, o, solver, caps, log);
 }
 
 // Runs `o` on the flat tables and every shape's end pairs; calls keep() with each plan found.

@@ -6,6 +6,7 @@
 
 #include "scheduler/solver.h"
 #include "scheduler/solver/critical_path.h"
+#include "scheduler/solver/dispatch.h"
 #include "scheduler/solver/exact.h"
 #include "scheduler/solver/explain.h"
 #include "scheduler/solver/heft.h"
@@ -41,10 +42,9 @@ SolverKind solver_from_string(const std::string& name) {
   throw InputError("solver", "unknown solver '" + name + "' (" + names + ")");
 }
 
-namespace {
+namespace detail {
 
-detail::Found run_solver(const CostTables& t, const ObjectiveSpec& o, SolverKind solver, detail::Caps& caps,
-                         detail::PassLog* log) {
+Found run_solver(const CostTables& t, const ObjectiveSpec& o, SolverKind solver, Caps& caps, PassLog* log) {
   switch (solver) {
     case SolverKind::exact: return detail::solve_exact(t, o, caps, log);
     case SolverKind::paper: return detail::solve_paper(t, o, caps, log);
@@ -57,7 +57,7 @@ detail::Found run_solver(const CostTables& t, const ObjectiveSpec& o, SolverKind
   return detail::solve_exact(t, o, caps, log);
 }
 
-}  // namespace
+}  // namespace detail
 
 Plan solve(const CostTables& tables, const ObjectiveSpec& objective, SolverKind solver) {
   const auto start = std::chrono::steady_clock::now();
@@ -65,7 +65,7 @@ Plan solve(const CostTables& tables, const ObjectiveSpec& objective, SolverKind 
   detail::require_schedulable(tables);
   detail::Caps caps;
   detail::PassLog log;
-  const detail::Found f = run_solver(tables, objective, solver, caps, &log);
+  const detail::Found f = detail::run_solver(tables, objective, solver, caps, &log);
   if (!f.ok) throw InfeasibleError("no feasible schedule: the available devices cannot form a pipeline");
   Plan plan = evaluate(f.stages, tables);
   plan.objective = to_string(objective.objective);
