@@ -95,6 +95,8 @@ ReloadCost reload_cost(const FpgaImages& images, const ImageAssignment& a) {
 double amortised_score(const sched::Plan& plan, const ReloadCost& cost, double horizon, double p_exec_w,
                        sched::Objective objective) {
   if (objective == sched::Objective::perf) return plan.period_s + cost.pause_s / horizon;
+  // A reload's pause holds requests up once: spread over the horizon, as for the period.
+  if (objective == sched::Objective::latency) return plan.latency_s + cost.pause_s / horizon;
   return plan.energy_j + cost.device_seconds * p_exec_w / horizon;
 }
 

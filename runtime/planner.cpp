@@ -553,6 +553,7 @@ double SchedPlanner::predict_score(const PipelineSpec& ps, const Characteristics
   const sched::Plan p = evaluate(ps, c);
   const sched::Objective obj = sched::objective_from_string(mode);
   if (obj == sched::Objective::perf || !(p.period_s < sched::kInf)) return p.period_s;
+  if (obj == sched::Objective::latency) return p.latency_s;
   if (obj == sched::Objective::balanced) {
     // The constraint the balanced plan was chosen under: throughput >= ratio x the perf optimum.
     const sched::SystemSpec spec = system_spec({});

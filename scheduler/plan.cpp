@@ -13,15 +13,16 @@ const char* to_string(Objective objective) {
     case Objective::energy: return "energy";
     case Objective::balanced: return "balanced";
     case Objective::qos: return "qos";
+    case Objective::latency: return "latency";
   }
   return "unknown";
 }
 
 Objective objective_from_string(const std::string& name) {
-  for (Objective o : {Objective::perf, Objective::energy, Objective::balanced, Objective::qos}) {
+  for (Objective o : {Objective::perf, Objective::energy, Objective::balanced, Objective::qos, Objective::latency}) {
     if (name == to_string(o)) return o;
   }
-  throw InputError("objective", "unknown objective '" + name + "' (perf, energy, balanced, qos)");
+  throw InputError("objective", "unknown objective '" + name + "' (perf, energy, balanced, qos, latency)");
 }
 
 std::string mnemonic(const std::vector<StageSpec>& stages, const CostTables& tables) {

@@ -24,14 +24,17 @@
 
 namespace dype::sched {
 
-enum class Objective { perf, energy, balanced, qos };
+// latency: least end-to-end latency of one request (sum of its stages' inbound transfer and
+// compute), under an optional throughput floor (min_throughput_per_s); the objective of the
+// latency-minimising planners of seeds 000, 002 and 004.
+enum class Objective { perf, energy, balanced, qos, latency };
 const char* to_string(Objective objective);
 Objective objective_from_string(const std::string& name);  // InputError on unknown names
 
 struct ObjectiveSpec {
   Objective objective = Objective::perf;
   double balance_ratio = 0.7;         // balanced: throughput >= ratio x the perf optimum
-  double min_throughput_per_s = 0.0;  // qos: 0 = no throughput target
+  double min_throughput_per_s = 0.0;  // qos, latency: 0 = no throughput target
   double max_latency_s = kInf;        // qos: kInf = no latency target
 };
 
@@ -97,7 +100,7 @@ struct Plan {
   std::string objective;
   std::string solver;
   double solve_time_s = 0.0;
-  double score = kInf;  // the objective's value (period for perf, energy otherwise)
+  double score = kInf;  // the objective's value (period for perf, latency for latency, energy otherwise)
   std::string note;     // e.g. how a baseline was formed
   std::vector<SolverPass> passes;  // the passes solve() ran, in order (empty for baselines)
   // Layer-recurrent plans (recurrent.h): every request makes `rounds` trips through the stages,

@@ -98,6 +98,9 @@ inline ObjectiveSpec random_objective(Objective o, const std::vector<EnumeratedP
     l_min = std::min(l_min, p.latency_s);
   }
   ObjectiveSpec spec{.objective = o, .balance_ratio = 0.3 + 0.7 * u01(rng)};
+  if (o == Objective::latency && p_min < kInf && u01(rng) < 0.6) {
+    spec.min_throughput_per_s = (1.0 / p_min) * (0.4 + 0.7 * u01(rng));
+  }
   if (o == Objective::qos && p_min < kInf) {
     if (u01(rng) < 0.8) spec.min_throughput_per_s = (1.0 / p_min) * (0.4 + 0.7 * u01(rng));
     if (u01(rng) < 0.6) spec.max_latency_s = l_min * (0.9 + 1.5 * u01(rng));

@@ -296,9 +296,9 @@ int run(Options o) {
   if (o.max_latency < 0.0) throw InputError("--max-latency", "must be >= 0");
   obj.min_throughput_per_s = o.min_throughput;
   obj.max_latency_s = o.max_latency > 0.0 ? o.max_latency : sched::kInf;
-  if ((o.min_throughput > 0.0 || o.max_latency > 0.0) && obj.objective != sched::Objective::qos) {
-    throw InputError("--min-throughput/--max-latency", "apply to --mode qos only");
-  }
+  if (o.max_latency > 0.0 && obj.objective != sched::Objective::qos) throw InputError("--max-latency", "applies to --mode qos only");
+  if (o.min_throughput > 0.0 && obj.objective != sched::Objective::qos && obj.objective != sched::Objective::latency)
+    throw InputError("--min-throughput", "applies to --mode qos and latency only");
   const sched::SolverKind solver = sched::solver_from_string(o.solver);
 
   const auto t0 = std::chrono::steady_clock::now();
@@ -372,7 +372,10 @@ int main(int argc, char** argv) {
   auto* skew_opt = app.add_option("--skew", o.skew, "degree skew: max row nnz / mean row nnz (>= 1)");
   app.add_option("--seq-len", o.seq_len_arg, "transformer sequence length");
   app.add_option("--window", o.window_arg, "transformer sliding window");
-  app.add_option("--mode", o.mode, "objective")->check(CLI::IsMember({"perf", "energy", "balanced", "qos"}));
+  app.add_option("--mode", o.mode,
+                 "objective: perf, energy, balanced, qos, or latency (least end-to-end latency, with "
+                 "--min-throughput as an optional floor)")
+      ->check(CLI::IsMember({"perf", "energy", "balanced", "qos", "latency"}));
   app.add_option("--ratio", o.ratio, "balanced: throughput >= ratio x the perf optimum (default 0.7)");
   auto* min_tp_opt = app.add_option("--min-throughput", o.min_throughput, "qos: inferences per second at least (> 0)");
   auto* max_lat_opt = app.add_option("--max-latency", o.max_latency, "qos: end-to-end latency in seconds at most (> 0)");

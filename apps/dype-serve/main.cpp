@@ -110,7 +110,8 @@ int main(int argc, char** argv) {
                  "folder of fitted performance models (<device model>.json from dype-profile) to plan with; "
                  "'none': the devices' own models")
       ->capture_default_str();
-  app.add_option("--mode", so.mode, "objective")->check(CLI::IsMember({"perf", "energy", "balanced", "qos"}));
+  app.add_option("--mode", so.mode, "objective (latency: least end-to-end latency per request)")
+      ->check(CLI::IsMember({"perf", "energy", "balanced", "qos", "latency"}));
   app.add_option("--http-port", ho.http_port, "HTTP port (0: ephemeral)");
   app.add_option("--grpc-port", grpc_port, "gRPC port (-1: off)");
   app.add_option("--metrics-port", ho.metrics_port, "Prometheus metrics port (0: ephemeral, -1: off)");

@@ -163,8 +163,8 @@ nlohmann::json EngineService::pareto(const std::string& model, std::optional<Cha
 }
 
 void EngineService::set_mode(const std::string& mode) {
-  if (mode != "perf" && mode != "energy" && mode != "balanced" && mode != "qos")
-    throw InputError("mode", "'" + mode + "' is not one of perf, energy, balanced, qos");
+  if (mode != "perf" && mode != "energy" && mode != "balanced" && mode != "qos" && mode != "latency")
+    throw InputError("mode", "'" + mode + "' is not one of perf, energy, balanced, qos, latency");
   std::lock_guard lock(mode_mu_);
   std::shared_lock served(served_mu_);
   for (auto& s : served_) {

@@ -42,9 +42,12 @@ EnumeratedPlan best_of(const std::vector<EnumeratedPlan>& all, const ObjectiveSp
   const detail::Caps caps = detail::caps_for(o, p_best);
   const EnumeratedPlan* best = nullptr;
   for (const auto& p : all) {
+    // A plan whose period is kInf cannot run (a group that cannot take its range, or an end a
+    // recurrent solve pinned away), whatever its other figures say.
+    if (!(p.period_s < kInf)) continue;
     if (!within(p.period_s, caps.period) || !within(p.latency_s, caps.latency)) continue;
-    const double key = detail::score(p.period_s, p.energy_j, o.objective);
-    if (!best || key < detail::score(best->period_s, best->energy_j, o.objective)) best = &p;
+    const double key = detail::score(p.period_s, p.energy_j, p.latency_s, o.objective);
+    if (!best || key < detail::score(best->period_s, best->energy_j, best->latency_s, o.objective)) best = &p;
   }
   return best ? *best : EnumeratedPlan{{}, kInf, kInf, kInf, 0};
 }

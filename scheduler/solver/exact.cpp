@@ -2,6 +2,7 @@
 // that ran is recorded in the plan (Plan::passes, printed by dype-schedule --explain):
 //
 //   perf:     1, 2        energy:   4, 5        balanced: 1, 3*, 4*, 5        qos: 3*, 4*, 5
+//   latency:  9
 //   (* pass 3 runs only under a period cap on large spaces; pass 4 only when 3 gave no plan
 //    within the cap)
 //
@@ -13,6 +14,9 @@
 // pass 5: cheapest      least energy under the caps over every (kind, count), pruned by the
 //                       best energy a seed (or pass 1) found
 // passes 6-8: diagnose  only when a qos target cannot be met: which one, and by how much
+// pass 9: quickest      latency: the least latency, under the throughput floor when one is set
+//                       (period dimensions then kept in the labels so the cap is exact; ties
+//                       among equal latencies are not broken by energy)
 //
 // The caps come from caps_for() (objective.h): balanced holds the period to P* / ratio, qos to
 // its throughput and latency targets. Every pass is exact, so the result is the optimum.
@@ -149,9 +153,31 @@ Found cheapest(const CostTables& t, const Caps& caps, unsigned lat, double ub, P
                         fmt(o.max_latency_s, "s"));
 }
 
+// pass 9: the least latency under the caps; InfeasibleError when the throughput floor is out of reach.
+Found quickest(const CostTables& t, const ObjectiveSpec& o, const Caps& caps, PassLog* log) {
+  const bool capped = caps.period < kInf;
+  const Found f = run_pass(t,
+                           {.number = 9,
+                            .name = capped ? "quickest: least latency under the throughput floor" : "quickest: least latency",
+                            .goal = Goal::latency,
+                            .dims = capped ? unsigned{kMaxT | kPartial | kLat} : unsigned{kLat},
+                            .period_cap = caps.period},
+                           log);
+  if (!f.ok && capped) {
+    const Found fastest = run_pass(t, {.number = 6, .name = "diagnose: least period", .goal = Goal::period}, nullptr);
+    throw InfeasibleError("latency: min throughput " + fmt(o.min_throughput_per_s, "/s") +
+                          " infeasible: best achievable " + fmt(fastest.ok ? 1.0 / fastest.fig.period : 0.0, "/s"));
+  }
+  return f;
+}
+
 }  // namespace
 
 Found solve_exact(const CostTables& t, const ObjectiveSpec& o, Caps& caps, PassLog* log) {
+  if (o.objective == Objective::latency) {
+    caps = caps_for(o, kInf);
+    return quickest(t, o, caps, log);
+  }
   const bool perf = o.objective == Objective::perf;
   Found fast;
   if (perf || caps_need_fastest(o)) {

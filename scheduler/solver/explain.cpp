@@ -15,8 +15,8 @@ void explain_with(Plan& plan, const CostTables& t, Objective obj, const Caps& ca
   for (const Stage& s : plan.stages) specs.push_back({s.first, s.last, t.kc({s.kind, s.count})});
   std::vector<int> used(t.num_kinds(), 0);
   for (const Stage& s : plan.stages) used[s.kind] += s.count;
-  const char* unit = obj == Objective::perf ? "s period" : "J/inference";
-  const double own = score(plan.period_s, plan.energy_j, obj);
+  const char* unit = obj == Objective::perf ? "s period" : obj == Objective::latency ? "s latency" : "J/inference";
+  const double own = score(plan.period_s, plan.energy_j, plan.latency_s, obj);
   for (std::size_t s = 0; s < specs.size(); ++s) {
     const StageSpec mine = specs[s];
     const DeviceGroup g = t.group(mine.kc);

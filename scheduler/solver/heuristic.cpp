@@ -69,23 +69,26 @@ Found answer(const CostTables& t, const ObjectiveSpec& o, Caps& caps, PassLog* l
              const HeuristicName& name) {
   Found f = priced(std::move(stages), t);
   caps = caps_for(o, f.ok ? f.fig.period : kInf);
-  if (!f.ok || (o.objective != Objective::balanced && o.objective != Objective::qos)) return f;
+  const bool capped = o.objective == Objective::balanced || o.objective == Objective::qos ||
+                      (o.objective == Objective::latency && caps.period < kInf);
+  if (!f.ok || !capped) return f;
   const bool meets = within(f.fig.period, caps.period) && within(f.fig.latency, caps.latency);
   const Pass check{.number = name.number,
                    .name = o.objective == Objective::balanced ? "balanced: cap from its own period"
-                                                              : "qos: the targets",
+                           : o.objective == Objective::qos    ? "qos: the targets"
+                                                              : "latency: the throughput floor",
                    .period_cap = caps.period,
                    .latency_cap = caps.latency};
   Found kept = meets ? f : Found{};
   if (log) log->add(check, name.method, kept, meets ? "plan within the caps" : "plan outside the caps");
-  if (!meets && o.objective == Objective::qos) {
+  if (!meets && o.objective != Objective::balanced) {
     std::string why;
     if (!within(f.fig.period, caps.period)) why += "period " + fmt(f.fig.period, "s") + " > " + fmt(caps.period, "s");
     if (!within(f.fig.latency, caps.latency)) {
       if (!why.empty()) why += ", ";
       why += "latency " + fmt(f.fig.latency, "s") + " > " + fmt(caps.latency, "s");
     }
-    throw InfeasibleError(std::string("qos (") + name.solver + " solver): its plan misses the targets: " + why);
+    throw InfeasibleError(std::string(to_string(o.objective)) + " (" + name.solver + " solver): its plan misses the targets: " + why);
   }
   return kept;
 }

@@ -61,6 +61,16 @@ class Program {
     for (const StageSpec& s : stages_) p_max_ = std::max(p_max_, worst_time(s));
     if (caps.period < kInf) p_max_ = std::min(p_max_, caps.period * (1 + 1e-9));
     if (!(p_max_ > 0)) p_max_ = 1;
+    // Times enter the program in units of a feasible plan's period (the fastest single stage, when
+    // one runs the whole chain) rather than of the slowest stage: near-ties between plans then
+    // differ by far more than CBC's tolerances (scaled by the slowest stage, two plans 5e-5 apart
+    // came within them and the MILP returned the slower).
+    ref_ = p_max_;
+    for (int kc = 0; kc < kcs_; ++kc) {
+      const int v = z_[idx(0, n_ - 1, kc)];
+      if (v >= 0) ref_ = std::min(ref_, worst_time(stages_[static_cast<std::size_t>(v)]));
+    }
+    if (!(ref_ > 0)) ref_ = p_max_;
     goal_ = goal;
     caps_ = caps;
   }
@@ -77,6 +87,10 @@ class Program {
     Cbc_setParameter(m_, "preprocess", "off");
     Cbc_setParameter(m_, "cuts", "off");
     Cbc_setParameter(m_, "heuristics", "off");
+    // Big-M rows (M up to the slowest context over the scaled period) turn a z within the default
+    // integer tolerance into period slack; tighter tolerances keep near-ties from flipping.
+    Cbc_setParameter(m_, "integerTolerance", "1e-9");
+    Cbc_setParameter(m_, "primalTolerance", "1e-10");
     build();
     r.columns = Cbc_getNumCols(m_);
     r.rows = rows_;
@@ -130,7 +144,7 @@ class Program {
   }
 
   void build() {
-    const bool energy = goal_ == Goal::energy;
+    const bool energy = goal_ == Goal::energy, latency = goal_ == Goal::latency;
     const int nz = static_cast<int>(stages_.size());
     double e_scale = 0;
     for (const StageSpec& s : stages_) {
@@ -146,7 +160,8 @@ class Program {
       double e = (t_.exec_w(s.first, s.last, s.kc) - p.idle_w) * t_.compute(s.first, s.last, s.kc);
       if (s.first == 0) e += (p.xfer_w - p.idle_w) * t_.entry(s.kc);
       if (s.last == n_ - 1) e += (p.xfer_w - p.idle_w) * t_.exit(s.kc);
-      col(energy ? g.count * e / e_scale : 0.0, true);
+      const double lat = t_.compute(s.first, s.last, s.kc) + (s.first == 0 ? t_.entry(s.kc) : 0.0);
+      col(energy ? g.count * e / e_scale : latency ? lat / ref_ : 0.0, true);
     }
     // w: a hand-off's transfer energy on both sides.
     w0_ = nz;
@@ -157,15 +172,15 @@ class Program {
           const PowerStates &p = t_.power(g.kind), &p2 = t_.power(g2.kind);
           const double e = g.count * (p.xfer_w - p.idle_w) * t_.transfer_out(b, k, k2) +
                            g2.count * (p2.xfer_w - p2.idle_w) * t_.transfer_in(b, k, k2);
-          col(energy ? e / e_scale : 0.0, true);
+          col(energy ? e / e_scale : latency ? t_.transfer_in(b, k, k2) / ref_ : 0.0, true);
         }
     const int col_p = w0_ + std::max(0, n_ - 1) * kcs_ * kcs_;
-    col(energy ? 0.0 : 1.0, false, 1.0);  // P / p_max, at most the cap
+    col(goal_ == Goal::period ? 1.0 : 0.0, false, p_max_ / ref_);  // P / ref, at most the cap
     const int col_u = col_p + 1;
     if (energy) {
       for (const StageSpec& s : stages_) {
         const DeviceGroup g = t_.group(s.kc);
-        col(g.count * t_.power(g.kind).idle_w * p_max_ / e_scale, false);
+        col(g.count * t_.power(g.kind).idle_w * ref_ / e_scale, false, p_max_ / ref_);
       }
     }
 
@@ -198,12 +213,12 @@ class Program {
     // context lets an unchosen stage's rows go slack.
     for (int v = 0; v < nz; ++v) {
       const StageSpec& s = stages_[v];
-      const double M = worst_time(s) / p_max_ + 1.0;
+      const double M = worst_time(s) / ref_ + 1.0;
       const double c = t_.compute(s.first, s.last, s.kc);
       // P >= (the sides already added) + constant - M (1 - z), scaled by p_max.
       const auto period_row = [&](double constant) {
         add(col_p, 1.0);
-        add(v, -(constant / p_max_ + M));
+        add(v, -(constant / ref_ + M));
         row('G', -M);
       };
       const auto negate = [&] {
@@ -212,10 +227,10 @@ class Program {
       if (!t_.overlap()) {
         // x_in + C + x_out
         if (s.first > 0) {
-          for (int p = 0; p < kcs_; ++p) add(w(s.first - 1, p, s.kc), xin(s, p) / p_max_);
+          for (int p = 0; p < kcs_; ++p) add(w(s.first - 1, p, s.kc), xin(s, p) / ref_);
         }
         if (s.last < n_ - 1) {
-          for (int q = 0; q < kcs_; ++q) add(w(s.last, s.kc, q), xout(s, q) / p_max_);
+          for (int q = 0; q < kcs_; ++q) add(w(s.last, s.kc, q), xout(s, q) / ref_);
         }
         negate();
         period_row(c + (s.first == 0 ? t_.entry(s.kc) : 0.0) + (s.last == n_ - 1 ? t_.exit(s.kc) : 0.0));
@@ -225,7 +240,7 @@ class Program {
       period_row(t_.solo(s.first, s.last, s.kc));
       for (const bool stall : {false, true}) {
         if (s.first > 0) {
-          add_in(s, 1.0 / p_max_, stall);
+          add_in(s, 1.0 / ref_, stall);
           negate();
           period_row(0.0);
         } else {
@@ -235,7 +250,7 @@ class Program {
       }
       const double carried = t_.carried(0.0, s.first, s.last, s.kc);
       if (s.last < n_ - 1) {
-        for (int q = 0; q < kcs_; ++q) add(w(s.last, s.kc, q), xout(s, q) / p_max_);
+        for (int q = 0; q < kcs_; ++q) add(w(s.last, s.kc, q), xout(s, q) / ref_);
         negate();
         period_row(carried);
       } else {
@@ -253,13 +268,13 @@ class Program {
           for (int k2 = 0; k2 < kcs_; ++k2) add(w(b, k, k2), t_.transfer_in(b, k, k2) / caps_.latency);
       row('L', 1 + 1e-9);
     }
-    // u_z >= P - (1 - z): a chosen stage idles at p_idle for the whole period.
+    // u_z >= P - Pmax (1 - z): a chosen stage idles at p_idle for the whole period.
     if (energy) {
       for (int v = 0; v < nz; ++v) {
         add(col_u + v, 1.0);
         add(col_p, -1.0);
-        add(v, -1.0);
-        row('G', -1.0);
+        add(v, -p_max_ / ref_);
+        row('G', -p_max_ / ref_);
       }
     }
   }
@@ -268,7 +283,8 @@ class Program {
   const int n_, kcs_;
   std::vector<int> z_;  // column of (a, b, kc), -1 when the group cannot run the range
   std::vector<StageSpec> stages_;
-  double p_max_ = 0;
+  double p_max_ = 0;  // the period's upper bound (the slowest stage, or the cap)
+  double ref_ = 1;    // the time unit of the program
   Goal goal_ = Goal::period;
   Caps caps_;
   Cbc_Model* m_ = nullptr;
@@ -293,6 +309,14 @@ Found solve_milp(const CostTables& t, const ObjectiveSpec& o, Caps& caps, PassLo
     return f;
   };
   caps = caps_for(o, kInf);
+  if (o.objective == Objective::latency) {
+    const Pass quickest{.number = 9, .name = "quickest: least latency", .goal = Goal::latency, .period_cap = caps.period};
+    const Found f = record(quickest, solve_once(t, Goal::latency, caps));
+    if (!f.ok && caps.period < kInf)
+      throw InfeasibleError("latency: no plan reaches min throughput " + std::to_string(o.min_throughput_per_s) +
+                            "/s (MILP proved none)");
+    return f;
+  }
   if (o.objective == Objective::perf) {
     const Pass pass{.number = 1, .name = "fastest: least period", .goal = Goal::period};
     const Found fast = record(pass, solve_once(t, Goal::period, caps));

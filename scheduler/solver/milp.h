@@ -15,7 +15,7 @@
 //   latency = sum of C z + x_in w;  caps as the objective (objective.h) sets them;
 //   energy:  E = sum of busy energy over z and w + sum idle_z u_z, u_z = P z linearised
 //     (u_z >= P - Pmax (1 - z)).
-// perf minimises P (then E at that P, as the exact solver breaks ties), energy/balanced/qos minimise
+// latency minimises sum of C z + x_in w (under P <= the floor's period); perf minimises P (then E at that P, as the exact solver breaks ties), energy/balanced/qos minimise
 // E (balanced first solves perf for its cap).
 // The chosen stages are then priced by figures() like every other solver's. Times are scaled to
 // O(1) for the LP; CBC's tolerances (1e-7 of the scale) bound how far a near-tie may go either way.

@@ -18,6 +18,9 @@ Caps caps_for(const ObjectiveSpec& o, double fastest_period_s) {
       caps.period = o.min_throughput_per_s > 0 ? 1.0 / o.min_throughput_per_s : kInf;
       caps.latency = o.max_latency_s;
       break;
+    case Objective::latency:
+      caps.period = o.min_throughput_per_s > 0 ? 1.0 / o.min_throughput_per_s : kInf;
+      break;
   }
   return caps;
 }

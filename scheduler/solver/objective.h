@@ -15,7 +15,8 @@ struct Caps {
 };
 
 // perf, energy: none; balanced: period <= fastest / balance_ratio (kInf while the fastest period
-// is unknown); qos: period <= 1 / min_throughput (when > 0), latency <= max_latency.
+// is unknown); qos: period <= 1 / min_throughput (when > 0), latency <= max_latency; latency:
+// period <= 1 / min_throughput (when > 0).
 Caps caps_for(const ObjectiveSpec& objective, double fastest_period_s);
 
 // Whether caps_for() needs the fastest period (balanced).
@@ -23,11 +24,12 @@ inline bool caps_need_fastest(const ObjectiveSpec& objective) {
   return objective.objective == Objective::balanced;
 }
 
-// The objective's value of a plan, lower is better: the period for perf, energy otherwise.
-inline double score(double period_s, double energy_j, Objective objective) {
-  return objective == Objective::perf ? period_s : energy_j;
+// The objective's value of a plan, lower is better: the period for perf, the latency for latency,
+// energy otherwise.
+inline double score(double period_s, double energy_j, double latency_s, Objective objective) {
+  return objective == Objective::perf ? period_s : objective == Objective::latency ? latency_s : energy_j;
 }
-inline double score(const Figures& f, Objective objective) { return score(f.period, f.energy, objective); }
+inline double score(const Figures& f, Objective objective) { return score(f.period, f.energy, f.latency, objective); }
 
 // InputError when the spec's numbers are out of range.
 void check_objective(const ObjectiveSpec& objective);

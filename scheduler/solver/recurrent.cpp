@@ -173,7 +173,9 @@ bool better(const Candidate& a, const Candidate& b, Objective o) {
   const double tol = 1e-12 * std::max(std::abs(s1), std::abs(s2));
   if (s1 < s2 - tol) return true;
   if (s1 > s2 + tol) return false;
-  const double o1 = o == Objective::perf ? x.energy : x.period, o2 = o == Objective::perf ? y.energy : y.period;
+  // perf and latency break ties by energy, the energy objectives by period.
+  const bool by_energy = o == Objective::perf || o == Objective::latency;
+  const double o1 = by_energy ? x.energy : x.period, o2 = by_energy ? y.energy : y.period;
   const double tol2 = 1e-12 * std::max(std::abs(o1), std::abs(o2));
   if (o1 < o2 - tol2) return true;
   if (o1 > o2 + tol2) return false;
@@ -266,7 +268,7 @@ Plan solve_shapes(const SystemSpec& system, const CostModel& model, const std::v
   Plan plan = evaluate(best->found.stages, t);
   plan.objective = to_string(goal);
   plan.solver = to_string(solver);
-  plan.score = detail::score(plan.period_s, plan.energy_j, goal);
+  plan.score = detail::score(plan.period_s, plan.energy_j, plan.latency_s, goal);
   if (best->shape.rounds > 1) {
     plan.rounds = best->shape.rounds;
     plan.round_kernels = best->shape.round_kernels;

@@ -70,7 +70,7 @@ Plan solve(const CostTables& tables, const ObjectiveSpec& objective, SolverKind 
   Plan plan = evaluate(f.stages, tables);
   plan.objective = to_string(objective.objective);
   plan.solver = to_string(solver);
-  plan.score = detail::score(plan.period_s, plan.energy_j, objective.objective);
+  plan.score = detail::score(plan.period_s, plan.energy_j, plan.latency_s, objective.objective);
   plan.passes = log.take();
   detail::explain_with(plan, tables, objective.objective, caps);
   plan.solve_time_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
