@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <optional>
 
 #include "hw/system_config.h"
 #include "kernels/error.h"
@@ -88,11 +89,35 @@ CasePlan PlanningCase::plan(const sched::ObjectiveSpec& objective, sched::Solver
     each = {.objective = sched::Objective::qos, .balance_ratio = objective.balance_ratio,
             .min_throughput_per_s = objective.balance_ratio / fastest};
   }
-  const ImageChoice choice = choose_images(
-      images_, assignments_, [&](std::size_t i) { return plan_on(i, each, solver, baseline); }, spec_.reload_horizon,
-      p_exec,
-      // theoretical-additive is a throughput sum: its images are the ones that give the most.
-      baseline == "theoretical-additive" ? sched::Objective::perf : objective.objective);
+  const auto choose = [&] {
+    return choose_images(
+        images_, assignments_, [&](std::size_t i) { return plan_on(i, each, solver, baseline); }, spec_.reload_horizon,
+        p_exec,
+        // theoretical-additive is a throughput sum: its images are the ones that give the most.
+        baseline == "theoretical-additive" ? sched::Objective::perf : objective.objective);
+  };
+  std::optional<ImageChoice> chosen;
+  try {
+    chosen = choose();
+  } catch (const sched::InfeasibleError&) {
+    // Each assignment diagnosed its own images; a throughput floor out of reach is said with the
+    // fastest plan over every assignment.
+    if (!(objective.min_throughput_per_s > 0) || !baseline.empty()) throw;
+    double fastest = sched::kInf;
+    for (std::size_t i = 0; i < systems_.size(); ++i) {
+      try {
+        fastest = std::min(fastest, plan_on(i, {.objective = sched::Objective::perf}, solver, "").period_s);
+      } catch (const sched::InfeasibleError&) {
+      }
+    }
+    if (sched::within(fastest, 1.0 / objective.min_throughput_per_s)) throw;
+    char buf[256];
+    std::snprintf(buf, sizeof buf, "%s: min throughput %.4g/s infeasible: best achievable %.4g/s over every FPGA image "
+                  "assignment", sched::to_string(objective.objective), objective.min_throughput_per_s,
+                  fastest < sched::kInf ? 1.0 / fastest : 0.0);
+    throw sched::InfeasibleError(buf);
+  }
+  const ImageChoice& choice = *chosen;
   out.plan = choice.plan;
   out.plan.objective = sched::to_string(objective.objective);
   out.assignment = choice.index;

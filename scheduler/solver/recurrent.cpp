@@ -11,6 +11,7 @@
 #include "scheduler/solver/dispatch.h"
 #include "scheduler/solver/exact.h"
 #include "scheduler/solver/explain.h"
+#include "scheduler/solver/format.h"
 #include "scheduler/solver/objective.h"
 #include "scheduler/solver/paper.h"
 
@@ -261,6 +262,21 @@ Plan solve_shapes(const SystemSpec& system, const CostModel& model, const std::v
   }
   const auto error = each_solve(flat, folded_tables, folded, shapes, o, solver, keep);
   if (!best) {
+    if (error && !shapes.empty() && o.min_throughput_per_s > 0) {
+      // Each shape's solve diagnosed its own tables; a throughput floor out of reach is said with
+      // the fastest plan over every shape, not the first shape's.
+      double fastest = kInf;
+      each_solve(flat, folded_tables, folded, shapes, {.objective = Objective::perf}, solver,
+                 [&](detail::Found f, Shape shape, const CostTables&, const detail::Caps&) {
+                   if (shape.rounds > 1 && f.stages.size() < 2) return;
+                   fastest = std::min(fastest, f.fig.period);
+                 });
+      if (!within(fastest, 1.0 / o.min_throughput_per_s))
+        throw InfeasibleError(std::string(to_string(goal)) + ": min throughput " +
+                              detail::fmt(o.min_throughput_per_s, "/s") + " infeasible: best achievable " +
+                              detail::fmt(fastest < kInf ? 1.0 / fastest : 0.0, "/s") +
+                              " over flat and layer-recurrent plans");
+    }
     if (error) throw *error;
     throw InfeasibleError("no feasible schedule: the available devices cannot form a pipeline");
   }

@@ -128,6 +128,28 @@ TEST(DypeScheduleCli, BadInputNamesTheFlagOrKey) {
 
 namespace {
 
+// A throughput floor out of reach is refused with the best throughput over every plan dype-schedule
+// considers (every FPGA image assignment and shape), which is what --mode perf plans; and the
+// latency objective meets a floor it can reach.
+TEST(DypeScheduleCli, UnreachableFloorNamesTheBestThroughputOverEveryPlan) {
+  const std::string base = "--system " + kSys + " --model " + kGcn + " --dataset S1";
+  const Result perf = run(base + " --mode perf --json");
+  ASSERT_EQ(perf.status, 0) << perf.out;
+  const double best = nlohmann::json::parse(perf.out)["throughput_per_s"].get<double>();
+  char want[64];
+  std::snprintf(want, sizeof want, "best achievable %.4g/s", best);
+  for (const char* mode : {"qos", "latency"}) {
+    const Result r = run(base + " --mode " + mode + " --min-throughput 100");
+    EXPECT_EQ(r.status, 3) << r.out;
+    EXPECT_NE(r.out.find(want), std::string::npos) << mode << ": " << r.out << " (want " << want << ")";
+  }
+  const Result lat = run(base + " --mode latency --min-throughput " + std::to_string(0.97 * best) + " --json");
+  ASSERT_EQ(lat.status, 0) << lat.out;
+  const auto j = nlohmann::json::parse(lat.out);
+  EXPECT_EQ(j["objective"], "latency");
+  EXPECT_GE(j["throughput_per_s"].get<double>(), 0.97 * best * (1 - 1e-9));
+}
+
 TEST(DypeScheduleCli, KernelTimesFromFittedModelsUnlessNone) {
   Result r = run("--system " + kSys + " --model " + kGcn + " --dataset S4 --json");
   ASSERT_EQ(r.status, 0) << r.out;
