@@ -79,8 +79,7 @@ Plan baseline(const std::string& name, const SystemSpec& system, const CostModel
   if (name == "theoretical-additive") {
     // The paper's definition (Section VI): the homogeneous systems side by side, throughputs
     // summed, energy efficiency (inferences per joule) averaged over them.
-    double throughput = 0, efficiency = 0;
-    int systems = 0;
+    TheoreticalAdditive sum;
     std::string parts, left_out;
     for (const auto& [f, kinds] : families(system)) {
       Plan p;
@@ -90,18 +89,16 @@ Plan baseline(const std::string& name, const SystemSpec& system, const CostModel
         left_out += (left_out.empty() ? "" : "; ") + f + "-only left out (" + e.what() + ")";
         continue;
       }
-      throughput += p.throughput_per_s;
-      efficiency += 1.0 / p.energy_j;
-      ++systems;
+      sum.add(p.throughput_per_s, p.energy_j);
       parts += (parts.empty() ? "" : " + ") + f + "-only " + p.mnemonic;
     }
-    if (throughput <= 0) throw InfeasibleError("theoretical-additive: no kind can run the model alone");
+    if (sum.throughput_per_s <= 0) throw InfeasibleError("theoretical-additive: no kind can run the model alone");
     Plan p;
     for (const auto& k : system.kinds) p.kind_names.push_back(k.name);
     p.mnemonic = "additive";
-    p.throughput_per_s = throughput;
-    p.period_s = 1.0 / throughput;
-    p.energy_j = systems / efficiency;
+    p.throughput_per_s = sum.throughput_per_s;
+    p.period_s = 1.0 / sum.throughput_per_s;
+    p.energy_j = sum.energy_j();
     p.latency_s = kInf;
     p.devices_used = system.total_devices();
     p.objective = "perf";

@@ -19,6 +19,20 @@ namespace dype::sched {
 // "static", "fleetrec", and "<kind>-only" for any kind of the system.
 std::vector<std::string> baseline_names(const SystemSpec& system);
 
+// The paper's theoretical-additive from the homogeneous systems' figures (Section VI): throughputs
+// summed, energy efficiencies (inferences per joule) averaged over the systems.
+struct TheoreticalAdditive {
+  double throughput_per_s = 0.0;
+  double efficiency_sum = 0.0;
+  int systems = 0;
+  void add(double throughput, double energy_j) {
+    throughput_per_s += throughput;
+    efficiency_sum += 1.0 / energy_j;
+    ++systems;
+  }
+  double energy_j() const { return systems / efficiency_sum; }  // per inference
+};
+
 // Throws InfeasibleError when the baseline cannot be formed on this system (e.g. no GPU).
 Plan baseline(const std::string& name, const SystemSpec& system, const CostModel& model,
               const Workload& workload, const ObjectiveSpec& objective = {});

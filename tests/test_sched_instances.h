@@ -220,4 +220,19 @@ class CopiesInCompute final : public CostModel {
   std::uint64_t seed_;
 };
 
+// Devices per kind, in the system's kind order (SidedTransfers draws a time per group).
+inline std::vector<int> kind_counts(const SystemSpec& system) {
+  std::vector<int> counts;
+  for (const auto& k : system.kinds) counts.push_back(k.count);
+  return counts;
+}
+
+// An instance's model with sided hand-offs and copies that overlap compute (pair with
+// SystemSpec::transfers = overlap); draws from rng as the two built one after the other.
+struct OverlapModel {
+  OverlapModel(const Instance& in, std::mt19937_64& rng) : sided(*in.model, rng, kind_counts(in.system)), copies(sided, rng()) {}
+  SidedTransfers sided;
+  CopiesInCompute copies;
+};
+
 }  // namespace dype::sched

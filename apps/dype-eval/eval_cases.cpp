@@ -3,12 +3,14 @@
 #include <chrono>
 #include <cmath>
 #include <exception>
+#include <optional>
 
 #include <tbb/parallel_for.h>
 
 #include "kernels/error.h"
 #include "kernels/graph/generators.h"
 #include "runtime/planning_case.h"
+#include "scheduler/baselines.h"
 #include "scheduler/cost_tables.h"
 #include "scheduler/recurrent.h"
 
@@ -19,8 +21,6 @@ namespace {
 using sched::Objective;
 
 constexpr const char* kBaselines[] = {"gpu-only", "fpga-only", "static", "fleetrec"};
-
-Objective objective_of(const std::string& mode) { return sched::objective_from_string(mode); }
 
 Figures figures_of(const sched::Plan& p) {
   Figures f;
@@ -64,22 +64,18 @@ Figures price(const sched::Plan& p, const rt::ScheduleInputs& truth) {
 
 namespace {
 
-// The paper's theoretical-additive from the homogeneous systems' perf figures: throughputs summed,
-// energy efficiencies averaged (as sched::baseline() defines it).
+// The paper's theoretical-additive from the homogeneous systems' perf figures, each priced on its
+// own (sched::TheoreticalAdditive, as sched::baseline() forms it).
 Figures additive(const Figures& gpu, const Figures& fpga) {
+  sched::TheoreticalAdditive sum;
+  for (const Figures* h : {&gpu, &fpga})
+    if (h->feasible) sum.add(h->throughput_per_s, h->energy_j);
+  if (sum.systems == 0) return infeasible("neither GPU-only nor FPGA-only can run the model");
   Figures f;
-  int systems = 0;
-  double efficiency = 0;
-  for (const Figures* h : {&gpu, &fpga}) {
-    if (!h->feasible) continue;
-    f.throughput_per_s += h->throughput_per_s;
-    efficiency += h->efficiency();
-    ++systems;
-  }
-  if (systems == 0) return infeasible("neither GPU-only nor FPGA-only can run the model");
   f.feasible = true;
   f.mnemonic = "additive";
-  f.energy_j = systems / efficiency;
+  f.throughput_per_s = sum.throughput_per_s;
+  f.energy_j = sum.energy_j();
   return f;
 }
 
@@ -117,16 +113,19 @@ CaseResult run_case(const CaseRequest& req, const EvalOptions& opt, const sched:
   spec.perfmodels_dir = opt.perfmodels_dir;
   spec.reload_horizon = opt.reload_horizon;
   const rt::PlanningCase planner(spec);
-  // Table V as the paper ran DyPe: the FPGAs keep the images the testbed loads (SpMM and window
-  // attention, no GEMM image) and plans are flat (no layer-recurrent shapes).
-  spec.choose_images = false;
-  spec.flat_only = true;
-  const rt::PlanningCase paper_setting(spec);
-  spec.cost_model = rt::CostModelChoice::additive;  // and with the paper's Algorithm 1 cost model too
-  const rt::PlanningCase additive_model(spec);
-  spec.cost_model = rt::CostModelChoice::runtime;
-  spec.choose_images = true;
-  spec.flat_only = false;
+  // GNNs (Tables III and V): as the paper ran DyPe, the FPGAs keep the images the testbed loads
+  // (SpMM and window attention, no GEMM image) and plans are flat; and the same with the paper's
+  // Algorithm 1 cost model.
+  const bool gnn = req.workload.family == "gnn";
+  std::optional<rt::PlanningCase> paper_setting, additive_model;
+  if (gnn) {
+    rt::CaseSpec paper = spec;
+    paper.choose_images = false;
+    paper.flat_only = true;
+    paper_setting.emplace(paper);
+    paper.cost_model = rt::CostModelChoice::additive;
+    additive_model.emplace(paper);
+  }
   spec.perfmodels_dir = "";
   const rt::PlanningCase truth(spec);
   spec.transfers = sched::TransferMode::overlap;
@@ -140,7 +139,6 @@ CaseResult run_case(const CaseRequest& req, const EvalOptions& opt, const sched:
       rt::CasePlan cp = make(from);
       cp.plan.solve_time_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
       r.planned[key] = figures_of(cp.plan);
-      r.planned[key].solve_s = cp.plan.solve_time_s;
       // Priced on the same images: the assignment the plan chose, or the loaded ones when its case
       // did not choose.
       const rt::ScheduleInputs* on = nullptr;
@@ -150,10 +148,15 @@ CaseResult run_case(const CaseRequest& req, const EvalOptions& opt, const sched:
       r.planned[key] = r.measured[key] = infeasible(e.what());
     }
   };
+  std::size_t balanced_images = 0;  // the assignment DyPe's balanced plan chose (Figure 9's front)
   for (const char* mode : {"perf", "balanced", "energy"}) {
-    const sched::ObjectiveSpec obj{.objective = objective_of(mode)};
+    const sched::ObjectiveSpec obj{.objective = sched::objective_from_string(mode)};
     const std::string m = std::string("/") + mode;
-    record("dype" + m, planner, &truth, [&](const rt::PlanningCase& c) { return c.plan(obj); });
+    record("dype" + m, planner, &truth, [&](const rt::PlanningCase& c) {
+      rt::CasePlan cp = c.plan(obj);
+      if (obj.objective == Objective::balanced) balanced_images = cp.assignment;
+      return cp;
+    });
     record("dype-paper-solver" + m, planner, &truth,
            [&](const rt::PlanningCase& c) { return c.plan(obj, sched::SolverKind::paper); });
     // The other papers' planners over the same cost model (scheduler/solver/*.cpp).
@@ -162,16 +165,15 @@ CaseResult run_case(const CaseRequest& req, const EvalOptions& opt, const sched:
       record(std::string("solver-") + sched::to_string(k) + m, planner, &truth,
              [&](const rt::PlanningCase& c) { return c.plan(obj, k); });
     // The MILP (CBC) as an independent exact check where its program stays small (GNNs).
-    if (req.workload.family == "gnn")
+    if (gnn) {
       record("dype-milp" + m, planner, &truth,
              [&](const rt::PlanningCase& c) { return c.plan(obj, sched::SolverKind::milp); });
-    if (req.workload.family == "gnn") {
-      record("dype-paper-setting" + m, paper_setting, &truth, [&](const rt::PlanningCase& c) { return c.plan(obj); });
+      record("dype-paper-setting" + m, *paper_setting, &truth, [&](const rt::PlanningCase& c) { return c.plan(obj); });
       // The baselines in the same setting, so Table IV can say what the setting accounts for.
       for (const char* b : kBaselines)
-        record(std::string("paper-setting-") + b + m, paper_setting, &truth,
+        record(std::string("paper-setting-") + b + m, *paper_setting, &truth,
                [&](const rt::PlanningCase& c) { return c.plan(obj, sched::SolverKind::exact, b); });
-      record("dype-additive" + m, additive_model, nullptr, [&](const rt::PlanningCase& c) { return c.plan(obj); });
+      record("dype-additive" + m, *additive_model, nullptr, [&](const rt::PlanningCase& c) { return c.plan(obj); });
     }
     record("oracle" + m, truth, nullptr, [&](const rt::PlanningCase& c) { return c.plan(obj); });
     record("dype-overlap" + m, truth_overlap, nullptr, [&](const rt::PlanningCase& c) { return c.plan(obj); });
@@ -195,12 +197,7 @@ CaseResult run_case(const CaseRequest& req, const EvalOptions& opt, const sched:
   }
   if (req.pareto) {
     // The front on the images the balanced plan chose, priced by the planning model.
-    std::size_t a = 0;
-    try {
-      a = planner.plan({.objective = Objective::balanced}).assignment;
-    } catch (const sched::InfeasibleError&) {
-    }
-    const rt::ScheduleInputs& si = planner.inputs(a);
+    const rt::ScheduleInputs& si = planner.inputs(balanced_images);
     for (const sched::Plan& p : sched::pareto_front_shapes(si.system, *si.model, planner.shapes()))
       r.pareto.push_back({p.mnemonic, p.throughput_per_s, p.energy_j, p.devices_used});
   }

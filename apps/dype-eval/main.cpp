@@ -10,6 +10,7 @@
 // and priced by the emulated devices' own timing models. Exit status: 0 report written, 2 bad
 // input (unknown system or workload, missing or malformed paper table file, unwritable folder),
 // 4 the plots could not be drawn.
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -109,12 +110,13 @@ int run(Options o) {
             << "own timing models. Paper figures from `" << paper.file << "` (" << paper.source << "). "
             << requests.size() << " cases planned in " << fmt(planning_s, 3) << " s.\n\n";
   Headline h;
-  const bool have_gnn = o.workloads.find("gnn") != std::string::npos;
+  const bool have_gnn =
+      std::any_of(results.begin(), results.end(), [](const CaseResult& c) { return c.workload.family == "gnn"; });
   if (have_gnn) table5(results, paper, report, h);
   table4(results, paper, report, h);
   if (have_gnn) table3(results, paper, report, h);
   beyond_the_paper(results, report);
-  drift_stream(ics, o.workloads, eval_options, report);
+  drift_stream(results, ics, eval_options, report);
   figure_data(results, ics, measured, report);
   report.md << "## Figures\n\nFigure 6 `fig6_p2p.*` (P2P against host-staged, modelled from the topology; series named `measured` come from a calibration of real hardware, `--calibration`), Figure 7 "
                "`fig7_normalised.*`, Figure 8 `fig8_transformer.*`, Figure 9 `fig9_pareto.*`; CSVs beside them.\n\n"

@@ -20,8 +20,8 @@ void table4(const std::vector<CaseResult>& cases, const PaperTables& paper, Repo
 void table5(const std::vector<CaseResult>& cases, const PaperTables& paper, Report& report, Headline& h);
 void beyond_the_paper(const std::vector<CaseResult>& cases, Report& report);
 // The drift stream (static / dynamic / oracle over bench_runtime's phases), modelled from plans.
-void drift_stream(const std::vector<Interconnect>& interconnects, const std::string& workloads, const EvalOptions& opt,
-                  Report& report);
+void drift_stream(const std::vector<CaseResult>& cases, const std::vector<Interconnect>& interconnects,
+                  const EvalOptions& opt, Report& report);
 // Figure 6's measured series: the P2P pairs in dype-calibrate's calibration.json from real hardware
 // (none for ""); InputError naming --calibration when the file is unreadable or malformed.
 std::vector<std::vector<std::string>> measured_p2p(const std::string& calibration_file);

@@ -5,8 +5,10 @@
 // truth). Throughput is the requests over the sum of each phase's requests / throughput, every plan
 // priced by the ground truth: modelled, and without the detection lag and pipeline swaps that
 // bench_runtime measures on the emulated pipeline.
+#include <algorithm>
 #include <cmath>
-#include <memory>
+
+#include "kernels/error.h"
 
 #include "runtime/planning_case.h"
 #include "sections.h"
@@ -20,36 +22,37 @@ struct StreamFigures {
   std::vector<std::string> static_plans, dynamic_plans, oracle_plans;
 };
 
+// The phases' dynamic and oracle figures are the cases' own (dype/perf, oracle/perf); only the
+// static plan, the first phase's, is priced again on the later phases' inputs.
 StreamFigures stream(const std::vector<Workload>& phases, const Interconnect& ic, const sched::ModelConfig& model,
-                     const EvalOptions& opt) {
-  std::vector<std::unique_ptr<rt::PlanningCase>> planner, truth;
-  for (const Workload& w : phases) {
+                     const std::vector<CaseResult>& cases, const EvalOptions& opt) {
+  const auto spec_of = [&](const Workload& w, const std::string& perfmodels) {
     rt::CaseSpec spec;
     spec.system_file = ic.system_file;
     spec.model = model;
     spec.input = input_of(w);
-    spec.perfmodels_dir = opt.perfmodels_dir;
+    spec.perfmodels_dir = perfmodels;
     spec.reload_horizon = opt.reload_horizon;
-    planner.push_back(std::make_unique<rt::PlanningCase>(spec));
-    spec.perfmodels_dir = "";
-    truth.push_back(std::make_unique<rt::PlanningCase>(spec));
-  }
-  const sched::ObjectiveSpec perf{.objective = sched::Objective::perf};
+    return spec;
+  };
+  const rt::CasePlan first = rt::PlanningCase(spec_of(phases[0], opt.perfmodels_dir)).plan({.objective = sched::Objective::perf});
   StreamFigures f;
   double t_static = 0, t_dynamic = 0, t_oracle = 0;
-  const rt::CasePlan first = planner[0]->plan(perf);
   for (std::size_t p = 0; p < phases.size(); ++p) {
+    const auto c = std::find_if(cases.begin(), cases.end(), [&](const CaseResult& r) {
+      return r.interconnect == ic.name && r.workload.label() == phases[p].label();
+    });
+    if (c == cases.end()) throw Error("drift stream: no case for phase " + phases[p].label() + " on " + ic.name);
+    const Figures& d = c->measured.at("dype/perf");
+    const Figures& best = c->measured.at("oracle/perf");
     // The first phase's plan priced on this phase's input (same system and images, other sizes).
-    const Figures s = price(first.plan, truth[p]->inputs(first.assignment));
-    const rt::CasePlan mine = planner[p]->plan(perf);
-    const Figures d = price(mine.plan, truth[p]->inputs(mine.assignment));
-    const rt::CasePlan best = truth[p]->plan(perf);
+    const Figures s = p == 0 ? d : price(first.plan, rt::PlanningCase(spec_of(phases[p], "")).inputs(first.assignment));
     t_static += s.feasible ? 1.0 / s.throughput_per_s : INFINITY;
     t_dynamic += 1.0 / d.throughput_per_s;
-    t_oracle += 1.0 / best.plan.throughput_per_s;
+    t_oracle += 1.0 / best.throughput_per_s;
     f.static_plans.push_back(s.feasible ? s.mnemonic : s.mnemonic + " (cannot run this phase)");
     f.dynamic_plans.push_back(d.mnemonic);
-    f.oracle_plans.push_back(best.plan.mnemonic);
+    f.oracle_plans.push_back(best.mnemonic);
   }
   const double n = static_cast<double>(phases.size());
   f.stat = n / t_static;
@@ -66,8 +69,11 @@ std::string joined(const std::vector<std::string>& v) {
 
 }  // namespace
 
-void drift_stream(const std::vector<Interconnect>& interconnects, const std::string& workloads, const EvalOptions& opt,
-                  Report& report) {
+void drift_stream(const std::vector<CaseResult>& cases, const std::vector<Interconnect>& interconnects,
+                  const EvalOptions& opt, Report& report) {
+  const auto has = [&](const char* family) {
+    return std::any_of(cases.begin(), cases.end(), [&](const CaseResult& c) { return c.workload.family == family; });
+  };
   const auto models = load_models(opt.config_dir);
   struct Stream {
     const char* family;
@@ -75,9 +81,9 @@ void drift_stream(const std::vector<Interconnect>& interconnects, const std::str
     std::vector<Workload> phases;
   };
   std::vector<Stream> streams;
-  if (workloads.find("gnn") != std::string::npos)
+  if (has("gnn"))
     streams.push_back({"gnn", "GCN S4 -> S1 -> S3", {{"gnn", "GCN", "S4"}, {"gnn", "GCN", "S1"}, {"gnn", "GCN", "S3"}}});
-  if (workloads.find("transformer") != std::string::npos)
+  if (has("transformer"))
     streams.push_back({"transformer",
                        "transformer seq_len 1024 -> 4096 -> 16384, window 512",
                        {{"transformer", "transformer", "", 1024, 512},
@@ -92,7 +98,7 @@ void drift_stream(const std::vector<Interconnect>& interconnects, const std::str
   std::vector<std::vector<std::string>> rows, csv;
   for (const Stream& s : streams) {
     for (const Interconnect& ic : interconnects) {
-      const StreamFigures f = stream(s.phases, ic, models.at(s.phases[0].model), opt);
+      const StreamFigures f = stream(s.phases, ic, models.at(s.phases[0].model), cases, opt);
       rows.push_back({s.name, ic.name, ratio(f.dynamic / f.stat), pct(100 * f.dynamic / f.oracle),
                       joined(f.dynamic_plans)});
       csv.push_back({s.family, ic.name, fmt(f.stat, 5), fmt(f.dynamic, 5), fmt(f.oracle, 5), joined(f.static_plans),

@@ -55,10 +55,11 @@ class Program {
           if (t.compute(a, b, kc) < kInf && g.count <= t.max_count(g.kind) && ends_ok) {
             z_[idx(a, b, kc)] = static_cast<int>(stages_.size());
             stages_.push_back({a, b, kc});
+            worst_.push_back(worst_time(stages_.back()));
           }
         }
-    // Scales so the LP sees numbers near 1: times by the slowest stage in any context.
-    for (const StageSpec& s : stages_) p_max_ = std::max(p_max_, worst_time(s));
+    // The period's upper bound: the slowest stage in any context, or the cap.
+    for (const double w : worst_) p_max_ = std::max(p_max_, w);
     if (caps.period < kInf) p_max_ = std::min(p_max_, caps.period * (1 + 1e-9));
     if (!(p_max_ > 0)) p_max_ = 1;
     // Times enter the program in units of a feasible plan's period (the fastest single stage, when
@@ -68,7 +69,7 @@ class Program {
     ref_ = p_max_;
     for (int kc = 0; kc < kcs_; ++kc) {
       const int v = z_[idx(0, n_ - 1, kc)];
-      if (v >= 0) ref_ = std::min(ref_, worst_time(stages_[static_cast<std::size_t>(v)]));
+      if (v >= 0) ref_ = std::min(ref_, worst_[static_cast<std::size_t>(v)]);
     }
     if (!(ref_ > 0)) ref_ = p_max_;
     goal_ = goal;
@@ -134,7 +135,13 @@ class Program {
     coefs_.clear();
     ++rows_;
   }
-  // Adds the hand-off w(b, k, k2) of a stage's side when the stage starts after or ends at b.
+  // A stage's share of the latency that does not depend on its neighbours: its compute and, first
+  // in the chain, the entry transfer.
+  double own_latency(const StageSpec& s) const {
+    return t_.compute(s.first, s.last, s.kc) + (s.first == 0 ? t_.entry(s.kc) : 0.0);
+  }
+  // The inbound side of a stage that starts after kernel 0, per predecessor group through the
+  // hand-off w(first - 1, p, kc): x_in + inbound copies, or the inbound stall.
   void add_in(const StageSpec& s, double coef_per_s, bool stall) {
     for (int p = 0; p < kcs_; ++p) {
       const double x = xin(s, p);
@@ -160,8 +167,7 @@ class Program {
       double e = (t_.exec_w(s.first, s.last, s.kc) - p.idle_w) * t_.compute(s.first, s.last, s.kc);
       if (s.first == 0) e += (p.xfer_w - p.idle_w) * t_.entry(s.kc);
       if (s.last == n_ - 1) e += (p.xfer_w - p.idle_w) * t_.exit(s.kc);
-      const double lat = t_.compute(s.first, s.last, s.kc) + (s.first == 0 ? t_.entry(s.kc) : 0.0);
-      col(energy ? g.count * e / e_scale : latency ? lat / ref_ : 0.0, true);
+      col(energy ? g.count * e / e_scale : latency ? own_latency(s) / ref_ : 0.0, true);
     }
     // w: a hand-off's transfer energy on both sides.
     w0_ = nz;
@@ -213,26 +219,22 @@ class Program {
     // context lets an unchosen stage's rows go slack.
     for (int v = 0; v < nz; ++v) {
       const StageSpec& s = stages_[v];
-      const double M = worst_time(s) / ref_ + 1.0;
+      const double M = worst_[static_cast<std::size_t>(v)] / ref_ + 1.0;
       const double c = t_.compute(s.first, s.last, s.kc);
-      // P >= (the sides already added) + constant - M (1 - z), scaled by p_max.
+      // P - (the sides already added) >= constant - M (1 - z), in units of ref.
       const auto period_row = [&](double constant) {
         add(col_p, 1.0);
         add(v, -(constant / ref_ + M));
         row('G', -M);
       };
-      const auto negate = [&] {
-        for (auto& x : coefs_) x = -x;
-      };
       if (!t_.overlap()) {
         // x_in + C + x_out
         if (s.first > 0) {
-          for (int p = 0; p < kcs_; ++p) add(w(s.first - 1, p, s.kc), xin(s, p) / ref_);
+          for (int p = 0; p < kcs_; ++p) add(w(s.first - 1, p, s.kc), -xin(s, p) / ref_);
         }
         if (s.last < n_ - 1) {
-          for (int q = 0; q < kcs_; ++q) add(w(s.last, s.kc, q), xout(s, q) / ref_);
+          for (int q = 0; q < kcs_; ++q) add(w(s.last, s.kc, q), -xout(s, q) / ref_);
         }
-        negate();
         period_row(c + (s.first == 0 ? t_.entry(s.kc) : 0.0) + (s.last == n_ - 1 ? t_.exit(s.kc) : 0.0));
         continue;
       }
@@ -240,8 +242,7 @@ class Program {
       period_row(t_.solo(s.first, s.last, s.kc));
       for (const bool stall : {false, true}) {
         if (s.first > 0) {
-          add_in(s, 1.0 / ref_, stall);
-          negate();
+          add_in(s, -1.0 / ref_, stall);
           period_row(0.0);
         } else {
           const double x = t_.entry(s.kc);
@@ -250,8 +251,7 @@ class Program {
       }
       const double carried = t_.carried(0.0, s.first, s.last, s.kc);
       if (s.last < n_ - 1) {
-        for (int q = 0; q < kcs_; ++q) add(w(s.last, s.kc, q), xout(s, q) / ref_);
-        negate();
+        for (int q = 0; q < kcs_; ++q) add(w(s.last, s.kc, q), -xout(s, q) / ref_);
         period_row(carried);
       } else {
         period_row(carried + t_.exit(s.kc));
@@ -259,10 +259,7 @@ class Program {
     }
     // Latency: sum of x_in + C over the stages.
     if (caps_.latency < kInf) {
-      for (int v = 0; v < nz; ++v) {
-        const StageSpec& s = stages_[v];
-        add(v, (t_.compute(s.first, s.last, s.kc) + (s.first == 0 ? t_.entry(s.kc) : 0.0)) / caps_.latency);
-      }
+      for (int v = 0; v < nz; ++v) add(v, own_latency(stages_[static_cast<std::size_t>(v)]) / caps_.latency);
       for (int b = 0; b + 1 < n_; ++b)
         for (int k = 0; k < kcs_; ++k)
           for (int k2 = 0; k2 < kcs_; ++k2) add(w(b, k, k2), t_.transfer_in(b, k, k2) / caps_.latency);
@@ -283,6 +280,7 @@ class Program {
   const int n_, kcs_;
   std::vector<int> z_;  // column of (a, b, kc), -1 when the group cannot run the range
   std::vector<StageSpec> stages_;
+  std::vector<double> worst_;  // per stage: its time in its slowest context (big-M and scales)
   double p_max_ = 0;  // the period's upper bound (the slowest stage, or the cap)
   double ref_ = 1;    // the time unit of the program
   Goal goal_ = Goal::period;

@@ -371,11 +371,8 @@ TEST(SchedHeuristics, ValidAndNeverBetterWithSidedAndOverlappingTransfers) {
   for (int inst = 0; inst < 400; ++inst) {
     Instance in = random_instance(rng, 6, inst % 2 == 1);
     in.system.transfers = TransferMode::overlap;
-    std::vector<int> counts;
-    for (const auto& k : in.system.kinds) counts.push_back(k.count);
-    const SidedTransfers sided(*in.model, rng, counts);
-    const CopiesInCompute model(sided, rng());
-    const CostTables t(in.system, model);
+    const OverlapModel model(in, rng);
+    const CostTables t(in.system, model.copies);
     check_instance(t, rng, "overlap instance " + std::to_string(inst), tally);
     if (::testing::Test::HasFatalFailure()) return;
   }

@@ -88,11 +88,8 @@ TEST(SchedMilp, AgreesWithTheExactDpWithSidedAndOverlappingTransfers) {
   for (int inst = 0; inst < 150; ++inst) {
     Instance in = random_instance(rng, 5, inst % 2 == 1);
     in.system.transfers = TransferMode::overlap;
-    std::vector<int> counts;
-    for (const auto& k : in.system.kinds) counts.push_back(k.count);
-    const SidedTransfers sided(*in.model, rng, counts);
-    const CopiesInCompute model(sided, rng());
-    const CostTables tables(in.system, model);
+    const OverlapModel model(in, rng);
+    const CostTables tables(in.system, model.copies);
     ASSERT_TRUE(tables.overlap());
     compare(tables, rng, inst, tally);
     if (::testing::Test::HasFailure()) return;

@@ -151,9 +151,7 @@ TEST(SchedSolver, ExactMatchesBruteForceWithSidedTransfers) {
   int checked = 0, sided = 0;
   for (int inst = 0; inst < 1000; ++inst) {
     Instance in = random_instance(rng, 7, inst % 2 == 1);
-    std::vector<int> counts;
-    for (const auto& k : in.system.kinds) counts.push_back(k.count);
-    const SidedTransfers model(*in.model, rng, counts);
+    const SidedTransfers model(*in.model, rng, kind_counts(in.system));
     const CostTables tables(in.system, model);
     checked += expect_exact_on_every_objective(tables, rng, inst, [&](const Plan& got) {
       // The plan's stages carry each side's own time.
@@ -177,11 +175,8 @@ TEST(SchedSolver, LatencyObjectiveMatchesBruteForce) {
   for (int inst = 0; inst < 1200; ++inst) {
     Instance in = random_instance(rng, 7, inst % 2 == 1);
     if (inst % 3 == 0) in.system.transfers = TransferMode::overlap;
-    std::vector<int> counts;
-    for (const auto& k : in.system.kinds) counts.push_back(k.count);
-    const SidedTransfers sided(*in.model, rng, counts);
-    const CopiesInCompute copies(sided, rng());
-    const CostTables tables(in.system, inst % 3 == 0 ? static_cast<const CostModel&>(copies) : sided);
+    const OverlapModel model(in, rng);
+    const CostTables tables(in.system, inst % 3 == 0 ? static_cast<const CostModel&>(model.copies) : model.sided);
     const auto all = enumerate_plans(tables);
     const ObjectiveSpec spec = random_objective(Objective::latency, all, rng);
     const EnumeratedPlan best = best_of(all, spec);
@@ -214,11 +209,8 @@ TEST(SchedSolver, ExactMatchesBruteForceWithOverlappingTransfers) {
   for (int inst = 0; inst < 800; ++inst) {
     Instance in = random_instance(rng, 7, inst % 2 == 1);
     in.system.transfers = TransferMode::overlap;
-    std::vector<int> counts;
-    for (const auto& k : in.system.kinds) counts.push_back(k.count);
-    const SidedTransfers sided(*in.model, rng, counts);
-    const CopiesInCompute model(sided, rng());
-    const CostTables tables(in.system, model);
+    const OverlapModel model(in, rng);
+    const CostTables tables(in.system, model.copies);
     ASSERT_TRUE(tables.overlap());
     checked += expect_exact_on_every_objective(tables, rng, inst, [&](const Plan& got) {
       // Which side bounds the slowest stage: both must occur for the test to mean anything.
