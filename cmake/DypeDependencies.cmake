@@ -6,6 +6,8 @@ find_package(yaml-cpp REQUIRED)
 find_package(nlohmann_json 3.10 REQUIRED)
 find_package(CLI11 REQUIRED)
 find_package(spdlog REQUIRED)
+# The daemon's HTTP transport: Boost.Beast and Asio (header-only; Debian's libboost-dev).
+find_package(Boost 1.74 REQUIRED)
 # Debian's dnnl-config.cmake insists on OpenCL, which the CPU engine does not need: find the
 # CPU library directly and wrap it in the same target name.
 find_path(DNNL_INCLUDE_DIR oneapi/dnnl/dnnl.h REQUIRED)

@@ -7,7 +7,7 @@ packages=(
   build-essential cmake ninja-build pkg-config git curl
   libtbb-dev libeigen3-dev libgtest-dev libgmock-dev libbenchmark-dev libdnnl-dev
   libyaml-cpp-dev nlohmann-json3-dev libcli11-dev libspdlog-dev libfmt-dev
-  libcpp-httplib-dev libgrpc++-dev libprotobuf-dev protobuf-compiler protobuf-compiler-grpc
+  libboost-dev libcpp-httplib-dev libgrpc++-dev libprotobuf-dev protobuf-compiler protobuf-compiler-grpc
   libxrt-dev python3 python3-numpy python3-scipy
   coinor-libcbc-dev  # the MILP planner (scheduler/solver/milp.cpp)
   hipcc libamdhip64-dev librocsparse-dev librocm-smi-dev  # HIP/ROCm backend (hw/hip), ~2 GB

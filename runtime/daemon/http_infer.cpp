@@ -1,14 +1,11 @@
-// POST /v2/models/{m}[/versions/{v}]/infer, step by step. The body is read into the worker's
-// buffer (body_reader.h) rather than by httplib; binary tensors then view that buffer and only x
-// is copied, once, into the engine's tensor. A binary output is sent from the engine's answer as
-// it lies, after the JSON header.
+// POST /v2/models/{m}[/versions/{v}]/infer, step by step. The transport has read the body
+// straight into a pooled buffer (binary section 64-byte aligned); binary tensors view that buffer
+// and only x is copied, once, into the engine's tensor. A binary output is sent from the engine's
+// answer as it lies, after the JSON header.
 #include <chrono>
 #include <future>
 #include <memory>
 
-#include <httplib.h>
-
-#include "runtime/daemon/body_reader.h"
 #include "runtime/daemon/http_answer.h"
 #include "runtime/daemon/http_routes.h"
 #include "runtime/daemon/request_builder.h"
@@ -19,8 +16,8 @@ namespace dype::rt::daemon {
 
 using Clock = std::chrono::steady_clock;
 
-// Measured, per request: arrival (after httplib parsed the request line and headers, before
-// routing), body read, parsed (admission + JSON header + tensor views), submitted (engine request
+// Measured, per request: arrival (the transport had parsed the request line and headers), the
+// handler's start (the body read; it may have waited for a worker), parsed (admission + JSON header + tensor views), submitted (engine request
 // built: x copy, graph normalisation), answered by the engine.
 struct InferTimes {
   Arrival arrival;
@@ -64,58 +61,38 @@ std::vector<bool> binary_flags(const InferRequest& in, const std::vector<Tensor>
 // JSON answers go as one body; binary ones as the header followed by the outputs' bytes: where they
 // lie in the engine's answer `y` for a lone output (kept alive by the content provider until sent),
 // else gathered into `owned`.
-void send_response(httplib::Response& res, EncodedBody body, std::shared_ptr<const HostTensor> y,
+void send_response(HttpResponse& res, EncodedBody body, std::shared_ptr<const HostTensor> y,
                    std::shared_ptr<const std::string> owned, std::string_view data) {
   res.status = 200;
-  if (!body.header_length) {
-    res.set_content(std::move(body.body), body.content_type);
-    return;
-  }
-  res.set_header("Inference-Header-Content-Length", std::to_string(*body.header_length));
-  auto header = std::make_shared<const std::string>(std::move(body.body));
-  res.set_content_provider(header->size() + data.size(), body.content_type,
-                           [header, y = std::move(y), owned = std::move(owned), data](std::size_t offset, std::size_t,
-                                                                                    httplib::DataSink& sink) {
-                             const std::size_t hs = header->size();
-                             if (offset < hs && !sink.write(header->data() + offset, hs - offset)) return false;
-                             const std::size_t from = offset > hs ? offset - hs : 0;
-                             return sink.write(data.data() + from, data.size() - from);
-                           });
+  if (body.header_length) res.set_header("Inference-Header-Content-Length", std::to_string(*body.header_length));
+  res.set_content(std::move(body.body), body.content_type);
+  if (data.empty()) return;
+  res.tail = data;  // written after the header without a copy; y or owned holds it until then
+  res.keep = owned ? std::shared_ptr<const void>(std::move(owned)) : std::shared_ptr<const void>(std::move(y));
 }
 
 }  // namespace
 
-void HttpRoutes::post_infer(const Req& req, Res& res, const httplib::ContentReader& reader) {
-  InferTimes times{.arrival = last_arrival()};
+void HttpRoutes::post_infer(const Req& req, Res& res) {
+  InferTimes times{.arrival = Arrival{req.arrival, thread_cpu_us()}};
   const std::string model = req.matches[1];
-  BodyBuffer& buffer = worker_body_buffer();
-  const ReceivedBody body = read_body(req, res, reader, options_.max_request_bytes, buffer);
   times.read = Clock::now();
-  const std::string reason = guarded(res, [&] { answer_infer(req, res, model, body, times); });
-  buffer.release_if_above(kKeepBodyBytes);
+  const std::string reason = guarded(res, [&] { answer_infer(req, res, model, times); });
   metrics_.record(model, reason, std::chrono::duration<double>(Clock::now() - times.arrival.wall).count());
 }
 
-// Refusals before admission: a body not read in full (413 when over the limit), an unknown model
-// or a version other than the one served (404). Returns the version served.
-std::int64_t HttpRoutes::check_infer_target(const Req& req, const Res& res, const std::string& model,
-                                            const ReceivedBody& body) const {
-  if (!body.complete) {
-    if (res.status == 413)
-      throw TooLarge(too_large_message());
-    throw InputError("request body", "could not be read in full");
-  }
+// Refusals before admission: an unknown model or a version other than the one served (404).
+// Returns the version served.
+std::int64_t HttpRoutes::check_infer_target(const Req& req, const std::string& model) const {
   const std::int64_t version = service_.model(model).version;
   if (req.matches[2].matched) check_version(model, req.matches[2].str(), version);
   return version;
 }
 
-void HttpRoutes::answer_infer(const Req& req, Res& res, const std::string& model, const ReceivedBody& body,
-                              InferTimes& times) {
-  std::int64_t version = check_infer_target(req, res, model, body);
+void HttpRoutes::answer_infer(const Req& req, Res& res, const std::string& model, InferTimes& times) {
+  std::int64_t version = check_infer_target(req, model);
   AdmissionControl::Ticket admitted(admission_);
-  const InferRequest in =
-      parse_infer_request(body.bytes, header_length(req, body.bytes.size()), /*borrow_binary=*/true);
+  const InferRequest in = parse_infer_request(req.body, header_length(req, req.body.size()), /*borrow_binary=*/true);
   times.parsed = Clock::now();
   std::vector<std::string> names;
   std::future<HostTensor> answer = submit_infer(service_, graphs_, model, in, &times.submitted, &version, &names);

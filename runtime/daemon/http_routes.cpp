@@ -3,8 +3,6 @@
 #include <set>
 #include <charconv>
 
-#include <httplib.h>
-
 #include "runtime/daemon/errors.h"
 #include "runtime/daemon/http_answer.h"
 #include "runtime/daemon/json_depth.h"
@@ -23,7 +21,7 @@ json tensor_specs(const std::vector<TensorSpec>& specs) {
   return a;
 }
 
-json body_json(const httplib::Request& req) {
+json body_json(const HttpRequest& req) {
   if (req.body.empty()) return json::object();
   check_json_depth(req.body, "request body");
   try {
@@ -59,13 +57,13 @@ bool optional_bool(const json& j, const char* key, bool fallback) {
   return j[key].get<bool>();
 }
 
-std::optional<std::string> model_param(const httplib::Request& req) {
+std::optional<std::string> model_param(const HttpRequest& req) {
   return req.has_param("model") ? std::optional<std::string>(req.get_param_value("model")) : std::nullopt;
 }
 
 }  // namespace
 
-std::optional<std::size_t> header_length(const httplib::Request& req, std::size_t body_size) {
+std::optional<std::size_t> header_length(const HttpRequest& req, std::size_t body_size) {
   if (!req.has_header("Inference-Header-Content-Length")) return std::nullopt;
   const std::string v = req.get_header_value("Inference-Header-Content-Length");
   std::size_t n = 0;
@@ -80,87 +78,36 @@ std::optional<std::size_t> header_length(const httplib::Request& req, std::size_
 
 // --- The route table ---------------------------------------------------------------------------
 
-void HttpRoutes::add_to(httplib::Server& s) {
-  using Handled = httplib::Server::HandlerResponse;
-  s.set_error_handler(httplib::Server::HandlerWithResponse([this](const Req& req, Res& res) {
-    if (!res.body.empty()) return Handled::Unhandled;
-    on_error(req, res);
-    return Handled::Handled;
-  }));
-  s.set_pre_routing_handler([](const Req& req, Res& res) {
-    mark_arrival();
-    // Refused before any body is read (the connection is closed, the body being unframed):
-    // differing Content-Length headers (httplib would frame by the first one only), and a body
-    // with no length, which httplib would read until the client closes, never answering it.
-    const std::size_t lengths = req.get_header_value_count("Content-Length");
-    for (std::size_t i = 1; i < lengths; ++i) {
-      if (req.get_header_value("Content-Length", i) != req.get_header_value("Content-Length", 0)) {
-        res.set_header("Connection", "close");
-        send_error(res, 400, "Content-Length: sent more than once with different values");
-        return Handled::Handled;
-      }
-    }
-    const bool has_body = req.method == "POST" || req.method == "PUT" || req.method == "PATCH";
-    if (has_body && lengths == 0 && !req.has_header("Transfer-Encoding")) {
-      res.set_header("Connection", "close");
-      send_error(res, 411, "Content-Length: required (or Transfer-Encoding: chunked)");
-      return Handled::Handled;
-    }
-    return Handled::Unhandled;
-  });
-  s.set_exception_handler([](const Req&, Res& res, std::exception_ptr ep) {
-    send_error(res, 500, answer_for(ep).message);
-  });
-
+void HttpRoutes::add_to(HttpRouter& r) {
   auto route = [this](auto method) { return [this, method](const Req& req, Res& res) { (this->*method)(req, res); }; };
   const std::string model_re = R"(/v2/models/([^/]+)(?:/versions/([^/]+))?)";
-  s.Get("/v2/health/live", route(&HttpRoutes::get_live));
-  s.Get("/v2/health/ready", route(&HttpRoutes::get_ready));
-  s.Get("/v2", route(&HttpRoutes::get_server_metadata));
-  s.Get("/v2/models", route(&HttpRoutes::get_models));
-  s.Get(model_re, route(&HttpRoutes::get_model_metadata));
-  s.Get(model_re + "/ready", route(&HttpRoutes::get_model_ready));
-  s.Get(model_re + "/config", route(&HttpRoutes::get_model_config));
-  s.Post(model_re + "/infer", [this](const Req& req, Res& res, const httplib::ContentReader& reader) {
-    post_infer(req, res, reader);
-  });
-  s.Post("/v2/dype/graphs", route(&HttpRoutes::post_graph));
-  s.Delete("/v2/dype/graphs/([^/]+)", route(&HttpRoutes::delete_graph));
-  s.Get("/v2/dype/admin/plan", route(&HttpRoutes::get_admin_plan));
-  s.Post("/v2/dype/admin/mode", route(&HttpRoutes::post_admin_mode));
-  s.Get("/v2/dype/admin/pareto", route(&HttpRoutes::get_admin_pareto));
-  s.Get("/v2/dype/admin/devices", route(&HttpRoutes::get_admin_devices));
-  s.Post("/v2/dype/admin/devices/([^/]+)/(drain|undrain)", route(&HttpRoutes::post_admin_drain));
-  s.Post("/v2/dype/admin/bitstreams/load", route(&HttpRoutes::post_admin_load_bitstream));
-  s.Post("/v2/dype/admin/bitstreams/unload", route(&HttpRoutes::post_admin_unload_bitstream));
-  s.Post("/v2/dype/admin/images", route(&HttpRoutes::post_admin_images));
-  s.Get("/v2/dype/admin/graphs", route(&HttpRoutes::get_admin_graphs));
-  s.Post("/v2/repository/index", route(&HttpRoutes::post_repository_index));
-  s.Post("/v2/repository/models/([^/]+)/load", route(&HttpRoutes::post_repository_load));
-  s.Post("/v2/repository/models/([^/]+)/unload", route(&HttpRoutes::post_repository_unload));
+  // Cheap answers that never block run on the I/O threads; the rest on the worker pool.
+  r.add("GET", "/v2/health/live", route(&HttpRoutes::get_live), RunOn::io);
+  r.add("GET", "/v2/health/ready", route(&HttpRoutes::get_ready), RunOn::io);
+  r.add("GET", "/v2", route(&HttpRoutes::get_server_metadata), RunOn::io);
+  r.add("GET", "/v2/models", route(&HttpRoutes::get_models));
+  r.add("GET", model_re, route(&HttpRoutes::get_model_metadata));
+  r.add("GET", model_re + "/ready", route(&HttpRoutes::get_model_ready));
+  r.add("GET", model_re + "/config", route(&HttpRoutes::get_model_config));
+  r.add("POST", model_re + "/infer", route(&HttpRoutes::post_infer));
+  r.add("POST", "/v2/dype/graphs", route(&HttpRoutes::post_graph));
+  r.add("DELETE", "/v2/dype/graphs/([^/]+)", route(&HttpRoutes::delete_graph));
+  r.add("GET", "/v2/dype/admin/plan", route(&HttpRoutes::get_admin_plan));
+  r.add("POST", "/v2/dype/admin/mode", route(&HttpRoutes::post_admin_mode));
+  r.add("GET", "/v2/dype/admin/pareto", route(&HttpRoutes::get_admin_pareto));
+  r.add("GET", "/v2/dype/admin/devices", route(&HttpRoutes::get_admin_devices));
+  r.add("POST", "/v2/dype/admin/devices/([^/]+)/(drain|undrain)", route(&HttpRoutes::post_admin_drain));
+  r.add("POST", "/v2/dype/admin/bitstreams/load", route(&HttpRoutes::post_admin_load_bitstream));
+  r.add("POST", "/v2/dype/admin/bitstreams/unload", route(&HttpRoutes::post_admin_unload_bitstream));
+  r.add("POST", "/v2/dype/admin/images", route(&HttpRoutes::post_admin_images));
+  r.add("GET", "/v2/dype/admin/graphs", route(&HttpRoutes::get_admin_graphs));
+  r.add("POST", "/v2/repository/index", route(&HttpRoutes::post_repository_index));
+  r.add("POST", "/v2/repository/models/([^/]+)/load", route(&HttpRoutes::post_repository_load));
+  r.add("POST", "/v2/repository/models/([^/]+)/unload", route(&HttpRoutes::post_repository_unload));
 }
 
-void HttpRoutes::add_metrics_to(httplib::Server& s) {
-  s.Get("/metrics", [this](const Req& req, Res& res) { get_metrics(req, res); });
-}
-
-// --- Hooks -------------------------------------------------------------------------------------
-
-// httplib's own answers (a body above the limit gets 413 before any handler; no route matched)
-// with the protocol's {"error"} body.
-void HttpRoutes::on_error(const Req&, Res& res) const {
-  if (res.status == 413) {
-    metrics_.record("", "too_large", 0.0);
-    send_error(res, 413, too_large_message());
-  } else if (res.status == 404) {
-    send_error(res, 404, "no such route");
-  } else {
-    send_error(res, res.status, "HTTP status " + std::to_string(res.status));
-  }
-}
-
-std::string HttpRoutes::too_large_message() const {
-  return "request body exceeds --max-request-bytes (" + std::to_string(options_.max_request_bytes) + " bytes)";
+void HttpRoutes::add_metrics_to(HttpRouter& r) {
+  r.add("GET", "/metrics", [this](const Req& req, Res& res) { get_metrics(req, res); });
 }
 
 // --- Health and metadata -----------------------------------------------------------------------
@@ -229,8 +176,23 @@ void HttpRoutes::get_model_ready(const Req& req, Res& res) const {
 }
 
 void HttpRoutes::get_metrics(const Req&, Res& res) const {
-  res.set_content(metrics_.render(service_.metrics_text() + "dype_ready " + (admission_.ready() ? "1" : "0") + "\n"),
-                  "text/plain; version=0.0.4");
+  std::string extra = service_.metrics_text() + "dype_ready " + (admission_.ready() ? "1" : "0") + "\n";
+  if (transport_) {
+    const TransportCounters& c = transport_->counters();
+    extra += "# HELP dype_http_connections_open HTTP connections open now.\n# TYPE dype_http_connections_open gauge\n"
+             "dype_http_connections_open " + std::to_string(c.open.load()) + "\n"
+             "# HELP dype_http_connections_total HTTP connections accepted, and refused beyond --max-connections.\n"
+             "# TYPE dype_http_connections_total counter\n"
+             "dype_http_connections_total{outcome=\"accepted\"} " + std::to_string(c.connections_accepted.load()) + "\n"
+             "dype_http_connections_total{outcome=\"refused\"} " + std::to_string(c.connections_refused.load()) + "\n"
+             "# HELP dype_http_timeouts_total HTTP connections closed by the idle, header, body or write timeout.\n"
+             "# TYPE dype_http_timeouts_total counter\n"
+             "dype_http_timeouts_total " + std::to_string(c.timeouts.load()) + "\n"
+             "# HELP dype_http_bad_requests_total Requests refused by the transport (framing, limits) before routing.\n"
+             "# TYPE dype_http_bad_requests_total counter\n"
+             "dype_http_bad_requests_total " + std::to_string(c.bad_requests.load()) + "\n";
+  }
+  res.set_content(metrics_.render(extra), "text/plain; version=0.0.4");
 }
 
 // --- Graph registration ------------------------------------------------------------------------

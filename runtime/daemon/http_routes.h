@@ -4,8 +4,8 @@
 // routes; http_infer.cpp the infer route, step by step. HttpServer owns one and registers it:
 //
 //   HttpRoutes routes(service, graphs, metrics, options, admission, admin);
-//   routes.add_to(server);              // the API port
-//   routes.add_metrics_to(metrics_server);   // GET /metrics on the metrics port
+//   routes.add_to(api_router);                 // the API port
+//   routes.add_metrics_to(metrics_router);     // GET /metrics on the metrics port
 #include <optional>
 #include <string>
 #include <string_view>
@@ -15,20 +15,14 @@
 #include "runtime/daemon/admin.h"
 #include "runtime/daemon/admission.h"
 #include "runtime/daemon/graph_registry.h"
+#include "runtime/daemon/http_message.h"
+#include "runtime/daemon/http_router.h"
 #include "runtime/daemon/http_server.h"
 #include "runtime/daemon/metrics.h"
 #include "runtime/daemon/service.h"
 
-namespace httplib {
-struct Request;
-struct Response;
-class ContentReader;
-class Server;
-}  // namespace httplib
-
 namespace dype::rt::daemon {
 
-struct ReceivedBody;
 struct InferTimes;
 
 class HttpRoutes {
@@ -46,19 +40,16 @@ class HttpRoutes {
     metrics.set_served(names);
   }
 
-  // Every API route, plus the server's error, exception and pre-routing hooks.
-  void add_to(httplib::Server& server);
+  // Every API route.
+  void add_to(HttpRouter& router);
   // GET /metrics.
-  void add_metrics_to(httplib::Server& server);
+  void add_metrics_to(HttpRouter& router);
+  // The transport whose connection counters /metrics reports (may stay unset).
+  void set_transport(const HttpTransport* transport) { transport_ = transport; }
 
  private:
-  using Req = httplib::Request;
-  using Res = httplib::Response;
-
-  // Hooks: protocol bodies for httplib's own errors (413, 404), uncaught exceptions, arrival time.
-  void on_error(const Req& req, Res& res) const;
-  // The 413 answer's message, whether httplib or the body reader found the body too large.
-  std::string too_large_message() const;
+  using Req = HttpRequest;
+  using Res = HttpResponse;
 
   // Health and metadata.
   void get_live(const Req& req, Res& res) const;
@@ -72,10 +63,9 @@ class HttpRoutes {
   void get_metrics(const Req& req, Res& res) const;
 
   // Inference (http_infer.cpp): receive the body, check, admit, parse, run, encode, send.
-  void post_infer(const Req& req, Res& res, const httplib::ContentReader& reader);
-  void answer_infer(const Req& req, Res& res, const std::string& model, const ReceivedBody& body, InferTimes& times);
-  std::int64_t check_infer_target(const Req& req, const Res& res, const std::string& model,
-                                  const ReceivedBody& body) const;
+  void post_infer(const Req& req, Res& res);
+  void answer_infer(const Req& req, Res& res, const std::string& model, InferTimes& times);
+  std::int64_t check_infer_target(const Req& req, const std::string& model) const;
 
   // Graph registration.
   void post_graph(const Req& req, Res& res);
@@ -107,9 +97,10 @@ class HttpRoutes {
   const ServerOptions& options_;
   AdmissionControl& admission_;
   AdminApi& admin_;
+  const HttpTransport* transport_ = nullptr;
 };
 
 // The Inference-Header-Content-Length header, checked against the body's size (InputError).
-std::optional<std::size_t> header_length(const httplib::Request& req, std::size_t body_size);
+std::optional<std::size_t> header_length(const HttpRequest& req, std::size_t body_size);
 
 }  // namespace dype::rt::daemon

@@ -8,19 +8,11 @@
 #include "runtime/daemon/tensor.h"
 
 namespace dype::rt::daemon {
-namespace {
-thread_local Arrival tl_arrival;
-}  // namespace
-
 double thread_cpu_us() {
   timespec ts{};
   clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
   return static_cast<double>(ts.tv_sec) * 1e6 + static_cast<double>(ts.tv_nsec) / 1e3;
 }
-
-void mark_arrival() { tl_arrival = Arrival{std::chrono::steady_clock::now(), thread_cpu_us()}; }
-
-Arrival last_arrival() { return tl_arrival; }
 
 void fill_slot(std::string& body, double slot, double value) {
   static const std::string time_text = json_number_text(kServerTimeSlot), cpu_text = json_number_text(kServerCpuSlot);

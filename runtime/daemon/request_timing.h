@@ -4,10 +4,7 @@
 // (server time and server CPU time), which are written last over placeholders in that header so
 // they include its encoding.
 //
-//   // pre-routing hook (httplib parsed the request line and headers, same thread as the handler):
-//   mark_arrival();
-//   // handler:
-//   const Arrival arrival = last_arrival();
+//   const Arrival arrival{req.arrival, thread_cpu_us()};   // at the handler's start
 //   header.parameters["dype_server_time_us"] = kServerTimeSlot;   ... encode ...
 //   fill_slot(body, kServerTimeSlot, elapsed_us(arrival.wall, std::chrono::steady_clock::now()));
 #include <chrono>
@@ -23,15 +20,13 @@ inline double elapsed_us(std::chrono::steady_clock::time_point from, std::chrono
   return std::chrono::duration<double, std::micro>(to - from).count();
 }
 
-// When httplib had parsed a request's line and headers: the start of the server time.
+// When the transport had parsed a request's line and headers (the start of the server time), and
+// the handler thread's CPU time when it took the request (the start of the server CPU time: the
+// body is read by the I/O threads, whose time is shared by every connection).
 struct Arrival {
   std::chrono::steady_clock::time_point wall = std::chrono::steady_clock::now();
   double cpu_us = 0.0;
 };
-// Records the calling thread's current request's arrival (from httplib's pre-routing hook, on the
-// thread that then runs the handler), and reads it back in the handler.
-void mark_arrival();
-Arrival last_arrival();
 
 // Placeholders for values known only once the response header is encoded: distinctive doubles
 // whose JSON text (23 characters) is overwritten by the value, right-aligned (JSON allows the

@@ -897,7 +897,8 @@ TEST_F(DaemonHttp, ContentLengthTwiceOrMissingIsRefused) {
     c.send_all(req);
     const RawResponse r = c.read_response();
     EXPECT_EQ(r.status, 400) << r.body;
-    EXPECT_EQ(json::parse(r.body)["error"], "Content-Length: sent more than once with different values");
+    EXPECT_NE(json::parse(r.body)["error"].get<std::string>().find("Content-Length: malformed, sent more than once with different values"),
+              std::string::npos) << r.body;
   }
   answered_after();
   {  // the same length twice is one length

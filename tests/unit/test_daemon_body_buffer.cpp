@@ -54,10 +54,20 @@ TEST(DaemonBodyBuffer, ReleasedOnlyAboveTheKeepLimit) {
   EXPECT_EQ(b.size(), 0u);
 }
 
-TEST(DaemonBodyBuffer, OnePerWorkerThread) {
-  BodyBuffer* main_buffer = &worker_body_buffer();
-  EXPECT_EQ(&worker_body_buffer(), main_buffer);
-  BodyBuffer* other = nullptr;
-  std::thread([&] { other = &worker_body_buffer(); }).join();
-  EXPECT_NE(other, main_buffer);
+TEST(DaemonBodyBuffer, PoolReusesBuffersAndKeepsABoundedNumber) {
+  BodyPool pool(2);
+  std::unique_ptr<BodyBuffer> a = pool.acquire(), b = pool.acquire(), c = pool.acquire();
+  a->reset(1024);
+  const char* a_data = a->data();
+  pool.release(std::move(a));
+  pool.release(std::move(b));
+  pool.release(std::move(c));  // beyond the 2 kept: freed
+  EXPECT_EQ(pool.free_count(), 2u);
+  std::unique_ptr<BodyBuffer> again = pool.acquire(), first = pool.acquire();
+  EXPECT_EQ(first->data(), a_data);  // the buffer given back first, still allocated
+  EXPECT_EQ(pool.free_count(), 0u);
+  // Above kKeepBodyBytes a buffer is freed before it is kept.
+  first->reset(kKeepBodyBytes + 1);
+  pool.release(std::move(first));
+  EXPECT_EQ(pool.acquire()->data(), nullptr);
 }
