@@ -1,5 +1,7 @@
 #include "scheduler/cost_tables.h"
 
+#include <type_traits>
+
 #include "kernels/error.h"
 
 namespace dype::sched {
@@ -138,6 +140,37 @@ void CostTables::set_ends(std::vector<double> entry, std::vector<double> exit) {
   }
   entry_ = std::move(entry);
   exit_ = std::move(exit);
+}
+
+CostTables CostTables::sub_chain(int first, int last) const {
+  if (first < 0 || last >= n_ || first > last) throw Error("CostTables::sub_chain: bad kernel range");
+  CostTables s = *this;
+  s.n_ = last - first + 1;
+  const auto n = static_cast<std::size_t>(n_), m = static_cast<std::size_t>(s.n_);
+  const auto ranges = [&](const auto& v) {
+    std::remove_cvref_t<decltype(v)> out;
+    if (v.empty()) return out;
+    out.resize(m * m * kcs_);
+    for (std::size_t a = 0; a < m; ++a)
+      for (std::size_t b = a; b < m; ++b)
+        for (std::size_t kc = 0; kc < kcs_; ++kc)
+          out[(a * m + b) * kcs_ + kc] = v[((a + first) * n + b + first) * kcs_ + kc];
+    return out;
+  };
+  s.compute_ = ranges(compute_), s.copy_ = ranges(copy_), s.waited_ = ranges(waited_);
+  s.cin_ = ranges(cin_), s.cout_ = ranges(cout_), s.blocked_ = ranges(blocked_), s.wait_ = ranges(wait_);
+  s.short_ = ranges(short_), s.exec_w_ = ranges(exec_w_);
+  const std::size_t per = kcs_ * kcs_;
+  s.xout_.assign(xout_.begin() + first * per, xout_.begin() + last * per);
+  s.xin_.assign(xin_.begin() + first * per, xin_.begin() + last * per);
+  s.entry_ = first == 0 ? entry_ : std::vector<double>{};
+  s.exit_ = last == n_ - 1 ? exit_ : std::vector<double>{};
+  return s;
+}
+
+void CostTables::limit_counts(const std::vector<int>& max_count) {
+  if (max_count.size() != max_count_.size()) throw Error("CostTables::limit_counts: one entry per device kind expected");
+  for (std::size_t t = 0; t < max_count.size(); ++t) max_count_[t] = std::clamp(max_count[t], 0, max_count_[t]);
 }
 
 nlohmann::json CostTables::to_json() const {

@@ -157,9 +157,18 @@ class CostTables {
   // Empty vectors restore the defaults; otherwise one entry per group.
   void set_ends(std::vector<double> entry, std::vector<double> exit);
 
+  // Kernels [first, last] alone, as a chain of their own (the module subproblems of
+  // scheduler/solver/lower_bound.h and milp-split): every per-range table and power copied, the
+  // ends 0 except where the range keeps the chain's own entry (first == 0) or exit.
+  CostTables sub_chain(int first, int last) const;
+  // At most max_count[kind] devices of each kind (a device budget, at most the current counts).
+  // The groups above it stay in the tables: the MILP and the brute force skip them by their count.
+  void limit_counts(const std::vector<int>& max_count);
+
   nlohmann::json to_json() const;
 
  private:
+  CostTables() = default;
   int n_ = 0;
   std::size_t kcs_ = 0;
   bool ranges_grow_ = true;

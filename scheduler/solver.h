@@ -16,6 +16,10 @@
 //    miss the optimum because a stored schedule's last stage still grows by X_{s+1} later.
 //  - milp: the mapping as a mixed-integer program solved by COIN-OR CBC (milp.h), after DiviML;
 //    exact like the DP but built independently of it, for small instances (a few kernels).
+//  - milp-split: DiviML's MILP-SPLIT (milp_split.h): the chain cut into modules, each module's MILP
+//    solved per entry, exit and device budget, combined by a DP over the modules; the latency
+//    objective only (exact there when spanning stages are additive, see the header).
+//  Lower bounds on any solve's optimum (module split, LP relaxation): lower_bound.h.
 //  - heft, critical-path, kl, overseer: heuristics from the literature, each as its paper defines
 //    it and adapted to pipeline stages (the top of each file says how); they optimise what their
 //    paper optimises (makespan, latency, load balance and communication), never energy, and never
@@ -35,9 +39,10 @@
 
 namespace dype::sched {
 
-enum class SolverKind { exact, paper, milp, heft, critical_path, kl, overseer };
+enum class SolverKind { exact, paper, milp, milp_split, heft, critical_path, kl, overseer };
 const char* to_string(SolverKind solver);
-// "exact", "paper", "milp", "heft", "critical-path", "kl", "overseer"; InputError otherwise.
+// "exact", "paper", "milp", "milp-split", "heft", "critical-path", "kl", "overseer"; InputError
+// otherwise.
 SolverKind solver_from_string(const std::string& name);
 
 // Raised when an objective's constraints cannot be met; what() says which and by how much.

@@ -44,7 +44,8 @@ struct MilpResult {
 // and u per z for energy goals.
 class Program {
  public:
-  Program(const CostTables& t, Goal goal, const Caps& caps) : t_(t), n_(t.num_kernels()), kcs_(t.num_kc()) {
+  Program(const CostTables& t, Goal goal, const Caps& caps, bool relax = false)
+      : t_(t), n_(t.num_kernels()), kcs_(t.num_kc()), relax_(relax) {
     z_.assign(static_cast<std::size_t>(n_) * n_ * kcs_, -1);
     for (int a = 0; a < n_; ++a)
       for (int b = a; b < n_; ++b)
@@ -111,6 +112,27 @@ class Program {
     return r;
   }
 
+  // The LP relaxation's optimum in seconds (period, latency goals) or joules (energy): kInf when the
+  // relaxation is infeasible, NaN when CLP stopped short of a proof.
+  double relaxation() {
+    if (stages_.empty()) return kInf;
+    m_ = Cbc_newModel();
+    Cbc_setLogLevel(m_, 0);
+    Cbc_setParameter(m_, "preprocess", "off");
+    Cbc_setParameter(m_, "primalTolerance", "1e-10");
+    build();
+    double v = std::nan("");
+    {
+      const std::lock_guard<std::mutex> lock(cbc_mutex());
+      single_threaded_blas();
+      Cbc_solve(m_);
+    }
+    if (Cbc_isProvenOptimal(m_)) v = Cbc_getObjValue(m_) * (goal_ == Goal::energy ? e_scale_ : ref_);
+    else if (Cbc_isProvenInfeasible(m_)) v = kInf;
+    Cbc_deleteModel(m_);
+    return v;
+  }
+
  private:
   std::size_t idx(int a, int b, int kc) const { return (static_cast<std::size_t>(a) * n_ + b) * kcs_ + kc; }
   int w(int b, int k, int k2) const { return w0_ + (b * kcs_ + k) * kcs_ + k2; }
@@ -126,7 +148,7 @@ class Program {
     return worst;
   }
 
-  void col(double obj, bool integer, double ub = 1.0) { Cbc_addCol(m_, "", 0, ub, obj, integer, 0, nullptr, nullptr); }
+  void col(double obj, bool integer, double ub = 1.0) { Cbc_addCol(m_, "", 0, ub, obj, integer && !relax_, 0, nullptr, nullptr); }
   void add(int c, double v) { cols_.push_back(c), coefs_.push_back(v); }
   void row(char sense, double rhs) {
     if (cols_.empty()) return;
@@ -153,7 +175,8 @@ class Program {
   void build() {
     const bool energy = goal_ == Goal::energy, latency = goal_ == Goal::latency;
     const int nz = static_cast<int>(stages_.size());
-    double e_scale = 0;
+    double& e_scale = e_scale_;
+    e_scale = 0;
     for (const StageSpec& s : stages_) {
       const DeviceGroup g = t_.group(s.kc);
       const PowerStates& p = t_.power(g.kind);
@@ -283,6 +306,8 @@ class Program {
   std::vector<double> worst_;  // per stage: its time in its slowest context (big-M and scales)
   double p_max_ = 0;  // the period's upper bound (the slowest stage, or the cap)
   double ref_ = 1;    // the time unit of the program
+  double e_scale_ = 1;  // the energy unit of the program's objective
+  bool relax_ = false;  // every column continuous (the LP relaxation)
   Goal goal_ = Goal::period;
   Caps caps_;
   Cbc_Model* m_ = nullptr;
@@ -294,6 +319,10 @@ class Program {
 MilpResult solve_once(const CostTables& t, Goal goal, const Caps& caps) { return Program(t, goal, caps).solve(); }
 
 }  // namespace
+
+double milp_relaxation(const CostTables& tables, Goal goal, const Caps& caps) {
+  return Program(tables, goal, caps, true).relaxation();
+}
 
 Found solve_milp(const CostTables& t, const ObjectiveSpec& o, Caps& caps, PassLog* log) {
   const auto record = [&](const Pass& pass, const MilpResult& mr) {

@@ -28,4 +28,10 @@ namespace dype::sched::detail {
 
 Found solve_milp(const CostTables& tables, const ObjectiveSpec& objective, Caps& caps, PassLog* log);
 
+// The same program's LP relaxation (every binary in [0, 1]) for one goal under `caps`, solved by
+// CBC's LP solver (CLP) and unscaled: seconds for Goal::period and Goal::latency, joules for
+// Goal::energy. A lower bound on that goal's optimum under the caps (lower_bound.h); kInf when
+// even the relaxation is infeasible, NaN when CLP did not prove its optimum.
+double milp_relaxation(const CostTables& tables, Goal goal, const Caps& caps);
+
 }  // namespace dype::sched::detail

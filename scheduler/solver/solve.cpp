@@ -13,6 +13,7 @@
 #include "scheduler/solver/kl_partition.h"
 #include "scheduler/solver/label_dp.h"
 #include "scheduler/solver/milp.h"
+#include "scheduler/solver/milp_split.h"
 #include "scheduler/solver/overseer.h"
 #include "scheduler/solver/paper.h"
 
@@ -23,6 +24,7 @@ const char* to_string(SolverKind solver) {
     case SolverKind::exact: return "exact";
     case SolverKind::paper: return "paper";
     case SolverKind::milp: return "milp";
+    case SolverKind::milp_split: return "milp-split";
     case SolverKind::heft: return "heft";
     case SolverKind::critical_path: return "critical-path";
     case SolverKind::kl: return "kl";
@@ -32,8 +34,9 @@ const char* to_string(SolverKind solver) {
 }
 
 SolverKind solver_from_string(const std::string& name) {
-  const SolverKind all[] = {SolverKind::exact, SolverKind::paper, SolverKind::milp, SolverKind::heft,
-                            SolverKind::critical_path, SolverKind::kl, SolverKind::overseer};
+  const SolverKind all[] = {SolverKind::exact, SolverKind::paper, SolverKind::milp,
+                            SolverKind::milp_split, SolverKind::heft, SolverKind::critical_path,
+                            SolverKind::kl, SolverKind::overseer};
   std::string names;
   for (const SolverKind s : all) {
     if (name == to_string(s)) return s;
@@ -49,6 +52,7 @@ Found run_solver(const CostTables& t, const ObjectiveSpec& o, SolverKind solver,
     case SolverKind::exact: return detail::solve_exact(t, o, caps, log);
     case SolverKind::paper: return detail::solve_paper(t, o, caps, log);
     case SolverKind::milp: return detail::solve_milp(t, o, caps, log);
+    case SolverKind::milp_split: return detail::solve_milp_split(t, o, caps, log);
     case SolverKind::heft: return detail::solve_heft(t, o, caps, log);
     case SolverKind::critical_path: return detail::solve_critical_path(t, o, caps, log);
     case SolverKind::kl: return detail::solve_kl(t, o, caps, log);

@@ -71,7 +71,7 @@ std::string layout(const Plan& p) {
 Plan perf(const CostTables& t, SolverKind s) { return solve(t, {.objective = Objective::perf}, s); }
 
 TEST(SchedHeuristics, SolverNamesRoundTrip) {
-  for (SolverKind s : {SolverKind::exact, SolverKind::paper, SolverKind::milp, SolverKind::heft,
+  for (SolverKind s : {SolverKind::exact, SolverKind::paper, SolverKind::milp, SolverKind::milp_split, SolverKind::heft,
                        SolverKind::critical_path, SolverKind::kl, SolverKind::overseer}) {
     EXPECT_EQ(solver_from_string(to_string(s)), s) << to_string(s);
   }
@@ -81,7 +81,7 @@ TEST(SchedHeuristics, SolverNamesRoundTrip) {
     FAIL() << "no InputError";
   } catch (const InputError& e) {
     EXPECT_EQ(e.where(), "solver");
-    EXPECT_EQ(e.problem(), "unknown solver 'greedy' (exact, paper, milp, heft, critical-path, kl, overseer)");
+    EXPECT_EQ(e.problem(), "unknown solver 'greedy' (exact, paper, milp, milp-split, heft, critical-path, kl, overseer)");
   }
 }
 
