@@ -22,6 +22,7 @@
 #include "runtime/daemon/errors.h"
 #include "runtime/daemon/http_server.h"
 #include "runtime/daemon/tensor.h"
+#include "../test_raw_http.h"
 #include "../test_replan_counts.h"
 
 // After the project headers: httplib pulls in <resolv.h>, whose _res macro breaks Eigen headers
@@ -31,6 +32,8 @@
 using namespace dype;
 using namespace dype::rt::daemon;
 using json = nlohmann::json;
+using dype::test::RawConnection;
+using dype::test::RawResponse;
 
 namespace {
 
@@ -721,77 +724,11 @@ TEST_F(DaemonHttp, DriftingStreamTriggersReplan) {
   EXPECT_TRUE(drift) << "no drift re-plan among " << records.size() - before << " new records";
 }
 
-// The infer handler reads bodies straight from the connection's socket (httplib's own reads go
-// 4 KiB at a time). Over a raw socket: a body arriving in pieces, small bodies arriving with their
-// headers (already in httplib's buffer), a chunked body (httplib reads it), and a body cut short,
-// each answered correctly, with the server's timing parameters consistent.
+// The transport reads a body straight from the connection's socket after the bytes that came with
+// the headers. Over a raw socket: a body arriving in pieces, small bodies arriving with their
+// headers (already in the header buffer), a chunked body (Beast's parser reads it), and a body cut
+// short, each answered correctly, with the server's timing parameters consistent.
 namespace {
-
-struct RawResponse {
-  int status = 0;
-  std::map<std::string, std::string> headers;  // lower-case names
-  std::string body;
-};
-
-class RawConnection {
- public:
-  explicit RawConnection(int port) {
-    fd_ = socket(AF_INET, SOCK_STREAM, 0);
-    sockaddr_in a{};
-    a.sin_family = AF_INET;
-    a.sin_port = htons(static_cast<std::uint16_t>(port));
-    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    if (connect(fd_, reinterpret_cast<sockaddr*>(&a), sizeof a) != 0) throw std::runtime_error("connect failed");
-    timeval tv{10, 0};
-    setsockopt(fd_, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
-  }
-  ~RawConnection() { close(fd_); }
-  void send_all(std::string_view s) {
-    while (!s.empty()) {
-      const ssize_t n = send(fd_, s.data(), s.size(), MSG_NOSIGNAL);
-      if (n <= 0) throw std::runtime_error("send failed");
-      s.remove_prefix(static_cast<std::size_t>(n));
-    }
-  }
-  void end_writes() { shutdown(fd_, SHUT_WR); }
-  // One response (Content-Length framed); status 0 when the connection closed first.
-  RawResponse read_response() {
-    RawResponse r;
-    std::size_t end;
-    while ((end = in_.find("\r\n\r\n")) == std::string::npos)
-      if (!fill()) return r;
-    std::istringstream head(in_.substr(0, end));
-    std::string line, version;
-    std::getline(head, line);
-    std::istringstream(line) >> version >> r.status;
-    while (std::getline(head, line)) {
-      const auto colon = line.find(':');
-      if (colon == std::string::npos) continue;
-      std::string k = line.substr(0, colon), v = line.substr(colon + 1);
-      for (char& c : k) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-      while (!v.empty() && (v.front() == ' ')) v.erase(0, 1);
-      while (!v.empty() && (v.back() == '\r' || v.back() == ' ')) v.pop_back();
-      r.headers[k] = v;
-    }
-    const std::size_t length = std::stoul(r.headers.at("content-length"));
-    while (in_.size() < end + 4 + length)
-      if (!fill()) return RawResponse{};
-    r.body = in_.substr(end + 4, length);
-    in_.erase(0, end + 4 + length);
-    return r;
-  }
-
- private:
-  bool fill() {
-    char buf[65536];
-    const ssize_t n = recv(fd_, buf, sizeof buf, 0);
-    if (n <= 0) return false;
-    in_.append(buf, static_cast<std::size_t>(n));
-    return true;
-  }
-  int fd_ = -1;
-  std::string in_;
-};
 
 std::string infer_request_bytes(const EncodedBody& b, const std::string& model = "gcn") {
   return "POST /v2/models/" + model + "/infer HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/octet-stream\r\n"
