@@ -88,10 +88,12 @@ TEST_F(HttpTransportTest, IdleConnectionsHoldNoThreadAndLittleMemory) {
   const double before = rss_mb();
   std::vector<std::unique_ptr<RawConnection>> idle;
   for (int i = 0; i < 300; ++i) idle.push_back(std::make_unique<RawConnection>(port_));
+  for (int i = 0; i < 400 && transport_->counters().open.load() < 300; ++i)
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  EXPECT_EQ(transport_->counters().open.load(), 300u);
   // 300 idle connections against 2 workers and 2 I/O threads: a thread per connection would
   // leave the good request waiting for an idle timeout.
   EXPECT_LT(good_request_s(), 2.0);
-  EXPECT_EQ(transport_->counters().open.load(), 300u);
   EXPECT_LT(rss_mb() - before, 64.0) << "RSS grew from " << before << " MB";
   // A worker handler in flight does not hold up I/O-thread routes either.
   std::thread blocked([&] {
