@@ -8,6 +8,7 @@
 #pragma once
 
 #include <cctype>
+#include <cerrno>
 #include <cstdint>
 #include <map>
 #include <sstream>
@@ -49,10 +50,12 @@ class RawConnection {
     }
   }
   void end_writes() { shutdown(fd_, SHUT_WR); }
-  // True when the server closed the connection (reads end) within the receive timeout.
+  // True when the server closed the connection (end of stream, or a reset when it closed with
+  // bytes unread) within the receive timeout, sending nothing first.
   bool closed_by_server() {
     char c;
-    return recv(fd_, &c, 1, 0) == 0;
+    const ssize_t n = recv(fd_, &c, 1, 0);
+    return n == 0 || (n < 0 && errno == ECONNRESET);
   }
   // A response's status line and headers only (a 100 Continue, or the answer to HEAD), consumed;
   // status 0 when the connection closed first.

@@ -19,6 +19,7 @@
 #include <iostream>
 #include <malloc.h>
 #include <pthread.h>
+#include <sys/resource.h>
 #include <sstream>
 
 #include <CLI/CLI.hpp>
@@ -59,6 +60,26 @@ std::vector<ServedModel> served_models(const std::vector<std::string>& repositor
                                    ", is not here) or --builtin-models");
   }
   return models;
+}
+
+// Each HTTP connection is a descriptor: raise the soft open-file limit to the hard one (Debian's
+// soft default, 1024, is below the default --max-connections), and keep the cap below what is
+// left for models, gRPC and the engine (256 descriptors held back).
+std::size_t connections_within_file_limit(std::size_t wanted) {
+  rlimit lim{};
+  if (getrlimit(RLIMIT_NOFILE, &lim) != 0) return wanted;
+  if (lim.rlim_cur < lim.rlim_max) {
+    lim.rlim_cur = lim.rlim_max;
+    setrlimit(RLIMIT_NOFILE, &lim);
+    getrlimit(RLIMIT_NOFILE, &lim);
+  }
+  constexpr rlim_t kReserved = 256;
+  const rlim_t room = lim.rlim_cur > 2 * kReserved ? lim.rlim_cur - kReserved : lim.rlim_cur / 2;
+  if (lim.rlim_cur != RLIM_INFINITY && wanted > room) {
+    spdlog::warn("--max-connections {} lowered to {}: the open-file limit is {}", wanted, room, lim.rlim_cur);
+    return static_cast<std::size_t>(room);
+  }
+  return wanted;
 }
 
 }  // namespace
@@ -123,7 +144,20 @@ int main(int argc, char** argv) {
                  "them at start");
   app.add_option("--max-request-bytes", ho.max_request_bytes, "larger request bodies get 413");
   app.add_option("--max-queue", ho.max_queue, "admitted requests at once; more get 429");
-  app.add_option("--http-threads", ho.threads, "HTTP worker threads");
+  app.add_option("--http-threads", ho.threads, "HTTP worker threads (run handlers that may block)")
+      ->check(CLI::Range(1, 4096));
+  app.add_option("--http-io-threads", ho.io_threads, "threads reading and writing every HTTP connection")
+      ->check(CLI::Range(1, 256));
+  app.add_option("--max-connections", ho.max_connections,
+                 "open HTTP connections at once; more get 503 (capped by the open-file limit)")
+      ->check(CLI::Range(std::size_t{1}, std::size_t{1} << 20));
+  app.add_option("--idle-timeout", ho.idle_timeout_s, "seconds a keep-alive HTTP connection may sit idle")
+      ->check(CLI::Range(0.001, 86400.0));
+  app.add_option("--header-timeout", ho.header_timeout_s,
+                 "seconds from a request's first byte to its last header (slow clients are closed)")
+      ->check(CLI::Range(0.001, 86400.0));
+  app.add_option("--body-timeout", ho.body_timeout_s, "seconds for a request body to arrive, and for a response to be taken")
+      ->check(CLI::Range(0.001, 86400.0));
   app.add_option("--max-in-flight", so.engine.max_in_flight, "requests inside each engine's pipeline at once");
   app.add_option("--trace", trace_file, "write a Chrome trace-event JSON (Perfetto) of the run on exit");
   app.add_option("--log-level", log_level, "trace|debug|info|warn|error")
@@ -135,6 +169,7 @@ int main(int argc, char** argv) {
   app.add_option("--port-file", port_file, "write the bound ports as JSON here once serving (for ephemeral ports)");
   CLI11_PARSE(app, argc, argv);
   spdlog::set_level(spdlog::level::from_str(log_level));
+  ho.max_connections = connections_within_file_limit(ho.max_connections);
 
   // Block the stop signals in every thread; the main thread takes them with sigwait.
   sigset_t stop_signals;

@@ -9,6 +9,8 @@
 
 #include <chrono>
 #include <filesystem>
+#include <functional>
+#include <memory>
 #include <vector>
 #include <fstream>
 #include <sstream>
@@ -18,6 +20,7 @@
 #include <httplib.h>
 #include <nlohmann/json.hpp>
 
+#include "../test_raw_http.h"
 #include "../test_run_cli.h"
 #include "../test_temp_dir.h"
 
@@ -47,9 +50,11 @@ TEST(DypeServeCli, BadOptionsAreRefusedNamingTheOption) {
 
 // Starts dype-serve with `args` (plus ephemeral ports and a port file) in `cwd`, checks it answers
 // ready, /v2/models (listing each of `served`) and /metrics, then that it exits 0 on SIGTERM, and
-// that its log says each of `logged`.
+// that its log says each of `logged`. `before_stop(http_port)` runs just before the SIGTERM, which
+// must end the process within `max_stop_s`.
 void serve_and_stop(const std::vector<std::string>& args, const std::string& cwd,
-                    const std::vector<std::string>& served = {"gcn"}, const std::vector<std::string>& logged = {}) {
+                    const std::vector<std::string>& served = {"gcn"}, const std::vector<std::string>& logged = {},
+                    const std::function<void(int)>& before_stop = {}, double max_stop_s = 30.0) {
   const fs::path dir = dype::test::process_temp_dir("dype_serve_cli");
   const fs::path ports = dir / "ports.json", log = dir / "serve.log";
   fs::remove(ports);
@@ -92,17 +97,19 @@ void serve_and_stop(const std::vector<std::string>& args, const std::string& cwd
   ASSERT_TRUE(m);
   EXPECT_EQ(m->status, 200);
   std::this_thread::sleep_for(std::chrono::milliseconds(200));  // a few trims while idle
+  if (before_stop) before_stop(j["http"].get<int>());
 
+  const auto sent = std::chrono::steady_clock::now();
   ASSERT_EQ(kill(pid, SIGTERM), 0);
   int status = 0;
   pid_t done = 0;
-  const auto stop_deadline = std::chrono::steady_clock::now() + std::chrono::seconds(30);
+  const auto stop_deadline = sent + std::chrono::milliseconds(static_cast<int>(max_stop_s * 1000));
   while ((done = waitpid(pid, &status, WNOHANG)) == 0 && std::chrono::steady_clock::now() < stop_deadline)
     std::this_thread::sleep_for(std::chrono::milliseconds(20));
   if (done == 0) {
     kill(pid, SIGKILL);
     waitpid(pid, &status, 0);
-    FAIL() << "dype-serve did not stop within 30 s of SIGTERM:\n" << read_all(log);
+    FAIL() << "dype-serve did not stop within " << max_stop_s << " s of SIGTERM:\n" << read_all(log);
   }
   ASSERT_TRUE(WIFEXITED(status)) << read_all(log);
   EXPECT_EQ(WEXITSTATUS(status), 0) << read_all(log);
@@ -115,6 +122,26 @@ TEST(DypeServeCli, ServesAndStopsCleanlyOnSigterm) {
   serve_and_stop({"--system", system, "--mode", "balanced", "--trim-interval", "0.05", "--builtin-models"},
                  fs::temp_directory_path().string(), {"gcn", "gin", "swin-transformer", "karate-gcn", "karate-gin"},
                  {"model gcn warmed up in", "model swin-transformer warmed up in", "model karate-sage warmed up in"});
+}
+
+// Slow and idle clients attached (an idle keep-alive connection, headers half sent, a body half
+// sent, each far inside its timeout) do not hold up a SIGTERM: the process exits 0 within
+// --exit-timeout + 1 s. (Before the event-driven transport, one slow client kept it running 45 s.)
+TEST(DypeServeCli, SigtermWithSlowClientsAttachedExitsWithinTheExitTimeout) {
+  const std::string system = std::string(DYPE_SOURCE_DIR) + "/configs/systems/paper-testbed-pcie4.yaml";
+  std::vector<std::unique_ptr<dype::test::RawConnection>> clients;
+  auto attach = [&](int port) {
+    for (int i = 0; i < 20; ++i) {
+      clients.push_back(std::make_unique<dype::test::RawConnection>(port));
+      if (i % 3 == 1) clients.back()->send_all("GET /v2/health/ready HTTP/1.1\r\nHo");
+      if (i % 3 == 2)
+        clients.back()->send_all("POST /v2/models/gcn/infer HTTP/1.1\r\nHost: x\r\nContent-Length: 100000\r\n\r\n{\"in");
+    }
+  };
+  serve_and_stop({"--system", system, "--exit-timeout", "2", "--header-timeout", "60", "--body-timeout", "60",
+                  "--idle-timeout", "60"},
+                 fs::temp_directory_path().string(), {"karate-gcn"}, {"dype-serve: stopped"}, attach, 3.0);
+  for (auto& c : clients) EXPECT_TRUE(c->closed_by_server());
 }
 
 // The first command a new user types: no --system, so the host is detected, and no models, so the
