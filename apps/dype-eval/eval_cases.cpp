@@ -13,6 +13,7 @@
 #include "scheduler/baselines.h"
 #include "scheduler/cost_tables.h"
 #include "scheduler/recurrent.h"
+#include "scheduler/solver/lower_bound.h"
 
 namespace dype::eval {
 
@@ -100,6 +101,40 @@ sched::InputCharacteristics input_of(const Workload& w) {
 }
 
 namespace {
+
+double ms_since(std::chrono::steady_clock::time_point t0) {
+  return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+}
+
+// The bounds and MILP-SPLIT on one case's flat tables, every mode and latency.
+std::map<std::string, BoundRow> bound_rows(const sched::CostTables& tables) {
+  std::map<std::string, BoundRow> rows;
+  for (const char* mode : {"perf", "balanced", "energy", "latency"}) {
+    const sched::ObjectiveSpec obj{.objective = sched::objective_from_string(mode)};
+    BoundRow r;
+    try {
+      auto t0 = std::chrono::steady_clock::now();
+      const sched::Plan exact = sched::solve(tables, obj);
+      r.exact_ms = ms_since(t0);
+      r.optimum = exact.score;
+      const sched::Bound split = sched::module_split_bound(tables, obj);
+      if (split.ok) r.split = split.value, r.split_ms = split.solve_time_s * 1e3, r.modules = split.method;
+      const sched::Bound lp = sched::lp_relaxation_bound(tables, obj);
+      if (lp.ok) r.lp = lp.value, r.lp_ms = lp.solve_time_s * 1e3;
+      if (obj.objective == Objective::latency) {
+        t0 = std::chrono::steady_clock::now();
+        r.milp_split = sched::solve(tables, obj, sched::SolverKind::milp_split).score;
+        r.milp_split_ms = ms_since(t0);
+        t0 = std::chrono::steady_clock::now();
+        sched::solve(tables, obj, sched::SolverKind::milp);
+        r.milp_ms = ms_since(t0);
+      }
+    } catch (const sched::InfeasibleError&) {
+    }
+    rows[mode] = r;
+  }
+  return rows;
+}
 
 CaseResult run_case(const CaseRequest& req, const EvalOptions& opt, const sched::ModelConfig& model) {
   CaseResult r;
@@ -194,6 +229,10 @@ CaseResult run_case(const CaseRequest& req, const EvalOptions& opt, const sched:
       for (const char* mode : {"perf", "balanced", "energy"})
         (*figures)[prefix + "theoretical-additive/" + mode] = add;
     }
+  }
+  if (gnn) {
+    const rt::ScheduleInputs& si = paper_setting->loaded();
+    r.bounds = bound_rows(sched::CostTables(si.system, *si.model));
   }
   if (req.pareto) {
     // The front on the images the balanced plan chose, priced by the planning model.

@@ -4,6 +4,7 @@
 // planned as the daemon plans (RuntimeCostModel, fitted performance models, every FPGA image
 // assignment) and then priced by the ground truth: the emulated devices' own timing models, which
 // play the part of the paper's measurements. Everything is modelled.
+#include <cmath>
 #include <cstdint>
 #include <map>
 #include <string>
@@ -49,6 +50,17 @@ struct ParetoPoint {
   int devices = 0;
 };
 
+// DiviML's lower bounds and MILP-SPLIT (scheduler/solver/lower_bound.h, milp_split.h) beside the
+// exact optimum, on one set of flat cost tables (GNNs: the paper setting's, loaded images, planning
+// model). NaN: not applicable (a bound not valid for the mode; milp-split outside latency).
+struct BoundRow {
+  double optimum = NAN, exact_ms = NAN;  // the exact solver's score (s or J) and solve time
+  double split = NAN, split_ms = NAN;    // module-split bound (perf, latency)
+  double lp = NAN, lp_ms = NAN;          // LP relaxation of the MILP
+  std::string modules;                   // the split: "2 modules: 0-2 3-3"
+  double milp_split = NAN, milp_split_ms = NAN, milp_ms = NAN;  // latency: MILP-SPLIT's and the MILP's
+};
+
 struct CaseResult {
   Workload workload;
   std::string interconnect;
@@ -61,6 +73,7 @@ struct CaseResult {
   std::map<std::string, Figures> planned;   // as the planner predicted (the planning model)
   std::map<std::string, Figures> measured;  // priced by the ground truth
   std::vector<ParetoPoint> pareto;          // when asked for (Figure 9)
+  std::map<std::string, BoundRow> bounds;   // GNNs, by mode (perf, balanced, energy, latency)
 };
 
 struct CaseRequest {

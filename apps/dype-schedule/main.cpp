@@ -36,6 +36,8 @@
 #include "scheduler/cost_tables.h"
 #include "scheduler/recurrent.h"
 #include "scheduler/solver.h"
+#include "scheduler/solver/format.h"
+#include "scheduler/solver/lower_bound.h"
 
 namespace {
 
@@ -56,7 +58,7 @@ struct Options {
   std::string perfmodels = std::string(DYPE_SOURCE_DIR) + "/configs/perfmodels";
   bool perfmodels_given = false;
   double ratio = 0.7, min_throughput = 0.0, max_latency = 0.0;
-  bool pareto = false, explain = false, as_json = false;
+  bool pareto = false, explain = false, as_json = false, bound = false;
 };
 
 std::string ms(double s) {
@@ -314,6 +316,10 @@ int run(Options o) {
     throw sched::InfeasibleError("no plan can run every kernel of " + inputs.workload.model + " on this system");
   }
   if (o.explain && !plan.stages.empty() && plan.rounds == 1) sched::explain(plan, tables, obj);
+  // Lower bounds on the best flat plan over the images the plan runs on (lower_bound.h).
+  sched::Bounds bounds;
+  if (o.bound) bounds = sched::lower_bounds(tables, obj);
+  const bool seconds = obj.objective == sched::Objective::perf || obj.objective == sched::Objective::latency;
   std::vector<sched::Plan> front;
   if (o.pareto) front = sched::pareto_front_shapes(inputs.system, *inputs.model, planning.shapes());
   if (!o.dump_tables.empty()) {
@@ -330,6 +336,15 @@ int run(Options o) {
     j["cost_source"] = inputs.cost_source;
     if (!image_note.empty()) j["fpga_images"] = image_note;
     if (o.explain) j["cost_tables"] = tables.to_json();
+    if (o.bound) {
+      const auto bound_json = [&](const sched::Bound& b) {
+        return b.ok ? json{{"value", b.value}, {"unit", seconds ? "s" : "J"}, {"method", b.method}, {"solve_time_s", b.solve_time_s}}
+                    : json{{"why_not", b.why_not}};
+      };
+      j["bounds"] = {{"modelled", true}, {"over", "flat plans on these images"}, {"module_split", bound_json(bounds.split)},
+                     {"lp_relaxation", bound_json(bounds.lp)},
+                     {"max_throughput_per_s", bounds.max_throughput_per_s < sched::kInf ? json(bounds.max_throughput_per_s) : json(nullptr)}};
+    }
     if (o.pareto) {
       j["pareto"] = json::array();
       for (const auto& p : front) j["pareto"].push_back(plan_json(p, inputs.workload));
@@ -346,6 +361,22 @@ int run(Options o) {
   if (!image_note.empty()) std::printf("  FPGA images: %s (modelled)\n", image_note.c_str());
   print_plan(plan, inputs.workload, o.explain);
   if (o.explain) print_tables(tables, inputs.workload);
+  if (o.bound) {
+    std::printf("lower bounds on the best flat plan over these images (modelled):\n");
+    for (const sched::Bound* b : {&bounds.split, &bounds.lp}) {
+      if (!b->ok) {
+        std::printf("  %s\n", b->why_not.c_str());
+        continue;
+      }
+      const double v = seconds ? b->value * 1e3 : b->value;
+      std::printf("  %s: %s %s (this plan %s above; bound in %s us)\n", b->method.c_str(), num(v).c_str(),
+                  seconds ? "ms" : "J", (b->value > 0 ? sched::detail::percent(plan.score, b->value) : std::string("-")).c_str(),
+                  num(b->solve_time_s * 1e6).c_str());
+    }
+    if (bounds.max_throughput_per_s < sched::kInf)
+      std::printf("  throughput at most %s/s for any flat plan (module split's period bound, DiviML's UBound)\n",
+                  num(bounds.max_throughput_per_s).c_str());
+  }
   if (o.pareto) {
     std::printf("pareto front (throughput up, energy down, devices down), %zu plans:\n", front.size());
     std::printf("  %-24s %14s %12s %12s %8s\n", "mnemonic", "throughput/s", "period_ms", "J/inference", "devices");
@@ -380,9 +411,10 @@ int main(int argc, char** argv) {
   auto* min_tp_opt = app.add_option("--min-throughput", o.min_throughput, "qos: inferences per second at least (> 0)");
   auto* max_lat_opt = app.add_option("--max-latency", o.max_latency, "qos: end-to-end latency in seconds at most (> 0)");
   app.add_option("--solver", o.solver, "exact (default), paper (Algorithm 1 as published), milp (a mixed-integer program solved by CBC; small "
-                 "models), or another paper's planner: heft, critical-path, kl (block partitioning with Kernighan-Lin "
+                 "models), milp-split (DiviML's MILP-SPLIT: module MILPs combined by a DP; --mode latency only), or "
+                 "another paper's planner: heft, critical-path, kl (block partitioning with Kernighan-Lin "
                  "refinement), overseer (tree DP for least latency)")
-      ->check(CLI::IsMember({"exact", "paper", "milp", "heft", "critical-path", "kl", "overseer"}));
+      ->check(CLI::IsMember({"exact", "paper", "milp", "milp-split", "heft", "critical-path", "kl", "overseer"}));
   app.add_option("--shapes", o.shapes,
                  "all (default): flat plans and, for a model whose layers repeat, layer-recurrent ones "
                  "(stages every request traverses once per layer group, e.g. (1G3F1G)x32); flat: flat only")
@@ -401,6 +433,9 @@ int main(int argc, char** argv) {
   app.add_option("--baseline", o.baseline,
                  "a named baseline plan instead: gpu-only, fpga-only, cpu-only, theoretical-additive, static, fleetrec");
   app.add_flag("--pareto", o.pareto, "also print the Pareto front (throughput, energy, devices)");
+  app.add_flag("--bound", o.bound,
+               "also print lower bounds on the objective's optimum over flat plans: DiviML's module split (perf, "
+               "latency) and the MILP's LP relaxation (every objective)");
   app.add_flag("--explain", o.explain, "say why each stage got its kind and count; print the cost tables");
   app.add_flag("--json", o.as_json, "print one JSON object");
   app.add_option("--dump-tables", o.dump_tables, "write the full cost tables as JSON to this file");
