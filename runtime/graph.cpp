@@ -216,6 +216,39 @@ std::shared_ptr<const Graph> graph_for_model(const kernels::EdgeList& edges, con
   throw InputError("graph", "a transformer takes token sequences, not graphs");
 }
 
+std::shared_ptr<const Graph> Graph::block_diagonal(const std::vector<std::shared_ptr<const Graph>>& parts) {
+  if (parts.empty()) throw InputError("graphs", "nothing to batch");
+  std::int64_t nodes = 0, nnz = 0;
+  for (const auto& p : parts) {
+    if (p->size_only() || p->rows_per_node != parts.front()->rows_per_node)
+      throw InputError("graphs", "batched graphs must all be whole graphs of one layout");
+    nodes += p->nodes;
+    nnz += p->nnz;
+  }
+  if (nnz >= (std::int64_t{1} << 31) || nodes * parts.front()->rows_per_node >= (std::int64_t{1} << 31))
+    throw InputError("graphs", "the batch has 2^31 entries or more");
+  auto g = std::make_shared<Graph>();
+  g->id = next_graph_id++;
+  g->nodes = nodes;
+  g->nnz = nnz;
+  g->rows_per_node = parts.front()->rows_per_node;
+  g->indptr.reserve(static_cast<std::size_t>(g->csr_rows()) + 1);
+  g->indices.reserve(static_cast<std::size_t>(nnz));
+  g->values.reserve(static_cast<std::size_t>(nnz));
+  g->indptr.push_back(0);
+  std::int32_t node_base = 0, entry_base = 0;
+  for (const auto& p : parts) {
+    for (std::size_t r = 1; r < p->indptr.size(); ++r) g->indptr.push_back(entry_base + p->indptr[r]);
+    for (const std::int32_t c : p->indices) g->indices.push_back(node_base + c);
+    g->values.insert(g->values.end(), p->values.begin(), p->values.end());
+    node_base += static_cast<std::int32_t>(p->nodes);
+    entry_base += static_cast<std::int32_t>(p->nnz);
+  }
+  g->degree_skew = skew_of(g->indptr);
+  g->locality = kernels::gather_locality(g->indices, g->nodes);
+  return g;
+}
+
 std::shared_ptr<const Graph> Graph::shape_only(std::int64_t nodes, std::int64_t nnz, double skew) {
   if (nodes <= 0 || nnz < nodes || nnz > (std::int64_t{1} << 31) - 1) {
     throw InputError("graph shape", "need nodes >= 1 and nodes <= nnz < 2^31");

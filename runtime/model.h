@@ -59,6 +59,11 @@ struct Graph {
   // GraphSAGE with mean aggregation (PyG's SAGEConv): the interleaved (2N x N) matrix above, each
   // edge counting once (SAGEConv takes no edge weights), a node without in-neighbours all zero.
   static std::shared_ptr<const Graph> sage_mean(const kernels::EdgeList& edges);
+  // The block-diagonal union of normalised graphs (PyG's batching of graphs): part i's nodes come
+  // after those of parts 0..i-1 and no edge crosses parts, so a GNN's node outputs over it are the
+  // parts' own outputs stacked. Every part must have the same rows_per_node and indices; InputError
+  // when the union has 2^31 entries or more.
+  static std::shared_ptr<const Graph> block_diagonal(const std::vector<std::shared_ptr<const Graph>>& parts);
   // Degrees only (timing-only): `nodes` rows, `nnz` entries; skew > 1 makes every 64th row heavy.
   static std::shared_ptr<const Graph> shape_only(std::int64_t nodes, std::int64_t nnz,
                                                  double skew = 1.0);

@@ -4,10 +4,7 @@
 
 namespace dype::rt::daemon {
 
-namespace {
-// A label value per the Prometheus text format: backslash, double quote and newline escaped, so a
-// model name from a URL cannot close the label and inject a metric line.
-std::string escaped(const std::string& v) {
+std::string prometheus_label(const std::string& v) {
   std::string out;
   out.reserve(v.size());
   for (char c : v) {
@@ -18,6 +15,9 @@ std::string escaped(const std::string& v) {
   }
   return out;
 }
+
+namespace {
+std::string escaped(const std::string& v) { return prometheus_label(v); }
 }  // namespace
 
 void Metrics::set_served(const std::set<std::string>& names) {

@@ -12,6 +12,10 @@
 
 namespace dype::rt::daemon {
 
+// A label value per the Prometheus text format: backslash, double quote and newline escaped, so a
+// model name from a URL cannot close the label and inject a metric line.
+std::string prometheus_label(const std::string& v);
+
 class Metrics {
  public:
   // reason: "ok", "bad_input", "not_found", "too_large", "overloaded", "unavailable", "internal", ...

@@ -1,0 +1,152 @@
+// Dynamic batching (runtime/daemon/batching_service.h) in front of the real EngineService
+// (emulated paper testbed): concurrent small GNN requests merged into block-diagonal batches give
+// each request exactly its own answer, as the single-device CPU reference computes it for that
+// graph alone, for GCN, GIN and GraphSAGE (two CSR rows per node); a bad request is refused alone
+// and at once; transformer requests pass straight through; drain() answers what is queued.
+#include <future>
+#include <thread>
+#include <vector>
+
+#include <gtest/gtest.h>
+
+#include "runtime/daemon/batching_service.h"
+#include "runtime/daemon/engine_service.h"
+#include "runtime/daemon/errors.h"
+
+using namespace dype;
+using namespace dype::rt::daemon;
+
+namespace {
+
+EngineServiceOptions gnn_models() {
+  EngineServiceOptions o;
+  o.system_config = std::string(DYPE_SOURCE_DIR) + "/configs/systems/paper-testbed-pcie4.yaml";
+  o.mode = "perf";
+  rt::ModelSpec gcn{.family = rt::ModelFamily::gcn, .layers = 2, .in_features = 16, .hidden = 32, .seed = 5};
+  rt::ModelSpec gin{.family = rt::ModelFamily::gin, .layers = 2, .in_features = 16, .hidden = 32, .seed = 6};
+  rt::ModelSpec sage{.family = rt::ModelFamily::sage, .layers = 2, .in_features = 16, .hidden = 32, .seed = 7};
+  rt::ModelSpec tf{.family = rt::ModelFamily::transformer, .layers = 1, .d_model = 32, .heads = 2, .ffn = 64, .seed = 8};
+  o.models = {{"gcn", gcn, {.nodes = 64, .nnz = 320, .feature_len = 16}},
+              {"gin", gin, {.nodes = 64, .nnz = 320, .feature_len = 16}},
+              {"sage", sage, {.nodes = 64, .nnz = 320, .feature_len = 16}},
+              {"tf", tf, {.feature_len = 32, .seq_len = 64, .window = 4}}};
+  return o;
+}
+
+rt::Request gnn_request(const rt::Model& model, std::int64_t nodes, std::uint64_t seed) {
+  const kernels::EdgeList edges = rt::random_graph(nodes, nodes * 4, seed);
+  std::shared_ptr<const rt::Graph> g;
+  if (model.family() == rt::ModelFamily::sage) g = rt::Graph::sage_mean(edges);
+  else g = rt::Graph::from_edges(edges, model.family() == rt::ModelFamily::gcn, model.spec().gin_eps);
+  std::vector<float> x(static_cast<std::size_t>(nodes * 16));
+  for (std::size_t i = 0; i < x.size(); ++i) x[i] = static_cast<float>((i * 2654435761u + seed) % 1000) / 500.0f - 1.0f;
+  return rt::Request::gnn(g, rt::make_tensor(nodes, 16, std::move(x)));
+}
+
+class DaemonBatching : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() { service_ = new EngineService(gnn_models()); }
+  static void TearDownTestSuite() {
+    delete service_;
+    service_ = nullptr;
+  }
+  static EngineService* service_;
+};
+EngineService* DaemonBatching::service_ = nullptr;
+
+TEST_F(DaemonBatching, BatchedAnswersEqualEachGraphsOwnReference) {
+  BatchingService batched(*service_, {{"", {.max_size = 8, .max_queue_delay_us = 20000}}});
+  for (const char* name : {"gcn", "gin", "sage"}) {
+    const rt::Model& model = *service_->model(name).model;
+    std::vector<rt::Request> requests;
+    std::vector<std::future<rt::HostTensor>> answers;
+    for (int i = 0; i < 24; ++i) requests.push_back(gnn_request(model, 5 + (i * 7) % 60, 100 + i));
+    // Submitted from several threads at once, as concurrent clients would.
+    std::vector<std::thread> clients;
+    answers.resize(requests.size());
+    for (int t = 0; t < 4; ++t) {
+      clients.emplace_back([&, t] {
+        for (std::size_t i = static_cast<std::size_t>(t); i < requests.size(); i += 4) {
+          std::int64_t version = 0;
+          answers[i] = batched.infer(name, requests[i], &version);
+          EXPECT_EQ(version, 1);
+        }
+      });
+    }
+    for (auto& c : clients) c.join();
+    for (std::size_t i = 0; i < requests.size(); ++i) {
+      const rt::HostTensor y = answers[i].get();
+      const rt::HostTensor want = rt::reference_forward(model, requests[i]);
+      ASSERT_EQ(y.rows, want.rows) << name << " request " << i;
+      ASSERT_EQ(y.cols, want.cols);
+      EXPECT_LT(rt::relative_error(y, want), 1e-5) << name << " request " << i;
+    }
+  }
+  const std::string metrics = batched.metrics_text();
+  for (const char* name : {"gcn", "gin", "sage"})
+    EXPECT_NE(metrics.find(std::string("dype_batched_requests_total{model=\"") + name + "\"} 24"), std::string::npos)
+        << metrics;
+  // 24 requests each, at most 8 to a batch: some batches held more than one.
+  EXPECT_NE(metrics.find("dype_batches_total{model=\"gcn\"}"), std::string::npos);
+  const auto at = metrics.find("dype_batches_total{model=\"gcn\"} ");
+  const int batches = std::stoi(metrics.substr(at + std::string("dype_batches_total{model=\"gcn\"} ").size()));
+  EXPECT_GE(batches, 3);
+  EXPECT_LT(batches, 24);
+}
+
+TEST_F(DaemonBatching, ABadRequestIsRefusedAloneAndAtOnce) {
+  BatchingService batched(*service_, {{"gcn", {.max_size = 16, .max_queue_delay_us = 50000}}});
+  const rt::Model& model = *service_->model("gcn").model;
+  auto good = batched.infer("gcn", gnn_request(model, 20, 1), nullptr);
+  rt::Request bad = gnn_request(model, 20, 2);
+  bad = rt::Request::gnn(bad.graph(), rt::make_tensor(19, 16, std::vector<float>(19 * 16, 0.5f)));
+  EXPECT_THROW(batched.infer("gcn", bad, nullptr), InputError);
+  EXPECT_THROW(batched.infer("nosuch", gnn_request(model, 20, 3), nullptr), NotFound);
+  const rt::HostTensor y = good.get();  // sent when the delay runs out, alone
+  EXPECT_EQ(y.rows, 20);
+}
+
+TEST_F(DaemonBatching, OtherModelsAndTransformersPassStraightThrough) {
+  BatchingService batched(*service_, {{"gin", {.max_size = 8, .max_queue_delay_us = 1000}}});
+  EXPECT_EQ(batched.policy_for("gcn"), nullptr);
+  ASSERT_NE(batched.policy_for("gin"), nullptr);
+  const rt::Model& gcn = *service_->model("gcn").model;
+  EXPECT_EQ(batched.infer("gcn", gnn_request(gcn, 10, 4), nullptr).get().rows, 10);
+  BatchingService all(*service_, {{"", {.max_size = 8, .max_queue_delay_us = 1000}}});
+  std::vector<float> x(64 * 32, 0.25f);
+  const rt::HostTensor y = all.infer("tf", rt::Request::transformer(rt::make_tensor(64, 32, x), 4), nullptr).get();
+  EXPECT_EQ(y.rows, 64);
+  EXPECT_EQ(all.metrics_text().find("dype_batches_total"), std::string::npos);  // no batcher was made
+}
+
+TEST_F(DaemonBatching, DrainSendsWhatIsQueuedWithoutWaitingForTheDelay) {
+  BatchingService batched(*service_, {{"", {.max_size = 64, .max_queue_delay_us = 60e6}}});
+  const rt::Model& model = *service_->model("gcn").model;
+  std::vector<std::future<rt::HostTensor>> answers;
+  for (int i = 0; i < 5; ++i) answers.push_back(batched.infer("gcn", gnn_request(model, 8, 10 + i), nullptr));
+  const auto t0 = std::chrono::steady_clock::now();
+  batched.drain();
+  EXPECT_LT(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count(), 30.0);
+  for (auto& a : answers) EXPECT_EQ(a.wait_for(std::chrono::seconds(0)), std::future_status::ready);
+}
+
+TEST(DaemonBatchSpec, ParsesAndRefusesPrecisely) {
+  auto [m1, p1] = parse_batch_spec("32");
+  EXPECT_EQ(m1, "");
+  EXPECT_EQ(p1.max_size, 32);
+  auto [m2, p2] = parse_batch_spec("karate-gcn=16/250");
+  EXPECT_EQ(m2, "karate-gcn");
+  EXPECT_EQ(p2.max_size, 16);
+  EXPECT_DOUBLE_EQ(p2.max_queue_delay_us, 250.0);
+  EXPECT_THROW(parse_batch_spec("=8"), InputError);
+  EXPECT_THROW(parse_batch_spec("gcn=eight"), InputError);
+  EXPECT_THROW(parse_batch_spec("gcn=8/-1"), InputError);
+  EXPECT_THROW(parse_batch_spec("2.5"), InputError);
+  try {
+    parse_batch_spec("gcn=x");
+  } catch (const InputError& e) {
+    EXPECT_NE(std::string(e.what()).find("MAX_SIZE 'x' is not a non-negative number"), std::string::npos) << e.what();
+  }
+}
+
+}  // namespace
