@@ -11,7 +11,13 @@
 // Every response is checked (no error, the right id, [64, hidden] output) and counted exactly once.
 //
 //   bench_daemon_grpc [--nodes 64] [--edges 256] [--requests 20000] [--streams 1,2,4] [--inflight 16]
-//                     [--system configs/systems/paper-testbed-pcie4.yaml]
+//                     [--system configs/systems/paper-testbed-pcie4.yaml] [--batch 64/500]
+//
+// With --batch SPEC (dype-serve's --batch syntax), only the registered-graph variant runs, at each
+// stream count, against two gRPC servers on the same engine: one without and one with dynamic
+// batching. Printed for both: requests/s (measured host time) and the modelled device-side
+// requests/s of the plan the engine runs (mean batch size / the plan's modelled period), and the
+// ratios. Issue 19 target: >= 2x at 64 streams.
 // Times are measured on this CPU (wall clock); CPU use is the process's user+system time.
 #include <sys/resource.h>
 
@@ -30,6 +36,7 @@
 #include <grpcpp/grpcpp.h>
 
 #include "kernels/graph/generators.h"
+#include "runtime/daemon/batching_service.h"
 #include "runtime/daemon/engine_service.h"
 #include "runtime/daemon/grpc_server.h"
 #include "runtime/daemon/http_server.h"
@@ -148,6 +155,60 @@ Result run(inference::GRPCInferenceService::Stub& stub, const inference::ModelIn
   return res;
 }
 
+// The emulated devices' modelled clock for `model`: the latest modelled completion (modelled).
+double modelled_clock_s(EngineService& service, const std::string& model) {
+  return service.engine(model).stats().modelled_makespan_s;
+}
+
+// Batching off against on, on one engine: two gRPC front ends, the second behind BatchingService.
+void compare_batching(EngineService& service, GraphRegistry& graphs, Metrics& metrics, AdmissionControl& admission,
+                      const inference::ModelInferRequest& proto, const std::string& spec, int total,
+                      const std::vector<int>& stream_counts, int inflight, std::int64_t rows, std::int64_t cols) {
+  auto [name, policy] = parse_batch_spec(spec);
+  BatchingService batched(service, {{name, policy}});
+  GrpcServer plain_server(service, graphs, metrics, admission, "127.0.0.1", 0);
+  GrpcServer batched_server(batched, graphs, metrics, admission, "127.0.0.1", 0);
+  plain_server.start();
+  batched_server.start();
+  auto stub_for = [](const GrpcServer& s) {
+    return inference::GRPCInferenceService::NewStub(
+        grpc::CreateChannel("127.0.0.1:" + std::to_string(s.port()), grpc::InsecureChannelCredentials()));
+  };
+  auto plain = stub_for(plain_server), with = stub_for(batched_server);
+  std::printf("\ndynamic batching %s (max %d requests, %.0f us delay), registered %lld-node graphs:\n", spec.c_str(),
+              policy.max_size, policy.max_queue_delay_us, static_cast<long long>(rows));
+  for (int streams : stream_counts) {
+    // Modelled requests/s: requests answered over the modelled clock's advance during the run.
+    run(*plain, proto, std::max(200, total / 20), streams, inflight, rows, cols);  // warm-up: plan for this size
+    const double off_c0 = modelled_clock_s(service, "gcn");
+    const Result off = run(*plain, proto, total, streams, inflight, rows, cols);
+    const double off_period = (modelled_clock_s(service, "gcn") - off_c0) / total;
+    run(*with, proto, std::max(200, total / 20), streams, inflight, rows, cols);  // warm-up: plan for batches
+    const auto [b0, r0] = batched.counts("gcn");
+    const double on_c0 = modelled_clock_s(service, "gcn");
+    const Result on = run(*with, proto, total, streams, inflight, rows, cols);
+    const auto [b1, r1] = batched.counts("gcn");
+    const double mean_batch = b1 > b0 ? static_cast<double>(r1 - r0) / static_cast<double>(b1 - b0) : 1.0;
+    const double on_period = (modelled_clock_s(service, "gcn") - on_c0) / total * mean_batch;
+    const double off_rps = static_cast<double>(total - off.errors) / off.wall_s;
+    const double on_rps = static_cast<double>(total - on.errors) / on.wall_s;
+    const double off_model = 1.0 / off_period, on_model = mean_batch / on_period;
+    std::printf("  %d stream(s) x %d in flight: off %7.0f req/s (measured; p50 %.0f us, p99 %.0f us, %d errors), "
+                "%8.0f req/s modelled (%.1f us of modelled clock per item)\n",
+                streams, inflight, off_rps, pct(off.latency_us, 0.5), pct(off.latency_us, 0.99), off.errors, off_model,
+                off_period * 1e6);
+    std::printf("  %*s on  %7.0f req/s (measured; p50 %.0f us, p99 %.0f us, %d errors), %8.0f req/s modelled "
+                "(%.1f us per item, mean batch %.1f)\n",
+                static_cast<int>(std::to_string(streams).size() + std::to_string(inflight).size() + 17), "", on_rps,
+                pct(on.latency_us, 0.5), pct(on.latency_us, 0.99), on.errors, on_model, on_period * 1e6, mean_batch);
+    std::printf("  %*s on / off: %.2fx measured, %.2fx modelled; target >= 2x: %s\n",
+                static_cast<int>(std::to_string(streams).size() + std::to_string(inflight).size() + 17), "",
+                on_rps / off_rps, on_model / off_model, on_rps / off_rps >= 2.0 ? "MET (measured)" : "NOT MET (measured)");
+  }
+  batched_server.stop(1.0);
+  plain_server.stop(1.0);
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -195,6 +256,15 @@ int main(int argc, char** argv) {
     add_input(whole, "edge_index", "INT64", {2, el.num_edges()}, ei.data(), ei.size() * sizeof(std::int64_t));
     (*by_id.mutable_parameters())["graph_id"].set_string_param(gid);
 
+    const std::string batch = arg(argc, argv, "--batch", "");
+    if (!batch.empty()) {
+      compare_batching(service, graphs, metrics, http.admission(), by_id, batch, total, stream_counts, inflight, nodes,
+                       spec.hidden);
+      std::printf("\nload average after: %s\n", loadavg().c_str());
+      grpc_server.stop(1.0);
+      http.stop();
+      return 0;
+    }
     struct Variant {
       const char* name;
       const inference::ModelInferRequest* proto;

@@ -25,6 +25,7 @@
 #include <CLI/CLI.hpp>
 #include <spdlog/spdlog.h>
 
+#include "runtime/daemon/batching_service.h"
 #include "runtime/daemon/engine_service.h"
 #include "runtime/daemon/grpc_server.h"
 #include "runtime/daemon/http_server.h"
@@ -158,6 +159,11 @@ int main(int argc, char** argv) {
       ->check(CLI::Range(0.001, 86400.0));
   app.add_option("--body-timeout", ho.body_timeout_s, "seconds for a request body to arrive, and for a response to be taken")
       ->check(CLI::Range(0.001, 86400.0));
+  std::vector<std::string> batch_specs;
+  app.add_option("--batch", batch_specs,
+                 "dynamic batching of small graphs, [MODEL=]MAX_SIZE[/DELAY_US] (repeatable; no MODEL: every GNN "
+                 "model): concurrent requests merged into one block-diagonal graph of up to MAX_SIZE requests, "
+                 "the first waiting at most DELAY_US (default 500) for the others; off by default");
   app.add_option("--max-in-flight", so.engine.max_in_flight, "requests inside each engine's pipeline at once");
   app.add_option("--trace", trace_file, "write a Chrome trace-event JSON (Perfetto) of the run on exit");
   app.add_option("--log-level", log_level, "trace|debug|info|warn|error")
@@ -200,7 +206,22 @@ int main(int argc, char** argv) {
     so.models = served_models(repositories, example_models, builtin_models, load_models);
     so.repositories = repositories;
     so.model_control = control_mode == "explicit";
+    BatchPolicies batch_policies;
+    for (const std::string& spec : batch_specs) {
+      auto [name, policy] = parse_batch_spec(spec);
+      batch_policies.insert_or_assign(name, policy);
+    }
     EngineService service(so);
+    for (const auto& [name, policy] : batch_policies) {
+      if (name.empty()) continue;
+      service.model(name);  // NotFound names an unserved model
+      if (!service.model(name).model->is_gnn()) throw InputError("--batch", "model '" + name + "' is not a GNN");
+    }
+    BatchingService batched(service, batch_policies);
+    for (const auto& [name, policy] : batch_policies)
+      if (policy.max_size > 1)
+        spdlog::info("dynamic batching for {}: up to {} requests, {} us queue delay", name.empty() ? "every GNN model" : name,
+                     policy.max_size, policy.max_queue_delay_us);
     spdlog::info("kernel times for planning: {}", service.cost_source());
     if (!no_warmup)
       for (const std::string& line : service.warm_up()) spdlog::info("{}", line);
@@ -209,12 +230,12 @@ int main(int argc, char** argv) {
       for (const ModelInfo& m : service.models()) service.engine(m.name).add_observer(trace);
     GraphRegistry graphs(graph_limits);
     Metrics metrics;
-    HttpServer http(service, graphs, metrics, ho, admin_hooks(service));
+    HttpServer http(batched, graphs, metrics, ho, admin_hooks(service));
     for (const std::string& line : http.admin().restore_state()) spdlog::info("state restored: {}", line);
     http.start();
     std::unique_ptr<GrpcServer> grpc;
     if (grpc_port >= 0) {
-      grpc = std::make_unique<GrpcServer>(service, graphs, metrics, http.admission(), ho.host, grpc_port,
+      grpc = std::make_unique<GrpcServer>(batched, graphs, metrics, http.admission(), ho.host, grpc_port,
                                           ho.max_request_bytes, &http.admin());
       grpc->start();
     }
@@ -271,7 +292,7 @@ int main(int argc, char** argv) {
     http.begin_shutdown();
     if (grpc) grpc->set_serving(false);
     if (!http.wait_idle(exit_timeout_s)) spdlog::warn("exit timeout: requests still in flight after {} s", exit_timeout_s);
-    service.drain();
+    batched.drain();
     if (grpc) grpc->stop(1.0);
     http.stop();
     if (!trace_file.empty()) trace->write(trace_file);

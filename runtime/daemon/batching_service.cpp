@@ -263,6 +263,13 @@ std::future<HostTensor> BatchingService::infer(const std::string& model, Request
   return batcher(model, *policy).add(std::move(request));
 }
 
+std::pair<std::uint64_t, std::uint64_t> BatchingService::counts(const std::string& model) const {
+  std::lock_guard lock(mu_);
+  const auto it = batchers_.find(model);
+  if (it == batchers_.end()) return {0, 0};
+  return {it->second->batches(), it->second->requests()};
+}
+
 std::string BatchingService::metrics_text() const {
   std::ostringstream o;
   o << inner_.metrics_text();

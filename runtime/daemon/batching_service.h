@@ -62,6 +62,8 @@ class BatchingService : public InferenceService {
   void drain() override;
 
   const BatchPolicy* policy_for(const std::string& model) const;
+  // Batches sent and requests answered through them for `model` so far (zeros when none).
+  std::pair<std::uint64_t, std::uint64_t> counts(const std::string& model) const;
 
  private:
   class Batcher;  // one per batched model: its queue, a thread that sends, one that answers
