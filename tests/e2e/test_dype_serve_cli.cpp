@@ -43,6 +43,12 @@ TEST(DypeServeCli, BadOptionsAreRefusedNamingTheOption) {
   const auto mode = dype::test::run_cli(kExe, "--mode fastest");
   EXPECT_NE(mode.status, 0);
   EXPECT_NE(mode.out.find("--mode"), std::string::npos) << mode.out;
+  const auto batch = dype::test::run_cli(kExe, "--batch gcn=x --http-port 0 --grpc-port -1");
+  EXPECT_EQ(batch.status, 1);
+  EXPECT_NE(batch.out.find("--batch: 'gcn=x': MAX_SIZE 'x' is not a non-negative number"), std::string::npos) << batch.out;
+  const auto unserved = dype::test::run_cli(kExe, "--batch nosuch=8 --no-warmup --http-port 0 --grpc-port -1");
+  EXPECT_EQ(unserved.status, 1);
+  EXPECT_NE(unserved.out.find("nosuch"), std::string::npos) << unserved.out;
   const auto system = dype::test::run_cli(kExe, "--system /no/such/system.yaml --http-port 0 --grpc-port -1");
   EXPECT_EQ(system.status, 1);
   EXPECT_NE(system.out.find("/no/such/system.yaml"), std::string::npos) << system.out;
@@ -138,9 +144,9 @@ TEST(DypeServeCli, SigtermWithSlowClientsAttachedExitsWithinTheExitTimeout) {
         clients.back()->send_all("POST /v2/models/gcn/infer HTTP/1.1\r\nHost: x\r\nContent-Length: 100000\r\n\r\n{\"in");
     }
   };
-  serve_and_stop({"--system", system, "--exit-timeout", "2", "--header-timeout", "60", "--body-timeout", "60",
+  serve_and_stop({"--system", system, "--exit-timeout", "2", "--header-timeout", "60", "--body-timeout", "60", "--batch", "8/200",
                   "--idle-timeout", "60"},
-                 fs::temp_directory_path().string(), {"karate-gcn"}, {"dype-serve: stopped"}, attach, 3.0);
+                 fs::temp_directory_path().string(), {"karate-gcn"}, {"dynamic batching for every GNN model: up to 8 requests, 200 us queue delay", "dype-serve: stopped"}, attach, 3.0);
   for (auto& c : clients) EXPECT_TRUE(c->closed_by_server());
 }
 
