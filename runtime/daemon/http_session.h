@@ -1,0 +1,91 @@
+#pragma once
+// One HTTP connection of HttpTransport (internal to http_transport.cpp and http_session.cpp): a
+// state machine on the connection's strand. wait (idle timeout) -> header (header timeout, limits)
+// -> framing checks -> body (body timeout, straight into a pooled buffer) -> handler (inline or on
+// the worker pool) -> write (one gather-write) -> wait again. Any refusal answers and closes.
+#include <array>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <unordered_map>
+#include <utility>  // before Asio: Boost 1.74's awaitable.hpp uses std::exchange without it
+
+#include <boost/asio.hpp>
+#include <boost/beast/core.hpp>
+#include <boost/beast/http.hpp>
+
+#include "runtime/daemon/body_buffer.h"
+#include "runtime/daemon/http_message.h"
+#include "runtime/daemon/http_router.h"
+#include "runtime/daemon/http_transport.h"
+
+namespace dype::rt::daemon {
+
+namespace asio = boost::asio;
+namespace beast = boost::beast;
+namespace bhttp = boost::beast::http;
+using tcp = boost::asio::ip::tcp;
+
+class HttpSession;
+
+// What every connection of one transport shares.
+struct SessionShared {
+  const TransportOptions& options;
+  TransportCounters& counters;
+  asio::thread_pool& workers;
+  BodyPool& bodies;
+  const HttpTransport::ErrorBody& error_body;
+  const std::function<void(int)>& on_refused;
+  std::mutex mutex;  // guards `sessions`
+  std::unordered_map<const HttpSession*, std::weak_ptr<HttpSession>> sessions;
+};
+
+class HttpSession : public std::enable_shared_from_this<HttpSession> {
+ public:
+  HttpSession(tcp::socket socket, SessionShared& shared, const HttpRouter& router);
+  ~HttpSession();
+  HttpSession(const HttpSession&) = delete;
+  HttpSession& operator=(const HttpSession&) = delete;
+
+  void start();
+  // Closes the socket from any thread (on the strand): pending reads and writes end.
+  void close();
+
+ private:
+  void wait_request();
+  void read_header();
+  void on_header(beast::error_code ec);
+  // The framing rules before any body byte is read; false when it refused the request.
+  bool check_framing();
+  void read_body();
+  void read_chunked_body();
+  void body_done();
+  void run_handler();
+  void call(const HttpRouter::Route& route, HttpResponse& res) noexcept;
+  void answer(HttpResponse res);
+  void refuse(int status, const std::string& message);
+  void on_written(beast::error_code ec);
+  void linger();
+  void drain();
+  void shut();
+
+  beast::tcp_stream stream_;
+  beast::flat_buffer buffer_;
+  std::optional<bhttp::request_parser<bhttp::empty_body>> parser_;
+  std::optional<bhttp::request_parser<bhttp::string_body>> chunked_;
+  SessionShared& shared_;
+  const HttpRouter& router_;
+
+  HttpRequest req_;
+  std::unique_ptr<BodyBuffer> body_;
+  std::size_t pad_ = 0, length_ = 0;
+  std::size_t lingered_ = 0;
+  bool keep_alive_ = true, head_only_ = false, closing_ = false, closed_ = false;
+  HttpResponse res_;  // being written
+  std::string head_;  // its status line and headers
+  std::array<asio::const_buffer, 3> parts_;  // head_, the body, the tail: one gather-write
+};
+
+}  // namespace dype::rt::daemon

@@ -1,0 +1,86 @@
+#pragma once
+// The HTTP/1.1 transport under the daemon's routes: Boost.Beast's parser on Asio, event-driven.
+// A few I/O threads run every connection's reads and writes; a connection waiting for bytes (idle
+// keep-alive, a slow client) holds a socket and a timer, never a thread. Handlers that may block
+// run on a worker pool (HttpRouter's RunOn). What it enforces, each with a precise answer:
+//   - a cap on open connections (beyond it: 503 and close);
+//   - timeouts: idle keep-alive, the request line and headers, the body, the response write;
+//   - strict framing: header bytes and field count limits (431), one Content-Length (400), a body
+//     on POST/PUT/PATCH only with a length or chunked (411), bodies over the limit refused before
+//     they are read (413), no Content-Encoding (415);
+//   - keep-alive and pipelining (requests on one connection are answered in order);
+//   - shutdown: close_all() closes every connection whatever it is doing.
+// A Content-Length body is read straight from the socket into a pooled buffer (one allocation,
+// the binary section 64-byte aligned); responses are written as one gather-write, a binary
+// output straight from the engine's answer.
+//
+//   HttpTransport t({.io_threads = 2, .workers = 32, ...}, error_body);
+//   const int port = t.listen("127.0.0.1", 0, router);      // before start()
+//   t.start();  ...  t.close_all();  t.stop();
+#include <atomic>
+#include <cstddef>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "runtime/daemon/body_buffer.h"
+#include "runtime/daemon/http_message.h"
+#include "runtime/daemon/http_router.h"
+
+namespace dype::rt::daemon {
+
+struct TransportOptions {
+  int io_threads = 2;
+  int workers = 32;                            // threads for RunOn::worker handlers
+  std::size_t max_connections = 4096;          // open at once; more get 503
+  std::size_t max_request_bytes = 256u << 20;  // larger bodies get 413
+  std::size_t max_header_bytes = 16u << 10;    // request line + headers; more get 431
+  std::size_t max_header_fields = 100;         // more get 431
+  double idle_timeout_s = 60.0;                // between keep-alive requests
+  double header_timeout_s = 10.0;              // from a request's first byte to its last header
+  double body_timeout_s = 60.0;                // for the whole body (and for writing the response)
+};
+
+// Counts the transport's own refusals and closes (exposed in /metrics by the server).
+struct TransportCounters {
+  std::atomic<std::uint64_t> connections_accepted{0}, connections_refused{0}, timeouts{0}, bad_requests{0};
+  std::atomic<std::size_t> open{0};
+};
+
+class HttpTransport {
+ public:
+  // `error_body` turns a transport-level refusal into its response (the daemon's {"error"} JSON);
+  // `on_refused` is told each refusal's status (for metrics; may be empty).
+  using ErrorBody = std::function<void(HttpResponse&, int status, const std::string& message)>;
+  HttpTransport(TransportOptions options, ErrorBody error_body, std::function<void(int status)> on_refused = {});
+  ~HttpTransport();
+  HttpTransport(const HttpTransport&) = delete;
+  HttpTransport& operator=(const HttpTransport&) = delete;
+
+  // Binds host:port (0: ephemeral) for `router` (kept by reference); returns the port bound.
+  // Error naming host:port when it cannot.
+  int listen(const std::string& host, int port, const HttpRouter& router);
+  void start();
+  // Stops accepting; open connections are untouched.
+  void close_listeners();
+  // Closes every open connection now, whatever it is doing (a handler still running finishes,
+  // its answer is dropped).
+  void close_all();
+  // Closes everything and joins every thread (idempotent).
+  void stop();
+
+  const TransportCounters& counters() const { return counters_; }
+  const TransportOptions& options() const { return options_; }
+
+  struct Impl;  // Asio and Beast stay out of this header
+
+ private:
+  TransportOptions options_;
+  TransportCounters counters_;
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace dype::rt::daemon
