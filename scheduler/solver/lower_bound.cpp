@@ -147,7 +147,7 @@ Bound module_split_bound(const CostTables& t, const ObjectiveSpec& o, const Spli
   }
   bound.ok = true;
   bound.value = std::max(0.0, value);
-  bound.method = "module split (" + describe(modules) + ", each by " + to_string(options.module_solver) + ")";
+  bound.method = "module split (" + describe(modules) + "; each by " + to_string(options.module_solver) + ")";
   bound.solve_time_s = seconds_since(t0);
   return bound;
 }

@@ -138,6 +138,21 @@ TEST(DypeEvalCli, SolverComparisonAndFigureDataAreWritten) {
     if (r.at("algorithm1_plan") == "none") continue;
     EXPECT_LE(std::stod(r.at("exact_score")), std::stod(r.at("algorithm1_score")) * (1 + 1e-6)) << r.at("workload");
   }
+  // DiviML's bounds stay at or below the exact optimum; MILP-SPLIT (latency) never beats it.
+  const auto bounds = read_csv(gnn_report() / "bounds.csv");
+  ASSERT_EQ(bounds.size(), 48u);  // 12 GNN cases x (perf, balanced, energy, latency)
+  for (const auto& r : bounds) {
+    const double opt = std::stod(r.at("exact_score"));
+    for (const char* b : {"split_bound", "lp_bound"}) {
+      if (r.at(b) != "-") {
+        EXPECT_LE(std::stod(r.at(b)), opt * (1 + 1e-6)) << r.at("workload") << " " << r.at("mode") << " " << b;
+      }
+    }
+    EXPECT_EQ(r.at("split_bound") == "-", r.at("mode") == "balanced" || r.at("mode") == "energy") << r.at("mode");
+    if (r.at("mode") == "latency") {
+      EXPECT_GE(std::stod(r.at("milp_split_score")), opt * (1 - 1e-6)) << r.at("workload");
+    }
+  }
   // Figure 6: P2P is never slower than staging through host memory, and gains less as sizes grow.
   const auto p2p = read_csv(gnn_report() / "fig6_p2p.csv");
   ASSERT_FALSE(p2p.empty());
