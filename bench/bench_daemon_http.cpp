@@ -7,7 +7,7 @@
 //             from httplib handing over the parsed request line and headers, i.e. routing and the
 //             body read included, to the response header encoded -- the output's bytes are then
 //             sent from the engine's answer as they lie; dype_engine_time_us: submit to answer;
-//             phases dype_receive_us, dype_parse_us, dype_build_us), and, as an upper bound
+//             phases dype_receive_us, dype_queue_us, dype_parse_us, dype_build_us), and, as an upper bound
 //             including the client and the loopback socket,
 //             client round trip - engine time; and the handler thread's CPU time per request
 //             (dype_server_cpu_us), which waiting for a core on a loaded machine does not inflate.
@@ -206,7 +206,7 @@ void overhead(InferenceService& service, HttpServer& http, GraphRegistry& graphs
   variants.push_back({"registered graph (x + parameters.graph_id)",
                       encode_infer_request("", {x}, {{"graph_id", gid}}, true, true)});
   for (const Variant& v : variants) {
-    std::vector<double> client, server, engine, over_server, over_client, server_cpu, receive, parse, build, rest;
+    std::vector<double> client, server, engine, over_server, over_client, server_cpu, receive, queue, parse, build, rest;
     const int warmup = std::max(50, requests / 10);
     for (int i = 0; i < warmup + requests; ++i) {
       const Posted p = post(c, "gcn", v.body);
@@ -217,9 +217,10 @@ void overhead(InferenceService& service, HttpServer& http, GraphRegistry& graphs
       const double s = r.parameters.at("dype_server_time_us").get<double>();
       server_cpu.push_back(r.parameters.at("dype_server_cpu_us").get<double>());
       receive.push_back(r.parameters.at("dype_receive_us").get<double>());
+      queue.push_back(r.parameters.at("dype_queue_us").get<double>());
       parse.push_back(r.parameters.at("dype_parse_us").get<double>());
       build.push_back(r.parameters.at("dype_build_us").get<double>());
-      rest.push_back(s - e - receive.back() - parse.back() - build.back());
+      rest.push_back(s - e - receive.back() - queue.back() - parse.back() - build.back());
       client.push_back(p.client_us);
       server.push_back(s);
       engine.push_back(e);
@@ -241,6 +242,7 @@ void overhead(InferenceService& service, HttpServer& http, GraphRegistry& graphs
     row("handler-thread CPU (measured, in response)", server_cpu);
     std::printf("  phases of server - engine (measured, in response):\n");
     row("  receive (body read)", receive);
+    row("  queue (body read -> a worker takes it)", queue);
     row("  parse (admission, JSON header, tensor views)", parse);
     row("  build (x copy + checks, graph normalisation)", build);
     row("  rest (routing, output header encoding)", rest);

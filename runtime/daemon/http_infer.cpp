@@ -16,12 +16,12 @@ namespace dype::rt::daemon {
 
 using Clock = std::chrono::steady_clock;
 
-// Measured, per request: arrival (the transport had parsed the request line and headers), the
-// handler's start (the body read; it may have waited for a worker), parsed (admission + JSON header + tensor views), submitted (engine request
+// Measured, per request: arrival (the transport had parsed the request line and headers), the body
+// read, the handler's start (after waiting for a worker), parsed (admission + JSON header + tensor views), submitted (engine request
 // built: x copy, graph normalisation), answered by the engine.
 struct InferTimes {
   Arrival arrival;
-  Clock::time_point read{}, parsed{}, submitted{}, answered{};
+  Clock::time_point read{}, started{}, parsed{}, submitted{}, answered{};
 };
 
 namespace {
@@ -38,7 +38,8 @@ EncodedBody encode_header(const std::string& model, std::int64_t version, const 
                                   {"dype_server_time_us", kServerTimeSlot},
                                   {"dype_server_cpu_us", kServerCpuSlot},
                                   {"dype_receive_us", elapsed_us(t.arrival.wall, t.read)},
-                                  {"dype_parse_us", elapsed_us(t.read, t.parsed)},
+                                  {"dype_queue_us", elapsed_us(t.read, t.started)},
+                                  {"dype_parse_us", elapsed_us(t.started, t.parsed)},
                                   {"dype_build_us", elapsed_us(t.parsed, t.submitted)}}};
   EncodedBody body = encode_infer_response_header(h, outputs, binary);
   fill_slot(body.body, kServerTimeSlot, elapsed_us(t.arrival.wall, Clock::now()));
@@ -76,7 +77,8 @@ void send_response(HttpResponse& res, EncodedBody body, std::shared_ptr<const Ho
 void HttpRoutes::post_infer(const Req& req, Res& res) {
   InferTimes times{.arrival = Arrival{req.arrival, thread_cpu_us()}};
   const std::string model = req.matches[1];
-  times.read = Clock::now();
+  times.read = req.received;
+  times.started = Clock::now();
   const std::string reason = guarded(res, [&] { answer_infer(req, res, model, times); });
   metrics_.record(model, reason, std::chrono::duration<double>(Clock::now() - times.arrival.wall).count());
 }

@@ -40,7 +40,8 @@ struct HttpRequest {
   HeaderFields params;    // the query's parameters, decoded, in order
   std::string_view body;  // the whole body, in the connection's receive buffer
   std::vector<PathMatch> matches;  // [0] the whole path, then the route's captures
-  std::chrono::steady_clock::time_point arrival;  // when the request line and headers had been parsed
+  std::chrono::steady_clock::time_point arrival;   // when the request line and headers had been parsed
+  std::chrono::steady_clock::time_point received;  // when the whole body had been read
 
   bool has_header(std::string_view name) const { return header_count(name) > 0; }
   std::size_t header_count(std::string_view name) const;

@@ -8,18 +8,20 @@ void HttpRouter::add(std::string method, const std::string& pattern, Handler han
 }
 
 const HttpRouter::Route* HttpRouter::match(HttpRequest& req, bool& path_known) const {
-  path_known = false;
+  // The method first: std::regex costs microseconds a pattern, so only the method's routes are
+  // tried; the others only when none matched, to tell 405 from 404.
+  auto method_fits = [&](const Route& r) { return r.method == req.method || (req.method == "HEAD" && r.method == "GET"); };
   std::smatch m;
   for (const Route& r : routes_) {
-    if (!std::regex_match(req.path, m, r.pattern)) continue;
-    if (r.method != req.method && !(req.method == "HEAD" && r.method == "GET")) {
-      path_known = true;
-      continue;
-    }
+    if (!method_fits(r) || !std::regex_match(req.path, m, r.pattern)) continue;
     req.matches.clear();
     for (const auto& sub : m) req.matches.push_back({sub.str(), sub.matched});
+    path_known = true;
     return &r;
   }
+  path_known = false;
+  for (const Route& r : routes_)
+    if (!method_fits(r) && std::regex_match(req.path, r.pattern)) path_known = true;
   return nullptr;
 }
 

@@ -184,14 +184,8 @@ void HttpSession::read_body() {
     if (have == self->length_) return self->body_done();
     b.extend_to(self->pad_ + self->length_);
     self->stream_.expires_after(seconds(self->shared_.options.body_timeout_s));
-    asio::async_read(self->stream_, asio::buffer(b.data() + self->pad_ + have, self->length_ - have),
-                     [self](beast::error_code ec, std::size_t) {
-                       if (ec) {
-                         if (ec == beast::error::timeout) ++self->shared_.counters.timeouts;
-                         return self->shut();
-                       }
-                       self->body_done();
-                     });
+    self->body_read_ = have;
+    self->read_body_rest();
   };
   if (!expects) return go();
   stream_.expires_after(seconds(shared_.options.body_timeout_s));
@@ -200,6 +194,23 @@ void HttpSession::read_body() {
                       if (ec) return self->shut();
                       go();
                     });
+}
+
+// The rest of a Content-Length body, each read asking for everything still missing (asio::
+// async_read would split it into 64 KiB reads, each its own completion: measured ~20 us more per
+// 256 KB body).
+void HttpSession::read_body_rest() {
+  char* dst = body_->data() + pad_ + body_read_;
+  stream_.async_read_some(asio::buffer(dst, length_ - body_read_),
+                          [self = shared_from_this()](beast::error_code ec, std::size_t n) {
+                            if (ec) {
+                              if (ec == beast::error::timeout) ++self->shared_.counters.timeouts;
+                              return self->shut();
+                            }
+                            self->body_read_ += n;
+                            if (self->body_read_ < self->length_) return self->read_body_rest();
+                            self->body_done();
+                          });
 }
 
 void HttpSession::read_chunked_body() {
@@ -226,6 +237,7 @@ void HttpSession::read_chunked_body() {
 }
 
 void HttpSession::body_done() {
+  req_.received = std::chrono::steady_clock::now();
   req_.body = length_ == 0 ? std::string_view{} : std::string_view(body_->data() + pad_, length_);
   run_handler();
 }

@@ -60,6 +60,7 @@ class HttpSession : public std::enable_shared_from_this<HttpSession> {
   // The framing rules before any body byte is read; false when it refused the request.
   bool check_framing();
   void read_body();
+  void read_body_rest();
   void read_chunked_body();
   void body_done();
   void run_handler();
@@ -80,7 +81,7 @@ class HttpSession : public std::enable_shared_from_this<HttpSession> {
 
   HttpRequest req_;
   std::unique_ptr<BodyBuffer> body_;
-  std::size_t pad_ = 0, length_ = 0;
+  std::size_t pad_ = 0, length_ = 0, body_read_ = 0;
   std::size_t lingered_ = 0;
   bool keep_alive_ = true, head_only_ = false, closing_ = false, closed_ = false;
   HttpResponse res_;  // being written

@@ -46,7 +46,9 @@ TEST(DypeServeCli, BadOptionsAreRefusedNamingTheOption) {
   const auto batch = dype::test::run_cli(kExe, "--batch gcn=x --http-port 0 --grpc-port -1");
   EXPECT_EQ(batch.status, 1);
   EXPECT_NE(batch.out.find("--batch: 'gcn=x': MAX_SIZE 'x' is not a non-negative number"), std::string::npos) << batch.out;
-  const auto unserved = dype::test::run_cli(kExe, "--batch nosuch=8 --no-warmup --http-port 0 --grpc-port -1");
+  const std::string testbed = std::string(DYPE_SOURCE_DIR) + "/configs/systems/paper-testbed-pcie4.yaml";
+  const auto unserved =
+      dype::test::run_cli(kExe, "--system " + testbed + " --batch nosuch=8 --no-warmup --http-port 0 --grpc-port -1");
   EXPECT_EQ(unserved.status, 1);
   EXPECT_NE(unserved.out.find("nosuch"), std::string::npos) << unserved.out;
   const auto system = dype::test::run_cli(kExe, "--system /no/such/system.yaml --http-port 0 --grpc-port -1");
