@@ -69,7 +69,8 @@ struct CaseResult {
   // truth itself), dype-overlap (oracle with overlapping transfers), dype-milp (the MILP, GNNs),
   // solver-heft, solver-critical-path, solver-kl, solver-overseer (the other papers' planners),
   // dype-paper-setting (GNNs: the testbed's loaded FPGA images, flat plans, as the paper ran DyPe),
-  // dype-additive (the same with the paper's additive cost model).
+  // dype-additive (the same with the paper's additive cost model; transformers: the daemon's setting
+  // with it), additive-<baseline> (each baseline planned and priced that way).
   std::map<std::string, Figures> planned;   // as the planner predicted (the planning model)
   std::map<std::string, Figures> measured;  // priced by the ground truth
   std::vector<ParetoPoint> pareto;          // when asked for (Figure 9)
