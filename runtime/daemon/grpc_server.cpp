@@ -158,6 +158,9 @@ struct GrpcServer::Impl final : public pb::GRPCInferenceService::Service {
       const InferRequest in = from_proto(req);
       double engine_s = 0.0;
       const std::vector<Tensor> outputs = run_infer(service, graphs, req.model_name(), in, &engine_s, &version);
+      // Queue: everything before the engine took it (the time since t0 not spent in the engine).
+      metrics.record_split(req.model_name(),
+                           std::chrono::duration<double>(Clock::now() - t0).count() - engine_s, engine_s);
       to_proto(req.model_name(), version, in.id, outputs, resp);
       (*resp.mutable_parameters())["dype_engine_time_us"].set_double_param(engine_s * 1e6);
     } catch (...) {
@@ -254,10 +257,11 @@ struct GrpcServer::Impl final : public pb::GRPCInferenceService::Service {
         cv.notify_all();
         pb::ModelStreamInferResponse out;
         std::string reason = "ok";
+        double engine_s = 0.0;
         try {
           if (it.error) std::rethrow_exception(it.error);
           const HostTensor y = it.y.get();
-          const double engine_s = std::chrono::duration<double>(Clock::now() - it.submitted).count();
+          engine_s = std::chrono::duration<double>(Clock::now() - it.submitted).count();
           to_proto(it.model, it.version, it.id, output_tensors(y, it.outputs, /*view=*/true), *out.mutable_infer_response());
           (*out.mutable_infer_response()->mutable_parameters())["dype_engine_time_us"].set_double_param(engine_s * 1e6);
         } catch (...) {
@@ -269,6 +273,8 @@ struct GrpcServer::Impl final : public pb::GRPCInferenceService::Service {
         }
         it.ticket.reset();
         metrics.record(it.model, reason, std::chrono::duration<double>(Clock::now() - it.t0).count());
+        if (reason == "ok")
+          metrics.record_split(it.model, std::chrono::duration<double>(it.submitted - it.t0).count(), engine_s);
         stream->Write(out);
       }
     });

@@ -81,6 +81,9 @@ void HttpRoutes::post_infer(const Req& req, Res& res) {
   times.started = Clock::now();
   const std::string reason = guarded(res, [&] { answer_infer(req, res, model, times); });
   metrics_.record(model, reason, std::chrono::duration<double>(Clock::now() - times.arrival.wall).count());
+  if (reason == "ok")
+    metrics_.record_split(model, std::chrono::duration<double>(times.submitted - times.read).count(),
+                          std::chrono::duration<double>(times.answered - times.submitted).count());
 }
 
 // Refusals before admission: an unknown model or a version other than the one served (404).

@@ -1,5 +1,6 @@
 #include "runtime/daemon/metrics.h"
 
+#include <algorithm>
 #include <sstream>
 
 namespace dype::rt::daemon {
@@ -37,6 +38,15 @@ void Metrics::record(const std::string& name, const std::string& reason, double 
   h.sum += seconds;
 }
 
+void Metrics::record_split(const std::string& name, double queue_s, double compute_s) {
+  std::lock_guard lock(mu_);
+  const std::string& model = served_.empty() || name.empty() || served_.count(name) ? name : kUnknown;
+  Split& s = splits_[model];
+  s.queue_us += std::max(0.0, queue_s) * 1e6;
+  s.compute_us += std::max(0.0, compute_s) * 1e6;
+  ++s.count;
+}
+
 std::uint64_t Metrics::count(const std::string& model, const std::string& reason) const {
   std::lock_guard lock(mu_);
   auto it = requests_.find({model, reason});
@@ -58,6 +68,20 @@ std::string Metrics::render(const std::string& extra) const {
     o << "dype_request_duration_seconds_bucket{model=\"" << escaped(model) << "\",le=\"+Inf\"} " << h.count << "\n";
     o << "dype_request_duration_seconds_sum{model=\"" << escaped(model) << "\"} " << h.sum << "\n";
     o << "dype_request_duration_seconds_count{model=\"" << escaped(model) << "\"} " << h.count << "\n";
+  }
+  if (!splits_.empty()) {
+    o << "# HELP dype_request_queue_duration_us Cumulative microseconds successful requests spent from received "
+         "in full until the engine took them (measured).\n# TYPE dype_request_queue_duration_us counter\n";
+    for (const auto& [model, sp] : splits_)
+      o << "dype_request_queue_duration_us{model=\"" << escaped(model) << "\"} " << static_cast<std::uint64_t>(sp.queue_us) << "\n";
+    o << "# HELP dype_request_compute_duration_us Cumulative microseconds successful requests spent in the engine, "
+         "submit to answer (measured).\n# TYPE dype_request_compute_duration_us counter\n";
+    for (const auto& [model, sp] : splits_)
+      o << "dype_request_compute_duration_us{model=\"" << escaped(model) << "\"} " << static_cast<std::uint64_t>(sp.compute_us) << "\n";
+    o << "# HELP dype_request_split_count Successful requests counted in the queue and compute durations.\n"
+         "# TYPE dype_request_split_count counter\n";
+    for (const auto& [model, sp] : splits_)
+      o << "dype_request_split_count{model=\"" << escaped(model) << "\"} " << sp.count << "\n";
   }
   o << "# HELP dype_requests_in_flight Admitted requests not yet answered.\n# TYPE dype_requests_in_flight gauge\n"
     << "dype_requests_in_flight " << in_flight_.load() << "\n";

@@ -20,6 +20,11 @@ class Metrics {
  public:
   // reason: "ok", "bad_input", "not_found", "too_large", "overloaded", "unavailable", "internal", ...
   void record(const std::string& model, const std::string& reason, double seconds);
+  // A successful request's split (measured, Triton's nv_inference_queue/compute_duration_us):
+  // queue = from the request received in full until the engine took it (waiting for a worker or
+  // room, admission, parsing, building the engine request); compute = the engine's submit to
+  // answer (its pipeline, stage queues included). Summed per model in microseconds.
+  void record_split(const std::string& model, double queue_s, double compute_s);
   void set_in_flight(std::int64_t n) { in_flight_.store(n); }
   // The served model names; once set, requests naming any other model are counted under
   // model="unknown", so a client cannot add series without bound.
@@ -39,6 +44,11 @@ class Metrics {
   mutable std::mutex mu_;
   std::map<std::pair<std::string, std::string>, std::uint64_t> requests_;
   std::map<std::string, Histogram> durations_;  // successful requests per model
+  struct Split {
+    double queue_us = 0.0, compute_us = 0.0;
+    std::uint64_t count = 0;
+  };
+  std::map<std::string, Split> splits_;
   inline static const std::string kUnknown = "unknown";
   std::set<std::string> served_;  // empty: every name is its own label (unit tests)
   std::atomic<std::int64_t> in_flight_{0};

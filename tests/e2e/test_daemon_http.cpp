@@ -696,6 +696,15 @@ TEST_F(DaemonHttp, CurlAndMetrics) {
   EXPECT_NE(r->body.find("dype_requests_total{model=\"gcn\",result=\"ok\"} 1"), std::string::npos) << r->body;
   EXPECT_NE(r->body.find("dype_plan_epoch{model=\"gcn\"}"), std::string::npos);
   EXPECT_NE(r->body.find("dype_stage_busy_ratio"), std::string::npos);
+  // The queue / compute split of the one request, and the transport's connection counters.
+  EXPECT_NE(r->body.find("dype_request_split_count{model=\"gcn\"} 1"), std::string::npos) << r->body;
+  for (const char* family : {"dype_request_queue_duration_us{model=\"gcn\"} ", "dype_request_compute_duration_us{model=\"gcn\"} "}) {
+    const auto at = r->body.find(family);
+    ASSERT_NE(at, std::string::npos) << family;
+    EXPECT_GT(std::stod(r->body.substr(at + std::string(family).size())), 0.0) << family;
+  }
+  EXPECT_NE(r->body.find("dype_http_connections_total{outcome=\"accepted\"}"), std::string::npos);
+  EXPECT_NE(r->body.find("dype_http_connections_open "), std::string::npos);
 }
 
 TEST_F(DaemonHttp, DriftingStreamTriggersReplan) {
