@@ -298,6 +298,10 @@ int main(int argc, char** argv) {
   app.add_option("--host", ep.host, "server address");
   app.add_option("--http-port", ep.http_port, "server HTTP port (also used to register graphs)");
   app.add_option("--grpc-port", ep.grpc_port, "server gRPC port");
+  std::string infer_token_file;
+  app.add_option("--infer-token-file", infer_token_file,
+                 "file holding the server's inference token (dype-serve --infer-token-file), sent with every "
+                 "infer and graph request");
   app.add_option("--metrics-port", ep.metrics_port, "server metrics port (plan changes during stream)");
   app.add_option("--protocol", protocol_name, "http or grpc")->check(CLI::IsMember({"http", "grpc"}));
 
@@ -350,6 +354,12 @@ int main(int argc, char** argv) {
   const Protocol protocol = protocol_name == "grpc" ? Protocol::grpc : Protocol::http;
 
   try {
+    if (!infer_token_file.empty()) {
+      std::ifstream tf(infer_token_file);
+      if (!tf || !std::getline(tf, ep.token)) throw InputError(infer_token_file, "cannot read the inference token");
+      while (!ep.token.empty() && std::isspace(static_cast<unsigned char>(ep.token.back()))) ep.token.pop_back();
+      if (ep.token.empty()) throw InputError(infer_token_file, "the inference token file is empty");
+    }
     if (*infer) {
       io.protocol_name = protocol_name;
       return run_infer(*make_transport(protocol, ep, false), io);

@@ -18,6 +18,7 @@ namespace {
 
 std::unique_ptr<httplib::Client> http_client(const Endpoint& e, int port) {
   auto c = std::make_unique<httplib::Client>(e.host, port);
+  if (!e.token.empty()) c->set_default_headers({{"Authorization", "Bearer " + e.token}});
   c->set_read_timeout(300, 0);
   c->set_write_timeout(300, 0);
   return c;
@@ -120,7 +121,7 @@ std::string grpc_error(const grpc::Status& s) {
 
 class GrpcTransport final : public Transport {
  public:
-  GrpcTransport(const Endpoint& e, bool streaming) : streaming_(streaming) {
+  GrpcTransport(const Endpoint& e, bool streaming) : streaming_(streaming), token_(e.token) {
     grpc::ChannelArguments args;
     args.SetMaxReceiveMessageSize(-1);
     args.SetMaxSendMessageSize(-1);
@@ -133,6 +134,7 @@ class GrpcTransport final : public Transport {
     const inference::ModelInferRequest q = to_request(model, inputs, params);
     if (!streaming_) {
       grpc::ClientContext ctx;
+      authorize(ctx);
       inference::ModelInferResponse r;
       const grpc::Status s = stub_->ModelInfer(&ctx, q, &r);
       if (!s.ok()) throw Error(grpc_error(s));
@@ -140,6 +142,7 @@ class GrpcTransport final : public Transport {
     }
     if (!stream_) {
       ctx_ = std::make_unique<grpc::ClientContext>();
+      authorize(*ctx_);
       stream_ = stub_->ModelStreamInfer(ctx_.get());
     }
     inference::ModelStreamInferResponse r;
@@ -176,6 +179,10 @@ class GrpcTransport final : public Transport {
   bool streaming_;
   std::unique_ptr<inference::GRPCInferenceService::Stub> stub_;
   std::unique_ptr<grpc::ClientContext> ctx_;
+  std::string token_;
+  void authorize(grpc::ClientContext& ctx) const {
+    if (!token_.empty()) ctx.AddMetadata("authorization", "Bearer " + token_);
+  }
   std::unique_ptr<grpc::ClientReaderWriter<inference::ModelInferRequest, inference::ModelStreamInferResponse>> stream_;
 };
 

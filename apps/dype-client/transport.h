@@ -21,6 +21,7 @@ struct Endpoint {
   int http_port = 8000;
   int grpc_port = 8001;
   int metrics_port = 8002;
+  std::string token;  // inference token (dype-serve --infer-token-file): sent on infer and graph calls
 };
 
 enum class Protocol { http, grpc };

@@ -139,6 +139,10 @@ int main(int argc, char** argv) {
   app.add_option("--metrics-port", ho.metrics_port, "Prometheus metrics port (0: ephemeral, -1: off)");
   app.add_option("--host", ho.host, "address to listen on");
   app.add_option("--admin-token-file", token_file, "file holding the admin API token (admin API off without it)");
+  std::string infer_token_file;
+  app.add_option("--infer-token-file", infer_token_file,
+                 "file holding an inference token: infer and graph requests (HTTP Authorization: Bearer, gRPC "
+                 "'authorization' metadata) must carry it (open without it)");
   app.add_option("--bitstream-dir", ho.bitstream_dir, "admin bitstream paths must resolve inside this folder");
   app.add_option("--state-dir", ho.state_dir,
                  "keep the operator's changes (mode, drained devices, FPGA images) in DIR/state.json and restore "
@@ -193,6 +197,14 @@ int main(int argc, char** argv) {
         ho.admin_token.pop_back();
       if (ho.admin_token.empty()) throw InputError(token_file, "admin token file is empty");
     }
+    if (!infer_token_file.empty()) {
+      std::ifstream f(infer_token_file);
+      if (!f) throw InputError(infer_token_file, "cannot read the inference token file");
+      std::getline(f, ho.infer_token);
+      while (!ho.infer_token.empty() && std::isspace(static_cast<unsigned char>(ho.infer_token.back())))
+        ho.infer_token.pop_back();
+      if (ho.infer_token.empty()) throw InputError(infer_token_file, "inference token file is empty");
+    }
     // The built-in default may be absent (binary moved away from its source tree): then the devices'
     // own models, said in the log; a folder given on the command line must exist.
     if (perfmodels != "none" && (perfmodels_opt->count() > 0 || std::filesystem::is_directory(perfmodels)))
@@ -237,6 +249,7 @@ int main(int argc, char** argv) {
     if (grpc_port >= 0) {
       grpc = std::make_unique<GrpcServer>(batched, graphs, metrics, http.admission(), ho.host, grpc_port,
                                           ho.max_request_bytes, &http.admin());
+      grpc->set_infer_token(ho.infer_token);
       grpc->start();
     }
     for (const ModelInfo& m : service.models())

@@ -11,14 +11,24 @@ using json = nlohmann::json;
 AdminApi::AdminApi(InferenceService& service, AdminHooks hooks, std::string token, std::string bitstream_dir)
     : service_(service), hooks_(std::move(hooks)), token_(std::move(token)), bitstream_dir_(std::move(bitstream_dir)) {}
 
-void AdminApi::authorize(const std::string& authorization) const {
-  const std::string want = "Bearer " + token_;
+bool bearer_matches(const std::string& authorization, const std::string& token) {
+  const std::string want = "Bearer " + token;
   // Compare every byte so the time taken does not reveal a matching prefix.
-  bool ok = !token_.empty() && authorization.size() == want.size();
+  bool ok = !token.empty() && authorization.size() == want.size();
   unsigned char diff = 0;
   for (std::size_t i = 0; ok && i < want.size(); ++i)
     diff |= static_cast<unsigned char>(authorization[i] ^ want[i]);
-  if (!ok || diff != 0) throw Unauthorized("missing or wrong admin token (Authorization: Bearer <token>)");
+  return ok && diff == 0;
+}
+
+void check_infer_token(const std::string& authorization, const std::string& token) {
+  if (!token.empty() && !bearer_matches(authorization, token))
+    throw Unauthorized("missing or wrong inference token (Authorization: Bearer <token>)");
+}
+
+void AdminApi::authorize(const std::string& authorization) const {
+  if (!bearer_matches(authorization, token_))
+    throw Unauthorized("missing or wrong admin token (Authorization: Bearer <token>)");
 }
 
 std::vector<std::string> AdminApi::models_of(const std::optional<std::string>& model) const {

@@ -34,6 +34,14 @@ struct AdminHooks {
   std::function<nlohmann::json(const std::string& model)> unload_model;
 };
 
+// Whether `authorization` is "Bearer <token>", compared in constant time so the time taken does not
+// reveal a matching prefix; false when `token` is empty.
+bool bearer_matches(const std::string& authorization, const std::string& token);
+
+// The inference token (dype-serve --infer-token-file): when set, infer and graph requests must
+// carry it (Unauthorized otherwise); empty: inference is open.
+void check_infer_token(const std::string& authorization, const std::string& token);
+
 class AdminApi {
  public:
   // token empty: every call is refused (Unauthorized).

@@ -12,6 +12,7 @@
 #include <grpcpp/grpcpp.h>
 #include <grpcpp/health_check_service_interface.h>
 
+#include "runtime/daemon/admin.h"
 #include "runtime/daemon/errors.h"
 #include "runtime/daemon/grpc_repository.h"
 #include "runtime/daemon/request_builder.h"
@@ -119,6 +120,21 @@ struct GrpcServer::Impl final : public pb::GRPCInferenceService::Service {
   AdmissionControl& admission;
   AdminApi* admin;  // the repository RPCs' token check and calls (grpc_repository.h); may be null
   std::unique_ptr<grpc::Server> server;
+  std::string infer_token;  // non-empty: ModelInfer and ModelStreamInfer need it
+
+  // UNAUTHENTICATED unless the "authorization" metadata carries the inference token (when set).
+  grpc::Status check_token(const grpc::ServerContext& ctx) const {
+    if (infer_token.empty()) return grpc::Status::OK;
+    std::string auth;
+    const auto& md = ctx.client_metadata();
+    if (auto it = md.find("authorization"); it != md.end()) auth.assign(it->second.data(), it->second.size());
+    try {
+      check_infer_token(auth, infer_token);
+    } catch (const Unauthorized& e) {
+      return grpc::Status(grpc::StatusCode::UNAUTHENTICATED, e.what());
+    }
+    return grpc::Status::OK;
+  }
 
   Impl(InferenceService& s, GraphRegistry& g, Metrics& m, AdmissionControl& a, AdminApi* ad)
       : service(s), graphs(g), metrics(m), admission(a), admin(ad) {}
@@ -219,7 +235,11 @@ struct GrpcServer::Impl final : public pb::GRPCInferenceService::Service {
       return status_of(std::current_exception(), reason);
     }
   }
-  grpc::Status ModelInfer(grpc::ServerContext*, const pb::ModelInferRequest* q, pb::ModelInferResponse* r) override {
+  grpc::Status ModelInfer(grpc::ServerContext* ctx, const pb::ModelInferRequest* q, pb::ModelInferResponse* r) override {
+    if (grpc::Status st = check_token(*ctx); !st.ok()) {
+      metrics.record(q->model_name(), "unauthorized", 0.0);
+      return st;
+    }
     return infer_one(*q, *r);
   }
 
@@ -230,6 +250,10 @@ struct GrpcServer::Impl final : public pb::GRPCInferenceService::Service {
   grpc::Status ModelStreamInfer(
       grpc::ServerContext* ctx,
       grpc::ServerReaderWriter<pb::ModelStreamInferResponse, pb::ModelInferRequest>* stream) override {
+    if (grpc::Status st = check_token(*ctx); !st.ok()) {
+      metrics.record("", "unauthorized", 0.0);
+      return st;
+    }
     constexpr std::size_t window = 8;
     struct Item {
       std::string model, id;
@@ -384,6 +408,8 @@ GrpcServer::GrpcServer(InferenceService& service, GraphRegistry& graphs, Metrics
 }
 
 GrpcServer::~GrpcServer() { stop(0.0); }
+
+void GrpcServer::set_infer_token(std::string token) { impl_->infer_token = std::move(token); }
 
 void GrpcServer::start() {
   // grpc.health.v1.Health (Kubernetes' gRPC probes): SERVING while ready, NOT_SERVING from the

@@ -47,6 +47,9 @@ class GrpcServer {
   // grpc.health.v1.Health's answer for the server and each of its services: SERVING after start,
   // NOT_SERVING once shutdown begins.
   void set_serving(bool serving);
+  // Before start(): ModelInfer and ModelStreamInfer then need "authorization: Bearer <token>"
+  // metadata (UNAUTHENTICATED otherwise); empty: open.
+  void set_infer_token(std::string token);
 
  private:
   struct Impl;

@@ -95,6 +95,7 @@ std::int64_t HttpRoutes::check_infer_target(const Req& req, const std::string& m
 }
 
 void HttpRoutes::answer_infer(const Req& req, Res& res, const std::string& model, InferTimes& times) {
+  check_infer_token(req.get_header_value("Authorization"), options_.infer_token);
   std::int64_t version = check_infer_target(req, model);
   AdmissionControl::Ticket admitted(admission_);
   const InferRequest in = parse_infer_request(req.body, header_length(req, req.body.size()), /*borrow_binary=*/true);

@@ -199,6 +199,7 @@ void HttpRoutes::get_metrics(const Req&, Res& res) const {
 
 void HttpRoutes::post_graph(const Req& req, Res& res) {
   guarded(res, [&] {
+    check_infer_token(req.get_header_value("Authorization"), options_.infer_token);
     admission_.check_serving();
     const InferRequest in = parse_infer_request(req.body, header_length(req, req.body.size()));
     kernels::EdgeList edges = edges_from_request(in, in.int_parameter("num_nodes"));
@@ -210,6 +211,7 @@ void HttpRoutes::post_graph(const Req& req, Res& res) {
 
 void HttpRoutes::delete_graph(const Req& req, Res& res) {
   guarded(res, [&] {
+    check_infer_token(req.get_header_value("Authorization"), options_.infer_token);
     if (!graphs_.remove(req.matches[1])) throw NotFound("unknown graph id '" + req.matches[1].str() + "'");
     send_json(res, 200, {{"deleted", req.matches[1].str()}});
   });

@@ -335,3 +335,57 @@ TEST_F(DaemonGrpc, ChooseImagesProposesOverGrpc) {
   EXPECT_EQ(bad.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
   EXPECT_NE(bad.error_message().find("horizon"), std::string::npos) << bad.error_message();
 }
+
+// dype-serve --infer-token-file: ModelInfer and ModelStreamInfer need "authorization: Bearer
+// <token>" metadata (UNAUTHENTICATED, with the reason, otherwise); metadata and health stay open.
+TEST_F(DaemonGrpc, InferenceTokenIsRequiredWhenSet) {
+  GrpcServer guarded(*service_, graphs_, metrics_, http_->admission(), "127.0.0.1", 0);
+  guarded.set_infer_token("t0ken");
+  guarded.start();
+  auto stub = inference::GRPCInferenceService::NewStub(
+      grpc::CreateChannel("127.0.0.1:" + std::to_string(guarded.port()), grpc::InsecureChannelCredentials()));
+  const Input in = make_input(30, 90, 4);
+  for (const char* auth : {"", "Bearer wrong", "t0ken"}) {
+    grpc::ClientContext ctx;
+    if (*auth) ctx.AddMetadata("authorization", auth);
+    inference::ModelInferResponse resp;
+    const grpc::Status st = stub->ModelInfer(&ctx, to_request(in, "x"), &resp);
+    EXPECT_EQ(st.error_code(), grpc::StatusCode::UNAUTHENTICATED) << auth;
+    EXPECT_EQ(st.error_message(), "missing or wrong inference token (Authorization: Bearer <token>)");
+  }
+  {
+    grpc::ClientContext ctx;
+    ctx.AddMetadata("authorization", "Bearer t0ken");
+    inference::ModelInferResponse resp;
+    const grpc::Status st = stub->ModelInfer(&ctx, to_request(in, "ok"), &resp);
+    ASSERT_TRUE(st.ok()) << st.error_message();
+    EXPECT_LT(rt::relative_error(output_of(resp), reference(in)), 1e-5);
+  }
+  {  // a stream without the token ends at once, unauthenticated
+    grpc::ClientContext ctx;
+    auto stream = stub->ModelStreamInfer(&ctx);
+    stream->Write(to_request(in, "s1"));
+    inference::ModelStreamInferResponse r;
+    EXPECT_FALSE(stream->Read(&r));
+    EXPECT_EQ(stream->Finish().error_code(), grpc::StatusCode::UNAUTHENTICATED);
+  }
+  {  // with it, answered
+    grpc::ClientContext ctx;
+    ctx.AddMetadata("authorization", "Bearer t0ken");
+    auto stream = stub->ModelStreamInfer(&ctx);
+    ASSERT_TRUE(stream->Write(to_request(in, "s2")));
+    inference::ModelStreamInferResponse r;
+    ASSERT_TRUE(stream->Read(&r));
+    EXPECT_TRUE(r.error_message().empty()) << r.error_message();
+    stream->WritesDone();
+    EXPECT_TRUE(stream->Finish().ok());
+  }
+  {
+    grpc::ClientContext ctx;
+    inference::ModelMetadataRequest q;
+    q.set_name("gcn");
+    inference::ModelMetadataResponse r;
+    EXPECT_TRUE(stub->ModelMetadata(&ctx, q, &r).ok());
+  }
+  guarded.stop(1.0);
+}

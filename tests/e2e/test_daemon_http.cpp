@@ -409,6 +409,43 @@ TEST_F(DaemonHttp, ShutdownRefusesNewAndFinishesInFlight) {
   EXPECT_EQ(status, 200);
 }
 
+// dype-serve --infer-token-file: infer and graph routes need "Authorization: Bearer <token>" (401
+// with the reason otherwise); health, metadata and metrics stay open.
+TEST_F(DaemonHttp, InferenceTokenIsRequiredWhenSet) {
+  ServerOptions o;
+  o.infer_token = "t0ken";
+  start(o);
+  const Graph g = make_graph(10, 20, 16, 2);
+  const std::vector<Tensor> in = {Tensor::from_f32("x", {g.n, 16}, g.x), Tensor::from_i64("edge_index", {2, 20}, g.edge_index)};
+  const std::string graph_body =
+      json{{"inputs", {{{"name", "edge_index"}, {"datatype", "INT64"}, {"shape", {2, 1}}, {"data", {0, 1}}}}}}.dump();
+  for (const char* auth : {"", "Bearer wrong", "t0ken"}) {
+    httplib::Client c("127.0.0.1", server_->http_port());
+    if (*auth) c.set_default_headers({{"Authorization", auth}});
+    auto r = infer_binary("gcn", in, {}, &c);
+    ASSERT_TRUE(r);
+    EXPECT_EQ(r->status, 401) << auth;
+    EXPECT_EQ(json::parse(r->body)["error"], "missing or wrong inference token (Authorization: Bearer <token>)");
+    auto reg = c.Post("/v2/dype/graphs", graph_body, "application/json");
+    ASSERT_TRUE(reg);
+    EXPECT_EQ(reg->status, 401);
+    auto del = c.Delete("/v2/dype/graphs/g1");
+    ASSERT_TRUE(del);
+    EXPECT_EQ(del->status, 401);
+  }
+  httplib::Client ok("127.0.0.1", server_->http_port());
+  ok.set_default_headers({{"Authorization", "Bearer t0ken"}});
+  auto r = infer_binary("gcn", in, {}, &ok);
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->status, 200) << r->body;
+  auto reg = ok.Post("/v2/dype/graphs", graph_body, "application/json");
+  ASSERT_TRUE(reg);
+  EXPECT_EQ(reg->status, 200) << reg->body;
+  EXPECT_EQ(client_->Get("/v2/health/ready")->status, 200);
+  EXPECT_EQ(client_->Get("/v2/models/gcn")->status, 200);
+  EXPECT_GE(metrics_.count("gcn", "unauthorized"), 3u);
+}
+
 TEST_F(DaemonHttp, AdminNeedsTokenAndChangesMode) {
   start();
   EXPECT_EQ(client_->Get("/v2/dype/admin/plan")->status, 401);

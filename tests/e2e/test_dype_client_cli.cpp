@@ -143,6 +143,39 @@ TEST_F(DypeClientCli, StreamsADirectoryOverGrpcAndDeletesItsGraphs) {
   EXPECT_EQ(graphs_.size(), 0u);
 }
 
+// Against servers started with an inference token: --infer-token-file carries it on HTTP and gRPC
+// infer calls and on the graph registrations of a stream; without it the server's 401 is shown.
+TEST_F(DypeClientCli, InferenceTokenFromAFile) {
+  ServerOptions so;
+  so.http_port = 0;
+  so.metrics_port = 0;
+  so.infer_token = "t0ken";
+  HttpServer http(*service_, graphs_, metrics_, so);
+  http.start();
+  GrpcServer grpc(*service_, graphs_, metrics_, http.admission(), "127.0.0.1", 0);
+  grpc.set_infer_token("t0ken");
+  grpc.start();
+  const std::string ports = "--http-port " + std::to_string(http.http_port()) + " --grpc-port " +
+                            std::to_string(grpc.port()) + " --metrics-port " + std::to_string(http.metrics_port());
+  const fs::path token = dir_ / "infer.token";
+  write(token, "t0ken\n");
+  const fs::path g = graph_dir("token") / "a.mtx";
+  const Result h = run(ports + " --infer-token-file " + token.string() + " infer --model gcn --mtx " + g.string());
+  ASSERT_EQ(h.status, 0) << h.out;
+  const Result r = run(ports + " --infer-token-file " + token.string() + " --protocol grpc infer --model gcn --mtx " + g.string());
+  ASSERT_EQ(r.status, 0) << r.out;
+  EXPECT_EQ(checksum_of(h.out), checksum_of(r.out));
+  const Result st = run(ports + " --infer-token-file " + token.string() + " --protocol grpc stream --model gcn --dir " +
+                        graph_dir("token").string() + " --per-file 2");
+  ASSERT_EQ(st.status, 0) << st.out;
+  EXPECT_NE(st.out.find("6 ok, 0 failed"), std::string::npos) << st.out;
+  const Result no = run(ports + " infer --model gcn --mtx " + g.string());
+  EXPECT_NE(no.status, 0);
+  EXPECT_NE(no.out.find("missing or wrong inference token"), std::string::npos) << no.out;
+  grpc.stop(1.0);
+  http.stop();
+}
+
 TEST_F(DypeClientCli, WholeGraphsOverHttpRepeatTheFiles) {
   const fs::path d = graph_dir("whole");
   const Result r = run(ports_ + " stream --model gcn --dir " + d.string() + " --per-file 2 --requests 13 --whole-graphs");
