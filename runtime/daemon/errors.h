@@ -48,6 +48,13 @@ class Unauthorized : public Error {
 
 // An operator change failed part-way and was undone (previous bitstream and plans restored):
 // 409 / ABORTED.
+// A request's deadline (parameters.timeout, a gRPC deadline) passed before its answer: 504 /
+// DEADLINE_EXCEEDED.
+class DeadlineExceeded : public Error {
+ public:
+  using Error::Error;
+};
+
 class RolledBack : public Error {
  public:
   using Error::Error;

@@ -163,7 +163,15 @@ struct GrpcServer::Impl final : public pb::GRPCInferenceService::Service {
   }
 
   // One request start to finish; the reason goes to the metrics.
-  grpc::Status infer_one(const pb::ModelInferRequest& req, pb::ModelInferResponse& resp) {
+  // The client's gRPC deadline on the steady clock (none when it set none).
+  static std::optional<Clock::time_point> steady_deadline(const grpc::ServerContext& ctx) {
+    const auto d = ctx.deadline();
+    if (d >= std::chrono::system_clock::time_point::max() - std::chrono::hours(24 * 365)) return std::nullopt;
+    return Clock::now() + std::chrono::duration_cast<Clock::duration>(d - std::chrono::system_clock::now());
+  }
+
+  grpc::Status infer_one(const pb::ModelInferRequest& req, pb::ModelInferResponse& resp,
+                         std::optional<Clock::time_point> deadline = std::nullopt) {
     const auto t0 = Clock::now();
     std::string reason = "ok";
     grpc::Status st = grpc::Status::OK;
@@ -173,7 +181,8 @@ struct GrpcServer::Impl final : public pb::GRPCInferenceService::Service {
       AdmissionControl::Ticket ticket(admission);
       const InferRequest in = from_proto(req);
       double engine_s = 0.0;
-      const std::vector<Tensor> outputs = run_infer(service, graphs, req.model_name(), in, &engine_s, &version);
+      const std::vector<Tensor> outputs =
+          run_infer(service, graphs, req.model_name(), in, &engine_s, &version, deadline);
       // Queue: everything before the engine took it (the time since t0 not spent in the engine).
       metrics.record_split(req.model_name(),
                            std::chrono::duration<double>(Clock::now() - t0).count() - engine_s, engine_s);
@@ -240,7 +249,7 @@ struct GrpcServer::Impl final : public pb::GRPCInferenceService::Service {
       metrics.record(q->model_name(), "unauthorized", 0.0);
       return st;
     }
-    return infer_one(*q, *r);
+    return infer_one(*q, *r, steady_deadline(*ctx));
   }
 
   // Each request of a stream is parsed, built and submitted to the engine as it arrives, on this
@@ -259,6 +268,7 @@ struct GrpcServer::Impl final : public pb::GRPCInferenceService::Service {
       std::string model, id;
       std::int64_t version = 1;
       Clock::time_point t0, submitted;
+      std::optional<Clock::time_point> deadline;  // parameters.timeout from t0
       std::unique_ptr<AdmissionControl::Ticket> ticket;  // held until answered
       std::future<HostTensor> y;
       std::vector<std::string> outputs;  // the names to answer with
@@ -284,7 +294,7 @@ struct GrpcServer::Impl final : public pb::GRPCInferenceService::Service {
         double engine_s = 0.0;
         try {
           if (it.error) std::rethrow_exception(it.error);
-          const HostTensor y = it.y.get();
+          const HostTensor y = await_answer(it.y, it.deadline);
           engine_s = std::chrono::duration<double>(Clock::now() - it.submitted).count();
           to_proto(it.model, it.version, it.id, output_tensors(y, it.outputs, /*view=*/true), *out.mutable_infer_response());
           (*out.mutable_infer_response()->mutable_parameters())["dype_engine_time_us"].set_double_param(engine_s * 1e6);
@@ -318,6 +328,7 @@ struct GrpcServer::Impl final : public pb::GRPCInferenceService::Service {
         it.ticket = std::make_unique<AdmissionControl::Ticket>(admission);
         // The engine's request owns copies of what it needs, so `req` can be reused at once.
         const InferRequest in = from_proto(req);
+        if (const auto timeout = request_timeout(in)) it.deadline = it.t0 + *timeout;
         it.y = submit_infer(service, graphs, it.model, in, &it.submitted, &it.version, &it.outputs);
       } catch (...) {
         it.error = std::current_exception();

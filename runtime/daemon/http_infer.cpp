@@ -101,8 +101,10 @@ void HttpRoutes::answer_infer(const Req& req, Res& res, const std::string& model
   const InferRequest in = parse_infer_request(req.body, header_length(req, req.body.size()), /*borrow_binary=*/true);
   times.parsed = Clock::now();
   std::vector<std::string> names;
+  std::optional<Clock::time_point> deadline;
+  if (const auto timeout = request_timeout(in)) deadline = times.arrival.wall + *timeout;  // from its arrival
   std::future<HostTensor> answer = submit_infer(service_, graphs_, model, in, &times.submitted, &version, &names);
-  auto y = std::make_shared<const HostTensor>(answer.get());
+  auto y = std::make_shared<const HostTensor>(await_answer(answer, deadline));
   times.answered = Clock::now();
   const std::vector<Tensor> outputs = output_tensors(*y, names, /*view=*/true);
   const std::vector<bool> binary = binary_flags(in, outputs);

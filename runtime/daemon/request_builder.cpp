@@ -8,6 +8,7 @@
 
 #include "kernels/error.h"
 #include "kernels/graph/edge_index.h"
+#include "runtime/daemon/errors.h"
 
 namespace dype::rt::daemon {
 namespace {
@@ -178,11 +179,32 @@ std::vector<Tensor> output_tensors(const HostTensor& y, const std::vector<std::s
   return out;
 }
 
+std::optional<std::chrono::microseconds> request_timeout(const InferRequest& in) {
+  const std::optional<std::int64_t> us = in.int_parameter("timeout");
+  if (!us) return std::nullopt;
+  if (*us < 1 || *us > 3'600'000'000)
+    throw InputError("parameters.timeout", std::to_string(*us) + " is not a wait in microseconds from 1 to 3600000000");
+  return std::chrono::microseconds(*us);
+}
+
+HostTensor await_answer(std::future<HostTensor>& y, std::optional<std::chrono::steady_clock::time_point> deadline) {
+  if (deadline && y.wait_until(*deadline) != std::future_status::ready)
+    throw DeadlineExceeded("deadline passed before the answer (parameters.timeout or the client's deadline); the "
+                           "engine finishes the request and drops its answer");
+  return y.get();
+}
+
 std::vector<Tensor> run_infer(InferenceService& service, GraphRegistry& graphs, const std::string& model,
-                              const InferRequest& in, double* engine_seconds, std::int64_t* version) {
+                              const InferRequest& in, double* engine_seconds, std::int64_t* version,
+                              std::optional<std::chrono::steady_clock::time_point> deadline) {
+  if (const auto timeout = request_timeout(in)) {
+    const auto own = std::chrono::steady_clock::now() + *timeout;
+    deadline = deadline ? std::min(*deadline, own) : own;
+  }
   std::chrono::steady_clock::time_point t0;
   std::vector<std::string> names;
-  HostTensor y = submit_infer(service, graphs, model, in, &t0, version, &names).get();
+  std::future<HostTensor> answer = submit_infer(service, graphs, model, in, &t0, version, &names);
+  HostTensor y = await_answer(answer, deadline);
   if (engine_seconds) *engine_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   return output_tensors(y, names, /*view=*/false);
 }

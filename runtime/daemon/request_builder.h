@@ -24,8 +24,19 @@ kernels::EdgeList edges_from_request(const InferRequest& in, std::optional<std::
 // runs it on the service and waits; returns the output tensors asked for (output_tensors).
 // engine_seconds: set to the time from submitting to the engine until its answer (measured), so
 // front ends can report it and protocol overhead can be told apart from inference.
+// deadline: when the caller stops waiting (a gRPC deadline); parameters.timeout (from now) too.
 std::vector<Tensor> run_infer(InferenceService& service, GraphRegistry& graphs, const std::string& model,
-                              const InferRequest& in, double* engine_seconds = nullptr, std::int64_t* version = nullptr);
+                              const InferRequest& in, double* engine_seconds = nullptr, std::int64_t* version = nullptr,
+                              std::optional<std::chrono::steady_clock::time_point> deadline = std::nullopt);
+
+// parameters.timeout: the microseconds the client waits for its answer (Triton's convention);
+// InputError unless an integer from 1 to 3.6e9 (an hour).
+std::optional<std::chrono::microseconds> request_timeout(const InferRequest& in);
+
+// The engine's answer, waited for until `deadline` (none: for as long as it takes); DeadlineExceeded
+// after it. The engine still finishes the request and its answer is dropped: a deadline bounds
+// the client's wait, not the work already admitted.
+HostTensor await_answer(std::future<HostTensor>& y, std::optional<std::chrono::steady_clock::time_point> deadline);
 
 // run_infer's first half, for callers that wait elsewhere (the gRPC stream): checks the requested
 // outputs, builds the request (copying what it needs out of `in`) and submits it; `submitted`, when

@@ -389,3 +389,25 @@ TEST_F(DaemonGrpc, InferenceTokenIsRequiredWhenSet) {
   }
   guarded.stop(1.0);
 }
+
+// parameters.timeout over a stream: a bad value is answered in the stream naming it, and the
+// stream goes on; a generous one is answered as usual.
+TEST_F(DaemonGrpc, StreamRequestTimeoutIsChecked) {
+  const Input in = make_input(30, 90, 5);
+  grpc::ClientContext ctx;
+  auto stream = stub_->ModelStreamInfer(&ctx);
+  inference::ModelInferRequest bad = to_request(in, "bad");
+  (*bad.mutable_parameters())["timeout"].set_int64_param(-1);
+  inference::ModelInferRequest good = to_request(in, "good");
+  (*good.mutable_parameters())["timeout"].set_int64_param(30000000);
+  ASSERT_TRUE(stream->Write(bad));
+  ASSERT_TRUE(stream->Write(good));
+  inference::ModelStreamInferResponse r;
+  ASSERT_TRUE(stream->Read(&r));
+  EXPECT_NE(r.error_message().find("parameters.timeout"), std::string::npos) << r.error_message();
+  ASSERT_TRUE(stream->Read(&r));
+  EXPECT_TRUE(r.error_message().empty()) << r.error_message();
+  EXPECT_EQ(r.infer_response().id(), "good");
+  stream->WritesDone();
+  EXPECT_TRUE(stream->Finish().ok());
+}

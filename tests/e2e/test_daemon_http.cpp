@@ -409,6 +409,62 @@ TEST_F(DaemonHttp, ShutdownRefusesNewAndFinishesInFlight) {
   EXPECT_EQ(status, 200);
 }
 
+// parameters.timeout (microseconds, Triton's convention): an answer not ready that long after the
+// request arrived is 504 with the reason, the server keeps serving; a bad value is 400. The
+// service answers 2 s late here (its engine answer held back), so the deadline is what ends the
+// wait: the 504 arrives while the answer is still held.
+TEST_F(DaemonHttp, RequestTimeoutAnswers504AndKeepsServing) {
+  struct Late final : InferenceService {
+    explicit Late(InferenceService& r) : real(r) {}
+    std::vector<ModelInfo> models() const override { return real.models(); }
+    ModelInfo model(const std::string& n) const override { return real.model(n); }
+    bool model_ready(const std::string& n) const override { return real.model_ready(n); }
+    std::future<rt::HostTensor> infer(const std::string& m, rt::Request r, std::int64_t* v) override {
+      auto f = std::make_shared<std::future<rt::HostTensor>>(real.infer(m, std::move(r), v));
+      auto p = std::make_shared<std::promise<rt::HostTensor>>();
+      std::future<rt::HostTensor> late_answer = p->get_future();
+      std::thread([f, p, d = delivered] {
+        std::this_thread::sleep_for(std::chrono::seconds(2));
+        p->set_value(f->get());
+        d->store(true);
+      }).detach();
+      return late_answer;
+    }
+    json plan(const std::string& m) const override { return real.plan(m); }
+    void set_mode(const std::string& m) override { real.set_mode(m); }
+    std::string mode() const override { return real.mode(); }
+    std::string metrics_text() const override { return real.metrics_text(); }
+    void drain() override { real.drain(); }
+    InferenceService& real;
+    std::shared_ptr<std::atomic<bool>> delivered = std::make_shared<std::atomic<bool>>(false);
+  } late(*service_);
+  ServerOptions o;
+  o.host = "127.0.0.1";
+  o.http_port = 0;
+  o.metrics_port = -1;
+  HttpServer server(late, graphs_, metrics_, o);
+  server.start();
+  httplib::Client c("127.0.0.1", server.http_port());
+  const Graph g = make_graph(10, 20, 16, 2);
+  const std::vector<Tensor> in = {Tensor::from_f32("x", {g.n, 16}, g.x), Tensor::from_i64("edge_index", {2, 20}, g.edge_index)};
+  auto r = infer_binary("gcn", in, {{"timeout", 20000}}, &c);
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->status, 504) << r->body;
+  EXPECT_EQ(json::parse(r->body)["error"].get<std::string>().rfind("deadline passed before the answer", 0), 0u) << r->body;
+  EXPECT_FALSE(late.delivered->load());
+  for (const json& bad : {json(0), json(-5), json("soon"), json(4e9)}) {
+    auto b = infer_binary("gcn", in, {{"timeout", bad}}, &c);
+    ASSERT_TRUE(b);
+    EXPECT_EQ(b->status, 400) << bad;
+    EXPECT_NE(b->body.find("parameters.timeout"), std::string::npos) << b->body;
+  }
+  auto ok = infer_binary("gcn", in, {{"timeout", 30000000}}, &c);
+  ASSERT_TRUE(ok);
+  EXPECT_EQ(ok->status, 200) << ok->body;
+  EXPECT_GE(metrics_.count("gcn", "deadline_exceeded"), 1u);
+  server.stop();
+}
+
 // dype-serve --infer-token-file: infer and graph routes need "Authorization: Bearer <token>" (401
 // with the reason otherwise); health, metadata and metrics stay open.
 TEST_F(DaemonHttp, InferenceTokenIsRequiredWhenSet) {
