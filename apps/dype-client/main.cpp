@@ -32,6 +32,7 @@
 #include "kernels/error.h"
 #include "kernels/graph/generators.h"
 #include "kernels/graph/snap_reader.h"
+#include "runtime/daemon/admin.h"
 #include "infer.h"
 #include "transport.h"
 #include "workload.h"
@@ -354,12 +355,7 @@ int main(int argc, char** argv) {
   const Protocol protocol = protocol_name == "grpc" ? Protocol::grpc : Protocol::http;
 
   try {
-    if (!infer_token_file.empty()) {
-      std::ifstream tf(infer_token_file);
-      if (!tf || !std::getline(tf, ep.token)) throw InputError(infer_token_file, "cannot read the inference token");
-      while (!ep.token.empty() && std::isspace(static_cast<unsigned char>(ep.token.back()))) ep.token.pop_back();
-      if (ep.token.empty()) throw InputError(infer_token_file, "the inference token file is empty");
-    }
+    if (!infer_token_file.empty()) ep.token = rt::daemon::read_token_file(infer_token_file, "inference");
     if (*infer) {
       io.protocol_name = protocol_name;
       return run_infer(*make_transport(protocol, ep, false), io);

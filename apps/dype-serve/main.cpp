@@ -189,22 +189,8 @@ int main(int argc, char** argv) {
   pthread_sigmask(SIG_BLOCK, &stop_signals, nullptr);
 
   try {
-    if (!token_file.empty()) {
-      std::ifstream f(token_file);
-      if (!f) throw InputError(token_file, "cannot read the admin token file");
-      std::getline(f, ho.admin_token);
-      while (!ho.admin_token.empty() && std::isspace(static_cast<unsigned char>(ho.admin_token.back())))
-        ho.admin_token.pop_back();
-      if (ho.admin_token.empty()) throw InputError(token_file, "admin token file is empty");
-    }
-    if (!infer_token_file.empty()) {
-      std::ifstream f(infer_token_file);
-      if (!f) throw InputError(infer_token_file, "cannot read the inference token file");
-      std::getline(f, ho.infer_token);
-      while (!ho.infer_token.empty() && std::isspace(static_cast<unsigned char>(ho.infer_token.back())))
-        ho.infer_token.pop_back();
-      if (ho.infer_token.empty()) throw InputError(infer_token_file, "inference token file is empty");
-    }
+    if (!token_file.empty()) ho.admin_token = read_token_file(token_file, "admin");
+    if (!infer_token_file.empty()) ho.infer_token = read_token_file(infer_token_file, "inference");
     // The built-in default may be absent (binary moved away from its source tree): then the devices'
     // own models, said in the log; a folder given on the command line must exist.
     if (perfmodels != "none" && (perfmodels_opt->count() > 0 || std::filesystem::is_directory(perfmodels)))

@@ -1,6 +1,8 @@
 #include "runtime/daemon/admin.h"
 
+#include <cctype>
 #include <filesystem>
+#include <fstream>
 
 #include "runtime/daemon/errors.h"
 
@@ -10,6 +12,16 @@ using json = nlohmann::json;
 
 AdminApi::AdminApi(InferenceService& service, AdminHooks hooks, std::string token, std::string bitstream_dir)
     : service_(service), hooks_(std::move(hooks)), token_(std::move(token)), bitstream_dir_(std::move(bitstream_dir)) {}
+
+std::string read_token_file(const std::string& path, const std::string& what) {
+  std::ifstream f(path);
+  if (!f) throw InputError(path, "cannot read the " + what + " token file");
+  std::string token;
+  std::getline(f, token);
+  while (!token.empty() && std::isspace(static_cast<unsigned char>(token.back()))) token.pop_back();
+  if (token.empty()) throw InputError(path, what + " token file is empty");
+  return token;
+}
 
 bool bearer_matches(const std::string& authorization, const std::string& token) {
   const std::string want = "Bearer " + token;

@@ -38,6 +38,10 @@ struct AdminHooks {
 // reveal a matching prefix; false when `token` is empty.
 bool bearer_matches(const std::string& authorization, const std::string& token);
 
+// A token from its file's first line, trailing whitespace dropped; InputError naming the file
+// ("cannot read the <what> token file", "<what> token file is empty").
+std::string read_token_file(const std::string& path, const std::string& what);
+
 // The inference token (dype-serve --infer-token-file): when set, infer and graph requests must
 // carry it (Unauthorized otherwise); empty: inference is open.
 void check_infer_token(const std::string& authorization, const std::string& token);
