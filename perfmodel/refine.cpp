@@ -82,6 +82,17 @@ void Refinement::reset() {
   history_clock = 0;
 }
 
+void Refinement::lower_trust() {
+  p00 = kP0Intercept;
+  p01 = 0.0;
+  p11 = kP0Slope;
+  scale = 0.1;
+  run_sign = run_length = 0;
+  run_sum = 0.0;
+  history.clear();
+  history_clock = 0;
+}
+
 void Refinement::rls_step(double x1, double e, double forgetting) {
   // Standard RLS for x = [1, x1]: gain k = P x / (lambda + x'Px), theta += k e, P = (P - k x'P)/lambda.
   const double px0 = p00 + p01 * x1;

@@ -63,6 +63,10 @@ class Refinement {
   const ShapeHistory* history_of(std::uint64_t shape_key) const;
   // Back to the fitted model (version 0, no shape history).
   void reset();
+  // Keeps the correction as a prior but trusts it no more than a fresh one: the covariance returns
+  // to its initial value, so new measurements move it as fast as after a reset, and the shape
+  // history is dropped. For a refinement made on another host, whose ratios belong to that host.
+  void lower_trust();
 
   // Reference log size (set from the training data when the model is fitted).
   double log_size_ref = 0.0;

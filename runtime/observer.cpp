@@ -30,7 +30,15 @@ void ChromeTraceObserver::on_stage(const StageEvent& e) {
     add.push_back(v.dump());
   }
   std::lock_guard lock(mutex_);
-  for (auto& s : add) events_.push_back(std::move(s));
+  for (auto& s : add) push_locked(std::move(s));
+}
+
+void ChromeTraceObserver::push_locked(std::string event) {
+  events_.push_back(std::move(event));
+  while (events_.size() > max_events_) {
+    events_.pop_front();
+    ++dropped_;
+  }
 }
 
 void ChromeTraceObserver::on_replan(const ReplanRecord& r) {
@@ -45,7 +53,7 @@ void ChromeTraceObserver::on_replan(const ReplanRecord& r) {
                {"predicted_gain (modelled)", r.predicted_gain}, {"swapped", r.swapped},
                {"pause_us (measured)", r.pause_s * 1e6}, {"at_request", r.at_request}};
   std::lock_guard lock(mutex_);
-  events_.push_back(m.dump());
+  push_locked(m.dump());
 }
 
 std::string ChromeTraceObserver::json() const {
@@ -54,6 +62,13 @@ std::string ChromeTraceObserver::json() const {
   out += R"J({"name":"process_name","ph":"M","pid":1,"args":{"name":"measured (wall clock)"}},)J";
   out += "\n";
   out += R"J({"name":"process_name","ph":"M","pid":2,"args":{"name":"modelled (emulated device clocks)"}})J";
+  if (dropped_ > 0) {
+    out += ",\n";
+    out += nlohmann::json{{"name", "trace_dropped"}, {"ph", "M"}, {"pid", 1},
+                          {"args", {{"dropped_events", dropped_}, {"kept_events", events_.size()},
+                                    {"note", "the oldest events were dropped (--trace-max-events)"}}}}
+               .dump();
+  }
   for (const auto& e : events_) {
     out += ",\n";
     out += e;
@@ -82,6 +97,11 @@ std::vector<RequestEvent> RequestEventQueue::take() {
 std::size_t ChromeTraceObserver::events() const {
   std::lock_guard lock(mutex_);
   return events_.size();
+}
+
+std::uint64_t ChromeTraceObserver::dropped() const {
+  std::lock_guard lock(mutex_);
+  return dropped_;
 }
 
 }  // namespace dype::rt

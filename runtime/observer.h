@@ -7,7 +7,9 @@
 //   engine.add_observer(trace);
 //   ... serve ...
 //   trace->write("trace.json");   // open in Perfetto / chrome://tracing
+#include <algorithm>
 #include <cstdint>
+#include <deque>
 #include <mutex>
 #include <string>
 #include <vector>
@@ -103,15 +105,23 @@ class RequestEventQueue : public Observer {
 // epoch and stage, measured wall time; modelled device time goes in a second process track.
 class ChromeTraceObserver : public Observer {
  public:
+  // Keeps the most recent `max_events` events (a ring: a daemon traced for days holds a bounded
+  // buffer); the older ones are dropped and counted, and the written trace says how many.
+  explicit ChromeTraceObserver(std::size_t max_events = 200000) : max_events_(std::max<std::size_t>(1, max_events)) {}
   void on_stage(const StageEvent& e) override;
   void on_replan(const ReplanRecord& r) override;
   std::string json() const;
   void write(const std::string& path) const;  // throws InputError when the file cannot be written
   std::size_t events() const;
+  std::uint64_t dropped() const;
 
  private:
+  void push_locked(std::string event);
+
   mutable std::mutex mutex_;
-  std::vector<std::string> events_;
+  std::size_t max_events_;
+  std::deque<std::string> events_;
+  std::uint64_t dropped_ = 0;
 };
 
 }  // namespace dype::rt

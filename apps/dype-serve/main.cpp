@@ -109,6 +109,17 @@ int main(int argc, char** argv) {
                  "a registered graph unused this long is dropped (0: never)")
       ->check(CLI::Range(0.0, 1e9))
       ->capture_default_str();
+  graph_limits.owner_share = 0.25;
+  graph_limits.address_share = 0.5;
+  app.add_option("--graph-owner-share", graph_limits.owner_share,
+                 "share of --max-graphs and --max-graph-bytes one client may hold (known by its Dype-Graph-Owner "
+                 "header, else its address; 1: no bound)")
+      ->check(CLI::Range(0.001, 1.0))
+      ->capture_default_str();
+  app.add_option("--graph-address-share", graph_limits.address_share,
+                 "share one client address may hold whatever owner keys it sends (1: no bound)")
+      ->check(CLI::Range(0.001, 1.0))
+      ->capture_default_str();
   std::string control_mode = "none";
   app.add_option("--model-control-mode", control_mode,
                  "none: serve every repository model, no load/unload while serving; explicit: serve the --load-model "
@@ -145,8 +156,14 @@ int main(int argc, char** argv) {
                  "'authorization' metadata) must carry it (open without it)");
   app.add_option("--bitstream-dir", ho.bitstream_dir, "admin bitstream paths must resolve inside this folder");
   app.add_option("--state-dir", ho.state_dir,
-                 "keep the operator's changes (mode, drained devices, FPGA images) in DIR/state.json and restore "
-                 "them at start");
+                 "keep the operator's changes (mode, drained devices, FPGA images) in DIR/state.json and the "
+                 "refined performance models in DIR/refined/, and restore them at start");
+  double refined_save_s = 300.0;
+  app.add_option("--refined-save-secs", refined_save_s,
+                 "with --state-dir: save the refined performance models this often, and at shutdown (0: only at "
+                 "shutdown)")
+      ->check(CLI::Range(0.0, 1e9))
+      ->capture_default_str();
   app.add_option("--max-request-bytes", ho.max_request_bytes, "larger request bodies get 413");
   app.add_option("--max-queue", ho.max_queue, "admitted requests at once; more get 429");
   app.add_option("--http-threads", ho.threads, "HTTP worker threads (run handlers that may block)")
@@ -170,6 +187,11 @@ int main(int argc, char** argv) {
                  "the first waiting at most DELAY_US (default 500) for the others; off by default");
   app.add_option("--max-in-flight", so.engine.max_in_flight, "requests inside each engine's pipeline at once");
   app.add_option("--trace", trace_file, "write a Chrome trace-event JSON (Perfetto) of the run on exit");
+  std::size_t trace_max_events = 200000;
+  app.add_option("--trace-max-events", trace_max_events,
+                 "--trace keeps the most recent N events (older ones dropped and counted in the trace)")
+      ->check(CLI::Range(std::size_t{1}, std::size_t{100000000}))
+      ->capture_default_str();
   app.add_option("--log-level", log_level, "trace|debug|info|warn|error")
       ->check(CLI::IsMember({"trace", "debug", "info", "warn", "error"}));
   app.add_option("--exit-timeout", exit_timeout_s, "seconds to let in-flight requests finish on shutdown");
@@ -202,6 +224,10 @@ int main(int argc, char** argv) {
     if (!load_models.empty() && control_mode != "explicit")
       throw InputError("--load-model", "needs --model-control-mode explicit (mode none serves every model)");
     so.models = served_models(repositories, example_models, builtin_models, load_models);
+    so.state_dir = ho.state_dir;
+    // On every engine from its first pipeline on (warm-up included), and on models loaded later.
+    auto trace = std::make_shared<rt::ChromeTraceObserver>(trace_max_events);
+    if (!trace_file.empty()) so.engine.observers.push_back(trace);
     so.repositories = repositories;
     so.model_control = control_mode == "explicit";
     BatchPolicies batch_policies;
@@ -223,9 +249,6 @@ int main(int argc, char** argv) {
     spdlog::info("kernel times for planning: {}", service.cost_source());
     if (!no_warmup)
       for (const std::string& line : service.warm_up()) spdlog::info("{}", line);
-    auto trace = std::make_shared<rt::ChromeTraceObserver>();
-    if (!trace_file.empty())
-      for (const ModelInfo& m : service.models()) service.engine(m.name).add_observer(trace);
     GraphRegistry graphs(graph_limits);
     Metrics metrics;
     HttpServer http(batched, graphs, metrics, ho, admin_hooks(service));
@@ -261,6 +284,28 @@ int main(int argc, char** argv) {
         }
       });
     }
+    // --state-dir: what the planners learnt is saved every --refined-save-secs and at shutdown, so a
+    // crash loses at most one interval of it.
+    auto save_refined = [&service](bool at_exit = false) {
+      try {
+        for (const std::string& line : service.save_refined())
+          spdlog::log(at_exit ? spdlog::level::info : spdlog::level::debug, "refined models saved: {}", line);
+      } catch (const std::exception& e) {
+        spdlog::error("refined models not saved: {}", e.what());
+      }
+    };
+    std::jthread refined_saver;
+    if (!ho.state_dir.empty() && refined_save_s > 0) {
+      refined_saver = std::jthread([&save_refined, refined_save_s](std::stop_token stop) {
+        std::mutex mu;
+        std::condition_variable_any cv;
+        std::unique_lock lock(mu);
+        while (!stop.stop_requested()) {
+          cv.wait_for(lock, stop, std::chrono::duration<double>(refined_save_s), [] { return false; });
+          if (!stop.stop_requested()) save_refined();
+        }
+      });
+    }
     if (!port_file.empty()) {
       std::ofstream f(port_file + ".tmp");
       f << "{\"http\": " << http.http_port() << ", \"grpc\": " << (grpc ? grpc->port() : -1)
@@ -292,6 +337,11 @@ int main(int argc, char** argv) {
     if (grpc) grpc->set_serving(false);
     if (!http.wait_idle(exit_timeout_s)) spdlog::warn("exit timeout: requests still in flight after {} s", exit_timeout_s);
     batched.drain();
+    if (refined_saver.joinable()) {
+      refined_saver.request_stop();
+      refined_saver.join();
+    }
+    if (!ho.state_dir.empty()) save_refined(true);
     if (grpc) grpc->stop(1.0);
     http.stop();
     if (!trace_file.empty()) trace->write(trace_file);

@@ -37,6 +37,7 @@ EngineService::EngineService(EngineServiceOptions options) : options_(std::move(
   if (options_.models.empty()) options_.models = default_models();
   mode_ = options_.mode;
   stores_ = PerfModelPlanner::stores_for(*system_, options_.perfmodels_dir);
+  if (!options_.state_dir.empty() && !stores_.empty()) refined_ = std::make_unique<RefinedModelsDir>(options_.state_dir);
   // A model that cannot be planned on this system (a kernel no device runs) is reported and left
   // out; the others serve. Nothing to serve at all is an error.
   std::string failed;
@@ -66,15 +67,52 @@ std::shared_ptr<EngineService::Served> EngineService::make_served(const ServedMo
   std::shared_ptr<PerfModelPlanner> fitted;
   if (!stores_.empty()) {
     // Each model refines its own copy: its launches' shapes are what its plans depend on.
-    fitted = std::make_shared<PerfModelPlanner>(*s->model, *system_, stores_);
+    std::vector<perf::ModelStore> stores = stores_;
+    if (refined_) {
+      std::vector<std::string> notes;
+      stores = refined_->load(m.name, std::move(stores), notes);
+      std::lock_guard lock(save_mu_);
+      for (const std::string& n : notes) {
+        if (n.rfind("warning: ", 0) == 0) spdlog::warn("refined models: {}", n.substr(9));
+        else spdlog::info("refined models: {}", n);
+        refined_notes_.push_back(n);
+      }
+    }
+    fitted = std::make_shared<PerfModelPlanner>(*s->model, *system_, std::move(stores));
     cost_source_ = fitted->cost_source();
     s->planner = fitted;
   } else {
     s->planner = std::make_shared<SchedPlanner>(*s->model, *system_);
   }
+  // Given before the first pipeline is built: add_observer would reach only pipelines built after a
+  // re-plan, and the models would not refine until then.
+  if (fitted) eo.observers.push_back(fitted);
   s->engine = std::make_unique<Engine>(*s->model, s->planner, m.plan_for, eo);
-  if (fitted) s->engine->add_observer(fitted);
   return s;
+}
+
+std::vector<std::string> EngineService::save_refined() const {
+  std::vector<std::string> lines;
+  if (!refined_) return lines;
+  std::vector<std::shared_ptr<Served>> served;
+  {
+    std::shared_lock lock(served_mu_);
+    served = served_;
+  }
+  std::lock_guard lock(save_mu_);
+  for (const auto& s : served) {
+    const auto* fitted = dynamic_cast<const PerfModelPlanner*>(s->planner.get());
+    if (!fitted) continue;
+    refined_->save(s->name, fitted->stores());
+    const auto c = fitted->counters();
+    lines.push_back(s->name + ": " + std::to_string(c.accepted) + " refinements this run -> " + refined_->path_of(s->name));
+  }
+  return lines;
+}
+
+std::vector<std::string> EngineService::refined_notes() const {
+  std::lock_guard lock(save_mu_);
+  return refined_notes_;
 }
 
 void EngineService::index_engines_locked() {

@@ -17,6 +17,7 @@
 #include "hw/system.h"
 #include "runtime/daemon/admin.h"
 #include "runtime/daemon/device_admin.h"
+#include "runtime/daemon/refined_models.h"
 #include "runtime/daemon/served_engine.h"
 #include "runtime/daemon/service.h"
 #include "runtime/engine.h"
@@ -44,6 +45,9 @@ struct EngineServiceOptions {
   // from every launch) and fall back to the devices' own models for the rest. Empty: plan on the
   // devices' own models only.
   std::string perfmodels_dir;
+  // dype-serve --state-dir: each model's refined performance models are restored from
+  // DIR/refined/<model>.json at start and saved there by save_refined() (refined_models.h).
+  std::string state_dir;
   // Model repositories (runtime/repository/) the repository API loads from at run time; the
   // models served at start are `models` (repository_models() reads them from the same folders).
   std::vector<std::string> repositories;
@@ -111,6 +115,12 @@ class EngineService final : public InferenceService {
   // reloaded, a new one loaded, one whose folder is gone unloaded; a load that fails is reported and
   // not retried until its folder changes again. Returns what happened, one line per model.
   std::vector<std::string> poll_repository();
+  // Saves every served model's refined performance models under options.state_dir (nothing without
+  // a state folder or fitted models). One line per model saved; dype::Error when a write fails.
+  std::vector<std::string> save_refined() const;
+  // What was restored from saved refinements as models were built, one line each (warnings start
+  // "warning: ").
+  std::vector<std::string> refined_notes() const;
 
  private:
   struct Served {
@@ -142,6 +152,9 @@ class EngineService final : public InferenceService {
   EngineServiceOptions options_;
   std::unique_ptr<hw::System> system_;
   std::vector<perf::ModelStore> stores_;  // fitted performance models, for every model's planner
+  std::unique_ptr<RefinedModelsDir> refined_;  // --state-dir with fitted models: refinements kept there
+  mutable std::mutex save_mu_;                 // one save_refined at a time; refined_notes_
+  std::vector<std::string> refined_notes_;
   mutable std::shared_mutex served_mu_;   // served_ and engines_: shared to serve, exclusive to swap
   std::vector<std::shared_ptr<Served>> served_;
   std::map<std::string, std::string> load_failures_;  // repository model -> why its last load failed

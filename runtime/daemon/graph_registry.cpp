@@ -2,6 +2,7 @@
 
 #include "runtime/daemon/errors.h"
 
+#include <algorithm>
 #include <cstdio>
 #include <random>
 
@@ -65,7 +66,29 @@ std::shared_ptr<GraphEntry> GraphRegistry::find_locked(const std::string& id) {
   return it->second;
 }
 
-std::string GraphRegistry::add(kernels::EdgeList edges) {
+void GraphRegistry::check_share_locked(const GraphOwner& owner, std::size_t need) const {
+  const std::string oid = owner.id();
+  std::size_t owner_n = 0, owner_b = 0, addr_n = 0, addr_b = 0;
+  for (const auto& [id, e] : graphs_) {
+    if (e->owner == oid) ++owner_n, owner_b += e->bytes;
+    if (e->address == owner.address) ++addr_n, addr_b += e->bytes;
+  }
+  auto check = [&](double share, std::size_t n, std::size_t b, const std::string& who, const char* flag) {
+    if (share >= 1.0) return;
+    const auto max_n = std::max<std::size_t>(1, static_cast<std::size_t>(share * limits_.max_graphs));
+    const auto max_b = static_cast<std::size_t>(share * limits_.max_bytes);
+    if (n >= max_n)
+      throw InputError("graphs", who + " holds " + std::to_string(n) + " graphs, its share of the registry (" +
+                                     flag + "); delete one first");
+    if (b + need > max_b)
+      throw InputError("graphs", who + " holds " + size_text(b) + " of its " + size_text(max_b) + " share (" + flag +
+                                     ") and this graph needs " + size_text(need) + "; delete graphs first");
+  };
+  check(limits_.owner_share, owner_n, owner_b, owner.key.empty() ? "this client" : "this owner key", "--graph-owner-share");
+  check(limits_.address_share, addr_n, addr_b, "address " + owner.address, "--graph-address-share");
+}
+
+std::string GraphRegistry::add(kernels::EdgeList edges, const GraphOwner& owner) {
   std::lock_guard lock(mu_);
   drop_idle_locked();
   if (graphs_.size() >= limits_.max_graphs)
@@ -75,7 +98,10 @@ std::string GraphRegistry::add(kernels::EdgeList edges) {
     throw InputError("graphs", "registry full: it holds " + size_text(bytes_) + " of " + size_text(limits_.max_bytes) +
                                    " and this graph needs " + size_text(need) + "; delete graphs first");
   }
+  check_share_locked(owner, need);
   auto e = std::make_shared<GraphEntry>();
+  e->owner = owner.id();
+  e->address = owner.address;
   // 128 random bits: a sequential id let any client guess and delete another's graph, and ids
   // restarted at g1 after a restart so a held id answered with another graph.
   do {
@@ -118,10 +144,11 @@ std::shared_ptr<const Graph> GraphRegistry::graph_for(const std::string& id, con
   return it->second;
 }
 
-bool GraphRegistry::remove(const std::string& id) {
+bool GraphRegistry::remove(const std::string& id, const GraphOwner* owner) {
   std::lock_guard lock(mu_);
   auto it = graphs_.find(id);
   if (it == graphs_.end()) return false;
+  if (owner && it->second->owner != owner->id()) return false;  // as unknown: ids are not confirmed to others
   bytes_ -= it->second->bytes;
   graphs_.erase(it);
   return true;
@@ -132,15 +159,42 @@ std::size_t GraphRegistry::bytes() const {
   return bytes_;
 }
 
+std::vector<std::string> GraphRegistry::remove_all(const GraphOwner& owner) {
+  std::lock_guard lock(mu_);
+  std::vector<std::string> ids;
+  const std::string oid = owner.id();
+  for (auto it = graphs_.begin(); it != graphs_.end();) {
+    if (it->second->owner == oid) {
+      ids.push_back(it->first);
+      bytes_ -= it->second->bytes;
+      it = graphs_.erase(it);
+    } else {
+      ++it;
+    }
+  }
+  return ids;
+}
+
+GraphSummary GraphRegistry::summary_locked(const GraphEntry& e) const {
+  return {e.id, e.edges.num_nodes, e.edges.num_edges(), e.bytes,
+          std::chrono::duration<double>(Clock::now() - e.last_used).count(), e.address, e.owner.rfind("key ", 0) == 0};
+}
+
 std::vector<GraphSummary> GraphRegistry::list() {
   std::lock_guard lock(mu_);
   drop_idle_locked();
   std::vector<GraphSummary> out;
-  const auto now = Clock::now();
-  for (const auto& [id, e] : graphs_) {
-    out.push_back({id, e->edges.num_nodes, e->edges.num_edges(), e->bytes,
-                   std::chrono::duration<double>(now - e->last_used).count()});
-  }
+  for (const auto& [id, e] : graphs_) out.push_back(summary_locked(*e));
+  return out;
+}
+
+std::vector<GraphSummary> GraphRegistry::list(const GraphOwner& owner) {
+  std::lock_guard lock(mu_);
+  drop_idle_locked();
+  std::vector<GraphSummary> out;
+  const std::string oid = owner.id();
+  for (const auto& [id, e] : graphs_)
+    if (e->owner == oid) out.push_back(summary_locked(*e));
   return out;
 }
 

@@ -36,6 +36,7 @@ struct HttpRequest {
   std::string method;  // as sent: "GET", "POST", ...
   std::string target;  // as sent, query included
   std::string path;    // the target's path, percent-decoded
+  std::string peer;    // the client's IP address ("" when unknown)
   HeaderFields headers;
   HeaderFields params;    // the query's parameters, decoded, in order
   std::string_view body;  // the whole body, in the connection's receive buffer

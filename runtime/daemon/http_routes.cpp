@@ -21,6 +21,22 @@ json tensor_specs(const std::vector<TensorSpec>& specs) {
   return a;
 }
 
+json graph_json(const GraphSummary& g) {
+  return {{"id", g.id}, {"nodes", g.nodes}, {"edges", g.edges}, {"bytes", g.bytes}, {"idle_s", g.idle_s}};
+}
+
+// The caller as the graph registry knows it: the Dype-Graph-Owner key it chose, and its address.
+GraphOwner graph_owner(const HttpRequest& req) {
+  GraphOwner o{req.get_header_value("Dype-Graph-Owner"), req.peer};
+  if (req.header_count("Dype-Graph-Owner") > 1) throw InputError("Dype-Graph-Owner", "sent more than once");
+  if (req.has_header("Dype-Graph-Owner")) {
+    if (o.key.empty() || o.key.size() > 256) throw InputError("Dype-Graph-Owner", "must be 1 to 256 characters");
+    for (const char c : o.key)
+      if (c < 0x21 || c > 0x7e) throw InputError("Dype-Graph-Owner", "must be printable ASCII without spaces");
+  }
+  return o;
+}
+
 json body_json(const HttpRequest& req) {
   if (req.body.empty()) return json::object();
   check_json_depth(req.body, "request body");
@@ -92,6 +108,8 @@ void HttpRoutes::add_to(HttpRouter& r) {
   r.add("POST", model_re + "/infer", route(&HttpRoutes::post_infer));
   r.add("POST", "/v2/dype/graphs", route(&HttpRoutes::post_graph));
   r.add("DELETE", "/v2/dype/graphs/([^/]+)", route(&HttpRoutes::delete_graph));
+  r.add("GET", "/v2/dype/graphs", route(&HttpRoutes::get_graphs));
+  r.add("DELETE", "/v2/dype/graphs", route(&HttpRoutes::delete_graphs));
   r.add("GET", "/v2/dype/admin/plan", route(&HttpRoutes::get_admin_plan));
   r.add("POST", "/v2/dype/admin/mode", route(&HttpRoutes::post_admin_mode));
   r.add("GET", "/v2/dype/admin/pareto", route(&HttpRoutes::get_admin_pareto));
@@ -204,7 +222,7 @@ void HttpRoutes::post_graph(const Req& req, Res& res) {
     const InferRequest in = parse_infer_request(req.body, header_length(req, req.body.size()));
     kernels::EdgeList edges = edges_from_request(in, in.int_parameter("num_nodes"));
     const std::int64_t n = edges.num_nodes, e = edges.num_edges();
-    const std::string id = graphs_.add(std::move(edges));
+    const std::string id = graphs_.add(std::move(edges), graph_owner(req));
     send_json(res, 200, {{"id", id}, {"num_nodes", n}, {"num_edges", e}});
   });
 }
@@ -212,8 +230,26 @@ void HttpRoutes::post_graph(const Req& req, Res& res) {
 void HttpRoutes::delete_graph(const Req& req, Res& res) {
   guarded(res, [&] {
     check_infer_token(req.get_header_value("Authorization"), options_.infer_token);
-    if (!graphs_.remove(req.matches[1])) throw NotFound("unknown graph id '" + req.matches[1].str() + "'");
+    const GraphOwner owner = graph_owner(req);
+    if (!graphs_.remove(req.matches[1], &owner))
+      throw NotFound("unknown graph id '" + req.matches[1].str() + "' (or registered by another owner)");
     send_json(res, 200, {{"deleted", req.matches[1].str()}});
+  });
+}
+
+void HttpRoutes::get_graphs(const Req& req, Res& res) {
+  guarded(res, [&] {
+    check_infer_token(req.get_header_value("Authorization"), options_.infer_token);
+    json graphs = json::array();
+    for (const GraphSummary& g : graphs_.list(graph_owner(req))) graphs.push_back(graph_json(g));
+    send_json(res, 200, {{"graphs", graphs}});
+  });
+}
+
+void HttpRoutes::delete_graphs(const Req& req, Res& res) {
+  guarded(res, [&] {
+    check_infer_token(req.get_header_value("Authorization"), options_.infer_token);
+    send_json(res, 200, {{"deleted", graphs_.remove_all(graph_owner(req))}});
   });
 }
 
@@ -270,12 +306,20 @@ void HttpRoutes::get_admin_graphs(const Req& req, Res& res) {
   admin_call(req, res, [&] {
     json graphs = json::array();
     for (const GraphSummary& g : graphs_.list()) {
-      graphs.push_back({{"id", g.id}, {"nodes", g.nodes}, {"edges", g.edges}, {"bytes", g.bytes}, {"idle_s", g.idle_s}});
+      json j = graph_json(g);
+      j["address"] = g.address;
+      j["owner"] = g.keyed ? "key" : "address";
+      graphs.push_back(std::move(j));
     }
     const GraphRegistryLimits& l = graphs_.limits();
     return json{{"graphs", graphs},
                 {"bytes", graphs_.bytes()},
-                {"limits", {{"max_graphs", l.max_graphs}, {"max_bytes", l.max_bytes}, {"idle_ttl_s", l.idle_ttl_s}}}};
+                {"limits",
+                 {{"max_graphs", l.max_graphs},
+                  {"max_bytes", l.max_bytes},
+                  {"idle_ttl_s", l.idle_ttl_s},
+                  {"owner_share", l.owner_share},
+                  {"address_share", l.address_share}}}};
   });
 }
 

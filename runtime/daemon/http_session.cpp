@@ -47,6 +47,9 @@ constexpr std::size_t kLingerBytes = 512u << 20;
 
 HttpSession::HttpSession(tcp::socket socket, SessionShared& shared, const HttpRouter& router)
     : stream_(std::move(socket)), shared_(shared), router_(router) {
+  boost::system::error_code ec;
+  const auto remote = stream_.socket().remote_endpoint(ec);
+  if (!ec) peer_ = remote.address().to_string();
   ++shared_.counters.open;
 }
 
@@ -126,6 +129,7 @@ void HttpSession::on_header(beast::error_code ec) {
   const auto& h = parser_->get();
   req_ = HttpRequest{};
   req_.arrival = std::chrono::steady_clock::now();
+  req_.peer = peer_;
   req_.method = std::string(h.method_string());
   req_.target = std::string(h.target());
   for (const auto& f : h) req_.headers.emplace_back(std::string(f.name_string()), std::string(f.value()));

@@ -80,6 +80,7 @@ class HttpSession : public std::enable_shared_from_this<HttpSession> {
   const HttpRouter& router_;
 
   HttpRequest req_;
+  std::string peer_;  // the client's address, for the graph registry's per-client quotas
   std::unique_ptr<BodyBuffer> body_;
   std::size_t pad_ = 0, length_ = 0, body_read_ = 0;
   std::size_t lingered_ = 0;

@@ -1,11 +1,7 @@
 #include "runtime/daemon/operator_state.h"
 
-#include <fcntl.h>
 #include <unistd.h>
 
-#include <cerrno>
-#include <cstdio>
-#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
@@ -13,23 +9,12 @@
 #include <nlohmann/json.hpp>
 
 #include "kernels/error.h"
+#include "runtime/daemon/atomic_file.h"
 
 namespace dype::rt::daemon {
 
 namespace fs = std::filesystem;
 using json = nlohmann::json;
-
-namespace {
-
-void sync_path(const std::string& path, int flags) {
-  const int fd = ::open(path.c_str(), flags | O_CLOEXEC);
-  if (fd < 0) throw Error(path + ": cannot open to sync: " + std::strerror(errno));
-  const int rc = ::fsync(fd);
-  ::close(fd);
-  if (rc != 0) throw Error(path + ": fsync failed: " + std::strerror(errno));
-}
-
-}  // namespace
 
 OperatorStateFile::OperatorStateFile(std::string dir) : dir_(std::move(dir)), path_(dir_ + "/state.json") {
   std::error_code ec;
@@ -79,16 +64,7 @@ void OperatorStateFile::save(const OperatorState& s) const {
   if (s.mode) j["mode"] = *s.mode;
   j["drained"] = s.drained;
   j["bitstreams"] = s.bitstreams;
-  const std::string tmp = path_ + ".tmp";
-  {
-    std::ofstream out(tmp, std::ios::trunc);
-    out << j.dump(2) << "\n";
-    out.close();
-    if (!out) throw Error(tmp + ": write failed");
-  }
-  sync_path(tmp, O_RDONLY);
-  if (std::rename(tmp.c_str(), path_.c_str()) != 0) throw Error(path_ + ": rename failed: " + std::strerror(errno));
-  sync_path(dir_, O_RDONLY | O_DIRECTORY);  // the rename itself survives a crash
+  write_file_atomically(path_, j.dump(2) + "\n");
 }
 
 }  // namespace dype::rt::daemon

@@ -7,6 +7,7 @@
 #include <fstream>
 #include <latch>
 #include <map>
+#include <set>
 #include <sstream>
 #include <thread>
 
@@ -324,6 +325,49 @@ TEST_F(DaemonHttp, AdminListsRegisteredGraphs) {
   for (const json& e : j["graphs"]) found |= e["id"] == id && e["nodes"] == 12 && e["edges"] == 30 && e["bytes"] == 480;
   EXPECT_TRUE(found) << j.dump();
   EXPECT_EQ(j["limits"]["max_graphs"], 1024);
+}
+
+// A client lists and deletes its own graphs: by its Dype-Graph-Owner key, else by its address; a
+// graph is deleted only by its owner, and a bad key is refused naming the header.
+TEST_F(DaemonHttp, ClientsListAndDeleteOnlyTheirOwnGraphs) {
+  start({});
+  const Graph g = make_graph(12, 30, 16, 3);
+  const std::string body = json{{"inputs", {{{"name", "edge_index"}, {"datatype", "INT64"}, {"shape", {2, 30}},
+                                             {"data", g.edge_index}}}}}.dump();
+  auto reg = [&](const httplib::Headers& h) {
+    const auto r = client_->Post("/v2/dype/graphs", h, body, "application/json");
+    EXPECT_TRUE(r && r->status == 200) << (r ? r->body : "no answer");
+    return r ? json::parse(r->body).value("id", "") : "";
+  };
+  const httplib::Headers alice{{"Dype-Graph-Owner", "alice-7f3a"}}, bob{{"Dype-Graph-Owner", "bob"}};
+  const std::string a1 = reg(alice), a2 = reg(alice), b1 = reg(bob), anon = reg({});
+  auto ids = [&](const httplib::Headers& h) {
+    const auto r = client_->Get("/v2/dype/graphs", h);
+    EXPECT_TRUE(r && r->status == 200) << (r ? r->body : "no answer");
+    std::set<std::string> out;
+    const json j = r && r->status == 200 ? json::parse(r->body) : json::object();
+    for (const json& e : j.value("graphs", json::array())) out.insert(e["id"].get<std::string>());
+    return out;
+  };
+  EXPECT_EQ(ids(alice), (std::set<std::string>{a1, a2}));
+  EXPECT_EQ(ids(bob), (std::set<std::string>{b1}));
+  EXPECT_EQ(ids({}), (std::set<std::string>{anon}));  // no key: known by its address
+
+  expect_error(client_->Delete("/v2/dype/graphs/" + a1, bob), 404, "registered by another owner");
+  const auto del = client_->Delete("/v2/dype/graphs/" + a1, alice);
+  ASSERT_TRUE(del);
+  EXPECT_EQ(del->status, 200) << del->body;
+  const auto all = client_->Delete("/v2/dype/graphs", alice);
+  ASSERT_TRUE(all);
+  ASSERT_EQ(all->status, 200) << all->body;
+  EXPECT_EQ(json::parse(all->body)["deleted"], json::array({a2}));
+  EXPECT_TRUE(ids(alice).empty());
+  EXPECT_EQ(ids(bob), (std::set<std::string>{b1}));
+
+  expect_error(client_->Get("/v2/dype/graphs", {{"Dype-Graph-Owner", "has space"}}), 400,
+               "Dype-Graph-Owner: must be printable ASCII without spaces");
+  expect_error(client_->Post("/v2/dype/graphs", {{"Dype-Graph-Owner", std::string(300, 'k')}}, body, "application/json"),
+               400, "Dype-Graph-Owner: must be 1 to 256 characters");
 }
 
 TEST_F(DaemonHttp, InvalidUtf8EchoedInAnErrorStays404) {

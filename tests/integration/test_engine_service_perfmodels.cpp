@@ -4,7 +4,10 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <filesystem>
 #include <fstream>
+
+#include <nlohmann/json.hpp>
 
 #include "../test_temp_dir.h"
 #include "kernels/error.h"
@@ -64,6 +67,84 @@ TEST(EngineServicePerfModels, BadFolderOrFileIsNamed) {
   } catch (const InputError& e) {
     EXPECT_NE(std::string(e.what()).find("amd-mi210.json"), std::string::npos) << e.what();
   }
+}
+
+bool has_line(const std::vector<std::string>& lines, const std::string& needle) {
+  for (const std::string& l : lines)
+    if (l.find(needle) != std::string::npos) return true;
+  return false;
+}
+std::string join(const std::vector<std::string>& lines) {
+  std::string s;
+  for (const std::string& l : lines) s += l + "\n";
+  return s;
+}
+
+// --state-dir: what the planners learnt from launches is saved and restored by the next start; a
+// file refined on another host is restored with lowered trust, one for another fit or a damaged one
+// is ignored and the model still serves.
+TEST(EngineServicePerfModels, RefinementsSurviveARestart) {
+  const auto dir = dype::test::process_temp_dir("dype_refined_state");
+  std::filesystem::remove_all(dir);
+  const std::string perf = std::string(DYPE_SOURCE_DIR) + "/configs/perfmodels";
+  EngineServiceOptions o = options(perf);
+  o.state_dir = dir.string();
+  std::uint64_t accepted = 0;
+  {
+    EngineService a(o);
+    EXPECT_TRUE(a.refined_notes().empty()) << join(a.refined_notes());
+    for (std::uint64_t s = 1; s <= 12; ++s) a.infer("gcn", request(s)).get();
+    const auto saved = a.save_refined();
+    ASSERT_EQ(saved.size(), 1u);
+    EXPECT_NE(saved[0].find("gcn: "), std::string::npos) << saved[0];
+  }
+  const std::string file = (dir / "refined" / "gcn.json").string();
+  nlohmann::json j = nlohmann::json::parse(std::ifstream(file));
+  EXPECT_EQ(j["format"], "dype-refined-models");
+  for (const auto& st : j["stores"])
+    for (const auto& [k, m] : st["models"].items()) accepted += m["refinement"]["accepted"].get<std::uint64_t>();
+  ASSERT_GT(accepted, 0u) << "no launch refined a model";
+
+  {
+    EngineService b(o);
+    EXPECT_TRUE(has_line(b.refined_notes(), "gcn: amd-mi210 refinement restored (")) << join(b.refined_notes());
+    // What b saves carries the restored refinements on (nothing is lost by a restart).
+    b.save_refined();
+    std::uint64_t again = 0;
+    const nlohmann::json k = nlohmann::json::parse(std::ifstream(file));
+    for (const auto& st : k["stores"])
+      for (const auto& [n, m] : st["models"].items()) again += m["refinement"]["accepted"].get<std::uint64_t>();
+    EXPECT_GE(again, accepted);
+  }
+
+  j["host"] = "elsewhere";
+  std::ofstream(file) << j.dump();
+  {
+    EngineService c(o);
+    EXPECT_TRUE(has_line(c.refined_notes(), "warning: gcn: amd-mi210 refinement was made on host 'elsewhere'"))
+        << join(c.refined_notes());
+    EXPECT_TRUE(has_line(c.refined_notes(), "restored with lowered trust")) << join(c.refined_notes());
+  }
+
+  // Another fit: the perf models profiled again since the save.
+  const auto refit = dir / "perfmodels";
+  std::filesystem::create_directories(refit);
+  for (const char* f : {"amd-mi210.json", "xilinx-u280.json"}) std::filesystem::copy_file(perf + "/" + f, refit / f);
+  nlohmann::json mi = nlohmann::json::parse(std::ifstream(refit / "amd-mi210.json"));
+  mi["models"]["spmm"]["coefficients"][0] = mi["models"]["spmm"]["coefficients"][0].get<double>() * 1.5;
+  std::ofstream(refit / "amd-mi210.json") << mi.dump();
+  {
+    EngineServiceOptions r = o;
+    r.perfmodels_dir = refit.string();
+    EngineService d(r);
+    EXPECT_TRUE(has_line(d.refined_notes(), "gcn: amd-mi210 refinement ignored: the fitted model changed"))
+        << join(d.refined_notes());
+  }
+
+  std::ofstream(file) << "{\"format\": \"dype-refined-models\", \"stores\": [";
+  EngineService e(o);
+  EXPECT_TRUE(has_line(e.refined_notes(), "warning: gcn: refined models ignored:")) << join(e.refined_notes());
+  EXPECT_EQ(e.infer("gcn", request(99)).get().rows, 60);
 }
 
 }  // namespace

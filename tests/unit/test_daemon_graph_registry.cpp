@@ -73,5 +73,50 @@ TEST(GraphRegistry, CountLimitStillHolds) {
   EXPECT_THROW(r.add(ring(3)), InputError);
 }
 
+// One owner may hold only its share, so another client still registers; an address rotating owner
+// keys is bounded by the address share; only the owner deletes or lists its graphs.
+TEST(GraphRegistry, OwnersHoldOnlyTheirShareAndSeeOnlyTheirGraphs) {
+  GraphRegistry r({.max_graphs = 8, .max_bytes = 1 << 20, .idle_ttl_s = 0, .owner_share = 0.25, .address_share = 0.5});
+  const GraphOwner alice{"alice", "10.0.0.1"}, bob{"", "10.0.0.2"}, mallory{"m1", "10.0.0.3"};
+  const std::string a1 = r.add(ring(3), alice), a2 = r.add(ring(4), alice);
+  try {
+    r.add(ring(3), alice);
+    ADD_FAILURE() << "an owner went past its share";
+  } catch (const InputError& e) {
+    EXPECT_NE(std::string(e.what()).find("this owner key holds 2 graphs, its share of the registry (--graph-owner-share)"),
+              std::string::npos)
+        << e.what();
+  }
+  const std::string b1 = r.add(ring(5), bob);  // another client is unaffected
+  // Fresh keys from one address: bounded by the address share (4 of 8).
+  for (const char* k : {"m1", "m2"}) r.add(ring(3), {k, mallory.address}), r.add(ring(3), {k, mallory.address});
+  try {
+    r.add(ring(3), {"m3", mallory.address});
+    ADD_FAILURE() << "an address went past its share by rotating keys";
+  } catch (const InputError& e) {
+    EXPECT_NE(std::string(e.what()).find("address 10.0.0.3 holds 4 graphs"), std::string::npos) << e.what();
+  }
+
+  EXPECT_FALSE(r.remove(a1, &bob));  // not bob's: as unknown
+  EXPECT_EQ(r.num_nodes(a1), 3);
+  const auto mine = r.list(alice);
+  ASSERT_EQ(mine.size(), 2u);
+  EXPECT_TRUE((mine[0].id == a1 && mine[1].id == a2) || (mine[0].id == a2 && mine[1].id == a1));
+  EXPECT_TRUE(mine[0].keyed);
+  const auto bobs = r.list(bob);  // known by address, no key
+  ASSERT_EQ(bobs.size(), 1u);
+  EXPECT_EQ(bobs[0].id, b1);
+  EXPECT_FALSE(bobs[0].keyed);
+  EXPECT_EQ(bobs[0].address, "10.0.0.2");
+  EXPECT_TRUE(r.list({"alice", "10.9.9.9"}).size() == 2u);  // a key is the owner from any address
+
+  const auto gone = r.remove_all(alice);
+  EXPECT_EQ(gone.size(), 2u);
+  EXPECT_TRUE(r.list(alice).empty());
+  EXPECT_EQ(r.size(), 5u);
+  EXPECT_NO_THROW(r.add(ring(3), alice));  // its share is free again
+  EXPECT_TRUE(r.remove(b1, &bob));
+}
+
 }  // namespace
 }  // namespace dype::rt::daemon

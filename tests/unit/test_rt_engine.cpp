@@ -1,5 +1,7 @@
 // Engine: futures in order, swaps under load lose nothing, drift with hysteresis re-plans, mode
 // changes, device faults re-plan and re-run, tracing as an observer.
+#include <set>
+
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -420,6 +422,33 @@ TEST(RtEngine, ChromeTraceObserver) {
   }
   EXPECT_EQ(stage_events, 10);  // 5 requests x 1 stage x (measured + modelled)
   EXPECT_EQ(modelled, 5);
+}
+
+// A bounded trace keeps the most recent events and says how many it dropped.
+TEST(RtEngine, ChromeTraceObserverKeepsTheMostRecentEvents) {
+  auto sys = testing::emu_system(2, 0);
+  Model m = Model::gcn({.layers = 2, .in_features = 8, .hidden = 8});
+  auto g = Graph::from_edges(random_graph(50, 200, 8), true);
+  Request req = gnn_request(m, g, 3);
+  auto gpu = sys.devices_of(hw::DeviceKind::gpu);
+  auto trace = std::make_shared<ChromeTraceObserver>(6);
+  EngineOptions o;
+  o.observers = {trace};  // from the first pipeline on
+  Engine e(m, std::make_shared<SchedPlanner>(m, sys), PipelineSpec{{{0, 3, {gpu[0]}, 0}}, "1G"}, req.characteristics(), o);
+  for (int i = 0; i < 20; ++i) e.submit(req);
+  e.drain();
+  EXPECT_EQ(trace->events(), 6u);
+  // 20 requests x (measured + modelled), and the initial plan's record, less the 6 kept.
+  EXPECT_EQ(trace->dropped(), 35u);
+  const auto j = nlohmann::json::parse(trace->json());
+  bool said = false;
+  std::set<std::string> names;
+  for (const auto& ev : j["traceEvents"]) {
+    if (ev.value("name", "") == "trace_dropped") said = ev["args"]["dropped_events"] == 35;
+    if (ev.value("ph", "") == "X") names.insert(ev["name"].get<std::string>());
+  }
+  EXPECT_TRUE(said) << j.dump();
+  EXPECT_EQ(names, (std::set<std::string>{"req 17", "req 18", "req 19"})) << j.dump();
 }
 
 }  // namespace
