@@ -303,6 +303,8 @@ int main(int argc, char** argv) {
   app.add_option("--infer-token-file", infer_token_file,
                  "file holding the server's inference token (dype-serve --infer-token-file), sent with every "
                  "infer and graph request");
+  app.add_option("--graph-owner", ep.graph_owner,
+                 "owner key of the graphs this client registers (Dype-Graph-Owner; default: known by its address)");
   app.add_option("--metrics-port", ep.metrics_port, "server metrics port (plan changes during stream)");
   app.add_option("--protocol", protocol_name, "http or grpc")->check(CLI::IsMember({"http", "grpc"}));
 
@@ -338,6 +340,9 @@ int main(int argc, char** argv) {
   stream->add_flag("--whole-graphs", whole_graphs, "send the graph with every request instead of registering it once");
   stream->add_option("--seed", seed);
 
+  auto* graphs = app.add_subcommand("graphs", "the graphs this client (--graph-owner, else this address) registered");
+  std::string graphs_action = "list";
+  graphs->add_option("action", graphs_action, "list | delete (drop them all)")->check(CLI::IsMember({"list", "delete"}));
   auto* admin = app.add_subcommand("admin", "admin API over HTTP (needs the server's token)");
   std::string token_file, admin_model;
   std::vector<std::string> admin_args;
@@ -370,6 +375,20 @@ int main(int argc, char** argv) {
       }
       if (requests == 0) requests = from_dir ? per_file * static_cast<int>(specs.size()) : 200;
       return run_stream(ep, protocol, model, std::move(specs), requests, from_dir ? per_file : 0, rate, concurrency, whole_graphs, seed);
+    }
+    if (*graphs) {
+      if (graphs_action == "delete") {
+        const auto ids = delete_all_graphs(ep);
+        std::cout << "deleted " << ids.size() << " graphs\n";
+        for (const std::string& id : ids) std::cout << "  " << id << "\n";
+      } else {
+        const nlohmann::json list = list_graphs(ep);
+        std::cout << list.size() << " graphs registered\n";
+        for (const auto& g : list)
+          std::cout << "  " << g["id"].get<std::string>() << "  " << g["nodes"] << " nodes, " << g["edges"] << " edges, "
+                    << g["bytes"] << " bytes, idle " << g["idle_s"].get<double>() << " s\n";
+      }
+      return 0;
     }
     if (*admin) {
       httplib::Client c(ep.host, ep.http_port);

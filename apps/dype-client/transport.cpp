@@ -18,7 +18,10 @@ namespace {
 
 std::unique_ptr<httplib::Client> http_client(const Endpoint& e, int port) {
   auto c = std::make_unique<httplib::Client>(e.host, port);
-  if (!e.token.empty()) c->set_default_headers({{"Authorization", "Bearer " + e.token}});
+  httplib::Headers h;
+  if (!e.token.empty()) h.emplace("Authorization", "Bearer " + e.token);
+  if (!e.graph_owner.empty()) h.emplace("Dype-Graph-Owner", e.graph_owner);
+  c->set_default_headers(std::move(h));
   c->set_read_timeout(300, 0);
   c->set_write_timeout(300, 0);
   return c;
@@ -219,6 +222,19 @@ bool delete_graph(const Endpoint& endpoint, const std::string& id) {
   if (r->status == 404) return false;
   if (r->status != 200) throw Error("graph deletion: HTTP " + std::to_string(r->status) + ": " + r->body);
   return true;
+}
+
+nlohmann::json list_graphs(const Endpoint& endpoint) {
+  auto c = http_client(endpoint, endpoint.http_port);
+  return get_json(*c, "/v2/dype/graphs").at("graphs");
+}
+
+std::vector<std::string> delete_all_graphs(const Endpoint& endpoint) {
+  auto c = http_client(endpoint, endpoint.http_port);
+  auto r = c->Delete("/v2/dype/graphs");
+  if (!r) throw Error("graph deletion: no response from server: " + httplib::to_string(r.error()));
+  if (r->status != 200) throw Error("graph deletion: HTTP " + std::to_string(r->status) + ": " + r->body);
+  return json::parse(r->body).at("deleted").get<std::vector<std::string>>();
 }
 
 long plan_epoch(const Endpoint& e, const std::string& model, std::string* label) {

@@ -22,6 +22,7 @@ struct Endpoint {
   int grpc_port = 8001;
   int metrics_port = 8002;
   std::string token;  // inference token (dype-serve --infer-token-file): sent on infer and graph calls
+  std::string graph_owner;  // Dype-Graph-Owner: the registered graphs' owner key ("" = this address)
 };
 
 enum class Protocol { http, grpc };
@@ -52,6 +53,10 @@ std::unique_ptr<Transport> make_transport(Protocol protocol, const Endpoint& end
 std::string register_graph(const Endpoint& endpoint, const kernels::EdgeList& graph);
 // False when the id was unknown (already gone); throws when the server cannot be reached.
 bool delete_graph(const Endpoint& endpoint, const std::string& id);
+// The caller's registered graphs (GET /v2/dype/graphs: by its owner key, else its address), and
+// dropping them all (DELETE /v2/dype/graphs, after a stream stopped with Ctrl-C); the ids dropped.
+nlohmann::json list_graphs(const Endpoint& endpoint);
+std::vector<std::string> delete_all_graphs(const Endpoint& endpoint);
 
 // Plan epoch of a model from the metrics port (public, no token), -1 when unreachable; `label`
 // gets the plan's mnemonic and devices when given.

@@ -143,6 +143,28 @@ TEST_F(DypeClientCli, StreamsADirectoryOverGrpcAndDeletesItsGraphs) {
   EXPECT_EQ(graphs_.size(), 0u);
 }
 
+// A client's graphs under its owner key: listed, and dropped all at once (what a stream stopped with
+// Ctrl-C left behind), while another owner's stay.
+TEST_F(DypeClientCli, ListsAndDeletesItsOwnGraphs) {
+  kernels::EdgeList e;
+  e.num_nodes = 3;
+  e.src = {0, 1};
+  e.dst = {1, 2};
+  const std::string mine = graphs_.add(e, {"job-42", "127.0.0.1"});
+  graphs_.add(e, {"other", "127.0.0.1"});
+  Result r = run(ports_ + " --graph-owner job-42 graphs list");
+  ASSERT_EQ(r.status, 0) << r.out;
+  EXPECT_NE(r.out.find("1 graphs registered"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find(mine + "  3 nodes, 2 edges"), std::string::npos) << r.out;
+  r = run(ports_ + " --graph-owner job-42 graphs delete");
+  ASSERT_EQ(r.status, 0) << r.out;
+  EXPECT_NE(r.out.find("deleted 1 graphs\n  " + mine), std::string::npos) << r.out;
+  EXPECT_EQ(graphs_.size(), 1u);
+  r = run(ports_ + " --graph-owner 'bad key' graphs list");
+  EXPECT_EQ(r.status, 1);
+  EXPECT_NE(r.out.find("Dype-Graph-Owner: must be printable ASCII without spaces"), std::string::npos) << r.out;
+}
+
 // Against servers started with an inference token: --infer-token-file carries it on HTTP and gRPC
 // infer calls and on the graph registrations of a stream; without it the server's 401 is shown.
 TEST_F(DypeClientCli, InferenceTokenFromAFile) {
