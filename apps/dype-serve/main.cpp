@@ -165,6 +165,11 @@ int main(int argc, char** argv) {
       ->check(CLI::Range(0.0, 1e9))
       ->capture_default_str();
   app.add_option("--max-request-bytes", ho.max_request_bytes, "larger request bodies get 413");
+  app.add_option("--max-response-bytes", ho.max_response_bytes,
+                 "an infer response whose outputs as JSON data would take more gets 413 naming the output (binary "
+                 "outputs are not bounded by it)")
+      ->check(CLI::Range(std::size_t{1024}, std::size_t{1} << 40))
+      ->capture_default_str();
   app.add_option("--max-queue", ho.max_queue, "admitted requests at once; more get 429");
   app.add_option("--http-threads", ho.threads, "HTTP worker threads (run handlers that may block)")
       ->check(CLI::Range(1, 4096));

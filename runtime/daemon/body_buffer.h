@@ -18,6 +18,9 @@
 namespace dype::rt::daemon {
 
 constexpr std::size_t kKeepBodyBytes = 4u << 20;  // x the pool's count: at most 128 MiB kept
+// Room the transport leaves after every body, readable: simdjson parses a JSON text in place when
+// 64 bytes past its end may be read (tensor.h, kJsonReadPaddingBytes), else from a copy.
+constexpr std::size_t kBodyPaddingBytes = 64;
 
 class BodyBuffer {
  public:
@@ -41,6 +44,7 @@ class BodyBuffer {
   }
   char* data() { return data_.get(); }
   std::size_t size() const { return size_; }
+  std::size_t capacity() const { return capacity_; }
 
  private:
   void reallocate(std::size_t n) {

@@ -32,7 +32,8 @@ namespace {
 // CPU time over the same span. The rest of server - engine (beyond receive, parse and build) is
 // output encoding and routing.
 EncodedBody encode_header(const std::string& model, std::int64_t version, const InferRequest& in,
-                          const std::vector<Tensor>& outputs, const std::vector<bool>& binary, const InferTimes& t) {
+                          const std::vector<Tensor>& outputs, const std::vector<bool>& binary, const InferTimes& t,
+                          std::size_t max_json_bytes) {
   ResponseHeader h{.model_name = model, .model_version = std::to_string(version), .id = in.id,
                    .parameters = {{"dype_engine_time_us", elapsed_us(t.submitted, t.answered)},
                                   {"dype_server_time_us", kServerTimeSlot},
@@ -41,7 +42,7 @@ EncodedBody encode_header(const std::string& model, std::int64_t version, const 
                                   {"dype_queue_us", elapsed_us(t.read, t.started)},
                                   {"dype_parse_us", elapsed_us(t.started, t.parsed)},
                                   {"dype_build_us", elapsed_us(t.parsed, t.submitted)}}};
-  EncodedBody body = encode_infer_response_header(h, outputs, binary);
+  EncodedBody body = encode_infer_response_header(h, outputs, binary, max_json_bytes);
   fill_slot(body.body, kServerTimeSlot, elapsed_us(t.arrival.wall, Clock::now()));
   fill_slot(body.body, kServerCpuSlot, thread_cpu_us() - t.arrival.cpu_us);
   return body;
@@ -98,7 +99,8 @@ void HttpRoutes::answer_infer(const Req& req, Res& res, const std::string& model
   check_infer_token(req.get_header_value("Authorization"), options_.infer_token);
   std::int64_t version = check_infer_target(req, model);
   AdmissionControl::Ticket admitted(admission_);
-  const InferRequest in = parse_infer_request(req.body, header_length(req, req.body.size()), /*borrow_binary=*/true);
+  const InferRequest in = parse_infer_request(req.body, header_length(req, req.body.size()), /*borrow_binary=*/true,
+                                              req.body_readable_past_end);
   times.parsed = Clock::now();
   std::vector<std::string> names;
   std::optional<Clock::time_point> deadline;
@@ -121,7 +123,8 @@ void HttpRoutes::answer_infer(const Req& req, Res& res, const std::string& model
     data = *gathered;
     owned = std::move(gathered);
   }
-  send_response(res, encode_header(model, version, in, outputs, binary, times), std::move(y), std::move(owned), data);
+  send_response(res, encode_header(model, version, in, outputs, binary, times, options_.max_response_bytes), std::move(y),
+                std::move(owned), data);
 }
 
 }  // namespace dype::rt::daemon

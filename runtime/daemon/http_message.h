@@ -40,6 +40,7 @@ struct HttpRequest {
   HeaderFields headers;
   HeaderFields params;    // the query's parameters, decoded, in order
   std::string_view body;  // the whole body, in the connection's receive buffer
+  std::size_t body_readable_past_end = 0;  // bytes after `body` that may be read (the buffer's room)
   std::vector<PathMatch> matches;  // [0] the whole path, then the route's captures
   std::chrono::steady_clock::time_point arrival;   // when the request line and headers had been parsed
   std::chrono::steady_clock::time_point received;  // when the whole body had been read

@@ -219,7 +219,8 @@ void HttpRoutes::post_graph(const Req& req, Res& res) {
   guarded(res, [&] {
     check_infer_token(req.get_header_value("Authorization"), options_.infer_token);
     admission_.check_serving();
-    const InferRequest in = parse_infer_request(req.body, header_length(req, req.body.size()));
+    const InferRequest in =
+        parse_infer_request(req.body, header_length(req, req.body.size()), false, req.body_readable_past_end);
     kernels::EdgeList edges = edges_from_request(in, in.int_parameter("num_nodes"));
     const std::int64_t n = edges.num_nodes, e = edges.num_edges();
     const std::string id = graphs_.add(std::move(edges), graph_owner(req));

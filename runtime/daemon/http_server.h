@@ -48,6 +48,7 @@ struct ServerOptions {
   int http_port = 8000;                        // 0: ephemeral
   int metrics_port = 8002;                     // 0: ephemeral, -1: off
   std::size_t max_request_bytes = 256u << 20;  // larger bodies get 413
+  std::size_t max_response_bytes = 256u << 20; // an infer response's JSON (outputs as JSON data) beyond this: 413
   std::size_t max_queue = 64;                  // admitted infer requests at once; more get 429
   int threads = 32;                            // HTTP worker threads (handlers that may block)
   int io_threads = 2;                          // threads reading and writing every connection

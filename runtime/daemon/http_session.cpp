@@ -26,8 +26,9 @@ std::optional<std::size_t> json_header_length(const HttpRequest& req) {
 
 // Sizes `b` for a body of `length` and pads its start so the binary section (after the JSON header)
 // lands on a 64-byte boundary, where INT64/FP32 tensors can be read in place; returns the padding.
+// kBodyPaddingBytes more stay free after the body, so its JSON is parsed where it lies.
 std::size_t make_room(BodyBuffer& b, std::size_t length, std::optional<std::size_t> header_length) {
-  b.reset(length + 64);
+  b.reset(length + 64 + kBodyPaddingBytes);
   const auto start = reinterpret_cast<std::uintptr_t>(b.data()) + header_length.value_or(0);
   const std::size_t pad = (64 - start % 64) % 64;
   b.extend_to(pad);
@@ -243,6 +244,7 @@ void HttpSession::read_chunked_body() {
 void HttpSession::body_done() {
   req_.received = std::chrono::steady_clock::now();
   req_.body = length_ == 0 ? std::string_view{} : std::string_view(body_->data() + pad_, length_);
+  req_.body_readable_past_end = length_ == 0 ? 0 : body_->capacity() - pad_ - length_;
   run_handler();
 }
 

@@ -17,7 +17,7 @@ double thread_cpu_us() {
 void fill_slot(std::string& body, double slot, double value) {
   static const std::string time_text = json_number_text(kServerTimeSlot), cpu_text = json_number_text(kServerCpuSlot);
   const std::string& placeholder = slot == kServerTimeSlot ? time_text : cpu_text;
-  const std::size_t at = body.find(placeholder);
+  const std::size_t at = body.rfind(placeholder);  // parameters come last, after any JSON data
   if (at == std::string::npos) throw Error("response header lost its placeholder " + placeholder);
   char text[32];
   const auto [end, ec] = std::to_chars(text, text + sizeof text, value, std::chars_format::fixed, 1);

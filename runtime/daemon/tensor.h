@@ -9,6 +9,14 @@
 //
 // Binary extension: the JSON header is the first Inference-Header-Content-Length bytes; each input
 // with parameters.binary_data_size takes that many bytes from what follows, in input order.
+//
+// Bounds (tensor_parse.cpp, tensor.cpp): the JSON header is read with simdjson's On-Demand parser,
+// without a document tree: a tensor's "data" array is counted, checked against its declared shape,
+// and only then parsed straight into the tensor's bytes, so a declared [1e12, 64] with two values is
+// a 400 naming the field and a 50 MB JSON request costs about its tensors' bytes, not a tree of
+// them. Nesting deeper than kMaxJsonDepth is refused wherever the parser descends (values it skips
+// are skipped without recursion); invalid UTF-8 is malformed JSON. JSON data in a response is
+// written number by number into the body, refused (TooLarge, 413) past max_json_bytes.
 #include <cstddef>
 #include <cstdint>
 #include <optional>
@@ -23,6 +31,18 @@ namespace dype::rt::daemon {
 
 // Bytes per element of a KServe datatype ("FP32" -> 4); 0 for BYTES; InputError when unknown.
 std::size_t datatype_size(std::string_view datatype, const std::string& where);
+// The product of `shape`'s dimensions; InputError naming `where`.shape[i] for a negative one and
+// `where`.shape when the product (times 16 bytes) would not fit an int64.
+std::int64_t element_count(const std::vector<std::int64_t>& shape, const std::string& where);
+// "[2,3]"
+std::string shape_text(const std::vector<std::int64_t>& shape);
+
+// Bytes readable past the end of a JSON text that lets the parser read it in place (simdjson's
+// SIMDJSON_PADDING); with fewer, the text is copied first. The HTTP transport leaves this much room
+// after every body it receives (body_buffer.h).
+inline constexpr std::size_t kJsonReadPaddingBytes = 64;
+// The default bound on a response's JSON encoding (dype-serve --max-response-bytes).
+inline constexpr std::size_t kDefaultMaxResponseBytes = std::size_t{256} << 20;
 
 struct Tensor {
   std::string name;
@@ -46,8 +66,6 @@ struct Tensor {
   static Tensor from_f32(std::string name, std::vector<std::int64_t> shape, const std::vector<float>& v);
   static Tensor from_i64(std::string name, std::vector<std::int64_t> shape,
                          const std::vector<std::int64_t>& v);
-  // JSON "data" array (flat), as the protocol's JSON form carries it.
-  nlohmann::json data_json() const;
 };
 
 struct RequestedOutput {
@@ -70,9 +88,10 @@ struct InferRequest {
 
 // header_length: the Inference-Header-Content-Length header, when present. borrow_binary: binary
 // tensors view `body` (Tensor::view) instead of copying it; the caller keeps body alive while the
-// request is used.
+// request is used. readable_past_end: bytes after `body` that may be read (not written); with
+// kJsonReadPaddingBytes or more the JSON header is parsed where it lies, else from a copy.
 InferRequest parse_infer_request(std::string_view body, std::optional<std::size_t> header_length,
-                                 bool borrow_binary = false);
+                                 bool borrow_binary = false, std::size_t readable_past_end = 0);
 
 struct EncodedBody {
   std::string body;
@@ -87,14 +106,19 @@ struct ResponseHeader {
   nlohmann::json parameters = nlohmann::json::object();
 };
 
-// binary: per output, whether its data goes in the binary section.
+// binary: per output, whether its data goes in the binary section (else as a JSON "data" array,
+// each number written straight into the body). max_json_bytes bounds the JSON part: an output whose
+// data would take it past the bound is refused with TooLarge (413) naming the output and the bound
+// and suggesting binary output, before more than the bound is written.
 EncodedBody encode_infer_response(const ResponseHeader& header, const std::vector<Tensor>& outputs,
-                                  const std::vector<bool>& binary);
+                                  const std::vector<bool>& binary,
+                                  std::size_t max_json_bytes = kDefaultMaxResponseBytes);
 // The same response's JSON header alone (body = header; header_length and content_type as above):
 // the binary tensors' bytes, in output order, are the caller's to send after it from where they
 // lie, so a large output is not copied into a body first.
 EncodedBody encode_infer_response_header(const ResponseHeader& header, const std::vector<Tensor>& outputs,
-                                         const std::vector<bool>& binary);
+                                         const std::vector<bool>& binary,
+                                         std::size_t max_json_bytes = kDefaultMaxResponseBytes);
 // A double as encode_infer_response_header writes it (shortest round-trip form; null when not finite).
 std::string json_number_text(double v);
 // The client side: same body format as a request (inputs in binary when binary is true).
@@ -107,6 +131,7 @@ struct InferResponse {
   nlohmann::json parameters = nlohmann::json::object();
   std::vector<Tensor> outputs;
 };
-InferResponse parse_infer_response(std::string_view body, std::optional<std::size_t> header_length);
+InferResponse parse_infer_response(std::string_view body, std::optional<std::size_t> header_length,
+                                   std::size_t readable_past_end = 0);
 
 }  // namespace dype::rt::daemon
