@@ -166,21 +166,30 @@ std::vector<std::string> AdminApi::restore_state() {
     std::lock_guard lock(mu_);
     if (!state_file_) return report;
     saved = state_file_->load();
+    // Each step below saves state_: starting from the whole saved state keeps the file whole if
+    // the daemon dies part-way through restoring it (otherwise the first step would write a
+    // state without the steps not yet taken).
+    state_ = saved;
   }
-  auto attempt = [&](const std::string& what, auto&& f) {
+  auto attempt = [&](const std::string& what, auto&& f, auto&& forget) {
     try {
       f();
       report.push_back(what);
     } catch (const std::exception& e) {
       report.push_back(what + " skipped: " + e.what());
+      std::lock_guard lock(mu_);  // not in effect: not kept either
+      forget();
+      save_state();
     }
   };
-  if (saved.mode) attempt("mode " + *saved.mode, [&] { set_mode(*saved.mode); });
+  if (saved.mode) attempt("mode " + *saved.mode, [&] { set_mode(*saved.mode); }, [&] { state_.mode = service_.mode(); });
   for (const auto& [device, path] : saved.bitstreams) {
-    if (path.empty()) attempt(device + ": bitstream unloaded", [&] { unload_bitstream(device); });
-    else attempt(device + ": bitstream " + path, [&] { load_bitstream(device, path); });
+    auto forget = [&, d = device] { state_.bitstreams.erase(d); };
+    if (path.empty()) attempt(device + ": bitstream unloaded", [&] { unload_bitstream(device); }, forget);
+    else attempt(device + ": bitstream " + path, [&] { load_bitstream(device, path); }, forget);
   }
-  for (const std::string& device : saved.drained) attempt(device + ": drained", [&] { drain_device(device, true); });
+  for (const std::string& device : saved.drained)
+    attempt(device + ": drained", [&] { drain_device(device, true); }, [&, d = device] { state_.drained.erase(d); });
   return report;
 }
 
