@@ -6,6 +6,7 @@
 //
 // SIGTERM/SIGINT: readiness goes false at once, new requests get 503, admitted requests finish
 // (up to --exit-timeout seconds), then the process exits 0.
+#include <algorithm>
 #include <cerrno>
 #include <chrono>
 #include <thread>
@@ -147,6 +148,12 @@ int main(int argc, char** argv) {
       ->check(CLI::IsMember({"perf", "energy", "balanced", "qos", "latency"}));
   app.add_option("--http-port", ho.http_port, "HTTP port (0: ephemeral)");
   app.add_option("--grpc-port", grpc_port, "gRPC port (-1: off)");
+  std::size_t grpc_max_streams = 4096;
+  app.add_option("--grpc-max-streams", grpc_max_streams,
+                 "gRPC ModelStreamInfer streams open at once (an idle stream holds no thread); more get "
+                 "RESOURCE_EXHAUSTED")
+      ->check(CLI::Range(std::size_t{1}, std::size_t{1} << 20))
+      ->capture_default_str();
   app.add_option("--metrics-port", ho.metrics_port, "Prometheus metrics port (0: ephemeral, -1: off)");
   app.add_option("--host", ho.host, "address to listen on");
   app.add_option("--admin-token-file", token_file, "file holding the admin API token (admin API off without it)");
@@ -264,6 +271,9 @@ int main(int argc, char** argv) {
       grpc = std::make_unique<GrpcServer>(batched, graphs, metrics, http.admission(), ho.host, grpc_port,
                                           ho.max_request_bytes, &http.admin());
       grpc->set_infer_token(ho.infer_token);
+      grpc->set_max_streams(grpc_max_streams);
+      // Workers that wait for the engine each hold an admitted request: --max-queue bounds them.
+      grpc->set_max_workers(std::clamp<std::size_t>(ho.max_queue, 4, 1024));
       grpc->start();
     }
     for (const ModelInfo& m : service.models())

@@ -1,13 +1,15 @@
 #include "runtime/daemon/grpc_server.h"
 
-#include <set>
+#include <atomic>
 #include <chrono>
 #include <condition_variable>
 #include <deque>
 #include <future>
 #include <memory>
+#include <mutex>
 #include <optional>
-#include <thread>
+#include <set>
+#include <unordered_set>
 
 #include <grpcpp/grpcpp.h>
 #include <grpcpp/health_check_service_interface.h>
@@ -16,6 +18,7 @@
 #include "runtime/daemon/errors.h"
 #include "runtime/daemon/grpc_repository.h"
 #include "runtime/daemon/request_builder.h"
+#include "runtime/daemon/worker_pool.h"
 #include "runtime/daemon/proto/dype_admin.grpc.pb.h"
 #include "runtime/daemon/proto/grpc_service.grpc.pb.h"
 
@@ -113,17 +116,49 @@ void to_proto(const std::string& model, std::int64_t version, const std::string&
   }
 }
 
-struct GrpcServer::Impl final : public pb::GRPCInferenceService::Service {
+// The inference service. RPCs that never wait on the engine (health, metadata) are callbacks
+// answered on gRPC's threads; ModelInfer and ModelStreamInfer are callbacks whose blocking part
+// (building and submitting a request, which waits for room in the engine, and waiting for the
+// engine's answer) runs on the front end's WorkerPool, so a stream holds no thread while idle;
+// the repository RPCs, which load models, stay on gRPC's synchronous threads.
+namespace {
+using CallbackBase = pb::GRPCInferenceService::WithCallbackMethod_ServerLive<
+    pb::GRPCInferenceService::WithCallbackMethod_ServerReady<pb::GRPCInferenceService::WithCallbackMethod_ModelReady<
+        pb::GRPCInferenceService::WithCallbackMethod_ServerMetadata<
+            pb::GRPCInferenceService::WithCallbackMethod_ModelMetadata<pb::GRPCInferenceService::WithCallbackMethod_ModelInfer<
+                pb::GRPCInferenceService::WithCallbackMethod_ModelStreamInfer<pb::GRPCInferenceService::Service>>>>>>>;
+using StreamBase = grpc::ServerBidiReactor<pb::ModelInferRequest, pb::ModelStreamInferResponse>;
+
+// A stream refused before its first read (token, stream cap, shutdown): finished at once.
+class RefusedStream final : public StreamBase {
+ public:
+  explicit RefusedStream(grpc::Status st) { Finish(std::move(st)); }
+  void OnDone() override { delete this; }
+};
+}  // namespace
+
+struct GrpcServer::Impl final : public CallbackBase {
+  class Stream;
   InferenceService& service;
   GraphRegistry& graphs;
   Metrics& metrics;
   AdmissionControl& admission;
   AdminApi* admin;  // the repository RPCs' token check and calls (grpc_repository.h); may be null
-  std::unique_ptr<grpc::Server> server;
   std::string infer_token;  // non-empty: ModelInfer and ModelStreamInfer need it
+  std::size_t max_streams = 4096;  // ModelStreamInfer streams open at once; more: RESOURCE_EXHAUSTED
+  std::size_t max_workers = 64;    // WorkerPool bound
+  std::unique_ptr<WorkerPool> pool;  // created by start(); outlives the server
+  std::unique_ptr<grpc::Server> server;
+  std::mutex streams_mu;
+  std::condition_variable streams_cv;  // a stream closed
+  std::unordered_set<Stream*> streams;  // open, not yet done
+  bool stopping = false;
+
+  Impl(InferenceService& s, GraphRegistry& g, Metrics& m, AdmissionControl& a, AdminApi* ad)
+      : service(s), graphs(g), metrics(m), admission(a), admin(ad) {}
 
   // UNAUTHENTICATED unless the "authorization" metadata carries the inference token (when set).
-  grpc::Status check_token(const grpc::ServerContext& ctx) const {
+  grpc::Status check_token(const grpc::ServerContextBase& ctx) const {
     if (infer_token.empty()) return grpc::Status::OK;
     std::string auth;
     const auto& md = ctx.client_metadata();
@@ -135,9 +170,6 @@ struct GrpcServer::Impl final : public pb::GRPCInferenceService::Service {
     }
     return grpc::Status::OK;
   }
-
-  Impl(InferenceService& s, GraphRegistry& g, Metrics& m, AdmissionControl& a, AdminApi* ad)
-      : service(s), graphs(g), metrics(m), admission(a), admin(ad) {}
 
   grpc::Status RepositoryIndex(grpc::ServerContext* c, const pb::RepositoryIndexRequest* q,
                                pb::RepositoryIndexResponse* r) override {
@@ -162,14 +194,14 @@ struct GrpcServer::Impl final : public pb::GRPCInferenceService::Service {
     metrics.set_served(names);
   }
 
-  // One request start to finish; the reason goes to the metrics.
   // The client's gRPC deadline on the steady clock (none when it set none).
-  static std::optional<Clock::time_point> steady_deadline(const grpc::ServerContext& ctx) {
+  static std::optional<Clock::time_point> steady_deadline(const grpc::ServerContextBase& ctx) {
     const auto d = ctx.deadline();
     if (d >= std::chrono::system_clock::time_point::max() - std::chrono::hours(24 * 365)) return std::nullopt;
     return Clock::now() + std::chrono::duration_cast<Clock::duration>(d - std::chrono::system_clock::now());
   }
 
+  // One request start to finish (on the pool: it waits for the engine); the reason goes to the metrics.
   grpc::Status infer_one(const pb::ModelInferRequest& req, pb::ModelInferResponse& resp,
                          std::optional<Clock::time_point> deadline = std::nullopt) {
     const auto t0 = Clock::now();
@@ -195,33 +227,40 @@ struct GrpcServer::Impl final : public pb::GRPCInferenceService::Service {
     return st;
   }
 
-  grpc::Status ServerLive(grpc::ServerContext*, const pb::ServerLiveRequest*, pb::ServerLiveResponse* r) override {
+  using Ctx = grpc::CallbackServerContext;
+  static grpc::ServerUnaryReactor* answer_now(Ctx* ctx, grpc::Status st) {
+    grpc::ServerUnaryReactor* reactor = ctx->DefaultReactor();
+    reactor->Finish(std::move(st));
+    return reactor;
+  }
+
+  grpc::ServerUnaryReactor* ServerLive(Ctx* c, const pb::ServerLiveRequest*, pb::ServerLiveResponse* r) override {
     r->set_live(true);
-    return grpc::Status::OK;
+    return answer_now(c, grpc::Status::OK);
   }
-  grpc::Status ServerReady(grpc::ServerContext*, const pb::ServerReadyRequest*, pb::ServerReadyResponse* r) override {
+  grpc::ServerUnaryReactor* ServerReady(Ctx* c, const pb::ServerReadyRequest*, pb::ServerReadyResponse* r) override {
     r->set_ready(admission.ready());
-    return grpc::Status::OK;
+    return answer_now(c, grpc::Status::OK);
   }
-  grpc::Status ModelReady(grpc::ServerContext*, const pb::ModelReadyRequest* q, pb::ModelReadyResponse* r) override {
+  grpc::ServerUnaryReactor* ModelReady(Ctx* c, const pb::ModelReadyRequest* q, pb::ModelReadyResponse* r) override {
     std::string reason;
     try {
       r->set_ready(service.model_ready(q->name()) && admission.ready());
-      return grpc::Status::OK;
+      return answer_now(c, grpc::Status::OK);
     } catch (...) {
-      return status_of(std::current_exception(), reason);
+      return answer_now(c, status_of(std::current_exception(), reason));
     }
   }
-  grpc::Status ServerMetadata(grpc::ServerContext*, const pb::ServerMetadataRequest*,
-                              pb::ServerMetadataResponse* r) override {
+  grpc::ServerUnaryReactor* ServerMetadata(Ctx* c, const pb::ServerMetadataRequest*,
+                                           pb::ServerMetadataResponse* r) override {
     r->set_name("dype");
     r->set_version("0.1.0");
     for (const char* e : {"binary_tensor_data", "model_repository", "dype_graphs", "dype_admin", "dype_plan"})
       r->add_extensions(e);
-    return grpc::Status::OK;
+    return answer_now(c, grpc::Status::OK);
   }
-  grpc::Status ModelMetadata(grpc::ServerContext*, const pb::ModelMetadataRequest* q,
-                             pb::ModelMetadataResponse* r) override {
+  grpc::ServerUnaryReactor* ModelMetadata(Ctx* c, const pb::ModelMetadataRequest* q,
+                                          pb::ModelMetadataResponse* r) override {
     std::string reason;
     try {
       const ModelInfo m = service.model(q->name());
@@ -239,115 +278,294 @@ struct GrpcServer::Impl final : public pb::GRPCInferenceService::Service {
       };
       fill(m.inputs, [r] { return r->add_inputs(); });
       fill(m.outputs, [r] { return r->add_outputs(); });
-      return grpc::Status::OK;
+      return answer_now(c, grpc::Status::OK);
     } catch (...) {
-      return status_of(std::current_exception(), reason);
+      return answer_now(c, status_of(std::current_exception(), reason));
     }
   }
-  grpc::Status ModelInfer(grpc::ServerContext* ctx, const pb::ModelInferRequest* q, pb::ModelInferResponse* r) override {
+  // Checked on gRPC's thread; parsed, run and waited for on the pool, which finishes the call.
+  grpc::ServerUnaryReactor* ModelInfer(Ctx* ctx, const pb::ModelInferRequest* q, pb::ModelInferResponse* r) override {
     if (grpc::Status st = check_token(*ctx); !st.ok()) {
       metrics.record(q->model_name(), "unauthorized", 0.0);
-      return st;
+      return answer_now(ctx, std::move(st));
     }
-    return infer_one(*q, *r, steady_deadline(*ctx));
+    grpc::ServerUnaryReactor* reactor = ctx->DefaultReactor();
+    pool->post([this, reactor, q, r, deadline = steady_deadline(*ctx)] { reactor->Finish(infer_one(*q, *r, deadline)); });
+    return reactor;
   }
+  StreamBase* ModelStreamInfer(Ctx* ctx) override;
 
-  // Each request of a stream is parsed, built and submitted to the engine as it arrives, on this
-  // thread, and answered in arrival order by a writer thread as the engine finishes it: up to
-  // `window` requests of a stream are in the pipeline at once, with no thread per request (a
-  // thread per request cost more than the front end's own work for small graphs).
-  grpc::Status ModelStreamInfer(
-      grpc::ServerContext* ctx,
-      grpc::ServerReaderWriter<pb::ModelStreamInferResponse, pb::ModelInferRequest>* stream) override {
-    if (grpc::Status st = check_token(*ctx); !st.ok()) {
-      metrics.record("", "unauthorized", 0.0);
-      return st;
-    }
-    constexpr std::size_t window = 8;
-    struct Item {
-      std::string model, id;
-      std::int64_t version = 1;
-      Clock::time_point t0, submitted;
-      std::optional<Clock::time_point> deadline;  // parameters.timeout from t0
-      std::unique_ptr<AdmissionControl::Ticket> ticket;  // held until answered
-      std::future<HostTensor> y;
-      std::vector<std::string> outputs;  // the names to answer with
-      std::exception_ptr error;  // refused before reaching the engine
-    };
-    std::mutex mu;
-    std::condition_variable cv;
-    std::deque<Item> pending;
-    bool reading_done = false;
-    std::thread writer([&] {
-      for (;;) {
-        Item it;
-        {
-          std::unique_lock lock(mu);
-          cv.wait(lock, [&] { return !pending.empty() || reading_done; });
-          if (pending.empty()) return;
-          it = std::move(pending.front());
-          pending.pop_front();
-        }
-        cv.notify_all();
-        pb::ModelStreamInferResponse out;
-        std::string reason = "ok";
-        double engine_s = 0.0;
-        try {
-          if (it.error) std::rethrow_exception(it.error);
-          const HostTensor y = await_answer(it.y, it.deadline);
-          engine_s = std::chrono::duration<double>(Clock::now() - it.submitted).count();
-          to_proto(it.model, it.version, it.id, output_tensors(y, it.outputs, /*view=*/true), *out.mutable_infer_response());
-          (*out.mutable_infer_response()->mutable_parameters())["dype_engine_time_us"].set_double_param(engine_s * 1e6);
-        } catch (...) {
-          const grpc::Status st = status_of(std::current_exception(), reason);
-          out.Clear();
-          out.set_error_message(st.error_message());
-          out.mutable_infer_response()->set_model_name(it.model);
-          out.mutable_infer_response()->set_id(it.id);
-        }
-        it.ticket.reset();
-        metrics.record(it.model, reason, std::chrono::duration<double>(Clock::now() - it.t0).count());
-        if (reason == "ok")
-          metrics.record_split(it.model, std::chrono::duration<double>(it.submitted - it.t0).count(), engine_s);
-        stream->Write(out);
-      }
-    });
-    pb::ModelInferRequest req;
-    while (!ctx->IsCancelled() && stream->Read(&req)) {
-      {
-        std::unique_lock lock(mu);
-        cv.wait(lock, [&] { return pending.size() < window; });
-      }
-      Item it;
-      it.model = req.model_name();
-      it.id = req.id();
-      it.t0 = Clock::now();
-      try {
-        it.version = service.model(it.model).version;
-        check_version(it.model, req.model_version(), it.version);
-        it.ticket = std::make_unique<AdmissionControl::Ticket>(admission);
-        // The engine's request owns copies of what it needs, so `req` can be reused at once.
-        const InferRequest in = from_proto(req);
-        if (const auto timeout = request_timeout(in)) it.deadline = it.t0 + *timeout;
-        it.y = submit_infer(service, graphs, it.model, in, &it.submitted, &it.version, &it.outputs);
-      } catch (...) {
-        it.error = std::current_exception();
-      }
-      {
-        std::lock_guard lock(mu);
-        pending.push_back(std::move(it));
-      }
-      cv.notify_all();
-    }
-    {
-      std::lock_guard lock(mu);
-      reading_done = true;
-    }
-    cv.notify_all();
-    writer.join();
-    return grpc::Status::OK;
+  // Shutdown begins: new streams are refused, idle ones end now, busy ones once answered.
+  void begin_stop();
+  // Waits (up to timeout_s) until every stream is done.
+  bool wait_streams_closed(double timeout_s) {
+    std::unique_lock lock(streams_mu);
+    return streams_cv.wait_for(lock, std::chrono::duration<double>(timeout_s), [this] { return streams.empty(); });
+  }
+  std::size_t streams_open() {
+    std::lock_guard lock(streams_mu);
+    return streams.size();
   }
 };
+
+// One ModelStreamInfer stream as a callback reactor. Each request is read on gRPC's thread, built
+// and submitted to the engine on the pool, and answered in arrival order: the pool waits for the
+// oldest unanswered request's answer and the reactor writes the answers one at a time. Up to
+// `kWindow` requests of a stream are in the pipeline at once; the next read starts when there is
+// room, so a client sending faster is held back by gRPC's flow control. An idle stream holds an
+// outstanding read and no thread.
+//
+// Every state change goes through advance(change), under mu_: the thread that finds nobody else
+// advancing decides the next steps (read, write, finish) and makes those gRPC calls without the
+// lock, one at a time, until there is nothing left to do, so gRPC's reactions (which may run inline
+// in a Start call) never wait on mu_ and Finish is called once, when nothing else refers to the
+// stream any more (the reactor may be deleted as soon as it is called). An answer the engine has
+// already given when the stream looks for it is encoded by the advancing thread itself; only one
+// still to come is waited for on the pool.
+class GrpcServer::Impl::Stream final : public StreamBase {
+ public:
+  static constexpr std::size_t kWindow = 8;
+  explicit Stream(Impl& impl) : s_(impl) {}
+  void start() {
+    advance([] {});
+  }
+  // Server shutdown: no more reads; finishes (UNAVAILABLE) once the requests read are answered.
+  void shutdown() {
+    std::lock_guard lock(mu_);
+    stopping_ = true;
+    ++kicks_;  // keeps the stream alive until the pool's advance below has run
+    s_.pool->post([this] { advance([this] { --kicks_; }); });
+  }
+
+  void OnReadDone(bool ok) override {
+    advance([&] {
+      reading_ = false;
+      if (!ok) {
+        read_closed_ = true;
+      } else if (!cancelled_) {
+        submitting_ = true;
+        s_.pool->post([this] { submit(); });
+      }
+    });
+  }
+  void OnWriteDone(bool ok) override {
+    advance([&] {
+      writing_ = false;
+      items_.pop_front();
+      --answered_;
+      if (!ok) cancel_locked();  // the client is gone
+    });
+  }
+  void OnCancel() override {
+    advance([&] { cancel_locked(); });
+  }
+  void OnDone() override {
+    {
+      std::lock_guard lock(s_.streams_mu);
+      s_.streams.erase(this);
+    }
+    s_.streams_cv.notify_all();
+    delete this;
+  }
+
+ private:
+  struct Item {
+    std::string model, id;
+    std::int64_t version = 1;
+    Clock::time_point t0, submitted;
+    std::optional<Clock::time_point> deadline;  // parameters.timeout from t0
+    std::unique_ptr<AdmissionControl::Ticket> ticket;  // held until answered
+    std::future<HostTensor> y;
+    std::vector<std::string> outputs;  // the names to answer with
+    std::exception_ptr error;  // refused before reaching the engine
+    pb::ModelStreamInferResponse out;  // the answer, written once every earlier one is
+  };
+  enum class Step { none, read, write, answer, finish };
+
+  template <typename F>
+  void advance(F&& change) {
+    std::unique_lock lock(mu_);
+    change();
+    if (advancing_) return;  // the advancing thread looks again after its current call
+    advancing_ = true;
+    for (;;) {
+      const Step step = next_locked();
+      if (step == Step::none) {
+        advancing_ = false;
+        return;
+      }
+      lock.unlock();
+      if (step == Step::read) StartRead(&req_);
+      if (step == Step::write) StartWrite(writing_msg_);
+      if (step == Step::answer) answer(*answering_);
+      if (step == Step::finish) {
+        Finish(std::move(final_status_));
+        return;  // OnDone may delete this at any time now
+      }
+      lock.lock();
+      if (step == Step::answer) {
+        ++answered_;
+        awaiting_ = false;
+      }
+    }
+  }
+
+  // What to do next, given the state; starts the pool's answering task when there is work for it.
+  Step next_locked() {
+    if (finished_) return Step::none;
+    if (cancelled_ && !submitting_ && !awaiting_ && !writing_) {
+      items_.clear();  // queued work dropped: admission tickets released, engine answers discarded
+      answered_ = 0;
+    }
+    if (items_.empty() && !submitting_ && !awaiting_ && !writing_ && kicks_ == 0) {
+      if (cancelled_) return finish_locked({grpc::StatusCode::CANCELLED, "stream cancelled"});
+      if (read_closed_) return finish_locked(grpc::Status::OK);
+      if (stopping_) return finish_locked({grpc::StatusCode::UNAVAILABLE, "server is shutting down"});
+    }
+    if (cancelled_) return Step::none;
+    if (!awaiting_ && answered_ < items_.size()) {
+      awaiting_ = true;
+      Item& next = items_[answered_];
+      // An answer that is already there is encoded by this thread (no wait, no hand-off).
+      if (next.error || next.y.wait_for(std::chrono::seconds(0)) == std::future_status::ready) {
+        answering_ = &next;
+        return Step::answer;
+      }
+      s_.pool->post([this] { answer_all(); });
+    }
+    if (!writing_ && answered_ > 0) {
+      writing_ = true;
+      writing_msg_ = &items_.front().out;
+      return Step::write;
+    }
+    if (!reading_ && !read_closed_ && !submitting_ && !stopping_ && items_.size() < kWindow) {
+      reading_ = true;
+      return Step::read;
+    }
+    return Step::none;
+  }
+  Step finish_locked(grpc::Status st) {
+    finished_ = true;
+    final_status_ = std::move(st);
+    return Step::finish;
+  }
+  void cancel_locked() {
+    cancelled_ = true;
+    cancel_seen_.store(true);
+  }
+
+  // On the pool: builds and submits the request just read (req_ is free for the next read after).
+  void submit() {
+    Item it;
+    it.model = req_.model_name();
+    it.id = req_.id();
+    it.t0 = Clock::now();
+    try {
+      it.version = s_.service.model(it.model).version;
+      check_version(it.model, req_.model_version(), it.version);
+      it.ticket = std::make_unique<AdmissionControl::Ticket>(s_.admission);
+      // The engine's request owns copies of what it needs, so `req_` can be reused at once.
+      const InferRequest in = from_proto(req_);
+      if (const auto timeout = request_timeout(in)) it.deadline = it.t0 + *timeout;
+      it.y = submit_infer(s_.service, s_.graphs, it.model, in, &it.submitted, &it.version, &it.outputs);
+    } catch (...) {
+      it.error = std::current_exception();
+    }
+    advance([&] {
+      submitting_ = false;
+      items_.push_back(std::move(it));
+    });
+  }
+
+  // On the pool: waits for the answers of the unanswered items in order and encodes them.
+  void answer_all() {
+    Item* it = nullptr;
+    auto next = [&] {
+      it = cancelled_ || answered_ >= items_.size() ? nullptr : &items_[answered_];
+      if (!it) awaiting_ = false;
+    };
+    advance(next);
+    while (it) {
+      answer(*it);
+      advance([&] {
+        ++answered_;
+        next();
+      });
+    }
+  }
+
+  void answer(Item& it) {
+    pb::ModelStreamInferResponse& out = it.out;
+    std::string reason = "ok";
+    double engine_s = 0.0;
+    try {
+      if (it.error) std::rethrow_exception(it.error);
+      // In slices, so that a cancelled stream stops waiting.
+      for (;;) {
+        auto until = Clock::now() + std::chrono::milliseconds(50);
+        if (it.deadline && *it.deadline < until) until = *it.deadline;
+        if (it.y.wait_until(until) == std::future_status::ready) break;
+        if (cancel_seen_.load()) return;  // dropped with the stream
+        if (it.deadline && Clock::now() >= *it.deadline) break;
+      }
+      const HostTensor y = await_answer(it.y, it.deadline);
+      engine_s = std::chrono::duration<double>(Clock::now() - it.submitted).count();
+      to_proto(it.model, it.version, it.id, output_tensors(y, it.outputs, /*view=*/true), *out.mutable_infer_response());
+      (*out.mutable_infer_response()->mutable_parameters())["dype_engine_time_us"].set_double_param(engine_s * 1e6);
+    } catch (...) {
+      const grpc::Status st = status_of(std::current_exception(), reason);
+      out.Clear();
+      out.set_error_message(st.error_message());
+      out.mutable_infer_response()->set_model_name(it.model);
+      out.mutable_infer_response()->set_id(it.id);
+    }
+    it.ticket.reset();
+    s_.metrics.record(it.model, reason, std::chrono::duration<double>(Clock::now() - it.t0).count());
+    if (reason == "ok")
+      s_.metrics.record_split(it.model, std::chrono::duration<double>(it.submitted - it.t0).count(), engine_s);
+  }
+
+  Impl& s_;
+  pb::ModelInferRequest req_;  // the read in progress, then the request being submitted
+  std::mutex mu_;
+  std::deque<Item> items_;  // read, in arrival order; the front is the next to write
+  std::size_t answered_ = 0;  // items_[0, answered_) have their answer encoded
+  const pb::ModelStreamInferResponse* writing_msg_ = nullptr;
+  Item* answering_ = nullptr;  // Step::answer's item
+  grpc::Status final_status_;
+  int kicks_ = 0;  // pool tasks queued by shutdown()
+  bool advancing_ = false, reading_ = false, read_closed_ = false, submitting_ = false, awaiting_ = false,
+       writing_ = false, cancelled_ = false, stopping_ = false, finished_ = false;
+  std::atomic<bool> cancel_seen_{false};  // cancelled_, for the answering task's waits
+};
+
+StreamBase* GrpcServer::Impl::ModelStreamInfer(Ctx* ctx) {
+  if (grpc::Status st = check_token(*ctx); !st.ok()) {
+    metrics.record("", "unauthorized", 0.0);
+    return new RefusedStream(std::move(st));
+  }
+  Stream* stream = nullptr;
+  {
+    std::lock_guard lock(streams_mu);
+    if (stopping) return new RefusedStream({grpc::StatusCode::UNAVAILABLE, "server is shutting down"});
+    if (streams.size() >= max_streams) {
+      metrics.record("", "overloaded", 0.0);
+      return new RefusedStream({grpc::StatusCode::RESOURCE_EXHAUSTED,
+                                "too many streams: " + std::to_string(streams.size()) + " ModelStreamInfer streams open (limit " +
+                                    std::to_string(max_streams) + ", dype-serve --grpc-max-streams); retry later"});
+    }
+    stream = new Stream(*this);
+    streams.insert(stream);
+  }
+  stream->start();
+  return stream;
+}
+
+void GrpcServer::Impl::begin_stop() {
+  std::lock_guard lock(streams_mu);
+  stopping = true;
+  for (Stream* s : streams) s->shutdown();
+}
 
 // dype.admin.DypeAdmin: each RPC checks the token from the "authorization" metadata and answers
 // AdminApi's JSON document.
@@ -421,11 +639,15 @@ GrpcServer::GrpcServer(InferenceService& service, GraphRegistry& graphs, Metrics
 GrpcServer::~GrpcServer() { stop(0.0); }
 
 void GrpcServer::set_infer_token(std::string token) { impl_->infer_token = std::move(token); }
+void GrpcServer::set_max_streams(std::size_t n) { impl_->max_streams = n; }
+void GrpcServer::set_max_workers(std::size_t n) { impl_->max_workers = std::max<std::size_t>(1, n); }
+std::size_t GrpcServer::streams_open() const { return impl_->streams_open(); }
 
 void GrpcServer::start() {
   // grpc.health.v1.Health (Kubernetes' gRPC probes): SERVING while ready, NOT_SERVING from the
   // start of shutdown (set_serving).
   grpc::EnableDefaultHealthCheckService(true);
+  if (!impl_->pool) impl_->pool = std::make_unique<WorkerPool>(2, impl_->max_workers);
   grpc::ServerBuilder b;
   b.AddListeningPort(host_ + ":" + std::to_string(requested_port_), grpc::InsecureServerCredentials(), &port_);
   b.RegisterService(impl_.get());
@@ -452,9 +674,11 @@ void GrpcServer::set_serving(bool serving) {
 void GrpcServer::stop(double deadline_s) {
   if (!impl_ || !impl_->server) return;
   set_serving(false);
+  impl_->begin_stop();  // idle streams end now, without waiting for the deadline
   impl_->server->Shutdown(std::chrono::system_clock::now() +
                           std::chrono::duration_cast<std::chrono::system_clock::duration>(std::chrono::duration<double>(deadline_s)));
   impl_->server->Wait();
+  impl_->wait_streams_closed(5.0);  // their OnDone, which follows the call's end
   impl_->server.reset();
 }
 

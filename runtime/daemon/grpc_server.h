@@ -3,7 +3,12 @@
 // ServerReady, ModelReady, ServerMetadata, ModelMetadata, ModelInfer and Triton's bidirectional
 // ModelStreamInfer (requests are submitted as they arrive and answered in order, one response
 // each; a bad request gets a response with error_message and the stream goes on). Shares the
-// admission queue and shutdown switch with the HTTP front end. With an AdminApi it also serves
+// admission queue and shutdown switch with the HTTP front end.
+//
+// Threads: the infer RPCs use gRPC's callback API. A stream is a reactor that holds no thread
+// while idle; building and submitting requests and waiting for the engine's answers run on a
+// bounded WorkerPool (worker_pool.h: 2 threads idle, up to set_max_workers busy), never on gRPC's
+// callback threads. At most set_max_streams streams are open at once (RESOURCE_EXHAUSTED beyond). With an AdminApi it also serves
 // dype.admin.DypeAdmin (runtime/daemon/proto/dype_admin.proto), the HTTP admin API's twin.
 //
 //   GrpcServer grpc(service, graphs, metrics, http.admission(), "127.0.0.1", 0);
@@ -42,7 +47,8 @@ class GrpcServer {
   // Binds (Error naming host:port when it cannot) and serves on gRPC's own threads.
   void start();
   int port() const { return port_; }
-  // Cancels open streams after `deadline_s` and stops.
+  // Refuses new calls, ends idle streams at once (UNAVAILABLE) and streams with requests in
+  // flight once those are answered; cancels what is left after `deadline_s` and stops.
   void stop(double deadline_s = 5.0);
   // grpc.health.v1.Health's answer for the server and each of its services: SERVING after start,
   // NOT_SERVING once shutdown begins.
@@ -50,6 +56,14 @@ class GrpcServer {
   // Before start(): ModelInfer and ModelStreamInfer then need "authorization: Bearer <token>"
   // metadata (UNAUTHENTICATED otherwise); empty: open.
   void set_infer_token(std::string token);
+  // Before start(): ModelStreamInfer streams open at once (default 4096); more are refused with
+  // RESOURCE_EXHAUSTED naming the limit.
+  void set_max_streams(std::size_t streams);
+  // Before start(): the WorkerPool's bound on threads that build, submit and wait for requests
+  // (default 64, the default admission queue: every blocked worker holds an admitted request).
+  void set_max_workers(std::size_t threads);
+  // ModelStreamInfer streams open now.
+  std::size_t streams_open() const;
 
  private:
   struct Impl;
