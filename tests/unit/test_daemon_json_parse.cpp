@@ -4,6 +4,7 @@
 #include <cmath>
 #include <cstring>
 #include <limits>
+#include <random>
 
 #include <gtest/gtest.h>
 
@@ -230,4 +231,46 @@ TEST(DaemonJsonParse, ResponseErrorsAndOutputsAnyOrder) {
   EXPECT_EQ(r.id, "i");
   EXPECT_EQ(r.outputs.at(0).i64(), (std::vector<std::int64_t>{5, 6}));
   EXPECT_EQ(r.parameters["t"], 1.5);
+}
+
+// Damaged bodies (bytes flipped, cut short, brackets and quotes inserted), parsed from a copy and in
+// place: each parses or is refused with InputError, never another exception (nor, under the
+// sanitizers, a bad read).
+TEST(DaemonJsonParse, DamagedBodiesAreRefusedCleanly) {
+  const std::string good =
+      R"({"id":"r","parameters":{"window":3,"o":{"a":[1,2.5,"s"]}},"outputs":[{"name":"y","parameters":{"binary_data":true}}],)"
+      R"("inputs":[{"name":"x","datatype":"FP32","shape":[2,3],"data":[[1,2,3],[4.5,-6e2,0.25]]},)"
+      R"({"data":[0,1,1,0],"datatype":"INT64","name":"edge_index","shape":[2,2]}]})";
+  ASSERT_NO_THROW(parse_infer_request(good, std::nullopt));
+  std::mt19937 rng(19);
+  const std::string specials = "[]{}\",:0-e.\\ \xff\xc3tfn";
+  int parsed = 0, refused = 0;
+  for (int i = 0; i < 4000; ++i) {
+    std::string b = good;
+    const int edits = 1 + static_cast<int>(rng() % 3);
+    for (int k = 0; k < edits; ++k) {
+      const std::size_t at = rng() % b.size();
+      switch (rng() % 4) {
+        case 0: b[at] = specials[rng() % specials.size()]; break;
+        case 1: b.insert(at, 1, specials[rng() % specials.size()]); break;
+        case 2: b.erase(at, 1 + rng() % 8); break;
+        default: b.resize(at); break;
+      }
+      if (b.empty()) b = "{";
+    }
+    for (const bool in_place : {false, true}) {
+      std::string buffer = b + std::string(in_place ? kJsonReadPaddingBytes : 0, '9');
+      try {
+        parse_infer_request(std::string_view(buffer).substr(0, b.size()), std::nullopt, false,
+                            in_place ? kJsonReadPaddingBytes : 0);
+        ++parsed;
+      } catch (const InputError&) {
+        ++refused;
+      } catch (const std::exception& e) {
+        ADD_FAILURE() << "not an InputError: " << e.what() << "\nbody: " << b;
+      }
+    }
+  }
+  EXPECT_GT(refused, 1000);
+  EXPECT_GT(parsed, 10);
 }
