@@ -360,6 +360,7 @@ class GrpcServer::Impl::Stream final : public StreamBase {
     advance([&] { cancel_locked(); });
   }
   void OnDone() override {
+    { std::lock_guard lock(mu_); }  // after the last advance's accesses (see advance)
     {
       std::lock_guard lock(s_.streams_mu);
       s_.streams.erase(this);
@@ -394,12 +395,15 @@ class GrpcServer::Impl::Stream final : public StreamBase {
         advancing_ = false;
         return;
       }
+      // Taken out under the lock: OnDone locks mu_ before deleting, so the stream's own members are
+      // last touched under it.
+      grpc::Status final_status = step == Step::finish ? std::move(final_status_) : grpc::Status();
       lock.unlock();
       if (step == Step::read) StartRead(&req_);
       if (step == Step::write) StartWrite(writing_msg_);
       if (step == Step::answer) answer(*answering_);
       if (step == Step::finish) {
-        Finish(std::move(final_status_));
+        Finish(std::move(final_status));
         return;  // OnDone may delete this at any time now
       }
       lock.lock();

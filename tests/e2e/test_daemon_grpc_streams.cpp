@@ -90,9 +90,9 @@ class DaemonGrpcStreams : public ::testing::Test {
     if (grpc_) grpc_->stop(1.0);
     if (http_) http_->stop();
   }
-  // Waits until the server holds `n` streams (false after 20 s).
+  // Waits until the server holds `n` streams (false after 60 s).
   bool wait_streams(std::size_t n) {
-    const auto until = Clock::now() + std::chrono::seconds(20);
+    const auto until = Clock::now() + std::chrono::seconds(60);
     while (grpc_->streams_open() != n) {
       if (Clock::now() > until) return false;
       std::this_thread::sleep_for(std::chrono::milliseconds(5));
@@ -163,7 +163,7 @@ TEST_F(DaemonGrpcStreams, StopWithIdleStreamsIsPrompt) {
   const auto t0 = Clock::now();
   grpc_->stop(30.0);
   const double stop_s = std::chrono::duration<double>(Clock::now() - t0).count();
-  EXPECT_LT(stop_s, 3.0);
+  EXPECT_LT(stop_s, 10.0);  // well before the 30 s deadline (0.05 s here; seconds under TSan)
   for (OpenStream& s : streams) {
     inference::ModelStreamInferResponse r;
     EXPECT_FALSE(s.rw->Read(&r));
@@ -215,12 +215,12 @@ TEST_F(DaemonGrpcStreams, CancelledStreamDropsQueuedWork) {
     grpc::ClientContext ctx;
     auto s = stub->ModelStreamInfer(&ctx);
     for (int i = 0; i < 30; ++i)
-      if (!s->Write(request(2000, 20000, "c" + std::to_string(i)))) break;
+      if (!s->Write(request(800, 8000, "c" + std::to_string(i)))) break;
     ctx.TryCancel();
     EXPECT_EQ(s->Finish().error_code(), grpc::StatusCode::CANCELLED);
   }
   ASSERT_TRUE(wait_streams(0)) << grpc_->streams_open() << " streams still open";
-  const auto until = Clock::now() + std::chrono::seconds(20);
+  const auto until = Clock::now() + std::chrono::seconds(60);
   while (http_->admission().in_flight() != 0 && Clock::now() < until)
     std::this_thread::sleep_for(std::chrono::milliseconds(5));
   EXPECT_EQ(http_->admission().in_flight(), 0u);
