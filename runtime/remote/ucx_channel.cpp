@@ -4,6 +4,8 @@
 
 #include <algorithm>
 #include <array>
+#include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <utility>
 #include <vector>
@@ -19,7 +21,8 @@ enum AmId : unsigned {
   kHelloAck = 2,  // listener -> connecting side: accepted
   kFrame = 3,     // an activation: 48-byte header + payload
   kCredit = 4,    // receiver -> sender: u64 count of frames consumed so far
-  kBye = 5,       // "I closed": sent after the last frame completed
+  kBye = 5,       // "I am closing": sent after the last frame completed
+  kByeAck = 6,    // "I consumed everything before your Bye": the closer may end the endpoint
 };
 
 constexpr std::uint32_t kHelloMagic = 0x48505944;  // "DYPH"
@@ -74,6 +77,7 @@ struct UcxChannel::State {
     set_handler(kFrame, &State::on_frame);
     set_handler(kCredit, &State::on_credit);
     set_handler(kBye, &State::on_bye);
+    set_handler(kByeAck, &State::on_bye_ack);
   }
   ~State() { release(); }
 
@@ -84,7 +88,11 @@ struct UcxChannel::State {
   ucp_listener_h listener = nullptr;          // listening side, until accepted
   ucp_conn_request_h pending_conn = nullptr;  // listening side: the peer that knocked first
 
-  bool hello = false, hello_ack = false, peer_bye = false, closed = false;
+  bool hello = false, hello_ack = false, closed = false;
+  // Closing handshake. The closer ends its endpoint only after the peer's ByeAck: UCX reports
+  // the disconnect on its own connection, which may overtake the Bye, and the peer would then
+  // see a failure instead of a clean close.
+  bool peer_bye = false, bye_ack_sent = false, bye_acked = false;
   ucs_status_t failure = UCS_OK;  // first transport error reported for the endpoint
   std::string failure_context;
 
@@ -167,6 +175,19 @@ struct UcxChannel::State {
                              const ucp_am_recv_param_t*) {
     static_cast<State*>(arg)->peer_bye = true;
     return UCS_OK;
+  }
+
+  static ucs_status_t on_bye_ack(void* arg, const void*, std::size_t, void*, std::size_t,
+                                 const ucp_am_recv_param_t*) {
+    static_cast<State*>(arg)->bye_acked = true;
+    return UCS_OK;
+  }
+
+  // Answers the peer's Bye once (outside UCX callbacks, which must not send and wait).
+  void answer_bye() {
+    if (!peer_bye || bye_ack_sent || ep == nullptr || failed()) return;
+    bye_ack_sent = true;
+    send_control(kByeAck, nullptr, 0);
   }
 
   static ucs_status_t on_credit(void* arg, const void* header, std::size_t header_length, void*,
@@ -389,6 +410,19 @@ UcxChannel::~UcxChannel() = default;
 
 const std::string& UcxChannel::peer() const { return state_->peer; }
 
+std::string UcxChannel::describe() const {
+  if (state_->ep == nullptr) return "(closed)";
+  char* text = nullptr;
+  std::size_t size = 0;
+  FILE* out = open_memstream(&text, &size);
+  if (out == nullptr) return "(no description)";
+  ucp_ep_print_info(state_->ep, out);
+  std::fclose(out);
+  std::string result(text, size);
+  std::free(text);
+  return result;
+}
+
 UcxChannel UcxChannel::connect(std::shared_ptr<UcxContext> context, const HostPort& where,
                                ChannelOptions options) {
   auto s = std::make_unique<State>(std::move(context), options);
@@ -465,14 +499,20 @@ std::optional<Activation> UcxChannel::recv() {
       },
       s.deadline());
   if (!next_ready()) {
-    s.throw_if_failed();
-    if (s.peer_bye) {
-      // The peer closed after its last frame. Close this end too: the peer's close completes
-      // only once this side answers its disconnect, so leaving it open would stall the peer.
-      s.flush();
-      s.close_ep(/*force=*/false, s.options.timeout);
+    if (s.peer_bye && s.arrived_head == s.arrived.size()) {
+      // The peer closed after its last frame and waits for our ByeAck. Then this end closes
+      // too, without waiting on the peer (it ends its endpoint once it has the ByeAck).
+      s.answer_bye();
+      try {
+        s.flush();
+      } catch (const ChannelError&) {
+        // The peer may already be gone; nothing of ours was pending that it still needed.
+      }
+      s.closed = true;
+      s.close_ep(/*force=*/true, kForceCloseWait);
       return std::nullopt;
     }
+    s.throw_if_failed();
     if (!ready) {
       throw ChannelError(ChannelError::Kind::timeout,
                          "recv from " + s.peer + ": no activation within " +
@@ -512,8 +552,19 @@ void UcxChannel::close() {
     s.close_ep(/*force=*/true, kForceCloseWait);
     throw;
   }
+  // Every frame has completed (delivered into the peer's memory or its transport). Wait for the
+  // peer to take them and acknowledge, answering its own Bye meanwhile so that two sides closing
+  // at once do not wait for each other. The peer ending its endpoint first also ends the wait:
+  // UCX reports that disconnect on its own connection, which may overtake the ByeAck. A peer that
+  // does not answer within the timeout is closed on anyway: close() must not hang on it.
+  s.worker.progress_until(
+      [&] {
+        s.answer_bye();
+        return s.bye_acked || s.failed();
+      },
+      s.deadline());
   s.closed = true;
-  s.close_ep(/*force=*/false, s.options.timeout);
+  s.close_ep(/*force=*/true, kForceCloseWait);
 }
 
 // ------------------------------------------------------------------------------------------------

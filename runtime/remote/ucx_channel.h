@@ -63,11 +63,16 @@ class UcxChannel {
   // failed peer or after options.timeout without a frame.
   std::optional<Activation> recv();
 
-  // Flushes outstanding frames, tells the peer, and closes the endpoint (bounded by the timeout).
+  // Flushes outstanding frames (throws ChannelError if they could not be delivered), tells the
+  // peer, waits (up to the timeout) until the peer has taken every frame with recv(), and closes
+  // the endpoint. The peer's recv() then returns std::nullopt.
   void close();
 
   // The peer as "host:port" (the address it connected from, or the one connected to).
   const std::string& peer() const;
+  // UCX's description of the endpoint (ucp_ep_print_info): the transports and devices of each
+  // lane, e.g. whether a same-host peer is reached over shared memory or TCP.
+  std::string describe() const;
 
   struct State;  // shared with UcxListener and UCX's callbacks
 

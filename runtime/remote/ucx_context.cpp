@@ -13,9 +13,6 @@ namespace dype::rt::remote {
 
 namespace {
 
-// How long progress_until polls before it sleeps on the event fd. A 1 MB hand-off on loopback
-// takes tens of microseconds; sleeping earlier would add a wake-up (~10 us) to each one.
-constexpr auto kSpin = std::chrono::microseconds(200);
 // Upper bound of one sleep, so a deadline is noticed even when no event arrives.
 constexpr auto kMaxSleep = std::chrono::milliseconds(50);
 
@@ -117,7 +114,8 @@ std::shared_ptr<UcxContext> UcxContext::create(const UcxOptions& options) {
 
 UcxContext::~UcxContext() { ucp_cleanup(context_); }
 
-UcxWorker::UcxWorker(std::shared_ptr<UcxContext> context) : context_(std::move(context)) {
+UcxWorker::UcxWorker(std::shared_ptr<UcxContext> context)
+    : context_(std::move(context)), spin_(context_->options().spin) {
   ucp_worker_params_t params{};
   params.field_mask = UCP_WORKER_PARAM_FIELD_THREAD_MODE;
   params.thread_mode = UCS_THREAD_MODE_SINGLE;
@@ -141,7 +139,7 @@ bool UcxWorker::progress_until(const std::function<bool()>& done, Clock::time_po
     }
     const auto now = Clock::now();
     if (now >= deadline) return done();
-    if (event_fd_ < 0 || now - last_work < kSpin) continue;
+    if (event_fd_ < 0 || now - last_work < spin_) continue;
     // Nothing happened for a while: arm the fd and sleep until UCX has an event. UCS_ERR_BUSY
     // means events are already pending, so progress again instead of sleeping.
     if (ucp_worker_arm(worker_) != UCS_OK) continue;
