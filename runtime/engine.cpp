@@ -320,6 +320,7 @@ EngineStats Engine::stats() const {
   s.submitted = answered.submitted;
   s.completed = answered.completed;
   s.failed = answered.failed;
+  s.cancelled = answered.cancelled;
   s.modelled_makespan_s = answers_.latest_modelled_end_s();
   s.reruns = recovery_->reruns();
   s.failed_devices = recovery_->failed_devices();

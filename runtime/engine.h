@@ -77,6 +77,7 @@ struct EngineStats {
   std::uint64_t submitted = 0;
   std::uint64_t completed = 0;
   std::uint64_t failed = 0;
+  std::uint64_t cancelled = 0;  // expired (CancelToken) before they finished: stages left not run
   std::uint64_t reruns = 0;
   std::uint64_t epoch = 0;
   std::uint64_t swaps = 0;

@@ -8,12 +8,15 @@
 //   auto graph = rt::Graph::from_edges(rt::random_graph(500, 4000, 7), /*gcn_norm=*/true);
 //   rt::Request req = rt::Request::gnn(graph, kernels::generate_features(500, 32, 3));
 //   rt::HostTensor y = rt::reference_forward(gcn, req);          // [500 x 16]
+#include <atomic>
+#include <chrono>
 #include <cstdint>
 #include <memory>
 #include <string>
 #include <vector>
 
 #include "kernels/cpu/gemm.h"
+#include "kernels/error.h"
 #include "kernels/graph/edge_list.h"
 #include "kernels/op.h"
 
@@ -188,6 +191,27 @@ class Model {
   std::vector<HostTensor> weights_;
 };
 
+// When a request stops being worth running: its client's deadline passed, or the client went away
+// (a cancelled gRPC stream). The pipeline checks it before each stage and answers an expired
+// request with RequestCancelled instead of running the rest of it, so an abandoned request frees
+// its stages for the others.
+struct CancelToken {
+  std::atomic<bool> cancelled{false};
+  std::chrono::steady_clock::time_point deadline = std::chrono::steady_clock::time_point::max();
+  std::shared_ptr<const CancelToken> parent;  // e.g. the stream a request came on: expires it too
+  bool expired() const {
+    return cancelled.load(std::memory_order_relaxed) ||
+           (deadline != std::chrono::steady_clock::time_point::max() && std::chrono::steady_clock::now() >= deadline) ||
+           (parent && parent->expired());
+  }
+};
+
+// The answer of a request whose CancelToken expired before it finished.
+class RequestCancelled : public Error {
+ public:
+  using Error::Error;
+};
+
 // One inference: GNN = a (registered) graph plus node features [nodes x in_features];
 // transformer = token embeddings [seq_len x d_model] and the window.
 class Request {
@@ -200,11 +224,15 @@ class Request {
   std::int64_t window() const { return window_; }
   std::int64_t rows() const { return x_.rows; }
   Characteristics characteristics() const;
+  // Ties the request to a token (none: it always runs to the end).
+  void set_cancel(std::shared_ptr<const CancelToken> token) { cancel_ = std::move(token); }
+  const CancelToken* cancel() const { return cancel_.get(); }
 
  private:
   std::shared_ptr<const Graph> graph_;
   HostTensor x_;
   std::int64_t window_ = 0;
+  std::shared_ptr<const CancelToken> cancel_;
 };
 
 // Convenience: features as a tensor.

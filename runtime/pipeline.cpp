@@ -331,6 +331,13 @@ void Pipeline::worker(int s) {
     const double t0 = wall_now_s();
     double m0 = -1, m1 = -1;
     TransferCounters tc;
+    if (!w->failed && w->job.request->cancel() && w->job.request->cancel()->expired()) {
+      w->failed = true;  // the client stopped waiting: the stages left are not run
+      w->c.error = std::make_exception_ptr(RequestCancelled(
+          "request " + std::to_string(w->job.seq) + " cancelled before stage " + std::to_string(s) +
+          " (its deadline passed or its client went away)"));
+      w->act = Activation{};
+    }
     if (!w->failed) {
       std::string dead;
       {

@@ -45,7 +45,13 @@ void ReorderBuffer::release_ready_locked() {
     entries_.erase(it);
     if (e.callback) e.callback(next_release_, e.error ? nullptr : &e.output, e.error);
     if (e.error) {
-      counters_.failed++;
+      try {
+        std::rethrow_exception(e.error);
+      } catch (const RequestCancelled&) {
+        counters_.cancelled++;
+      } catch (...) {
+        counters_.failed++;
+      }
       e.promise.set_exception(e.error);
     } else {
       counters_.completed++;

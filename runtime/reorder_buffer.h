@@ -52,6 +52,7 @@ class ReorderBuffer {
     std::uint64_t submitted = 0;
     std::uint64_t completed = 0;
     std::uint64_t failed = 0;
+    std::uint64_t cancelled = 0;  // answered with RequestCancelled (counted apart from failed)
   };
   Counters counters() const;
 

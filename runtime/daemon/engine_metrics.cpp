@@ -25,7 +25,7 @@ void family_header(std::ostream& o, const char* name, const char* type, const ch
 }  // namespace
 
 std::string render_engine_metrics(std::span<const ServedEngine> engines, const std::string& mode,
-                                  const hw::System& system) {
+                                  const hw::System& system, const UtilisationObserver* utilisation) {
   std::ostringstream o;
   family_header(o, "dype_plan_epoch", "gauge", "Current plan epoch per model.");
   for (const ServedEngine& s : engines) o << "dype_plan_epoch{model=\"" << s.name << "\"} " << s.engine->epoch() << "\n";
@@ -46,6 +46,7 @@ std::string render_engine_metrics(std::span<const ServedEngine> engines, const s
     const EngineStats st = s.engine->stats();
     o << "dype_engine_requests_total{model=\"" << s.name << "\",result=\"completed\"} " << st.completed << "\n";
     o << "dype_engine_requests_total{model=\"" << s.name << "\",result=\"failed\"} " << st.failed << "\n";
+    o << "dype_engine_requests_total{model=\"" << s.name << "\",result=\"cancelled\"} " << st.cancelled << "\n";
     o << "dype_engine_reruns_total{model=\"" << s.name << "\"} " << st.reruns << "\n";
     o << "dype_swap_pause_seconds_max{model=\"" << s.name << "\",source=\"measured\"} " << st.max_pause_s << "\n";
     o << "dype_modelled_makespan_seconds{model=\"" << s.name << "\",source=\"modelled\"} " << st.modelled_makespan_s << "\n";
@@ -70,6 +71,30 @@ std::string render_engine_metrics(std::span<const ServedEngine> engines, const s
     o << "dype_device_energy_joules_total{device=\"" << d->name() << "\",state=\"execute\",source=\"" << src << "\"} " << e->execute_j << "\n";
     o << "dype_device_energy_joules_total{device=\"" << d->name() << "\",state=\"transfer\",source=\"" << src << "\"} " << e->transfer_j << "\n";
     o << "dype_device_energy_joules_total{device=\"" << d->name() << "\",state=\"idle\",source=\"" << src << "\"} " << e->idle_j << "\n";
+  }
+  if (utilisation) {
+    const auto busy = utilisation->busy();
+    const double up = utilisation->uptime_s(), span = utilisation->modelled_span_s();
+    family_header(o, "dype_device_busy_seconds_total", "counter",
+                  "Time each device spent in pipeline stages since start: the stages' host wall time\n"
+                  "# (measured) and the emulated devices' virtual-clock time (modelled).");
+    for (const hw::Device* d : system.devices()) {
+      const auto it = busy.find(d->name());
+      const DeviceBusy b = it != busy.end() ? it->second : DeviceBusy{};
+      o << "dype_device_busy_seconds_total{device=\"" << d->name() << "\",source=\"measured\"} " << b.measured_s << "\n";
+      if (d->info().time_source == hw::TimeSource::modelled)
+        o << "dype_device_busy_seconds_total{device=\"" << d->name() << "\",source=\"modelled\"} " << b.modelled_s << "\n";
+    }
+    family_header(o, "dype_device_utilization", "gauge",
+                  "Busy time per device over the time on the same clock: measured over the wall time since\n"
+                  "# start, modelled over the span of the emulated clocks (rate() of the busy counter gives a window).");
+    for (const hw::Device* d : system.devices()) {
+      const auto it = busy.find(d->name());
+      const DeviceBusy b = it != busy.end() ? it->second : DeviceBusy{};
+      o << "dype_device_utilization{device=\"" << d->name() << "\",source=\"measured\"} " << (up > 0 ? b.measured_s / up : 0.0) << "\n";
+      if (d->info().time_source == hw::TimeSource::modelled)
+        o << "dype_device_utilization{device=\"" << d->name() << "\",source=\"modelled\"} " << (span > 0 ? b.modelled_s / span : 0.0) << "\n";
+    }
   }
   family_header(o, "dype_stage_busy_ratio", "gauge",
                 "Busy time / lifetime of each stage of the current pipeline (measured).");

@@ -36,6 +36,8 @@ EngineService::EngineService(EngineServiceOptions options) : options_(std::move(
                                              : hw::System::from_config(hw::load_system_config(options_.system_config)));
   if (options_.models.empty()) options_.models = default_models();
   mode_ = options_.mode;
+  utilisation_ = std::make_shared<UtilisationObserver>();
+  options_.engine.observers.push_back(utilisation_);  // every engine, those loaded later too
   stores_ = PerfModelPlanner::stores_for(*system_, options_.perfmodels_dir);
   if (!options_.state_dir.empty() && !stores_.empty()) refined_ = std::make_unique<RefinedModelsDir>(options_.state_dir);
   // A model that cannot be planned on this system (a kernel no device runs) is reported and left
@@ -220,7 +222,7 @@ std::string EngineService::mode() const {
 std::string EngineService::metrics_text() const {
   const std::string m = mode();
   std::shared_lock lock(served_mu_);
-  return render_engine_metrics(engines_, m, *system_);
+  return render_engine_metrics(engines_, m, *system_, utilisation_.get());
 }
 
 void EngineService::drain() {

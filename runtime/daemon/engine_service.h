@@ -22,6 +22,7 @@
 #include "runtime/daemon/service.h"
 #include "runtime/engine.h"
 #include "runtime/planner.h"
+#include "runtime/utilisation_observer.h"
 #include "perfmodel/model_store.h"
 
 namespace dype::rt::daemon {
@@ -152,6 +153,7 @@ class EngineService final : public InferenceService {
   EngineServiceOptions options_;
   std::unique_ptr<hw::System> system_;
   std::vector<perf::ModelStore> stores_;  // fitted performance models, for every model's planner
+  std::shared_ptr<UtilisationObserver> utilisation_;  // on every engine: devices' busy time for /metrics
   std::unique_ptr<RefinedModelsDir> refined_;  // --state-dir with fitted models: refinements kept there
   mutable std::mutex save_mu_;                 // one save_refined at a time; refined_notes_
   std::vector<std::string> refined_notes_;

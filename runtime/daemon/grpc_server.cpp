@@ -456,6 +456,7 @@ class GrpcServer::Impl::Stream final : public StreamBase {
   void cancel_locked() {
     cancelled_ = true;
     cancel_seen_.store(true);
+    stream_cancel_->cancelled.store(true);  // the engine stops running this stream's requests
   }
 
   // On the pool: builds and submits the request just read (req_ is free for the next read after).
@@ -471,7 +472,8 @@ class GrpcServer::Impl::Stream final : public StreamBase {
       // The engine's request owns copies of what it needs, so `req_` can be reused at once.
       const InferRequest in = from_proto(req_);
       if (const auto timeout = request_timeout(in)) it.deadline = it.t0 + *timeout;
-      it.y = submit_infer(s_.service, s_.graphs, it.model, in, &it.submitted, &it.version, &it.outputs);
+      it.y = submit_infer(s_.service, s_.graphs, it.model, in, &it.submitted, &it.version, &it.outputs,
+                          cancel_token(it.deadline, stream_cancel_));
     } catch (...) {
       it.error = std::current_exception();
     }
@@ -541,6 +543,7 @@ class GrpcServer::Impl::Stream final : public StreamBase {
   bool advancing_ = false, reading_ = false, read_closed_ = false, submitting_ = false, awaiting_ = false,
        writing_ = false, cancelled_ = false, stopping_ = false, finished_ = false;
   std::atomic<bool> cancel_seen_{false};  // cancelled_, for the answering task's waits
+  const std::shared_ptr<CancelToken> stream_cancel_ = std::make_shared<CancelToken>();  // parent of its requests' tokens
 };
 
 StreamBase* GrpcServer::Impl::ModelStreamInfer(Ctx* ctx) {

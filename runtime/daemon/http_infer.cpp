@@ -105,7 +105,8 @@ void HttpRoutes::answer_infer(const Req& req, Res& res, const std::string& model
   std::vector<std::string> names;
   std::optional<Clock::time_point> deadline;
   if (const auto timeout = request_timeout(in)) deadline = times.arrival.wall + *timeout;  // from its arrival
-  std::future<HostTensor> answer = submit_infer(service_, graphs_, model, in, &times.submitted, &version, &names);
+  std::future<HostTensor> answer =
+      submit_infer(service_, graphs_, model, in, &times.submitted, &version, &names, cancel_token(deadline));
   auto y = std::make_shared<const HostTensor>(await_answer(answer, deadline));
   times.answered = Clock::now();
   const std::vector<Tensor> outputs = output_tensors(*y, names, /*view=*/true);

@@ -138,7 +138,8 @@ Request build_request(const Model& model, const InferRequest& in, GraphRegistry&
 
 std::future<HostTensor> submit_infer(InferenceService& service, GraphRegistry& graphs, const std::string& model,
                                      const InferRequest& in, std::chrono::steady_clock::time_point* submitted,
-                                     std::int64_t* version, std::vector<std::string>* outputs) {
+                                     std::int64_t* version, std::vector<std::string>* outputs,
+                                     std::shared_ptr<const CancelToken> cancel) {
   const ModelInfo info = service.model(model);
   std::vector<std::string> names;
   for (const RequestedOutput& o : in.outputs) {
@@ -155,8 +156,18 @@ std::future<HostTensor> submit_infer(InferenceService& service, GraphRegistry& g
     for (const TensorSpec& t : info.outputs) names.push_back(t.name);
   if (outputs) *outputs = std::move(names);
   Request request = build_request(*info.model, in, graphs);
+  request.set_cancel(std::move(cancel));
   if (submitted) *submitted = std::chrono::steady_clock::now();
   return service.infer(model, std::move(request), version);
+}
+
+std::shared_ptr<const CancelToken> cancel_token(std::optional<std::chrono::steady_clock::time_point> deadline,
+                                                std::shared_ptr<const CancelToken> parent) {
+  if (!deadline && !parent) return nullptr;
+  auto t = std::make_shared<CancelToken>();
+  if (deadline) t->deadline = *deadline;
+  t->parent = std::move(parent);
+  return t;
 }
 
 std::vector<Tensor> output_tensors(const HostTensor& y, const std::vector<std::string>& names, bool view) {
@@ -190,7 +201,7 @@ std::optional<std::chrono::microseconds> request_timeout(const InferRequest& in)
 HostTensor await_answer(std::future<HostTensor>& y, std::optional<std::chrono::steady_clock::time_point> deadline) {
   if (deadline && y.wait_until(*deadline) != std::future_status::ready)
     throw DeadlineExceeded("deadline passed before the answer (parameters.timeout or the client's deadline); the "
-                           "engine finishes the request and drops its answer");
+                           "engine stops running the request at its next stage");
   return y.get();
 }
 
@@ -203,7 +214,7 @@ std::vector<Tensor> run_infer(InferenceService& service, GraphRegistry& graphs, 
   }
   std::chrono::steady_clock::time_point t0;
   std::vector<std::string> names;
-  std::future<HostTensor> answer = submit_infer(service, graphs, model, in, &t0, version, &names);
+  std::future<HostTensor> answer = submit_infer(service, graphs, model, in, &t0, version, &names, cancel_token(deadline));
   HostTensor y = await_answer(answer, deadline);
   if (engine_seconds) *engine_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   return output_tensors(y, names, /*view=*/false);

@@ -41,12 +41,19 @@ HostTensor await_answer(std::future<HostTensor>& y, std::optional<std::chrono::s
 // run_infer's first half, for callers that wait elsewhere (the gRPC stream): checks the requested
 // outputs, builds the request (copying what it needs out of `in`) and submits it; `submitted`, when
 // given, is set to when the engine got it, `version` to the model version that took it, and
-// `outputs` to the names of the outputs to answer with (those asked for, or every output the model
+// `outputs` to the names of the outputs to answer with; `cancel` ties the engine's request to the
+// client's deadline or stream (RequestCancelled once it expired, the stages left not run) (those asked for, or every output the model
 // serves when none is named; an output the model does not serve is an InputError).
 std::future<HostTensor> submit_infer(InferenceService& service, GraphRegistry& graphs, const std::string& model,
                                      const InferRequest& in,
                                      std::chrono::steady_clock::time_point* submitted = nullptr,
-                                     std::int64_t* version = nullptr, std::vector<std::string>* outputs = nullptr);
+                                     std::int64_t* version = nullptr, std::vector<std::string>* outputs = nullptr,
+                                     std::shared_ptr<const CancelToken> cancel = nullptr);
+
+// A token that expires at `deadline` (and with `parent`), or none when there is neither: what a
+// front end ties a request to so that the engine stops running it once its client stopped waiting.
+std::shared_ptr<const CancelToken> cancel_token(std::optional<std::chrono::steady_clock::time_point> deadline,
+                                                std::shared_ptr<const CancelToken> parent = nullptr);
 
 // The protocol's output tensors of an answer y, in the order of `names`: "y" (FP32 [rows, cols]),
 // "predictions" (INT64 [rows], the arg-max class of each row, the first on ties). view: "y" views

@@ -5,6 +5,8 @@
 
 #include <cmath>
 #include <filesystem>
+#include <map>
+#include <sstream>
 #include <fstream>
 
 #include <nlohmann/json.hpp>
@@ -145,6 +147,40 @@ TEST(EngineServicePerfModels, RefinementsSurviveARestart) {
   EngineService e(o);
   EXPECT_TRUE(has_line(e.refined_notes(), "warning: gcn: refined models ignored:")) << join(e.refined_notes());
   EXPECT_EQ(e.infer("gcn", request(99)).get().rows, 60);
+}
+
+// /metrics says how busy each device was: the plan's devices by both clocks, the others not at all,
+// utilisation within [0, 1] on each clock.
+TEST(EngineServicePerfModels, MetricsSayHowBusyEachDeviceWas) {
+  EngineService s(options(""));
+  for (std::uint64_t i = 1; i <= 6; ++i) s.infer("gcn", request(i)).get();
+  const std::string text = s.metrics_text();
+  const std::string plan = s.plan("gcn")["pipeline"];  // "0-1:gpu0 | 2-3:gpu1"
+  std::map<std::string, double> measured, modelled, utilisation_measured, utilisation_modelled;
+  std::istringstream lines(text);
+  for (std::string line; std::getline(lines, line);) {
+    const auto d0 = line.find("device=\"");
+    if (d0 == std::string::npos) continue;
+    const std::string device = line.substr(d0 + 8, line.find('"', d0 + 8) - d0 - 8);
+    const double v = std::stod(line.substr(line.rfind(' ') + 1));
+    const bool is_modelled = line.find("source=\"modelled\"") != std::string::npos;
+    if (line.rfind("dype_device_busy_seconds_total{", 0) == 0) (is_modelled ? modelled : measured)[device] = v;
+    if (line.rfind("dype_device_utilization{", 0) == 0) (is_modelled ? utilisation_modelled : utilisation_measured)[device] = v;
+  }
+  ASSERT_FALSE(measured.empty()) << text;
+  for (const auto& [device, busy] : measured) {
+    const bool used = plan.find(device) != std::string::npos;
+    EXPECT_EQ(busy > 0, used) << device << " in " << plan << "\n" << text;
+    if (modelled.count(device)) {
+      EXPECT_EQ(modelled[device] > 0, used) << device << "\n" << text;
+    }
+  }
+  for (const auto* u : {&utilisation_measured, &utilisation_modelled})
+    for (const auto& [device, v] : *u) {
+      EXPECT_GE(v, 0.0) << device;
+      EXPECT_LE(v, 1.0) << device << "\n" << text;
+    }
+  EXPECT_NE(text.find("dype_engine_requests_total{model=\"gcn\",result=\"cancelled\"} 0"), std::string::npos) << text;
 }
 
 }  // namespace

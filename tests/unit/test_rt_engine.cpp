@@ -424,6 +424,48 @@ TEST(RtEngine, ChromeTraceObserver) {
   EXPECT_EQ(modelled, 5);
 }
 
+// A request whose client stopped waiting (its token expired) is not run: its answer is
+// RequestCancelled, counted apart from failures, and the requests around it are answered as usual.
+TEST(RtEngine, ExpiredRequestsAreNotRunAndCountedAsCancelled) {
+  auto sys = testing::emu_system(2, 0);
+  Model m = Model::gcn({.layers = 2, .in_features = 8, .hidden = 8});
+  auto g = Graph::from_edges(random_graph(50, 200, 8), true);
+  auto gpu = sys.devices_of(hw::DeviceKind::gpu);
+  Engine e(m, std::make_shared<SchedPlanner>(m, sys), PipelineSpec{{{0, 1, {gpu[0]}, 0}, {2, 3, {gpu[1]}, 0}}, "1G1G"},
+           gnn_request(m, g, 1).characteristics());
+  const HostTensor expect = reference_forward(m, gnn_request(m, g, 1));
+  auto cancelled = std::make_shared<CancelToken>();
+  cancelled->cancelled = true;
+  auto past = std::make_shared<CancelToken>();
+  past->deadline = std::chrono::steady_clock::now() - std::chrono::milliseconds(1);
+  auto parent = std::make_shared<CancelToken>();
+  auto child = std::make_shared<CancelToken>();
+  child->parent = parent;
+  parent->cancelled = true;  // a cancelled stream expires its requests
+  auto alive = std::make_shared<CancelToken>();
+  alive->deadline = std::chrono::steady_clock::now() + std::chrono::hours(1);
+  std::vector<std::future<HostTensor>> answers;
+  for (const auto& t : std::vector<std::shared_ptr<const CancelToken>>{nullptr, cancelled, past, child, alive}) {
+    Request r = gnn_request(m, g, 1);
+    r.set_cancel(t);
+    answers.push_back(e.submit(std::move(r)));
+  }
+  EXPECT_LE(relative_error(answers[0].get(), expect), 1e-5);
+  for (int i : {1, 2, 3}) {
+    try {
+      answers[static_cast<std::size_t>(i)].get();
+      ADD_FAILURE() << "request " << i << " ran";
+    } catch (const RequestCancelled& err) {
+      EXPECT_NE(std::string(err.what()).find("cancelled before stage 0"), std::string::npos) << err.what();
+    }
+  }
+  EXPECT_LE(relative_error(answers[4].get(), expect), 1e-5);
+  const EngineStats st = e.stats();
+  EXPECT_EQ(st.cancelled, 3u);
+  EXPECT_EQ(st.failed, 0u);
+  EXPECT_EQ(st.completed, 2u);
+}
+
 // A bounded trace keeps the most recent events and says how many it dropped.
 TEST(RtEngine, ChromeTraceObserverKeepsTheMostRecentEvents) {
   auto sys = testing::emu_system(2, 0);
