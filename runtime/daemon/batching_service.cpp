@@ -5,6 +5,8 @@
 #include <charconv>
 #include <chrono>
 #include <cstring>
+#include <optional>
+#include <set>
 #include <sstream>
 
 #include "kernels/error.h"
@@ -84,6 +86,7 @@ class BatchingService::Batcher {
   }
 
   std::uint64_t batches() const { return batches_.load(); }
+  const BatchPolicy& policy() const { return policy_; }
   std::uint64_t requests() const { return requests_.load(); }
 
  private:
@@ -244,54 +247,83 @@ const BatchPolicy* BatchingService::policy_for(const std::string& model) const {
   return &it->second;
 }
 
-BatchingService::Batcher& BatchingService::batcher(const std::string& model, const BatchPolicy& policy) {
+std::optional<BatchPolicy> BatchingService::effective_policy(const std::string& model,
+                                                            const std::optional<DynamicBatching>& config) const {
+  auto own = policies_.find(model);
+  if (own != policies_.end()) return own->second.max_size > 1 ? std::optional(own->second) : std::nullopt;
+  if (config) {
+    if (config->max_batch_size <= 1) return std::nullopt;
+    return BatchPolicy{config->max_batch_size, config->max_queue_delay_us, config->max_nodes};
+  }
+  if (const BatchPolicy* all = policy_for(model)) return *all;
+  return std::nullopt;
+}
+
+std::shared_ptr<BatchingService::Batcher> BatchingService::batcher(const std::string& model, const BatchPolicy& policy) {
   std::lock_guard lock(mu_);
   auto& b = batchers_[model];
-  if (!b) b = std::make_unique<Batcher>(inner_, model, policy);
-  return *b;
+  if (b && (b->policy().max_size != policy.max_size || b->policy().max_queue_delay_us != policy.max_queue_delay_us ||
+            b->policy().max_nodes != policy.max_nodes)) {
+    retired_.emplace_back(model, std::move(b));  // sends what it holds; new requests go to the new one
+  }
+  if (!b) b = std::make_shared<Batcher>(inner_, model, policy);
+  return b;
 }
 
 std::future<HostTensor> BatchingService::infer(const std::string& model, Request request, std::int64_t* version) {
-  const BatchPolicy* policy = policy_for(model);
-  if (!policy) return inner_.infer(model, std::move(request), version);
+  // Without any --batch entry only a model's own config can batch it: one lookup of the model.
   const ModelInfo info = inner_.model(model);
+  const std::optional<BatchPolicy> policy = effective_policy(model, info.batching);
+  if (!policy) return inner_.infer(model, std::move(request), version);
   const auto& g = request.graph();
   if (!info.model->is_gnn() || !g || g->size_only() || g->nodes > policy->max_nodes)
     return inner_.infer(model, std::move(request), version);
   validate_request(*info.model, request);
   if (version) *version = info.version;
-  return batcher(model, *policy).add(std::move(request));
+  return batcher(model, *policy)->add(std::move(request));
 }
 
 std::pair<std::uint64_t, std::uint64_t> BatchingService::counts(const std::string& model) const {
   std::lock_guard lock(mu_);
-  const auto it = batchers_.find(model);
-  if (it == batchers_.end()) return {0, 0};
-  return {it->second->batches(), it->second->requests()};
+  std::pair<std::uint64_t, std::uint64_t> n{0, 0};
+  auto add = [&](const Batcher& b) {
+    n.first += b.batches();
+    n.second += b.requests();
+  };
+  if (const auto it = batchers_.find(model); it != batchers_.end()) add(*it->second);
+  for (const auto& [name, b] : retired_)
+    if (name == model) add(*b);
+  return n;
 }
 
 std::string BatchingService::metrics_text() const {
   std::ostringstream o;
   o << inner_.metrics_text();
-  std::lock_guard lock(mu_);
-  if (batchers_.empty()) return o.str();
+  std::set<std::string> names;
+  {
+    std::lock_guard lock(mu_);
+    for (const auto& [name, b] : batchers_) names.insert(name);
+  }
+  if (names.empty()) return o.str();
   o << "# HELP dype_batches_total Batches of merged GNN requests sent to the engine (dynamic batching).\n"
        "# TYPE dype_batches_total counter\n";
-  for (const auto& [name, b] : batchers_) o << "dype_batches_total{model=\"" << prometheus_label(name) << "\"} " << b->batches() << "\n";
+  for (const std::string& name : names)
+    o << "dype_batches_total{model=\"" << prometheus_label(name) << "\"} " << counts(name).first << "\n";
   o << "# HELP dype_batched_requests_total Requests answered through dynamic batching.\n"
        "# TYPE dype_batched_requests_total counter\n";
-  for (const auto& [name, b] : batchers_)
-    o << "dype_batched_requests_total{model=\"" << prometheus_label(name) << "\"} " << b->requests() << "\n";
+  for (const std::string& name : names)
+    o << "dype_batched_requests_total{model=\"" << prometheus_label(name) << "\"} " << counts(name).second << "\n";
   return o.str();
 }
 
 void BatchingService::drain() {
-  std::vector<Batcher*> all;
+  std::vector<std::shared_ptr<Batcher>> all;
   {
     std::lock_guard lock(mu_);
-    for (auto& [name, b] : batchers_) all.push_back(b.get());
+    for (auto& [name, b] : batchers_) all.push_back(b);
+    for (auto& [name, b] : retired_) all.push_back(b);
   }
-  for (Batcher* b : all) b->flush_and_wait();
+  for (const auto& b : all) b->flush_and_wait();
   inner_.drain();
 }
 

@@ -20,6 +20,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <thread>
 #include <vector>
@@ -61,18 +62,25 @@ class BatchingService : public InferenceService {
   // Sends every queued batch, then waits for the inner service to answer everything.
   void drain() override;
 
+  // The --batch policy of `model` (its own, else the one for every model), null when none batches.
   const BatchPolicy* policy_for(const std::string& model) const;
+  // What batches `model`'s requests: its own --batch entry, else its config.yaml's
+  // dynamic_batching (`config`), else the --batch entry for every model; none when no batching.
+  std::optional<BatchPolicy> effective_policy(const std::string& model, const std::optional<DynamicBatching>& config) const;
   // Batches sent and requests answered through them for `model` so far (zeros when none).
   std::pair<std::uint64_t, std::uint64_t> counts(const std::string& model) const;
 
  private:
   class Batcher;  // one per batched model: its queue, a thread that sends, one that answers
-  Batcher& batcher(const std::string& model, const BatchPolicy& policy);
+  // The model's batcher for `policy`; a model reloaded with another policy gets a new one, the old
+  // one retired (kept, so its counts stay in the metrics' counters, until the service stops).
+  std::shared_ptr<Batcher> batcher(const std::string& model, const BatchPolicy& policy);
 
   InferenceService& inner_;
   BatchPolicies policies_;
   mutable std::mutex mu_;
-  std::map<std::string, std::unique_ptr<Batcher>> batchers_;
+  std::map<std::string, std::shared_ptr<Batcher>> batchers_;
+  std::vector<std::pair<std::string, std::shared_ptr<Batcher>>> retired_;
 };
 
 }  // namespace dype::rt::daemon

@@ -57,6 +57,12 @@ EngineService::EngineService(EngineServiceOptions options) : options_(std::move(
   devices_ = std::make_unique<DeviceAdmin>(*system_, engines_);
 }
 
+ModelInfo EngineService::Served::info() const {
+  ModelInfo i = describe_model(name, model, version);
+  i.batching = batching;
+  return i;
+}
+
 std::shared_ptr<EngineService::Served> EngineService::make_served(const ServedModel& m) {
   auto s = std::make_shared<Served>();
   s->name = m.name;
@@ -64,6 +70,7 @@ std::shared_ptr<EngineService::Served> EngineService::make_served(const ServedMo
   s->model = m.model ? m.model : std::make_shared<const Model>(Model::make(m.spec));
   s->version = m.version;
   s->fingerprint = m.fingerprint;
+  s->batching = m.batching;
   EngineOptions eo = options_.engine;
   eo.mode = s->mode = mode();
   std::shared_ptr<PerfModelPlanner> fitted;
@@ -137,13 +144,13 @@ std::shared_ptr<EngineService::Served> EngineService::find(const std::string& na
 std::vector<ModelInfo> EngineService::models() const {
   std::shared_lock lock(served_mu_);
   std::vector<ModelInfo> out;
-  for (const auto& s : served_) out.push_back(describe_model(s->name, s->model, s->version));
+  for (const auto& s : served_) out.push_back(s->info());
   return out;
 }
 
 ModelInfo EngineService::model(const std::string& name) const {
   const auto s = find(name);
-  return describe_model(s->name, s->model, s->version);
+  return s->info();
 }
 
 bool EngineService::model_ready(const std::string& name) const { return find(name)->engine != nullptr; }

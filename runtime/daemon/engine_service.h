@@ -34,6 +34,7 @@ struct ServedModel {
   std::shared_ptr<const Model> model = nullptr;  // trained weights (a model repository entry)
   std::int64_t version = 1;
   std::string fingerprint = "";  // its repository folder's state when read (empty: not from one)
+  std::optional<DynamicBatching> batching = std::nullopt;  // config.yaml's dynamic_batching
 };
 
 struct EngineServiceOptions {
@@ -133,6 +134,8 @@ class EngineService final : public InferenceService {
     Characteristics plan_for;
     std::string mode;  // the objective the engine was built with
     std::string fingerprint;  // its repository folder's when loaded; empty: not from a repository
+    std::optional<DynamicBatching> batching;
+    ModelInfo info() const;
   };
   // A model as served: its planner and engine, planned for m.plan_for in the current mode.
   std::shared_ptr<Served> make_served(const ServedModel& m);

@@ -32,6 +32,7 @@ ServedModel served_model(const RepositoryModel& m) {
   s.model = m.model;
   s.version = m.version;
   s.fingerprint = m.fingerprint;
+  s.batching = m.config.dynamic_batching;
   s.plan_for = {.nodes = 4096, .nnz = 40960, .feature_len = m.model->spec().in_features, .degree_skew = 1.0};
   return s;
 }

@@ -10,6 +10,7 @@
 #include <nlohmann/json.hpp>
 
 #include "runtime/model.h"
+#include "runtime/repository/model_config.h"
 
 namespace dype::rt::daemon {
 
@@ -26,6 +27,7 @@ struct ModelInfo {
   std::int64_t version = 1;         // the version served (a model repository's version folder)
   std::vector<TensorSpec> inputs;
   std::vector<TensorSpec> outputs;
+  std::optional<DynamicBatching> batching;  // its config.yaml's dynamic_batching, when it has one
 };
 
 class InferenceService {

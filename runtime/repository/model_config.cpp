@@ -29,21 +29,21 @@ ModelConfig from_node(const hw::ConfigNode& root) {
   if (family == "gcn") {
     c.spec.family = ModelFamily::gcn;
     root.expect_keys({"family", "in_features", "hidden", "out_features", "layers", "activation", "tensor_names",
-                      "version", "outputs"});
+                      "version", "outputs", "dynamic_batching"});
   } else if (family == "gin") {
     c.spec.family = ModelFamily::gin;
     root.expect_keys({"family", "in_features", "hidden", "out_features", "layers", "activation", "eps", "train_eps",
-                      "batch_norm", "batch_norm_eps", "tensor_names", "version", "outputs"});
+                      "batch_norm", "batch_norm_eps", "tensor_names", "version", "outputs", "dynamic_batching"});
   } else if (family == "sage") {
     c.spec.family = ModelFamily::sage;
     root.expect_keys({"family", "in_features", "hidden", "out_features", "layers", "activation", "aggr",
-                      "tensor_names", "version", "outputs"});
+                      "tensor_names", "version", "outputs", "dynamic_batching"});
     const std::string aggr = root.get_string("aggr", "mean");
     if (aggr != "mean") root.child("aggr").fail("'" + aggr + "' is not served; supported: mean");
   } else if (family == "transformer") {
     c.spec.family = ModelFamily::transformer;
     root.expect_keys({"family", "d_model", "heads", "ffn", "layers", "window", "norm_first", "activation",
-                      "layer_norm_eps", "tensor_names", "version", "outputs"});
+                      "layer_norm_eps", "tensor_names", "version", "outputs", "dynamic_batching"});
   } else {
     root.child("family").fail("unknown family '" + family + "'; supported: gcn, gin, sage, transformer");
   }
@@ -114,6 +114,19 @@ ModelConfig from_node(const hw::ConfigNode& root) {
     if (names.empty()) outputs->fail("names no output; supported: logits, predictions");
   }
   if (root.has("version")) c.version = sized(root, "version", 0, std::numeric_limits<std::int32_t>::max());
+  if (auto b = root.optional_child("dynamic_batching")) {
+    if (family == "transformer") b->fail("is for GNN models (graphs merged block-diagonally); not for transformers");
+    b->expect_keys({"max_batch_size", "max_queue_delay_us", "max_nodes"});
+    DynamicBatching d;
+    d.max_batch_size = static_cast<int>(sized(*b, "max_batch_size", 1, 4096));
+    if (b->has("max_queue_delay_us")) {
+      d.max_queue_delay_us = b->get_double("max_queue_delay_us");
+      if (!(d.max_queue_delay_us >= 0 && d.max_queue_delay_us <= 1e7))
+        b->child("max_queue_delay_us").fail("must be 0 to 10000000 microseconds");
+    }
+    if (b->has("max_nodes")) d.max_nodes = sized(*b, "max_nodes", 1, std::int64_t{1} << 30);
+    c.dynamic_batching = d;
+  }
   return c;
 }
 

@@ -36,6 +36,17 @@
 
 namespace dype::rt {
 
+// Dynamic batching of a GNN model's small requests (config.yaml `dynamic_batching`, Triton's
+// max_batch_size and max_queue_delay_microseconds): up to max_batch_size concurrent requests
+// merged into one block-diagonal graph of at most max_nodes nodes, the first waiting at most
+// max_queue_delay_us for the others. dype-serve --batch for the same model takes precedence.
+struct DynamicBatching {
+  int max_batch_size = 0;
+  double max_queue_delay_us = 500.0;
+  std::int64_t max_nodes = 1 << 16;
+  bool operator==(const DynamicBatching&) const = default;
+};
+
 struct ModelConfig {
   std::string file;  // where it was read from (messages)
   ModelSpec spec;
@@ -46,6 +57,7 @@ struct ModelConfig {
   double batch_norm_eps = 1e-5;
   std::map<std::string, std::string> tensor_names;  // dype slot -> tensor name in the file
   std::optional<std::int64_t> version;              // pinned version folder
+  std::optional<DynamicBatching> dynamic_batching;  // GNN families only
 };
 
 ModelConfig load_model_config(const std::string& path);

@@ -119,6 +119,35 @@ TEST_F(DaemonBatching, OtherModelsAndTransformersPassStraightThrough) {
   EXPECT_EQ(all.metrics_text().find("dype_batches_total"), std::string::npos);  // no batcher was made
 }
 
+// A model's config.yaml dynamic_batching batches it without any --batch; a --batch entry for the
+// model itself takes precedence (here: max size 1, no batching).
+TEST(DaemonBatchingConfig, AModelsOwnConfigBatchesItAndBatchOverridesIt) {
+  EngineServiceOptions o = gnn_models();
+  o.models.resize(1);  // gcn
+  o.models[0].batching = rt::DynamicBatching{.max_batch_size = 8, .max_queue_delay_us = 200000};
+  EngineService service(o);
+  ASSERT_TRUE(service.model("gcn").batching);
+  const rt::Model& model = *service.model("gcn").model;
+  BatchingService from_config(service, {});
+  ASSERT_TRUE(from_config.effective_policy("gcn", service.model("gcn").batching));
+  EXPECT_EQ(from_config.effective_policy("gcn", service.model("gcn").batching)->max_size, 8);
+  std::vector<std::future<rt::HostTensor>> answers;
+  std::vector<rt::HostTensor> expect;
+  for (int i = 0; i < 8; ++i) {
+    rt::Request r = gnn_request(model, 12, 40 + static_cast<std::uint64_t>(i));
+    expect.push_back(rt::reference_forward(model, r));
+    answers.push_back(from_config.infer("gcn", std::move(r), nullptr));
+  }
+  for (std::size_t i = 0; i < answers.size(); ++i) EXPECT_LE(rt::relative_error(answers[i].get(), expect[i]), 1e-4);
+  const auto [batches, requests] = from_config.counts("gcn");
+  EXPECT_EQ(requests, 8u);
+  EXPECT_LT(batches, 8u);  // merged: 8 requests inside the 200 ms delay
+  BatchingService overridden(service, {{"gcn", {.max_size = 1}}});
+  EXPECT_FALSE(overridden.effective_policy("gcn", service.model("gcn").batching));
+  EXPECT_EQ(overridden.infer("gcn", gnn_request(model, 12, 50), nullptr).get().rows, 12);
+  EXPECT_EQ(overridden.counts("gcn").second, 0u);
+}
+
 TEST_F(DaemonBatching, DrainSendsWhatIsQueuedWithoutWaitingForTheDelay) {
   BatchingService batched(*service_, {{"", {.max_size = 64, .max_queue_delay_us = 60e6}}});
   const rt::Model& model = *service_->model("gcn").model;

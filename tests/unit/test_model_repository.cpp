@@ -109,6 +109,23 @@ TEST(ModelConfig, ReadsStrictly) {
   EXPECT_REFUSED(config_refusal(kGcn + "outputs: [logits, probabilities]\n"),
                  "outputs: unknown output 'probabilities'; supported: logits, predictions");
   EXPECT_REFUSED(config_refusal(kGcn + "outputs: []\n"), "outputs: names no output");
+  // dynamic_batching: Triton's max_batch_size / max_queue_delay, GNN families only.
+  const ModelConfig batched =
+      parse_model_config(kGcn + "dynamic_batching: {max_batch_size: 16, max_queue_delay_us: 250}\n", "config.yaml");
+  ASSERT_TRUE(batched.dynamic_batching);
+  EXPECT_EQ(batched.dynamic_batching->max_batch_size, 16);
+  EXPECT_EQ(batched.dynamic_batching->max_queue_delay_us, 250.0);
+  EXPECT_EQ(batched.dynamic_batching->max_nodes, 1 << 16);
+  EXPECT_FALSE(parse_model_config(kGcn, "config.yaml").dynamic_batching);
+  EXPECT_REFUSED(config_refusal(kGcn + "dynamic_batching: {max_queue_delay_us: 250}\n"),
+                 "dynamic_batching.max_batch_size: required key missing");
+  EXPECT_REFUSED(config_refusal(kGcn + "dynamic_batching: {max_batch_size: 0}\n"), "dynamic_batching.max_batch_size: must be in [1,");
+  EXPECT_REFUSED(config_refusal(kGcn + "dynamic_batching: {max_batch_size: 8, max_queue_delay_us: -1}\n"),
+                 "max_queue_delay_us: must be 0 to 10000000 microseconds");
+  EXPECT_REFUSED(config_refusal(kGcn + "dynamic_batching: {max_batch_size: 8, preferred: 4}\n"), "preferred");
+  EXPECT_REFUSED(config_refusal("family: transformer\nd_model: 8\nheads: 2\nffn: 16\nlayers: 1\n"
+                                "dynamic_batching: {max_batch_size: 8}\n"),
+                 "dynamic_batching: is for GNN models");
   EXPECT_REFUSED(config_refusal("family: gin\nin_features: 3\nhidden: 4\nlayers: 2\neps: -1\n"), "eps: must be finite and > -1");
   EXPECT_REFUSED(config_refusal(kGcn + "tensor_names: [a]\n"), "tensor_names: must be a mapping");
   EXPECT_REFUSED(config_refusal("family: gcn\nin_features: [\n"), "config.yaml:");
