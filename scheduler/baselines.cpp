@@ -95,6 +95,8 @@ Plan baseline(const std::string& name, const SystemSpec& system, const CostModel
     if (sum.throughput_per_s <= 0) throw InfeasibleError("theoretical-additive: no kind can run the model alone");
     Plan p;
     for (const auto& k : system.kinds) p.kind_names.push_back(k.name);
+    if (!system.hosts.empty())
+      for (int t = 0; t < static_cast<int>(system.kinds.size()); ++t) p.kind_hosts.push_back(system.host_name(t));
     p.mnemonic = "additive";
     p.throughput_per_s = sum.throughput_per_s;
     p.period_s = 1.0 / sum.throughput_per_s;

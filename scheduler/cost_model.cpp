@@ -91,10 +91,21 @@ AdditiveCostModel AdditiveCostModel::from_gflops(const SystemSpec& system, const
   return m;
 }
 
+double AdditiveCostModel::host_input_s(DeviceGroup g) const {
+  return in_bytes_.empty() ? 0.0 : system_.host_input_time_s(in_bytes_.front(), g.kind);
+}
+
+double AdditiveCostModel::host_output_s(DeviceGroup g) const {
+  return out_bytes_.empty() ? 0.0 : system_.host_output_time_s(out_bytes_.back(), g.kind);
+}
+
 double AdditiveCostModel::compute_time_s(int first, int last, DeviceGroup g) const {
   if (unsupported_[g.kind][last + 1] != unsupported_[g.kind][first]) return kInf;
+  // The request's input and answer over the NICs when the stage is on another host than the
+  // coordinator (0 on one host).
+  const double io = copy_time_s(first, last, g);
   const double one = prefix_[g.kind][last + 1] - prefix_[g.kind][first];
-  if (g.count <= 1) return one;
+  if (g.count <= 1) return one + io;
   // Rows split over the devices (balanced by nnz for SpMM); the all-gathers before SpMMs (see
   // the class comment) run on every device's link at once.
   const DeviceKindSpec& kind = system_.kinds[g.kind];
@@ -105,7 +116,7 @@ double AdditiveCostModel::compute_time_s(int first, int last, DeviceGroup g) con
     exchange = kind.p2p ? gathered * (c - 1) / c / kind.link_bw_bytes_per_s
                         : gathered / kind.link_bw_bytes_per_s;  // slice up, the rest down
   }
-  return one / (c * efficiency_) + exchange;
+  return one / (c * efficiency_) + exchange + io;
 }
 
 void AdditiveCostModel::set_shapes(std::vector<kernels::OpShape> shapes) {

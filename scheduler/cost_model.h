@@ -143,7 +143,12 @@ class CostModel {
 //    the devices all-gather: each receives the (c - 1) / c of the input it lacks over its own link,
 //    all in parallel (P2P), or staged through host memory (its slice up, the rest down); a host
 //    kind shares memory and pays nothing.
-// Transfers between stages use SystemSpec::transfer_time_s. Single-device kernel times come from
+// Transfers between stages use SystemSpec::transfer_time_s. When the system spans hosts, a first
+// stage on another host than the coordinator (SystemSpec::hosts[0]) receives the request's input
+// over the NICs and a last stage there sends the answer back (SystemSpec::host_input_time_s /
+// host_output_time_s): part of those stages' compute, reported as copies (inbound for the input,
+// outbound for the answer) so that overlapping transfers put them on the copy engines.
+// Single-device kernel times come from
 // a table (a perf model's or a device model's predictions) or from the kinds' effective GFLOP/s
 // (`from_gflops`, a rough roofline for demos and benchmarks). All modelled.
 class AdditiveCostModel : public CostModel {
@@ -161,6 +166,19 @@ class AdditiveCostModel : public CostModel {
   double compute_time_s(int first, int last, DeviceGroup group) const override;
   double output_bytes(int k) const override { return out_bytes_[k]; }
   double transfer_time_s(int k, DeviceGroup from, DeviceGroup to) const override;
+  double host_input_s(DeviceGroup group) const override;
+  double host_output_s(DeviceGroup group) const override;
+  double copy_time_s(int first, int last, DeviceGroup group) const override {
+    return copy_in_time_s(first, last, group) + copy_out_time_s(first, last, group);
+  }
+  double copy_in_time_s(int first, int last, DeviceGroup group) const override {
+    (void)last;
+    return first == 0 ? host_input_s(group) : 0.0;
+  }
+  double copy_out_time_s(int first, int last, DeviceGroup group) const override {
+    (void)first;
+    return last == num_kernels() - 1 ? host_output_s(group) : 0.0;
+  }
   Footprint footprint(int first, int last, DeviceGroup group) const override;
   double execute_w(int first, int last, DeviceGroup group) const override;
   const SystemSpec& system() const { return system_; }

@@ -25,6 +25,7 @@ CostTables::CostTables(const SystemSpec& system, const CostModel& model, const S
     power_.push_back(system.kinds[t].power);
     letters_.push_back(system.kinds[t].letter);
     names_.push_back(system.kinds[t].name);
+    hosts_.push_back(system.host_name(t));
     for (int c = 1; c <= max_count_.back(); ++c) kc_group_.push_back({t, c});
     offset_.push_back(static_cast<int>(kc_group_.size()));
   }
@@ -177,7 +178,7 @@ nlohmann::json CostTables::to_json() const {
   using nlohmann::json;
   json kinds = json::array();
   for (int t = 0; t < num_kinds(); ++t) {
-    kinds.push_back({{"name", names_[t]}, {"letter", std::string(1, letters_[t])},
+    kinds.push_back({{"name", names_[t]}, {"host", hosts_[t]}, {"letter", std::string(1, letters_[t])},
                      {"max_count", max_count_[t]},
                      {"power_w", {{"idle", power_[t].idle_w}, {"exec", power_[t].exec_w},
                                   {"xfer", power_[t].xfer_w}}}});

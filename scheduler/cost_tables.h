@@ -34,6 +34,8 @@ class CostTables {
   const PowerStates& power(int kind) const { return power_[kind]; }
   char letter(int kind) const { return letters_[kind]; }
   const std::string& kind_name(int kind) const { return names_[kind]; }
+  // The kind's host (SystemSpec::host_name; "" when the system lists no hosts).
+  const std::string& host_name(int kind) const { return hosts_[kind]; }
 
   double compute(int first, int last, int kc) const {
     return compute_[(static_cast<std::size_t>(first) * n_ + last) * kcs_ + kc];
@@ -178,6 +180,7 @@ class CostTables {
   std::vector<PowerStates> power_;
   std::vector<char> letters_;
   std::vector<std::string> names_;
+  std::vector<std::string> hosts_;
   std::vector<double> compute_;   // n * n * kcs (upper triangle used)
   std::vector<double> copy_;      // like compute_; empty when the model has no copies in compute
   std::vector<double> waited_;    // like compute_; empty when no copy holds the kernels up

@@ -38,6 +38,8 @@ std::string mnemonic(const std::vector<StageSpec>& stages, const CostTables& tab
 Plan evaluate(const std::vector<StageSpec>& specs, const CostTables& tables) {
   Plan plan;
   for (int t = 0; t < tables.num_kinds(); ++t) plan.kind_names.push_back(tables.kind_name(t));
+  for (int t = 0; t < tables.num_kinds() && !tables.host_name(t).empty(); ++t)
+    plan.kind_hosts.push_back(tables.host_name(t));
   if (specs.empty()) return plan;
   std::vector<int> used(tables.num_kinds(), 0);
   int expect = 0;
@@ -88,6 +90,12 @@ Plan evaluate(const std::vector<StageSpec>& specs, const CostTables& tables) {
   return plan;
 }
 
+std::string Plan::where(int kind) const {
+  const auto k = static_cast<std::size_t>(kind);
+  const std::string name = k < kind_names.size() ? kind_names[k] : "?";
+  return k < kind_hosts.size() ? kind_hosts[k] + ":" + name : name;
+}
+
 nlohmann::json to_json(const Plan& plan) {
   using nlohmann::json;
   auto num = [](double v) { return v < kInf ? json(v) : json(nullptr); };
@@ -105,6 +113,10 @@ nlohmann::json to_json(const Plan& plan) {
               {"transfer_in_s", s.transfer_in_s},
               {"transfer_out_s", s.transfer_out_s},
               {"stage_time_s", num(s.time_s())}};
+    if (!plan.kind_hosts.empty()) {  // a multi-host system: where the stage runs, host:kind
+      j["host"] = s.kind < static_cast<int>(plan.kind_hosts.size()) ? plan.kind_hosts[s.kind] : "?";
+      j["where"] = plan.where(s.kind);
+    }
     if (!s.why.empty()) j["why"] = s.why;
     if (!s.runner_up.empty()) {
       j["runner_up"] = {{"group", s.runner_up}, {"score", num(s.runner_up_score)}};

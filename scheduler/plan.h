@@ -91,6 +91,10 @@ struct SolverPass {
 struct Plan {
   std::vector<Stage> stages;
   std::vector<std::string> kind_names;  // index = Stage::kind
+  // Each kind's host (index = Stage::kind); empty when the system lists no hosts (one host).
+  std::vector<std::string> kind_hosts;
+  // Where stage kind `kind` runs: "host:kind" on a multi-host system, else the kind's name.
+  std::string where(int kind) const;
   std::string mnemonic;                 // "3F2G"
   double period_s = kInf;
   double throughput_per_s = 0.0;

@@ -17,6 +17,23 @@ int SystemSpec::kind_index(std::string_view name) const {
   return -1;
 }
 
+int SystemSpec::host_index(std::string_view name) const {
+  for (std::size_t i = 0; i < hosts.size(); ++i) {
+    if (hosts[i].name == name) return static_cast<int>(i);
+  }
+  return -1;
+}
+
+std::string SystemSpec::host_name(int kind) const {
+  const int h = kinds[static_cast<std::size_t>(kind)].host_index;
+  return hosts.empty() ? std::string() : hosts[static_cast<std::size_t>(h)].name;
+}
+
+std::string SystemSpec::where(int kind) const {
+  const std::string& k = kinds[static_cast<std::size_t>(kind)].name;
+  return hosts.empty() ? k : host_name(kind) + ":" + k;
+}
+
 int SystemSpec::total_devices() const {
   int total = 0;
   for (const auto& k : kinds) total += k.count;
@@ -38,6 +55,18 @@ void SystemSpec::validate(const std::string& where) const {
     if (!(p.xfer_w >= p.idle_w)) throw InputError(at + ".power.xfer_w", "must be >= idle_w");
     if (!(k.link_bw_bytes_per_s > 0)) throw InputError(at + ".link.bw", "must be > 0");
     if (!(k.link_latency_s >= 0)) throw InputError(at + ".link.latency", "must be >= 0");
+    const int host_count = std::max<int>(1, static_cast<int>(hosts.size()));
+    if (k.host_index < 0 || k.host_index >= host_count)
+      throw InputError(at + ".on_host", "no host " + std::to_string(k.host_index) + " (the system lists " +
+                                            std::to_string(hosts.size()) + ")");
+  }
+  for (std::size_t i = 0; i < hosts.size(); ++i) {
+    const auto& h = hosts[i];
+    const std::string at = where + ".hosts[" + std::to_string(i) + "] (" + h.name + ")";
+    if (h.name.empty()) throw InputError(at + ".name", "empty name");
+    if (host_index(h.name) != static_cast<int>(i)) throw InputError(at + ".name", "duplicate host name");
+    if (!(h.nic_bw_bytes_per_s > 0)) throw InputError(at + ".nic_gbit_per_s", "must be > 0");
+    if (!(h.nic_latency_s >= 0)) throw InputError(at + ".nic_latency_us", "must be >= 0");
   }
   if (!(inter_socket_bw_bytes_per_s > 0)) throw InputError(where + ".inter_socket_bw", "must be > 0");
 }
@@ -48,6 +77,12 @@ double SystemSpec::transfer_time_s(double bytes, DeviceGroup from, DeviceGroup t
   const DeviceKindSpec& b = kinds[to.kind];
   const double bw_a = from.count * a.link_bw_bytes_per_s;  // aggregate: all devices move a slice
   const double bw_b = to.count * b.link_bw_bytes_per_s;
+  if (a.host_index != b.host_index) {
+    // Across hosts: up to the sender's host memory, over the NICs, down from the receiver's.
+    const double up = a.host ? 0.0 : a.link_latency_s + bytes / bw_a;
+    const double down = b.host ? 0.0 : b.link_latency_s + bytes / bw_b;
+    return up + nic_time_s(bytes, a.host_index, b.host_index) + down;
+  }
   const bool cross = a.socket != b.socket;
   const double socket_s = cross ? bytes / inter_socket_bw_bytes_per_s : 0.0;
   if (a.host && b.host) return socket_s + (cross ? 0.0 : bytes / std::min(bw_a, bw_b));
@@ -63,6 +98,13 @@ double SystemSpec::transfer_time_s(double bytes, DeviceGroup from, DeviceGroup t
   }
   // Staged: device -> pinned host buffer -> device, one after the other.
   return a.link_latency_s + b.link_latency_s + bytes / bw_a + bytes / bw_b + socket_s;
+}
+
+double SystemSpec::nic_time_s(double bytes, int host_a, int host_b) const {
+  if (host_a == host_b || bytes <= 0) return 0.0;
+  const HostSpec& a = hosts[static_cast<std::size_t>(host_a)];
+  const HostSpec& b = hosts[static_cast<std::size_t>(host_b)];
+  return a.nic_latency_s + b.nic_latency_s + bytes / std::min(a.nic_bw_bytes_per_s, b.nic_bw_bytes_per_s);
 }
 
 namespace {
@@ -128,6 +170,14 @@ SystemSpec paper_testbed(bool with_cpu) {
 //        gflops: {spmm: 250, gemm: 120, window_attention: 600}}
 //     - {name: cpu, letter: C, count: 1, host: true, link_gbps: 100, power: {...}}
 //   baselines: {op_kind: {spmm: fpga, gemm: gpu}, static_counts: [2, 1, 1, 1]}
+// Several hosts (optional; without `hosts:` the system is one host): NIC bandwidth in Gb/s (bits,
+// as NICs are sold: 100 = 12.5e9 bytes/s), latency in microseconds at each end; a kind names its
+// host with `on_host` (default: the first host, the coordinator).
+//   hosts:
+//     - {name: a, nic_gbit_per_s: 100, nic_latency_us: 3}
+//     - {name: b, nic_gbit_per_s: 100, nic_latency_us: 3}
+//   kinds:
+//     - {name: fpga, on_host: b, ...}
 // Unknown keys are errors (a misspelt `p2p` must not silently mean false); every error names the
 // file and the key path.
 std::string_view to_string(TransferMode mode) { return mode == TransferMode::overlap ? "overlap" : "serial"; }
@@ -143,16 +193,32 @@ TransferMode parse_transfer_mode(const hw::ConfigNode& node) {
 
 SystemSpec parse_system_spec(const std::string& yaml_text, const std::string& source) {
   const hw::ConfigNode root = hw::ConfigNode::parse(yaml_text, source);
-  root.expect_keys({"name", "inter_socket_gbps", "transfers", "kinds", "baselines"});
+  root.expect_keys({"name", "inter_socket_gbps", "transfers", "hosts", "kinds", "baselines"});
   SystemSpec s;
   s.name = root.get_string("name", "system");
   if (auto t = root.optional_child("transfers")) s.transfers = parse_transfer_mode(*t);
   s.inter_socket_bw_bytes_per_s = root.get_positive("inter_socket_gbps", 128.0) * 1e9;
+  if (const auto hosts = root.optional_child("hosts")) {
+    hosts->expect_sequence();
+    if (hosts->size() == 0) hosts->fail("lists no host (leave it out for one host)");
+    for (std::size_t i = 0; i < hosts->size(); ++i) {
+      const hw::ConfigNode h = hosts->at(i);
+      h.expect_keys({"name", "nic_gbit_per_s", "nic_latency_us"});
+      HostSpec host;
+      host.name = h.get_string("name");
+      if (host.name.empty()) h.child("name").fail("empty host name");
+      if (s.host_index(host.name) >= 0) h.child("name").fail("duplicate host name '" + host.name + "'");
+      host.nic_bw_bytes_per_s = h.get_positive("nic_gbit_per_s") * 1e9 / 8.0;
+      host.nic_latency_s = h.get_positive("nic_latency_us", 0.0, /*allow_zero=*/true) * 1e-6;
+      s.hosts.push_back(host);
+    }
+  }
   const hw::ConfigNode kinds = root.child("kinds");
   kinds.expect_sequence();
   for (std::size_t i = 0; i < kinds.size(); ++i) {
     const hw::ConfigNode k = kinds.at(i);
-    k.expect_keys({"name", "letter", "count", "socket", "p2p", "host", "link_gbps", "latency_us", "power", "gflops"});
+    k.expect_keys({"name", "letter", "count", "socket", "p2p", "host", "on_host", "link_gbps", "latency_us", "power",
+                   "gflops"});
     DeviceKindSpec d;
     d.name = k.get_string("name", "");
     const std::string letter = k.get_string("letter", d.name.empty() ? "?" : d.name.substr(0, 1));
@@ -161,6 +227,12 @@ SystemSpec parse_system_spec(const std::string& yaml_text, const std::string& so
     d.socket = static_cast<int>(k.get_int("socket", 0));
     d.p2p = k.get_bool("p2p", false);
     d.host = k.get_bool("host", false);
+    if (const auto on = k.optional_child("on_host")) {
+      const std::string host = on->as_string();
+      d.host_index = s.host_index(host);
+      if (d.host_index < 0)
+        on->fail("unknown host '" + host + "'" + (s.hosts.empty() ? " (the system lists no hosts:)" : ""));
+    }
     d.link_bw_bytes_per_s = k.get_double("link_gbps", 0.0) * 1e9;
     d.link_latency_s = k.get_double("latency_us", 0.0) * 1e-6;
     if (const auto p = k.optional_child("power")) {

@@ -196,7 +196,7 @@ void print_plan(const sched::Plan& plan, const sched::Workload& wl, bool explain
   for (std::size_t s = 0; s < plan.stages.size(); ++s) {
     const sched::Stage& st = plan.stages[s];
     std::printf("  %-5zu %-34s %-5s %5d %11s %11s %12s %10s\n", s + 1, kernel_range(wl, st).c_str(),
-                plan.kind_names[st.kind].c_str(), st.count, ms(st.compute_s).c_str(),
+                plan.where(st.kind).c_str(), st.count, ms(st.compute_s).c_str(),
                 ms(st.transfer_in_s).c_str(), ms(st.transfer_out_s).c_str(), ms(st.time_s()).c_str());
       if (explain && st.overlap)
         std::printf("        overlap: kernels %s ms (with the exchanges they wait for), inbound %s ms (copies %s%s), "
@@ -356,8 +356,17 @@ int run(Options o) {
               inputs.system.name.c_str());
   std::printf("  input: %s\n  kernel times: %s\n", described.c_str(), inputs.cost_source.c_str());
   std::string kinds;
-  for (const auto& k : inputs.system.kinds) kinds += (kinds.empty() ? "" : ", ") + std::to_string(k.count) + " x " + k.name;
+  for (std::size_t t = 0; t < inputs.system.kinds.size(); ++t)
+    kinds += (kinds.empty() ? "" : ", ") + std::to_string(inputs.system.kinds[t].count) + " x " +
+             inputs.system.where(static_cast<int>(t));
   std::printf("  devices: %s\n", kinds.c_str());
+  if (inputs.system.hosts.size() > 1) {
+    std::string hosts;
+    for (const auto& h : inputs.system.hosts)
+      hosts += (hosts.empty() ? "" : ", ") + h.name + " (NIC " + num(h.nic_bw_bytes_per_s * 8 / 1e9) + " Gb/s, " +
+               num(h.nic_latency_s * 1e6) + " us)";
+    std::printf("  hosts: %s; the first is the coordinator (modelled NIC hops)\n", hosts.c_str());
+  }
   if (!image_note.empty()) std::printf("  FPGA images: %s (modelled)\n", image_note.c_str());
   print_plan(plan, inputs.workload, o.explain);
   if (o.explain) print_tables(tables, inputs.workload);
