@@ -191,11 +191,13 @@ void print_plan(const sched::Plan& plan, const sched::Workload& wl, bool explain
   if (!plan.stages.empty() && plan.stages.front().overlap)
     std::printf("  transfers overlap compute: a stage takes the largest of its kernels, its inbound copies with\n"
                 "  xfer_in and its outbound copies with xfer_out (one copy engine per direction)\n");
-  std::printf("  %-5s %-34s %-5s %5s %11s %11s %12s %10s\n", "stage", "kernels", "kind", "count",
+  int kind_w = 5;  // "host:kind" on a multi-host system
+  for (const sched::Stage& st : plan.stages) kind_w = std::max(kind_w, static_cast<int>(plan.where(st.kind).size()));
+  std::printf("  %-5s %-34s %-*s %5s %11s %11s %12s %10s\n", "stage", "kernels", kind_w, "kind", "count",
               "compute_ms", "xfer_in_ms", "xfer_out_ms", "stage_ms");
   for (std::size_t s = 0; s < plan.stages.size(); ++s) {
     const sched::Stage& st = plan.stages[s];
-    std::printf("  %-5zu %-34s %-5s %5d %11s %11s %12s %10s\n", s + 1, kernel_range(wl, st).c_str(),
+    std::printf("  %-5zu %-34s %-*s %5d %11s %11s %12s %10s\n", s + 1, kernel_range(wl, st).c_str(), kind_w,
                 plan.where(st.kind).c_str(), st.count, ms(st.compute_s).c_str(),
                 ms(st.transfer_in_s).c_str(), ms(st.transfer_out_s).c_str(), ms(st.time_s()).c_str());
       if (explain && st.overlap)
