@@ -31,6 +31,7 @@
 #include "runtime/daemon/grpc_server.h"
 #include "runtime/daemon/http_server.h"
 #include "runtime/daemon/repository_models.h"
+#include "runtime/daemon/tls.h"
 #include "runtime/host_memory.h"
 #include "runtime/observer.h"
 
@@ -161,6 +162,11 @@ int main(int argc, char** argv) {
   app.add_option("--infer-token-file", infer_token_file,
                  "file holding an inference token: infer and graph requests (HTTP Authorization: Bearer, gRPC "
                  "'authorization' metadata) must carry it (open without it)");
+  std::string tls_cert, tls_key;
+  app.add_option("--tls-cert", tls_cert,
+                 "PEM certificate (chain, leaf first) to serve HTTP as HTTPS and gRPC over TLS (TLS 1.2+), with "
+                 "--tls-key; the metrics port stays plain HTTP");
+  app.add_option("--tls-key", tls_key, "PEM private key of --tls-cert (unencrypted)");
   app.add_option("--bitstream-dir", ho.bitstream_dir, "admin bitstream paths must resolve inside this folder");
   app.add_option("--state-dir", ho.state_dir,
                  "keep the operator's changes (mode, drained devices, FPGA images) in DIR/state.json and the "
@@ -225,6 +231,7 @@ int main(int argc, char** argv) {
   try {
     if (!token_file.empty()) ho.admin_token = read_token_file(token_file, "admin");
     if (!infer_token_file.empty()) ho.infer_token = read_token_file(infer_token_file, "inference");
+    ho.tls = load_tls_identity(tls_cert, tls_key);  // both or neither; checked before models load
     // The built-in default may be absent (binary moved away from its source tree): then the devices'
     // own models, said in the log; a folder given on the command line must exist.
     if (perfmodels != "none" && (perfmodels_opt->count() > 0 || std::filesystem::is_directory(perfmodels)))
@@ -272,6 +279,7 @@ int main(int argc, char** argv) {
                                           ho.max_request_bytes, &http.admin());
       grpc->set_infer_token(ho.infer_token);
       grpc->set_max_streams(grpc_max_streams);
+      if (ho.tls) grpc->set_tls(*ho.tls);
       // Workers that wait for the engine each hold an admitted request: --max-queue bounds them.
       grpc->set_max_workers(std::clamp<std::size_t>(ho.max_queue, 4, 1024));
       grpc->start();
@@ -279,8 +287,9 @@ int main(int argc, char** argv) {
     for (const ModelInfo& m : service.models())
       spdlog::info("model {} version {} ({}): plan {} [{}]", m.name, m.version, m.family, service.engine(m.name).current_label(),
                    rt::describe(service.engine(m.name).current_spec()));
-    spdlog::info("dype-serve: HTTP on {}:{}, gRPC on port {}, metrics on port {}, mode {}", ho.host, http.http_port(),
-                 grpc ? grpc->port() : -1, http.metrics_port(), service.mode());
+    spdlog::info("dype-serve: {} on {}:{}, gRPC{} on port {}, metrics (plain HTTP) on port {}, mode {}",
+                 ho.tls ? "HTTPS" : "HTTP", ho.host, http.http_port(), ho.tls ? " over TLS" : "", grpc ? grpc->port() : -1,
+                 http.metrics_port(), service.mode());
     // --model-control-mode poll: a thread looks at the repositories and follows their changes.
     std::jthread poller;
     if (control_mode == "poll") {

@@ -648,6 +648,7 @@ GrpcServer::~GrpcServer() { stop(0.0); }
 void GrpcServer::set_infer_token(std::string token) { impl_->infer_token = std::move(token); }
 void GrpcServer::set_max_streams(std::size_t n) { impl_->max_streams = n; }
 void GrpcServer::set_max_workers(std::size_t n) { impl_->max_workers = std::max<std::size_t>(1, n); }
+void GrpcServer::set_tls(TlsIdentity identity) { tls_ = std::move(identity); }
 std::size_t GrpcServer::streams_open() const { return impl_->streams_open(); }
 
 void GrpcServer::start() {
@@ -656,7 +657,13 @@ void GrpcServer::start() {
   grpc::EnableDefaultHealthCheckService(true);
   if (!impl_->pool) impl_->pool = std::make_unique<WorkerPool>(2, impl_->max_workers);
   grpc::ServerBuilder b;
-  b.AddListeningPort(host_ + ":" + std::to_string(requested_port_), grpc::InsecureServerCredentials(), &port_);
+  std::shared_ptr<grpc::ServerCredentials> credentials = grpc::InsecureServerCredentials();
+  if (tls_) {
+    grpc::SslServerCredentialsOptions ssl;
+    ssl.pem_key_cert_pairs.push_back({tls_->private_key_pem, tls_->cert_chain_pem});
+    credentials = grpc::SslServerCredentials(ssl);
+  }
+  b.AddListeningPort(host_ + ":" + std::to_string(requested_port_), credentials, &port_);
   b.RegisterService(impl_.get());
   if (admin_) b.RegisterService(admin_.get());
   b.SetMaxReceiveMessageSize(static_cast<int>(std::min<std::size_t>(max_message_bytes_, INT32_MAX)));

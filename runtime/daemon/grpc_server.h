@@ -14,6 +14,7 @@
 //   GrpcServer grpc(service, graphs, metrics, http.admission(), "127.0.0.1", 0);
 //   grpc.start();  ... grpc.port() ...  grpc.stop();
 #include <memory>
+#include <optional>
 #include <string>
 
 #include "runtime/daemon/admin.h"
@@ -22,6 +23,7 @@
 #include "runtime/daemon/metrics.h"
 #include "runtime/daemon/service.h"
 #include "runtime/daemon/tensor.h"
+#include "runtime/daemon/tls.h"
 
 namespace inference {
 class ModelInferRequest;
@@ -62,6 +64,9 @@ class GrpcServer {
   // Before start(): the WorkerPool's bound on threads that build, submit and wait for requests
   // (default 64, the default admission queue: every blocked worker holds an admitted request).
   void set_max_workers(std::size_t threads);
+  // Before start(): serve over TLS (grpc::SslServerCredentials with this certificate and key; no
+  // client certificate asked for) instead of plain text.
+  void set_tls(TlsIdentity identity);
   // ModelStreamInfer streams open now.
   std::size_t streams_open() const;
 
@@ -74,6 +79,7 @@ class GrpcServer {
   int requested_port_;
   int port_ = -1;
   std::size_t max_message_bytes_;
+  std::optional<TlsIdentity> tls_;
 };
 
 }  // namespace dype::rt::daemon

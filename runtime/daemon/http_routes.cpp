@@ -208,7 +208,11 @@ void HttpRoutes::get_metrics(const Req&, Res& res) const {
              "dype_http_timeouts_total " + std::to_string(c.timeouts.load()) + "\n"
              "# HELP dype_http_bad_requests_total Requests refused by the transport (framing, limits) before routing.\n"
              "# TYPE dype_http_bad_requests_total counter\n"
-             "dype_http_bad_requests_total " + std::to_string(c.bad_requests.load()) + "\n";
+             "dype_http_bad_requests_total " + std::to_string(c.bad_requests.load()) + "\n"
+             "# HELP dype_http_tls_handshake_failures_total HTTPS connections closed because their TLS handshake "
+             "failed (plain HTTP sent to the HTTPS port, an untrusted certificate).\n"
+             "# TYPE dype_http_tls_handshake_failures_total counter\n"
+             "dype_http_tls_handshake_failures_total " + std::to_string(c.tls_handshake_failures.load()) + "\n";
   }
   res.set_content(metrics_.render(extra), "text/plain; version=0.0.4");
 }

@@ -34,7 +34,7 @@ HttpServer::HttpServer(InferenceService& service, GraphRegistry& graphs, Metrics
 HttpServer::~HttpServer() { stop(); }
 
 void HttpServer::start() {
-  http_port_ = transport_->listen(options_.host, options_.http_port, api_routes_);
+  http_port_ = transport_->listen(options_.host, options_.http_port, api_routes_, options_.tls ? &*options_.tls : nullptr);
   if (options_.metrics_port >= 0) metrics_port_ = transport_->listen(options_.host, options_.metrics_port, metrics_routes_);
   transport_->start();
 }

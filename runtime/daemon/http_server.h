@@ -11,6 +11,9 @@
 //   http.begin_shutdown();              // ready -> false, new requests -> 503, in-flight finish
 //   http.wait_idle(30.0); http.stop();  // then every connection is closed, whatever its state
 //
+// With options.tls the HTTP port speaks HTTPS (TLS 1.2+) only. The metrics port stays plain HTTP:
+// it carries counters and plan names, no tensors or tokens, and Prometheus scrapes it as it is.
+//
 // Routes: GET /v2/health/live, /v2/health/ready, /v2, /v2/models/{m}[/versions/{v}],
 // /v2/models/{m}[/versions/{v}]/ready; POST /v2/models/{m}[/versions/{v}]/infer;
 // POST /v2/dype/graphs, DELETE /v2/dype/graphs/{id}; admin under /v2/dype/admin/ (Bearer token):
@@ -26,6 +29,7 @@
 #include <functional>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <thread>
 
@@ -38,6 +42,7 @@
 #include "runtime/daemon/http_transport.h"
 #include "runtime/daemon/metrics.h"
 #include "runtime/daemon/service.h"
+#include "runtime/daemon/tls.h"
 
 namespace dype::rt::daemon {
 
@@ -60,6 +65,7 @@ struct ServerOptions {
   std::string infer_token;                     // non-empty: infer and graph routes need it (401)
   std::string bitstream_dir;                   // admin bitstream paths must resolve inside it
   std::string state_dir;                       // operator state kept across restarts (empty: not kept)
+  std::optional<TlsIdentity> tls;              // set: the HTTP port speaks HTTPS only (metrics stay plain)
 };
 
 class HttpServer {

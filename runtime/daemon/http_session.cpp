@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <cstring>
 #include <limits>
+#include <type_traits>
 
 namespace dype::rt::daemon {
 namespace {
@@ -40,21 +41,30 @@ const char* reason_phrase(int status) {
   return s.empty() ? "Unknown" : s.data();
 }
 
+template <class Stream>
+Stream make_stream(tcp::socket socket, asio::ssl::context* tls) {
+  if constexpr (std::is_same_v<Stream, TlsStream>) return Stream(std::move(socket), *tls);
+  else return Stream(std::move(socket));
+}
+
 constexpr char kContinue[] = "HTTP/1.1 100 Continue\r\n\r\n";
 // Bytes a refused request may still send before its connection is closed (a body up to 2 s away).
 constexpr std::size_t kLingerBytes = 512u << 20;
 
 }  // namespace
 
-HttpSession::HttpSession(tcp::socket socket, SessionShared& shared, const HttpRouter& router)
-    : stream_(std::move(socket)), shared_(shared), router_(router) {
+template <class Stream>
+HttpSession<Stream>::HttpSession(tcp::socket socket, asio::ssl::context* tls, SessionShared& shared,
+                                 const HttpRouter& router)
+    : stream_(make_stream<Stream>(std::move(socket), tls)), shared_(shared), router_(router) {
   boost::system::error_code ec;
-  const auto remote = stream_.socket().remote_endpoint(ec);
+  const auto remote = lowest().socket().remote_endpoint(ec);
   if (!ec) peer_ = remote.address().to_string();
   ++shared_.counters.open;
 }
 
-HttpSession::~HttpSession() {
+template <class Stream>
+HttpSession<Stream>::~HttpSession() {
   shared_.bodies.release(std::move(body_));
   {
     std::lock_guard lock(shared_.mutex);
@@ -63,33 +73,58 @@ HttpSession::~HttpSession() {
   --shared_.counters.open;
 }
 
-void HttpSession::start() {
+template <class Stream>
+void HttpSession<Stream>::start() {
   {
     std::lock_guard lock(shared_.mutex);
-    shared_.sessions.emplace(this, weak_from_this());
+    shared_.sessions.emplace(this, this->weak_from_this());
   }
-  asio::dispatch(stream_.get_executor(), [self = shared_from_this()] { self->wait_request(); });
+  asio::dispatch(stream_.get_executor(), [self = this->shared_from_this()] {
+    if constexpr (kTls) self->handshake();
+    else self->wait_request();
+  });
 }
 
-void HttpSession::close() {
-  asio::post(stream_.get_executor(), [self = shared_from_this()] { self->shut(); });
+// HTTPS: the TLS handshake first, under the header timeout (a client that connects and never
+// finishes it is closed like a slow one). A failed handshake (plain HTTP sent to this port, a
+// client that does not trust the certificate) is counted and closed; other connections go on.
+template <class Stream>
+void HttpSession<Stream>::handshake() {
+  if constexpr (kTls) {
+    lowest().expires_after(seconds(shared_.options.header_timeout_s));
+    stream_.async_handshake(asio::ssl::stream_base::server, [self = this->shared_from_this()](beast::error_code ec) {
+      if (ec) {
+        if (ec == beast::error::timeout) ++self->shared_.counters.timeouts;
+        else if (!self->closed_) ++self->shared_.counters.tls_handshake_failures;
+        return self->shut();
+      }
+      self->wait_request();
+    });
+  }
 }
 
-void HttpSession::shut() {
+template <class Stream>
+void HttpSession<Stream>::close() {
+  asio::post(stream_.get_executor(), [self = this->shared_from_this()] { self->shut(); });
+}
+
+template <class Stream>
+void HttpSession<Stream>::shut() {
   if (closed_) return;
   closed_ = true;
   beast::error_code ignored;
-  stream_.socket().shutdown(tcp::socket::shutdown_both, ignored);
-  stream_.close();
+  lowest().socket().shutdown(tcp::socket::shutdown_both, ignored);
+  lowest().close();
 }
 
 // Between requests: wait for the next one's first bytes under the idle timeout (a request already
 // buffered, pipelined, is read at once).
-void HttpSession::wait_request() {
+template <class Stream>
+void HttpSession<Stream>::wait_request() {
   if (closed_) return;
   if (buffer_.size() > 0) return read_header();
-  stream_.expires_after(seconds(shared_.options.idle_timeout_s));
-  stream_.async_read_some(buffer_.prepare(4096), [self = shared_from_this()](beast::error_code ec, std::size_t n) {
+  lowest().expires_after(seconds(shared_.options.idle_timeout_s));
+  stream_.async_read_some(buffer_.prepare(4096), [self = this->shared_from_this()](beast::error_code ec, std::size_t n) {
     if (ec) {
       if (ec == beast::error::timeout) ++self->shared_.counters.timeouts;
       return self->shut();
@@ -99,19 +134,21 @@ void HttpSession::wait_request() {
   });
 }
 
-void HttpSession::read_header() {
+template <class Stream>
+void HttpSession<Stream>::read_header() {
   parser_.emplace();
   parser_->header_limit(static_cast<std::uint32_t>(shared_.options.max_header_bytes));
   // A Content-Length over the limit is refused in check_framing(), with its own message. (Not
   // boost::none: Boost 1.74 compares the length against an empty optional as 'over the limit'.)
   parser_->body_limit(std::numeric_limits<std::uint64_t>::max());
-  stream_.expires_after(seconds(shared_.options.header_timeout_s));
-  bhttp::async_read_header(stream_, buffer_, *parser_, [self = shared_from_this()](beast::error_code ec, std::size_t) {
+  lowest().expires_after(seconds(shared_.options.header_timeout_s));
+  bhttp::async_read_header(stream_, buffer_, *parser_, [self = this->shared_from_this()](beast::error_code ec, std::size_t) {
     self->on_header(ec);
   });
 }
 
-void HttpSession::on_header(beast::error_code ec) {
+template <class Stream>
+void HttpSession<Stream>::on_header(beast::error_code ec) {
   if (ec == beast::error::timeout) {
     // The timer closed the socket: nothing can be answered.
     ++shared_.counters.timeouts;
@@ -139,7 +176,8 @@ void HttpSession::on_header(beast::error_code ec) {
   if (check_framing()) read_body();
 }
 
-bool HttpSession::check_framing() {
+template <class Stream>
+bool HttpSession<Stream>::check_framing() {
   const TransportOptions& o = shared_.options;
   if (req_.headers.size() > o.max_header_fields) {
     refuse(431, std::to_string(req_.headers.size()) + " header fields (at most " + std::to_string(o.max_header_fields) +
@@ -173,10 +211,11 @@ bool HttpSession::check_framing() {
   return true;
 }
 
-void HttpSession::read_body() {
+template <class Stream>
+void HttpSession<Stream>::read_body() {
   const bool chunked = parser_->chunked();
   const bool expects = iequals(req_.get_header_value("Expect"), "100-continue") && (length_ > 0 || chunked);
-  auto go = [self = shared_from_this(), chunked] {
+  auto go = [self = this->shared_from_this(), chunked] {
     if (chunked) return self->read_chunked_body();
     if (self->length_ == 0) return self->body_done();
     if (!self->body_) self->body_ = self->shared_.bodies.acquire();
@@ -188,14 +227,14 @@ void HttpSession::read_body() {
     self->buffer_.consume(have);
     if (have == self->length_) return self->body_done();
     b.extend_to(self->pad_ + self->length_);
-    self->stream_.expires_after(seconds(self->shared_.options.body_timeout_s));
+    self->lowest().expires_after(seconds(self->shared_.options.body_timeout_s));
     self->body_read_ = have;
     self->read_body_rest();
   };
   if (!expects) return go();
-  stream_.expires_after(seconds(shared_.options.body_timeout_s));
+  lowest().expires_after(seconds(shared_.options.body_timeout_s));
   asio::async_write(stream_, asio::buffer(kContinue, sizeof kContinue - 1),
-                    [self = shared_from_this(), go](beast::error_code ec, std::size_t) {
+                    [self = this->shared_from_this(), go](beast::error_code ec, std::size_t) {
                       if (ec) return self->shut();
                       go();
                     });
@@ -204,10 +243,11 @@ void HttpSession::read_body() {
 // The rest of a Content-Length body, each read asking for everything still missing (asio::
 // async_read would split it into 64 KiB reads, each its own completion: measured ~20 us more per
 // 256 KB body).
-void HttpSession::read_body_rest() {
+template <class Stream>
+void HttpSession<Stream>::read_body_rest() {
   char* dst = body_->data() + pad_ + body_read_;
   stream_.async_read_some(asio::buffer(dst, length_ - body_read_),
-                          [self = shared_from_this()](beast::error_code ec, std::size_t n) {
+                          [self = this->shared_from_this()](beast::error_code ec, std::size_t n) {
                             if (ec) {
                               if (ec == beast::error::timeout) ++self->shared_.counters.timeouts;
                               return self->shut();
@@ -218,11 +258,12 @@ void HttpSession::read_body_rest() {
                           });
 }
 
-void HttpSession::read_chunked_body() {
+template <class Stream>
+void HttpSession<Stream>::read_chunked_body() {
   chunked_.emplace(std::move(*parser_));
   chunked_->body_limit(shared_.options.max_request_bytes);
-  stream_.expires_after(seconds(shared_.options.body_timeout_s));
-  bhttp::async_read(stream_, buffer_, *chunked_, [self = shared_from_this()](beast::error_code ec, std::size_t) {
+  lowest().expires_after(seconds(shared_.options.body_timeout_s));
+  bhttp::async_read(stream_, buffer_, *chunked_, [self = this->shared_from_this()](beast::error_code ec, std::size_t) {
     if (ec == bhttp::error::body_limit) {
       if (self->shared_.on_refused) self->shared_.on_refused(413);
       return self->refuse(413, "request body exceeds --max-request-bytes (" +
@@ -241,14 +282,16 @@ void HttpSession::read_chunked_body() {
   });
 }
 
-void HttpSession::body_done() {
+template <class Stream>
+void HttpSession<Stream>::body_done() {
   req_.received = std::chrono::steady_clock::now();
   req_.body = length_ == 0 ? std::string_view{} : std::string_view(body_->data() + pad_, length_);
   req_.body_readable_past_end = length_ == 0 ? 0 : body_->capacity() - pad_ - length_;
   run_handler();
 }
 
-void HttpSession::call(const HttpRouter::Route& route, HttpResponse& res) noexcept {
+template <class Stream>
+void HttpSession<Stream>::call(const HttpRouter::Route& route, HttpResponse& res) noexcept {
   try {
     route.handler(req_, res);
   } catch (const std::exception& e) {
@@ -260,7 +303,8 @@ void HttpSession::call(const HttpRouter::Route& route, HttpResponse& res) noexce
   }
 }
 
-void HttpSession::run_handler() {
+template <class Stream>
+void HttpSession<Stream>::run_handler() {
   bool path_known = false;
   const HttpRouter::Route* route = router_.match(req_, path_known);
   if (!route) {
@@ -278,7 +322,7 @@ void HttpSession::run_handler() {
     call(*route, res);
     return answer(std::move(res));
   }
-  asio::post(shared_.workers, [self = shared_from_this(), route] {
+  asio::post(shared_.workers, [self = this->shared_from_this(), route] {
     HttpResponse res;
     self->call(*route, res);
     asio::post(self->stream_.get_executor(),
@@ -286,7 +330,8 @@ void HttpSession::run_handler() {
   });
 }
 
-void HttpSession::refuse(int status, const std::string& message) {
+template <class Stream>
+void HttpSession<Stream>::refuse(int status, const std::string& message) {
   ++shared_.counters.bad_requests;
   HttpResponse res;
   shared_.error_body(res, status, message);
@@ -294,7 +339,8 @@ void HttpSession::refuse(int status, const std::string& message) {
   answer(std::move(res));
 }
 
-void HttpSession::answer(HttpResponse res) {
+template <class Stream>
+void HttpSession<Stream>::answer(HttpResponse res) {
   if (closed_) return;
   res_ = std::move(res);
   for (const auto& [k, v] : res_.headers)
@@ -316,12 +362,13 @@ void HttpSession::answer(HttpResponse res) {
   head_ += closing_ ? "\r\nConnection: close\r\n\r\n" : "\r\nConnection: keep-alive\r\n\r\n";
   parts_ = {asio::buffer(head_), asio::buffer(res_.body), asio::buffer(res_.tail.data(), res_.tail.size())};
   if (head_only_) parts_[1] = parts_[2] = asio::const_buffer{};
-  stream_.expires_after(seconds(shared_.options.body_timeout_s));
+  lowest().expires_after(seconds(shared_.options.body_timeout_s));
   asio::async_write(stream_, parts_,
-                    [self = shared_from_this()](beast::error_code ec, std::size_t) { self->on_written(ec); });
+                    [self = this->shared_from_this()](beast::error_code ec, std::size_t) { self->on_written(ec); });
 }
 
-void HttpSession::on_written(beast::error_code ec) {
+template <class Stream>
+void HttpSession<Stream>::on_written(beast::error_code ec) {
   const bool refused = res_.close;
   res_ = HttpResponse{};  // drops what kept a binary output alive
   req_.body = {};
@@ -335,20 +382,25 @@ void HttpSession::on_written(beast::error_code ec) {
 // After a refusal whose body was not read: stop sending, and read and drop what the client is
 // still sending for a short while, so it sees the answer instead of a reset (a close with unread
 // bytes sends RST, and a client still writing gets EPIPE before it reads the 413).
-void HttpSession::linger() {
+template <class Stream>
+void HttpSession<Stream>::linger() {
   beast::error_code ignored;
-  stream_.socket().shutdown(tcp::socket::shutdown_send, ignored);
-  stream_.expires_after(std::chrono::seconds(2));  // once: the whole drain, however it trickles
+  lowest().socket().shutdown(tcp::socket::shutdown_send, ignored);
+  lowest().expires_after(std::chrono::seconds(2));  // once: the whole drain, however it trickles
   drain();
 }
 
-void HttpSession::drain() {
+template <class Stream>
+void HttpSession<Stream>::drain() {
   buffer_.clear();
-  stream_.async_read_some(buffer_.prepare(64 << 10), [self = shared_from_this()](beast::error_code ec, std::size_t n) {
+  stream_.async_read_some(buffer_.prepare(64 << 10), [self = this->shared_from_this()](beast::error_code ec, std::size_t n) {
     self->lingered_ += n;
     if (ec || self->lingered_ > kLingerBytes) return self->shut();
     self->drain();
   });
 }
+
+template class HttpSession<PlainStream>;
+template class HttpSession<TlsStream>;
 
 }  // namespace dype::rt::daemon

@@ -3,18 +3,23 @@
 // state machine on the connection's strand. wait (idle timeout) -> header (header timeout, limits)
 // -> framing checks -> body (body timeout, straight into a pooled buffer) -> handler (inline or on
 // the worker pool) -> write (one gather-write) -> wait again. Any refusal answers and closes.
+// The session is a template on its stream: beast::tcp_stream for plain HTTP, and
+// beast::ssl_stream<beast::tcp_stream> for HTTPS, whose TLS handshake comes first, under the header
+// timeout. Both are compiled once, in http_session.cpp; the plain one is the code it always was.
 #include <array>
 #include <functional>
 #include <memory>
 #include <mutex>
 #include <optional>
 #include <string>
+#include <type_traits>
 #include <unordered_map>
 #include <utility>  // before Asio: Boost 1.74's awaitable.hpp uses std::exchange without it
 
 #include <boost/asio.hpp>
 #include <boost/beast/core.hpp>
 #include <boost/beast/http.hpp>
+#include <boost/beast/ssl.hpp>
 
 #include "runtime/daemon/body_buffer.h"
 #include "runtime/daemon/http_message.h"
@@ -27,8 +32,18 @@ namespace asio = boost::asio;
 namespace beast = boost::beast;
 namespace bhttp = boost::beast::http;
 using tcp = boost::asio::ip::tcp;
+using PlainStream = beast::tcp_stream;
+using TlsStream = beast::ssl_stream<beast::tcp_stream>;
 
-class HttpSession;
+// What the transport's registry of open connections knows of a session, whatever its stream.
+class OpenConnection {
+ public:
+  // Closes the socket from any thread (on the strand): pending reads and writes end.
+  virtual void close() = 0;
+
+ protected:
+  ~OpenConnection() = default;
+};
 
 // What every connection of one transport shares.
 struct SessionShared {
@@ -39,21 +54,25 @@ struct SessionShared {
   const HttpTransport::ErrorBody& error_body;
   const std::function<void(int)>& on_refused;
   std::mutex mutex;  // guards `sessions`
-  std::unordered_map<const HttpSession*, std::weak_ptr<HttpSession>> sessions;
+  std::unordered_map<const OpenConnection*, std::weak_ptr<OpenConnection>> sessions;
 };
 
-class HttpSession : public std::enable_shared_from_this<HttpSession> {
+template <class Stream>
+class HttpSession final : public OpenConnection, public std::enable_shared_from_this<HttpSession<Stream>> {
  public:
-  HttpSession(tcp::socket socket, SessionShared& shared, const HttpRouter& router);
+  static constexpr bool kTls = std::is_same_v<Stream, TlsStream>;
+  // `tls`: the server's TLS context, for TlsStream (nullptr for PlainStream).
+  HttpSession(tcp::socket socket, asio::ssl::context* tls, SessionShared& shared, const HttpRouter& router);
   ~HttpSession();
   HttpSession(const HttpSession&) = delete;
   HttpSession& operator=(const HttpSession&) = delete;
 
   void start();
-  // Closes the socket from any thread (on the strand): pending reads and writes end.
-  void close();
+  void close() override;
 
  private:
+  beast::tcp_stream& lowest() { return beast::get_lowest_layer(stream_); }
+  void handshake();
   void wait_request();
   void read_header();
   void on_header(beast::error_code ec);
@@ -72,7 +91,7 @@ class HttpSession : public std::enable_shared_from_this<HttpSession> {
   void drain();
   void shut();
 
-  beast::tcp_stream stream_;
+  Stream stream_;
   beast::flat_buffer buffer_;
   std::optional<bhttp::request_parser<bhttp::empty_body>> parser_;
   std::optional<bhttp::request_parser<bhttp::string_body>> chunked_;
@@ -89,5 +108,8 @@ class HttpSession : public std::enable_shared_from_this<HttpSession> {
   std::string head_;  // its status line and headers
   std::array<asio::const_buffer, 3> parts_;  // head_, the body, the tail: one gather-write
 };
+
+extern template class HttpSession<PlainStream>;
+extern template class HttpSession<TlsStream>;
 
 }  // namespace dype::rt::daemon

@@ -3,6 +3,8 @@
 #include <chrono>
 #include <optional>
 
+#include <openssl/ssl.h>
+
 #include <spdlog/spdlog.h>
 
 #include "kernels/error.h"
@@ -15,6 +17,7 @@ struct HttpTransport::Impl {
     tcp::acceptor acceptor;
     asio::steady_timer retry;  // after an accept error (out of descriptors): try again shortly
     const HttpRouter& router;
+    std::unique_ptr<asio::ssl::context> tls;  // HTTPS: the server's certificate and key
   };
 
   Impl(HttpTransport& t, ErrorBody error_body, std::function<void(int)> on_refused)
@@ -25,7 +28,7 @@ struct HttpTransport::Impl {
         shared{t.options_, t.counters_, workers, bodies, this->error_body, this->on_refused, {}, {}} {}
 
   void accept(Listener& l);
-  void refuse_connection(tcp::socket& socket);
+  void refuse_connection(tcp::socket& socket, bool tls);
 
   // Declared in destruction order's reverse: sessions (held by handlers inside `ioc`) refer to
   // `shared`, `bodies` and `workers`, so those outlive the io_context.
@@ -46,12 +49,34 @@ HttpTransport::HttpTransport(TransportOptions options, ErrorBody error_body, std
 
 HttpTransport::~HttpTransport() { stop(); }
 
-int HttpTransport::listen(const std::string& host, int port, const HttpRouter& router) {
+namespace {
+
+// TLS 1.2 or later, the identity's certificate chain and key.
+std::unique_ptr<asio::ssl::context> tls_context(const TlsIdentity& id) {
+  auto ctx = std::make_unique<asio::ssl::context>(asio::ssl::context::tls_server);
+  ctx->set_options(asio::ssl::context::default_workarounds | asio::ssl::context::no_sslv2 |
+                   asio::ssl::context::no_sslv3 | asio::ssl::context::no_tlsv1 | asio::ssl::context::no_tlsv1_1 |
+                   asio::ssl::context::single_dh_use);
+  SSL_CTX_set_min_proto_version(ctx->native_handle(), TLS1_2_VERSION);
+  beast::error_code ec;
+  ctx->use_certificate_chain(asio::buffer(id.cert_chain_pem), ec);
+  if (ec) throw InputError("--tls-cert", "certificate chain refused by OpenSSL: " + ec.message());
+  ctx->use_private_key(asio::buffer(id.private_key_pem), asio::ssl::context::pem, ec);
+  if (ec) throw InputError("--tls-key", "private key refused by OpenSSL: " + ec.message());
+  if (SSL_CTX_check_private_key(ctx->native_handle()) != 1)
+    throw InputError("--tls-key", "not the private key of the --tls-cert certificate");
+  return ctx;
+}
+
+}  // namespace
+
+int HttpTransport::listen(const std::string& host, int port, const HttpRouter& router, const TlsIdentity* tls) {
   beast::error_code ec;
   const auto address = asio::ip::make_address(host, ec);
   if (ec) throw Error("cannot listen on " + host + ":" + std::to_string(port) + ": not an IP address");
   auto l = std::make_unique<Impl::Listener>(
-      Impl::Listener{tcp::acceptor(impl_->ioc), asio::steady_timer(impl_->ioc), router});
+      Impl::Listener{tcp::acceptor(impl_->ioc), asio::steady_timer(impl_->ioc), router, nullptr});
+  if (tls) l->tls = tls_context(*tls);
   const tcp::endpoint ep(address, static_cast<unsigned short>(port));
   l->acceptor.open(ep.protocol(), ec);
   if (!ec) l->acceptor.set_option(asio::socket_base::reuse_address(true), ec);
@@ -81,28 +106,35 @@ void HttpTransport::Impl::accept(Listener& l) {
       return;
     }
     if (shared.counters.open.load() >= shared.options.max_connections) {
-      refuse_connection(socket);
+      refuse_connection(socket, l.tls != nullptr);
     } else {
       ++shared.counters.connections_accepted;
       beast::error_code ignored;
       socket.set_option(tcp::no_delay(true), ignored);
-      std::make_shared<HttpSession>(std::move(socket), shared, l.router)->start();
+      if (l.tls) std::make_shared<HttpSession<TlsStream>>(std::move(socket), l.tls.get(), shared, l.router)->start();
+      else std::make_shared<HttpSession<PlainStream>>(std::move(socket), nullptr, shared, l.router)->start();
     }
     accept(l);
   });
 }
 
-// Beyond the connection cap: a 503 written if the socket takes it at once, then closed.
-void HttpTransport::Impl::refuse_connection(tcp::socket& socket) {
+// Beyond the connection cap: a 503 written if the socket takes it at once, then closed (HTTPS:
+// closed before the handshake, which a 503 would need).
+void HttpTransport::Impl::refuse_connection(tcp::socket& socket, bool tls) {
   ++shared.counters.connections_refused;
   if (on_refused) on_refused(503);
+  beast::error_code ignored;
+  if (tls) {
+    socket.shutdown(tcp::socket::shutdown_both, ignored);
+    socket.close(ignored);
+    return;
+  }
   HttpResponse res;
   error_body(res, 503, "too many open connections (--max-connections " +
                            std::to_string(shared.options.max_connections) + "); retry later");
   const std::string text = "HTTP/1.1 503 Service Unavailable\r\nContent-Type: " + res.content_type +
                            "\r\nContent-Length: " + std::to_string(res.body.size()) +
                            "\r\nRetry-After: 1\r\nConnection: close\r\n\r\n" + res.body;
-  beast::error_code ignored;
   socket.non_blocking(true, ignored);
   socket.write_some(asio::buffer(text), ignored);
   socket.shutdown(tcp::socket::shutdown_both, ignored);
@@ -120,7 +152,7 @@ void HttpTransport::close_listeners() {
 }
 
 void HttpTransport::close_all() {
-  std::vector<std::shared_ptr<HttpSession>> open;
+  std::vector<std::shared_ptr<OpenConnection>> open;
   {
     std::lock_guard lock(impl_->shared.mutex);
     for (auto& [p, weak] : impl_->shared.sessions)

@@ -9,7 +9,9 @@
 //     on POST/PUT/PATCH only with a length or chunked (411), bodies over the limit refused before
 //     they are read (413), no Content-Encoding (415);
 //   - keep-alive and pipelining (requests on one connection are answered in order);
-//   - shutdown: close_all() closes every connection whatever it is doing.
+//   - shutdown: close_all() closes every connection whatever it is doing;
+//   - HTTPS on a listener given a TlsIdentity (TLS 1.2 or later): the handshake runs under the
+//     header timeout and counts in the connection cap; a failed one is counted and closed.
 // A Content-Length body is read straight from the socket into a pooled buffer (one allocation,
 // the binary section 64-byte aligned); responses are written as one gather-write, a binary
 // output straight from the engine's answer.
@@ -29,6 +31,7 @@
 #include "runtime/daemon/body_buffer.h"
 #include "runtime/daemon/http_message.h"
 #include "runtime/daemon/http_router.h"
+#include "runtime/daemon/tls.h"
 
 namespace dype::rt::daemon {
 
@@ -47,6 +50,7 @@ struct TransportOptions {
 // Counts the transport's own refusals and closes (exposed in /metrics by the server).
 struct TransportCounters {
   std::atomic<std::uint64_t> connections_accepted{0}, connections_refused{0}, timeouts{0}, bad_requests{0};
+  std::atomic<std::uint64_t> tls_handshake_failures{0};  // HTTPS listeners: handshakes that failed (not timed out)
   std::atomic<std::size_t> open{0};
 };
 
@@ -61,8 +65,9 @@ class HttpTransport {
   HttpTransport& operator=(const HttpTransport&) = delete;
 
   // Binds host:port (0: ephemeral) for `router` (kept by reference); returns the port bound.
-  // Error naming host:port when it cannot.
-  int listen(const std::string& host, int port, const HttpRouter& router);
+  // Error naming host:port when it cannot. With `tls`, the port speaks HTTPS with that
+  // certificate and key (InputError naming --tls-cert/--tls-key when OpenSSL refuses them).
+  int listen(const std::string& host, int port, const HttpRouter& router, const TlsIdentity* tls = nullptr);
   void start();
   // Stops accepting; open connections are untouched.
   void close_listeners();

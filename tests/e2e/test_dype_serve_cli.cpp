@@ -25,6 +25,7 @@
 
 #include "../test_raw_http.h"
 #include "../test_run_cli.h"
+#include "../test_tls_certs.h"
 #include "../test_temp_dir.h"
 
 namespace {
@@ -57,6 +58,30 @@ TEST(DypeServeCli, BadOptionsAreRefusedNamingTheOption) {
   const auto system = dype::test::run_cli(kExe, "--system /no/such/system.yaml --http-port 0 --grpc-port -1");
   EXPECT_EQ(system.status, 1);
   EXPECT_NE(system.out.find("/no/such/system.yaml"), std::string::npos) << system.out;
+}
+
+// --tls-cert and --tls-key: both or neither, readable PEM files, a key that is the certificate's;
+// each refusal names its flag, before any model is loaded.
+TEST(DypeServeCli, BadTlsOptionsAreRefusedNamingTheFlag) {
+  const dype::test::TestPki& pki = dype::test::make_test_pki();
+  if (!pki.ok) GTEST_SKIP() << pki.why;
+  const std::string cert = pki.server_cert.string(), key = pki.server_key.string();
+  struct Case {
+    std::string args, says;
+  };
+  for (const Case& c : std::vector<Case>{
+           {"--tls-cert " + cert, "--tls-key: required with --tls-cert"},
+           {"--tls-key " + key, "--tls-cert: required with --tls-key"},
+           {"--tls-cert /no/such.pem --tls-key " + key, "--tls-cert: cannot read '/no/such.pem'"},
+           {"--tls-cert " + cert + " --tls-key /no/such.key", "--tls-key: cannot read '/no/such.key'"},
+           {"--tls-cert " + key + " --tls-key " + key, "--tls-cert: '" + key + "' holds no PEM certificate"},
+           {"--tls-cert " + cert + " --tls-key " + cert, "--tls-key: '" + cert + "' holds no unencrypted PEM private key"},
+           {"--tls-cert " + cert + " --tls-key " + pki.other_key.string(), "is not the private key of the certificate"},
+       }) {
+    const auto r = dype::test::run_cli(kExe, c.args + " --builtin-models --no-warmup --http-port 0 --grpc-port -1");
+    EXPECT_EQ(r.status, 1) << c.args << "\n" << r.out;
+    EXPECT_NE(r.out.find(c.says), std::string::npos) << c.args << "\n" << r.out;
+  }
 }
 
 // Starts dype-serve with `args` (plus ephemeral ports and a port file) in `cwd`, checks it answers
