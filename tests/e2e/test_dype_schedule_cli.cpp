@@ -21,6 +21,24 @@ const std::string kSwin = std::string(DYPE_SOURCE_DIR) + "/configs/models/swin-t
 using Result = dype::test::CliResult;
 Result run(const std::string& args) { return dype::test::run_cli(kExe, args); }
 
+// A two-host system (scheduler format, issue 20): every stage says where it runs, host:kind.
+TEST(DypeScheduleCli, TwoHostPlansSayWhereEachStageRuns) {
+  const std::string two = std::string(DYPE_SOURCE_DIR) + "/configs/systems/two-host-100g.yaml";
+  const Result r = run("--system " + two + " --model " + kGcn + " --dataset S1 --mode perf --json");
+  ASSERT_EQ(r.status, 0) << r.out;
+  const auto j = nlohmann::json::parse(r.out);
+  ASSERT_FALSE(j["stages"].empty());
+  for (const auto& st : j["stages"]) {
+    const std::string where = st["where"];
+    EXPECT_TRUE(where == "a:gpu" || where == "b:fpga") << st.dump();
+    EXPECT_EQ(where, st["host"].get<std::string>() + ":" + st["kind"].get<std::string>());
+  }
+  const Result text = run("--system " + two + " --model " + kGcn + " --dataset S1 --mode perf");
+  ASSERT_EQ(text.status, 0) << text.out;
+  EXPECT_NE(text.out.find("3 x b:fpga, 2 x a:gpu"), std::string::npos) << text.out;
+  EXPECT_NE(text.out.find("a (NIC 100 Gb/s, 3 us), b (NIC 100 Gb/s, 3 us)"), std::string::npos) << text.out;
+}
+
 TEST(DypeScheduleCli, JsonHasEveryDocumentedField) {
   const Result r = run("--system " + kSys + " --model " + kGcn + " --dataset S1 --mode balanced --json");
   ASSERT_EQ(r.status, 0) << r.out;
