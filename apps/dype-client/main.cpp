@@ -18,6 +18,7 @@
 #include <atomic>
 #include <chrono>
 #include <cmath>
+#include <csignal>
 #include <fstream>
 #include <iostream>
 #include <map>
@@ -33,6 +34,7 @@
 #include "kernels/graph/generators.h"
 #include "kernels/graph/snap_reader.h"
 #include "runtime/daemon/admin.h"
+#include "runtime/daemon/tls.h"
 #include "infer.h"
 #include "transport.h"
 #include "workload.h"
@@ -206,6 +208,14 @@ int run_stream(const Endpoint& ep, Protocol protocol, const std::string& model, 
   return failed == 0 ? 0 : 2;
 }
 
+// The admin API's client: the endpoint's address and TLS settings, none of its inference headers
+// (run_admin sends the admin token itself).
+Endpoint admin_endpoint(Endpoint ep) {
+  ep.token.clear();
+  ep.graph_owner.clear();
+  return ep;
+}
+
 int run_admin(httplib::Client& c, const std::string& token_file, const std::string& admin_model,
               const std::vector<std::string>& admin_args) {
   std::ifstream tf(token_file);
@@ -280,7 +290,7 @@ int run_admin(httplib::Client& c, const std::string& token_file, const std::stri
     throw InputError("admin", "unknown command '" + cmd + "'");
   };
   httplib::Result r = send();
-  if (!r) throw Error("no response from server: " + httplib::to_string(r.error()));
+  if (!r) throw Error("no response from server: " + http_error(r.error()));
   try {
     std::cout << json::parse(r->body).dump(2) << "\n";
   } catch (const json::parse_error&) {
@@ -292,6 +302,9 @@ int run_admin(httplib::Client& c, const std::string& token_file, const std::stri
 }  // namespace
 
 int main(int argc, char** argv) {
+  // A server that closes a TLS connection is an error from the call, not SIGPIPE: cpp-httplib writes
+  // TLS records through OpenSSL's socket BIO, which does not ask the kernel to hold the signal back.
+  std::signal(SIGPIPE, SIG_IGN);
   CLI::App app{"dype-client: talk to dype-serve"};
   app.require_subcommand(1);
   Endpoint ep;
@@ -307,6 +320,11 @@ int main(int argc, char** argv) {
                  "owner key of the graphs this client registers (Dype-Graph-Owner; default: known by its address)");
   app.add_option("--metrics-port", ep.metrics_port, "server metrics port (plan changes during stream)");
   app.add_option("--protocol", protocol_name, "http or grpc")->check(CLI::IsMember({"http", "grpc"}));
+  app.add_flag("--tls", ep.tls,
+               "talk to a dype-serve started with --tls-cert: HTTPS and gRPC over TLS, the server's certificate "
+               "checked against the system's trusted CAs (the metrics port stays plain HTTP)");
+  app.add_option("--tls-ca", ep.tls_ca_file,
+                 "PEM file of the CA(s) to trust for the server's certificate (implies --tls)");
 
   auto* infer = app.add_subcommand("infer", "one request; prints the output's shape and checksum (and top classes for small outputs)");
   InferOptions io;
@@ -361,6 +379,10 @@ int main(int argc, char** argv) {
 
   try {
     if (!infer_token_file.empty()) ep.token = rt::daemon::read_token_file(infer_token_file, "inference");
+    if (!ep.tls_ca_file.empty()) {
+      ep.tls = true;
+      ep.tls_ca_pem = rt::daemon::load_ca_certificates(ep.tls_ca_file, "--tls-ca");
+    }
     if (*infer) {
       io.protocol_name = protocol_name;
       return run_infer(*make_transport(protocol, ep, false), io);
@@ -391,14 +413,10 @@ int main(int argc, char** argv) {
       return 0;
     }
     if (*admin) {
-      httplib::Client c(ep.host, ep.http_port);
-      c.set_read_timeout(300, 0);
-      return run_admin(c, token_file, admin_model, admin_args);
+      return run_admin(*http_client(admin_endpoint(ep), ep.http_port), token_file, admin_model, admin_args);
     }
     if (*repository) {
-      httplib::Client c(ep.host, ep.http_port);
-      c.set_read_timeout(300, 0);
-      return run_admin(c, token_file, "", repository_args);
+      return run_admin(*http_client(admin_endpoint(ep), ep.http_port), token_file, "", repository_args);
     }
   } catch (const std::exception& e) {
     std::cerr << "dype-client: " << e.what() << "\n";

@@ -14,10 +14,24 @@ using json = nlohmann::json;
 using rt::daemon::InferResponse;
 using rt::daemon::Tensor;
 
-namespace {
+std::string http_error(httplib::Error error) {
+  std::string s = httplib::to_string(error);
+  if (error == httplib::Error::SSLServerVerification)
+    s += " (the server's certificate is not signed by a CA this client trusts: see --tls-ca)";
+  if (error == httplib::Error::SSLConnection) s += " (TLS handshake failed: does the server serve HTTPS?)";
+  return s;
+}
 
 std::unique_ptr<httplib::Client> http_client(const Endpoint& e, int port) {
-  auto c = std::make_unique<httplib::Client>(e.host, port);
+  std::unique_ptr<httplib::Client> c;
+  if (e.tls) {
+    const bool ipv6 = e.host.find(':') != std::string::npos;
+    c = std::make_unique<httplib::Client>("https://" + (ipv6 ? "[" + e.host + "]" : e.host) + ":" + std::to_string(port));
+    if (!e.tls_ca_file.empty()) c->set_ca_cert_path(e.tls_ca_file.c_str());
+    c->enable_server_certificate_verification(true);
+  } else {
+    c = std::make_unique<httplib::Client>(e.host, port);
+  }
   httplib::Headers h;
   if (!e.token.empty()) h.emplace("Authorization", "Bearer " + e.token);
   if (!e.graph_owner.empty()) h.emplace("Dype-Graph-Owner", e.graph_owner);
@@ -27,9 +41,11 @@ std::unique_ptr<httplib::Client> http_client(const Endpoint& e, int port) {
   return c;
 }
 
+namespace {
+
 json get_json(httplib::Client& c, const std::string& path) {
   auto r = c.Get(path.c_str());
-  if (!r) throw Error("no response from server: " + httplib::to_string(r.error()));
+  if (!r) throw Error("no response from server: " + http_error(r.error()));
   if (r->status != 200) throw Error("HTTP " + std::to_string(r->status) + ": " + r->body);
   return json::parse(r->body);
 }
@@ -42,7 +58,7 @@ class HttpTransport final : public Transport {
     const rt::daemon::EncodedBody b = rt::daemon::encode_infer_request("", inputs, params, true, true);
     const httplib::Headers h{{"Inference-Header-Content-Length", std::to_string(*b.header_length)}};
     auto r = c_->Post(("/v2/models/" + model + "/infer").c_str(), h, b.body, "application/octet-stream");
-    if (!r) throw Error("no response from server: " + httplib::to_string(r.error()));
+    if (!r) throw Error("no response from server: " + http_error(r.error()));
     if (r->status != 200) throw Error("HTTP " + std::to_string(r->status) + ": " + r->body);
     std::optional<std::size_t> hl;
     if (r->has_header("Inference-Header-Content-Length"))
@@ -128,8 +144,14 @@ class GrpcTransport final : public Transport {
     grpc::ChannelArguments args;
     args.SetMaxReceiveMessageSize(-1);
     args.SetMaxSendMessageSize(-1);
-    stub_ = inference::GRPCInferenceService::NewStub(grpc::CreateCustomChannel(
-        e.host + ":" + std::to_string(e.grpc_port), grpc::InsecureChannelCredentials(), args));
+    std::shared_ptr<grpc::ChannelCredentials> credentials = grpc::InsecureChannelCredentials();
+    if (e.tls) {
+      grpc::SslCredentialsOptions ssl;
+      ssl.pem_root_certs = e.tls_ca_pem;  // empty: gRPC's default roots
+      credentials = grpc::SslCredentials(ssl);
+    }
+    stub_ = inference::GRPCInferenceService::NewStub(
+        grpc::CreateCustomChannel(e.host + ":" + std::to_string(e.grpc_port), credentials, args));
   }
   ~GrpcTransport() override { close_stream(); }
 
@@ -210,7 +232,7 @@ std::string register_graph(const Endpoint& endpoint, const kernels::EdgeList& gr
       rt::daemon::encode_infer_request("", graph_tensors(graph), json{{"num_nodes", graph.num_nodes}}, true, false);
   auto r = c->Post("/v2/dype/graphs", {{"Inference-Header-Content-Length", std::to_string(*b.header_length)}}, b.body,
                    "application/octet-stream");
-  if (!r) throw Error("graph registration: no response from server: " + httplib::to_string(r.error()));
+  if (!r) throw Error("graph registration: no response from server: " + http_error(r.error()));
   if (r->status != 200) throw Error("graph registration: HTTP " + std::to_string(r->status) + ": " + r->body);
   return json::parse(r->body).at("id").get<std::string>();
 }
@@ -218,7 +240,7 @@ std::string register_graph(const Endpoint& endpoint, const kernels::EdgeList& gr
 bool delete_graph(const Endpoint& endpoint, const std::string& id) {
   auto c = http_client(endpoint, endpoint.http_port);
   auto r = c->Delete(("/v2/dype/graphs/" + id).c_str());
-  if (!r) throw Error("graph deletion: no response from server: " + httplib::to_string(r.error()));
+  if (!r) throw Error("graph deletion: no response from server: " + http_error(r.error()));
   if (r->status == 404) return false;
   if (r->status != 200) throw Error("graph deletion: HTTP " + std::to_string(r->status) + ": " + r->body);
   return true;
@@ -232,7 +254,7 @@ nlohmann::json list_graphs(const Endpoint& endpoint) {
 std::vector<std::string> delete_all_graphs(const Endpoint& endpoint) {
   auto c = http_client(endpoint, endpoint.http_port);
   auto r = c->Delete("/v2/dype/graphs");
-  if (!r) throw Error("graph deletion: no response from server: " + httplib::to_string(r.error()));
+  if (!r) throw Error("graph deletion: no response from server: " + http_error(r.error()));
   if (r->status != 200) throw Error("graph deletion: HTTP " + std::to_string(r->status) + ": " + r->body);
   return json::parse(r->body).at("deleted").get<std::vector<std::string>>();
 }

@@ -14,6 +14,11 @@
 #include "kernels/graph/edge_list.h"
 #include "runtime/daemon/tensor.h"
 
+namespace httplib {
+class Client;
+enum class Error;
+}
+
 namespace dype::client {
 
 struct Endpoint {
@@ -23,7 +28,18 @@ struct Endpoint {
   int metrics_port = 8002;
   std::string token;  // inference token (dype-serve --infer-token-file): sent on infer and graph calls
   std::string graph_owner;  // Dype-Graph-Owner: the registered graphs' owner key ("" = this address)
+  // TLS (dype-serve --tls-cert): HTTPS and gRPC over TLS, the server's certificate checked against
+  // `tls_ca_file` (PEM; empty: the system's trusted CAs) and the host name or address. The metrics
+  // port stays plain HTTP.
+  bool tls = false;
+  std::string tls_ca_file;
+  std::string tls_ca_pem;  // its contents, for gRPC
 };
+
+// An HTTP(S) client of the endpoint's `port` with its token, owner key and TLS settings.
+std::unique_ptr<httplib::Client> http_client(const Endpoint& endpoint, int port);
+// A failed call's cause, with a hint for TLS failures.
+std::string http_error(httplib::Error error);
 
 enum class Protocol { http, grpc };
 

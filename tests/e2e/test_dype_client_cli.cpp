@@ -11,9 +11,11 @@
 #include <string>
 
 #include "../test_temp_dir.h"
+#include "../test_tls_certs.h"
 #include "runtime/daemon/engine_service.h"
 #include "runtime/daemon/grpc_server.h"
 #include "runtime/daemon/http_server.h"
+#include "runtime/daemon/tls.h"
 #include "kernels/graph/mtx_reader.h"
 
 using namespace dype;
@@ -213,6 +215,50 @@ TEST_F(DypeClientCli, DriftStreamOverGrpc) {
   EXPECT_NE(r.out.find("20 ok, 0 failed"), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("phase 1 from request 10: generated 90 nodes"), std::string::npos) << r.out;
   EXPECT_EQ(graphs_.size(), 0u);
+}
+
+// --tls-ca: HTTPS and gRPC over TLS to a daemon serving with a certificate that CA signed, the same
+// answer as over plain text; a client trusting another CA, or speaking plain text, is refused.
+TEST_F(DypeClientCli, TlsCaOverHttpsAndGrpc) {
+  const dype::test::TestPki& pki = dype::test::make_test_pki();
+  if (!pki.ok) GTEST_SKIP() << pki.why;
+  ServerOptions so;
+  so.http_port = 0;
+  so.metrics_port = 0;
+  so.tls = load_tls_identity(pki.server_cert.string(), pki.server_key.string());
+  HttpServer https(*service_, graphs_, metrics_, so);
+  https.start();
+  GrpcServer grpcs(*service_, graphs_, metrics_, https.admission(), "127.0.0.1", 0);
+  grpcs.set_tls(*so.tls);
+  grpcs.start();
+  const std::string tls_ports = "--http-port " + std::to_string(https.http_port()) + " --grpc-port " +
+                                std::to_string(grpcs.port()) + " --metrics-port " + std::to_string(https.metrics_port());
+  const std::string ca = " --tls-ca " + pki.ca.string() + " ";
+  const fs::path g = graph_dir("tls") / "a.mtx";
+  const Result plain = run(ports_ + " infer --model gcn --mtx " + g.string());
+  ASSERT_EQ(plain.status, 0) << plain.out;
+  for (const std::string protocol : {"http", "grpc"}) {
+    const Result r = run(tls_ports + ca + "--protocol " + protocol + " infer --model gcn --mtx " + g.string());
+    ASSERT_EQ(r.status, 0) << protocol << "\n" << r.out;
+    EXPECT_EQ(checksum_of(r.out), checksum_of(plain.out)) << r.out << plain.out;
+    // a stream registers its graphs over HTTPS, then infers over the protocol
+    const Result s = run(tls_ports + ca + "--protocol " + protocol + " stream --model gcn --dir " +
+                         graph_dir("tls").string() + " --per-file 2 --concurrency 1");
+    ASSERT_EQ(s.status, 0) << protocol << "\n" << s.out;
+    EXPECT_NE(s.out.find("6 ok, 0 failed"), std::string::npos) << s.out;
+    const Result other = run(tls_ports + " --tls-ca " + pki.other_ca.string() + " --protocol " + protocol +
+                             " infer --model gcn --nodes 20 --edges 60");
+    EXPECT_EQ(other.status, 1) << other.out;
+    const Result unencrypted = run(tls_ports + " --protocol " + protocol + " infer --model gcn --nodes 20 --edges 60");
+    EXPECT_EQ(unencrypted.status, 1) << unencrypted.out;
+  }
+  const Result other = run(tls_ports + " --tls-ca " + pki.other_ca.string() + " infer --model gcn --nodes 20 --edges 60");
+  EXPECT_NE(other.out.find("SSLServerVerification (the server's certificate is not signed by a CA this client trusts"), std::string::npos) << other.out;
+  const Result missing = run(tls_ports + " --tls-ca /no/such/ca.pem infer --model gcn --nodes 20 --edges 60");
+  EXPECT_EQ(missing.status, 1);
+  EXPECT_NE(missing.out.find("--tls-ca: cannot read '/no/such/ca.pem'"), std::string::npos) << missing.out;
+  grpcs.stop(1.0);
+  https.stop();
 }
 
 TEST_F(DypeClientCli, BadInputNamesTheProblem) {
