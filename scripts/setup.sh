@@ -9,6 +9,7 @@ packages=(
   libyaml-cpp-dev nlohmann-json3-dev libcli11-dev libspdlog-dev libfmt-dev
   libsimdjson-dev  # infer request bodies parsed without a document tree (runtime/daemon/tensor_parse.cpp)
   libucx-dev  # activations between hosts over UCX (runtime/remote/)
+  libssl-dev openssl  # dype-serve --tls-cert (HTTPS, gRPC over TLS), dype-client --tls-ca; the CLI makes the tests' certificates
   libboost-dev libcpp-httplib-dev libgrpc++-dev libprotobuf-dev protobuf-compiler protobuf-compiler-grpc
   libxrt-dev python3 python3-numpy python3-scipy
   coinor-libcbc-dev  # the MILP planner (scheduler/solver/milp.cpp)
