@@ -7,6 +7,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <filesystem>
 #include <atomic>
@@ -120,7 +121,13 @@ void serve_and_stop(const std::vector<std::string>& args, const std::string& cwd
   ASSERT_TRUE(fs::exists(ports)) << "no port file after 60 s:\n" << read_all(log);
   const auto j = nlohmann::json::parse(read_all(ports));
   EXPECT_EQ(j["grpc"], -1);
-  httplib::Client http("127.0.0.1", j["http"].get<int>());
+  // With --tls-cert (the test PKI's server certificate) the HTTP port speaks HTTPS.
+  const bool tls = std::find(args.begin(), args.end(), "--tls-cert") != args.end();
+  httplib::Client http((tls ? "https://127.0.0.1:" : "http://127.0.0.1:") + std::to_string(j["http"].get<int>()));
+  if (tls) {
+    http.set_ca_cert_path(dype::test::make_test_pki().ca.string());
+    http.enable_server_certificate_verification(true);
+  }
   const auto ready = http.Get("/v2/health/ready");
   ASSERT_TRUE(ready) << "no HTTP answer";
   EXPECT_EQ(ready->status, 200) << ready->body;
@@ -178,6 +185,32 @@ TEST(DypeServeCli, SigtermWithSlowClientsAttachedExitsWithinTheExitTimeout) {
                   "--idle-timeout", "60"},
                  fs::temp_directory_path().string(), {"karate-gcn"}, {"dynamic batching for every GNN model: up to 8 requests, 200 us queue delay", "dype-serve: stopped"}, attach, 3.0);
   for (auto& c : clients) EXPECT_TRUE(c->closed_by_server());
+}
+
+// --tls-cert/--tls-key: HTTPS answers (the metrics port stays plain), and SIGTERM still stops the
+// daemon at once with TLS connections open in every state: idle after a request, mid-handshake,
+// never handshaking.
+TEST(DypeServeCli, ServesHttpsAndStopsOnSigterm) {
+  const dype::test::TestPki& pki = dype::test::make_test_pki();
+  if (!pki.ok) GTEST_SKIP() << pki.why;
+  const std::string system = std::string(DYPE_SOURCE_DIR) + "/configs/systems/paper-testbed-pcie4.yaml";
+  std::vector<std::unique_ptr<dype::test::RawConnection>> raw;
+  std::unique_ptr<httplib::Client> idle;
+  auto attach = [&](int port) {
+    idle = std::make_unique<httplib::Client>("https://127.0.0.1:" + std::to_string(port));
+    idle->set_ca_cert_path(pki.ca.string());
+    idle->set_keep_alive(true);
+    const auto r = idle->Get("/v2/health/live");
+    ASSERT_TRUE(r);
+    EXPECT_EQ(r->status, 200);
+    raw.push_back(std::make_unique<dype::test::RawConnection>(port));
+    raw.push_back(std::make_unique<dype::test::RawConnection>(port));
+    raw.back()->send_all(std::string("\x16\x03\x01\x02\x00\x01", 6));  // a ClientHello's first bytes
+  };
+  serve_and_stop({"--system", system, "--builtin-models", "--no-warmup", "--header-timeout", "60", "--tls-cert",
+                  pki.server_cert.string(), "--tls-key", pki.server_key.string()},
+                 fs::temp_directory_path().string(), {"gcn"}, {"HTTPS on 127.0.0.1", "dype-serve: stopped"}, attach, 5.0);
+  for (auto& c : raw) EXPECT_TRUE(c->closed_by_server());
 }
 
 // The first command a new user types: no --system, so the host is detected, and no models, so the
