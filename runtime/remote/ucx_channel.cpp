@@ -379,6 +379,10 @@ struct UcxChannel::State {
     }
     closed = true;
     close_ep(/*force=*/true, kForceCloseWait);
+    // The activations recv() already took are empty slots before arrived_head (a channel dropped
+    // after a failed recv() still holds them): only the ones after it hold requests.
+    arrived.erase(arrived.begin(), arrived.begin() + static_cast<std::ptrdiff_t>(arrived_head));
+    arrived_head = 0;
     // Requests the forced close did not complete are cancelled; their callbacks still write
     // into the ops, which live until this returns.
     for (auto& op : sends) {

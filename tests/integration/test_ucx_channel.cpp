@@ -3,6 +3,8 @@
 // naming it within a bounded time, malformed frames are refused, and the listener binds only to
 // the address it is given. Where UCX cannot start here, the tests skip and say why.
 #include <arpa/inet.h>
+#include <atomic>
+
 #include <gtest/gtest.h>
 #include <netinet/in.h>
 #include <sys/socket.h>
@@ -253,6 +255,37 @@ TEST(UcxChannel, HeaderThatDoesNotMatchThePayloadIsRefusedAndTheChannelGoesOn) {
   EXPECT_FALSE(ch.recv().has_value());
   sender.join();
   EXPECT_EQ(sender_error, "");
+}
+
+// A channel dropped after taking some of the activations that arrived (as when a recv() throws
+// part-way through a stream) gives back what it still holds without touching the ones it gave out.
+TEST(UcxChannel, ChannelDroppedWithActivationsPartlyTakenReleasesCleanly) {
+  ScopedEnv tls("UCX_TLS", "tcp");
+  UCX_CONTEXT_OR_SKIP(ctx);
+  UcxListener listener(ctx, {"127.0.0.1", 0});
+  const std::uint16_t port = listener.port();
+  std::atomic<bool> receiver_done{false};
+  std::string sender_error;
+  std::thread sender([&] {
+    try {
+      UcxChannel ch = UcxChannel::connect(ctx, {"127.0.0.1", port}, {.window = 8});
+      for (std::uint64_t seq = 0; seq < 3; ++seq) ch.send(pattern(0, seq, 8, 8));
+      ch.flush();
+      while (!receiver_done) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    } catch (const std::exception& e) {
+      sender_error = e.what();
+    }
+  });
+  {
+    UcxChannel ch = listener.accept();
+    auto first = ch.recv();
+    ASSERT_TRUE(first.has_value());
+    EXPECT_EQ(first->seq(), 0u);
+    // Let the other two arrive, then drop the channel with them unread.
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+  receiver_done = true;
+  sender.join();
 }
 
 TEST(UcxChannel, RefusedLargeFrameIsNotFetchedAndTheSenderIsTold) {
