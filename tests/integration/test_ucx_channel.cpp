@@ -162,12 +162,14 @@ TEST(UcxChannel, ThousandActivationsArriveInOrderBitExactOverDefaultTransports) 
 TEST(UcxChannel, PeerProcessThatExitsIsReportedNamingItWithinBoundedTime) {
   ScopedEnv tls("UCX_TLS", "tcp");
   // Fork before this process starts UCX, so the child starts its own from a clean state.
-  int port_pipe[2];
+  int port_pipe[2], go_pipe[2];
   ASSERT_EQ(pipe(port_pipe), 0);
+  ASSERT_EQ(pipe(go_pipe), 0);
   const pid_t child = fork();
   ASSERT_GE(child, 0);
   if (child == 0) {
     close(port_pipe[1]);
+    close(go_pipe[1]);
     std::uint16_t port = 0;
     if (read(port_pipe[0], &port, sizeof port) != sizeof port) _exit(2);
     try {
@@ -175,16 +177,22 @@ TEST(UcxChannel, PeerProcessThatExitsIsReportedNamingItWithinBoundedTime) {
       UcxChannel ch = UcxChannel::connect(ctx, {"127.0.0.1", port});
       for (std::uint64_t seq = 0; seq < 3; ++seq) ch.send(pattern(0, seq, 64, 64));
       ch.flush();
+      // Gone once the parent has its three frames (flush says they left, not that they were
+      // taken: an exit before that could be reported ahead of them).
+      char go = 0;
+      if (read(go_pipe[0], &go, 1) != 1) _exit(4);
     } catch (...) {
       _exit(3);
     }
     _exit(0);  // gone without close(): to the peer this is a crash
   }
   close(port_pipe[0]);
+  close(go_pipe[0]);
   std::string why;
   auto ctx = try_context(why);
   if (!ctx) {
     close(port_pipe[1]);
+    close(go_pipe[1]);
     waitpid(child, nullptr, 0);
     GTEST_SKIP() << "UCX cannot start here: " << why;
   }
@@ -199,6 +207,8 @@ TEST(UcxChannel, PeerProcessThatExitsIsReportedNamingItWithinBoundedTime) {
     EXPECT_EQ(a->seq(), seq);
     EXPECT_TRUE(is_pattern(*a));
   }
+  ASSERT_EQ(write(go_pipe[1], "x", 1), 1);
+  close(go_pipe[1]);
   int status = 0;
   ASSERT_EQ(waitpid(child, &status, 0), child);
   ASSERT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << "child status " << status;
