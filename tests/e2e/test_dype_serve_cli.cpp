@@ -247,6 +247,28 @@ TEST(DypeServeCli, ExplicitModelControlServesTheNamedModels) {
   EXPECT_NE(r.out.find("--load-model: needs --model-control-mode explicit"), std::string::npos) << r.out;
 }
 
+// Starts dype-serve with `args` and --port-file `ports` (removed first), both output streams appended
+// to `log`; with `wait`, returns once the port file is there (at most 60 s: callers check it).
+pid_t spawn_serve(const std::vector<std::string>& args, const fs::path& log, const fs::path& ports, bool wait = true) {
+  fs::remove(ports);
+  std::vector<std::string> a = {kExe};
+  a.insert(a.end(), args.begin(), args.end());
+  a.insert(a.end(), {"--port-file", ports.string()});
+  std::vector<char*> argv;
+  for (auto& x : a) argv.push_back(x.data());
+  argv.push_back(nullptr);
+  const pid_t pid = fork();
+  if (pid == 0) {
+    if (!freopen(log.c_str(), "a", stdout) || dup2(STDOUT_FILENO, STDERR_FILENO) < 0) _exit(126);
+    execv(kExe.c_str(), argv.data());
+    _exit(127);
+  }
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
+  while (wait && !fs::exists(ports) && std::chrono::steady_clock::now() < deadline)
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  return pid;
+}
+
 // --state-dir: the operator's changes survive SIGKILL. Mode, a drained GPU and a swapped FPGA image
 // are set over the admin API, the daemon is killed with no chance to save anything more, and the
 // restarted daemon comes back with all three.
@@ -256,25 +278,11 @@ TEST(DypeServeCli, OperatorStateSurvivesSigkill) {
   fs::remove_all(state);
   std::ofstream(token) << "s3cret\n";
   const std::string src = DYPE_SOURCE_DIR;
-  auto start = [&]() -> pid_t {
-    fs::remove(ports);
-    std::vector<std::string> a = {kExe, "--system", src + "/configs/systems/paper-testbed-pcie4.yaml", "--builtin-models",
-                                  "--state-dir", state.string(), "--admin-token-file", token.string(), "--bitstream-dir",
-                                  src + "/configs/bitstreams", "--http-port", "0", "--grpc-port", "-1", "--metrics-port",
-                                  "-1", "--port-file", ports.string()};
-    std::vector<char*> argv;
-    for (auto& x : a) argv.push_back(x.data());
-    argv.push_back(nullptr);
-    const pid_t pid = fork();
-    if (pid == 0) {
-      if (!freopen(log.c_str(), "a", stdout) || dup2(STDOUT_FILENO, STDERR_FILENO) < 0) _exit(126);
-      execv(kExe.c_str(), argv.data());
-      _exit(127);
-    }
-    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
-    while (!fs::exists(ports) && std::chrono::steady_clock::now() < deadline)
-      std::this_thread::sleep_for(std::chrono::milliseconds(20));
-    return pid;
+  auto start = [&]() {
+    return spawn_serve({"--system", src + "/configs/systems/paper-testbed-pcie4.yaml", "--builtin-models", "--state-dir",
+                        state.string(), "--admin-token-file", token.string(), "--bitstream-dir", src + "/configs/bitstreams",
+                        "--http-port", "0", "--grpc-port", "-1", "--metrics-port", "-1"},
+                       log, ports);
   };
   pid_t pid = start();
   ASSERT_TRUE(fs::exists(ports)) << read_all(log);
@@ -341,26 +349,12 @@ TEST(DypeServeCli, StateAfterSigkillAtRandomPointsIsTheLastCommitted) {
   fs::remove(log);
   std::ofstream(token) << "s3cret\n";
   const std::string src = DYPE_SOURCE_DIR;
-  auto start = [&](bool wait = true) -> pid_t {
-    fs::remove(ports);
-    std::vector<std::string> a = {kExe, "--system", src + "/configs/systems/paper-testbed-pcie4.yaml", "--builtin-models",
-                                  "--state-dir", state.string(), "--refined-save-secs", "0.1", "--admin-token-file",
-                                  token.string(), "--bitstream-dir", src + "/configs/bitstreams", "--perfmodels",
-                                  src + "/configs/perfmodels", "--no-warmup", "--http-port", "0", "--grpc-port", "-1",
-                                  "--metrics-port", "-1", "--port-file", ports.string()};
-    std::vector<char*> argv;
-    for (auto& x : a) argv.push_back(x.data());
-    argv.push_back(nullptr);
-    const pid_t pid = fork();
-    if (pid == 0) {
-      if (!freopen(log.c_str(), "a", stdout) || dup2(STDOUT_FILENO, STDERR_FILENO) < 0) _exit(126);
-      execv(kExe.c_str(), argv.data());
-      _exit(127);
-    }
-    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
-    while (wait && !fs::exists(ports) && std::chrono::steady_clock::now() < deadline)
-      std::this_thread::sleep_for(std::chrono::milliseconds(10));
-    return pid;
+  auto start = [&](bool wait = true) {
+    return spawn_serve({"--system", src + "/configs/systems/paper-testbed-pcie4.yaml", "--builtin-models", "--state-dir",
+                        state.string(), "--refined-save-secs", "0.1", "--admin-token-file", token.string(),
+                        "--bitstream-dir", src + "/configs/bitstreams", "--perfmodels", src + "/configs/perfmodels",
+                        "--no-warmup", "--http-port", "0", "--grpc-port", "-1", "--metrics-port", "-1"},
+                       log, ports, wait);
   };
   struct OpState {
     std::string mode = "perf";
