@@ -17,6 +17,8 @@ namespace {
 std::atomic<std::uint64_t> next_graph_id{1};
 }
 
+std::uint64_t Graph::fresh_id() { return next_graph_id++; }
+
 kernels::EdgeList random_graph(std::int64_t nodes, std::int64_t edges, std::uint64_t seed) {
   kernels::Xoshiro256 rng(seed);
   kernels::EdgeList g;

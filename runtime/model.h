@@ -70,6 +70,8 @@ struct Graph {
   // Degrees only (timing-only): `nodes` rows, `nnz` entries; skew > 1 makes every 64th row heavy.
   static std::shared_ptr<const Graph> shape_only(std::int64_t nodes, std::int64_t nnz,
                                                  double skew = 1.0);
+  // A process-unique id for a graph built elsewhere (one that arrived from another host).
+  static std::uint64_t fresh_id();
 };
 
 // Seeded uniform random edges (deterministic for tests and examples).

@@ -43,7 +43,7 @@ std::string describe(const PipelineSpec& spec) {
   std::string s;
   for (const auto& st : spec.stages) {
     if (!s.empty()) s += " | ";
-    s += std::to_string(st.first) + "-" + std::to_string(st.last) + ":" + join_names(st.devices);
+    s += std::to_string(st.first) + "-" + std::to_string(st.last) + ":" + (st.remote ? st.remote->where() : join_names(st.devices));
   }
   return s;
 }
@@ -97,6 +97,7 @@ struct Pipeline::StageState {
 struct Pipeline::Work {
   Job job;
   Activation act;
+  std::vector<HostTensor> host;  // the activation in host memory, on its way to or from a remote stage
   Completion c;
   bool failed = false;
   std::vector<KernelTiming> timings;  // this stage's launches (only when observers listen)
@@ -111,15 +112,25 @@ Pipeline::Pipeline(const Model& model, PipelineSpec spec, PipelineOptions option
     throw InputError("pipeline.rounds", std::to_string(spec_.rounds) + " rounds do not divide " +
                                             std::to_string(spec_.stages.size()) + " stages");
   const auto per_round = static_cast<std::size_t>(spec_.stages_per_round());
+  if (spec_.last_kernel < 0) spec_.last_kernel = model_.num_kernels() - 1;
+  if (spec_.first_kernel < 0 || spec_.first_kernel > spec_.last_kernel || spec_.last_kernel >= model_.num_kernels())
+    throw InputError("pipeline.first_kernel", "kernels [" + std::to_string(spec_.first_kernel) + ", " +
+                                                  std::to_string(spec_.last_kernel) + "] are not a part of the model's " +
+                                                  std::to_string(model_.num_kernels()));
   std::set<const hw::Device*> used;
-  int expect = 0;
+  int expect = spec_.first_kernel;
   for (std::size_t s = 0; s < spec_.stages.size(); ++s) {
     const auto& st = spec_.stages[s];
     const std::string where = "pipeline.stages[" + std::to_string(s) + "]";
-    if (st.first != expect || st.last < st.first || st.last >= model_.num_kernels())
+    if (st.first != expect || st.last < st.first || st.last > spec_.last_kernel)
       throw InputError(where, "kernels [" + std::to_string(st.first) + ", " + std::to_string(st.last) +
                                   "] do not continue the chain at " + std::to_string(expect));
     expect = st.last + 1;
+    if (st.remote) {
+      if (!st.devices.empty()) throw InputError(where, "a remote stage has no local devices");
+      if (spec_.rounds > 1) throw InputError(where, "a recurrent pipeline cannot have a remote stage");
+      continue;
+    }
     if (st.devices.empty()) throw InputError(where, "has no devices");
     if (s >= per_round && st.devices != spec_.stages[s % per_round].devices)
       throw InputError(where, "a recurrent pipeline's stage runs on its round-0 stage's devices");
@@ -133,7 +144,7 @@ Pipeline::Pipeline(const Model& model, PipelineSpec spec, PipelineOptions option
       }
     }
   }
-  if (expect != model_.num_kernels()) throw InputError("pipeline", "stages end before the last kernel");
+  if (expect != spec_.last_kernel + 1) throw InputError("pipeline", "stages end before the last kernel");
   max_in_flight_ = options_.max_in_flight;
   if (max_in_flight_ == 0 && spec_.rounds > 1) max_in_flight_ = 2 * per_round + 2;
   std::map<const hw::Device*, std::shared_ptr<GraphSlot>> slots;  // one per device
@@ -142,7 +153,7 @@ Pipeline::Pipeline(const Model& model, PipelineSpec spec, PipelineOptions option
     auto st = std::make_unique<StageState>();
     st->index = static_cast<int>(s);
     st->spec = spec_.stages[s];
-    st->names = join_names(st->spec.devices);
+    st->names = st->spec.remote ? st->spec.remote->where() : join_names(st->spec.devices);
     st->stats.devices = st->names;
     st->stats.predicted_s = st->spec.predicted_s;
     for (int k = st->spec.first; k <= st->spec.last; ++k) st->has_spmm |= model_.step(k).op == OpKind::spmm;
@@ -176,7 +187,7 @@ Pipeline::Pipeline(const Model& model, PipelineSpec spec, PipelineOptions option
       }
       st->devs.push_back(std::move(ds));
     }
-    if (st->has_spmm && options_.preload_graph) {
+    if (st->has_spmm && options_.preload_graph && !st->spec.remote) {
       Request probe = Request::gnn(options_.preload_graph, HostTensor::shape_only(options_.preload_graph->nodes, 1));
       auto part = partition(*st, probe);
       for (std::size_t j = 0; j + 1 < part.size(); ++j) place_rows(st->devs[j], *options_.preload_graph, part[j], part[j + 1]);
@@ -197,6 +208,11 @@ Pipeline::~Pipeline() {
 
 void Pipeline::submit(Job job) {
   if (closed_.load()) throw Error("pipeline epoch " + std::to_string(options_.epoch) + ": submit after close");
+  if (spec_.first_kernel > 0 &&
+      job.inputs.size() != static_cast<std::size_t>(model_.step(spec_.first_kernel).inputs()))
+    throw InputError("job.inputs", "kernel " + model_.step(spec_.first_kernel).name + " reads " +
+                                       std::to_string(model_.step(spec_.first_kernel).inputs()) + " tensors, the job has " +
+                                       std::to_string(job.inputs.size()));
   auto w = std::make_unique<Work>();
   w->job = std::move(job);
   w->c.seq = w->job.seq;
@@ -207,6 +223,15 @@ void Pipeline::submit(Job job) {
     ++in_flight_;
   }
   queues_[0]->push(w.release());
+}
+
+bool Pipeline::has_room() {
+  if (closed_.load()) return false;
+  if (max_in_flight_ > 0) {
+    std::lock_guard lock(flight_mu_);
+    if (in_flight_ >= max_in_flight_) return false;
+  }
+  return queues_[0]->size() < queues_[0]->capacity();
 }
 
 void Pipeline::close() {
@@ -337,6 +362,7 @@ void Pipeline::worker(int s) {
           "request " + std::to_string(w->job.seq) + " cancelled before stage " + std::to_string(s) +
           " (its deadline passed or its client went away)"));
       w->act = Activation{};
+      w->host.clear();
     }
     if (!w->failed) {
       std::string dead;
@@ -368,7 +394,10 @@ void Pipeline::worker(int s) {
           w->c.error = std::current_exception();
         }
       }
-      if (w->failed) w->act = Activation{};  // release device buffers now
+      if (w->failed) {  // release device buffers now
+        w->act = Activation{};
+        w->host.clear();
+      }
     }
     const double t1 = wall_now_s();
     w->c.stage_wall_s.push_back(t1 - t0);
@@ -467,7 +496,44 @@ std::vector<Need> Pipeline::needs_for(const StageState& st, const std::vector<st
   return needs;
 }
 
+void Pipeline::process_remote(StageState& st, Work& w, TransferCounters& tc) {
+  const Request& req = *w.job.request;
+  std::span<const HostTensor> in = w.host;
+  if (st.index == 0)
+    in = w.job.inputs.empty() ? std::span<const HostTensor>(&req.input(), 1) : std::span<const HostTensor>(w.job.inputs);
+  std::vector<HostTensor> out = st.spec.remote->run(req, options_.epoch, w.job.seq, st.spec.first, st.spec.last, in);
+  w.host.clear();
+  const auto expected = static_cast<std::size_t>(model_.step(st.spec.last).outputs());
+  if (out.size() != expected)
+    throw hw::DeviceError(st.names, "answered " + std::to_string(out.size()) + " tensors for kernel " +
+                                        model_.step(st.spec.last).name + ", which hands on " + std::to_string(expected));
+  if (st.index + 1 == static_cast<int>(stages_.size())) {
+    if (spec_.last_kernel + 1 < model_.num_kernels()) {
+      w.c.tensors = std::move(out);
+    } else {
+      w.c.output = std::move(out[0]);
+    }
+  } else if (stages_[static_cast<std::size_t>(st.index) + 1]->spec.remote) {
+    w.host = std::move(out);
+  } else {
+    StageState& next = *stages_[static_cast<std::size_t>(st.index) + 1];
+    {
+      std::unique_lock lock(next.issue_mu);
+      next.issue_cv.wait(lock, [&] { return next.issued + 1 >= st.taken; });
+    }
+    const auto next_part = partition(next, req);
+    const std::vector<Need> needs = needs_for(next, next_part, next.spec.first, req, nullptr);
+    w.act = xfer_.upload(std::span<const HostTensor>(out), needs, 0.0, tc);
+  }
+  // The remote host's devices keep their own (modelled) clocks; this host measures only.
+  w.c.stage_modelled_s.push_back(-1);
+}
+
 void Pipeline::process(StageState& st, Work& w, TransferCounters& tc) {
+  if (st.spec.remote) {
+    process_remote(st, w, tc);
+    return;
+  }
   const Request& req = *w.job.request;
   const auto part = partition(st, req);
   const std::size_t c = part.size() - 1;
@@ -486,7 +552,8 @@ void Pipeline::process(StageState& st, Work& w, TransferCounters& tc) {
     const Step& step = model_.step(k);
     const std::vector<Need> needs = needs_for(st, part, k, req, &w.act);
     if (k == st.spec.first && st.index == 0) {
-      w.act = xfer_.upload(req.input(), needs, w.job.not_before_s, tc);
+      w.act = w.job.inputs.empty() ? xfer_.upload(req.input(), needs, w.job.not_before_s, tc)
+                                   : xfer_.upload(std::span<const HostTensor>(w.job.inputs), needs, w.job.not_before_s, tc);
     } else if (!TransferEngine::satisfied(w.act, needs)) {
       w.act = xfer_.redistribute(std::move(w.act), needs, tc);
     }
@@ -576,7 +643,14 @@ void Pipeline::process(StageState& st, Work& w, TransferCounters& tc) {
   }
   double end = mend;
   if (st.index + 1 == static_cast<int>(stages_.size())) {
-    w.c.output = xfer_.download(w.act, tc, end);
+    if (spec_.last_kernel + 1 < model_.num_kernels()) {
+      w.c.tensors = xfer_.download_all(w.act, tc, end);
+    } else {
+      w.c.output = xfer_.download(w.act, tc, end);
+    }
+    w.act = Activation{};
+  } else if (stages_[static_cast<std::size_t>(st.index) + 1]->spec.remote) {
+    w.host = xfer_.download_all(w.act, tc, end);
     w.act = Activation{};
   } else {
     // Hand the output to the next stage now, from this worker: the transfer occupies this stage

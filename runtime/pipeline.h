@@ -34,6 +34,7 @@
 #include "hw/device.h"
 #include "runtime/model.h"
 #include "runtime/observer.h"
+#include "runtime/stage_link.h"
 #include "runtime/transfer.h"
 
 namespace dype::rt {
@@ -43,6 +44,9 @@ struct PipelineStage {
   int last = 0;
   std::vector<hw::Device*> devices;
   double predicted_s = 0.0;  // the plan's stage time (modelled), for observability
+  // Set for a stage on another host (stage_link.h): `devices` is then empty, and the stage's
+  // activation reaches it, and leaves it, through host memory.
+  std::shared_ptr<StageLink> remote{};
 };
 
 struct PipelineSpec {
@@ -54,10 +58,15 @@ struct PipelineSpec {
   // serves its stage of every round (the plan's hand-off from the last stage back to the first is
   // the transfer between rounds). 1: flat, every device in one stage.
   int rounds = 1;
+  // The kernels the stages cover: the whole model (0 .. last), or a part of it for a host that
+  // runs some stages of another host's pipeline (Job::inputs, Completion::tensors). -1: the
+  // model's last kernel.
+  int first_kernel = 0;
+  int last_kernel = -1;
   int stages_per_round() const { return static_cast<int>(stages.size()) / std::max(rounds, 1); }
 };
 
-// "0-1:gpu0+gpu1 | 2-3:fpga0"
+// "0-1:gpu0+gpu1 | 2-3:b/fpga0" (a remote stage is named by its link's where())
 std::string describe(const PipelineSpec& spec);
 
 struct Completion {
@@ -69,12 +78,18 @@ struct Completion {
   double modelled_end_s = -1;  // virtual time the result reached the host (emulated devices)
   std::vector<double> stage_modelled_s;  // per stage, modelled busy time of this request (-1: none)
   std::vector<double> stage_wall_s;      // per stage, measured
+  // A pipeline that ends before the model's last kernel: every tensor its last kernel hands on
+  // (`output` stays empty).
+  std::vector<HostTensor> tensors{};
 };
 
 struct Job {
   std::uint64_t seq = 0;
   std::shared_ptr<const Request> request;
   double not_before_s = 0.0;  // virtual time the input exists (modelled devices)
+  // A pipeline that starts after the model's first kernel: the tensors its first kernel reads
+  // (whole), instead of the request's input.
+  std::vector<HostTensor> inputs{};
   std::function<void(Completion&&)> done;
 };
 
@@ -116,6 +131,10 @@ class Pipeline {
 
   // Blocks while the input queue is full. Must not be called after close().
   void submit(Job job);
+  // Whether submit() would take a job now without waiting (room under max_in_flight and in the
+  // input queue). Exact only while the caller is the one thread that submits (the engine checks
+  // and submits under its submission lock): the stages only make room.
+  bool has_room();
   // No more submissions; workers exit once everything queued has completed.
   void close();
   void join();
@@ -137,6 +156,9 @@ class Pipeline {
   struct StageState;
   void worker(int s);
   void process(StageState& st, Work& w, TransferCounters& tc);
+  // A stage on another host (PipelineStage::remote): its input leaves, and its output arrives,
+  // through host memory.
+  void process_remote(StageState& st, Work& w, TransferCounters& tc);
   // The graph rows [r0, r1) on ds's device, shared by the stages of every round on that device.
   void place_rows(DeviceState& ds, const Graph& g, std::int64_t r0, std::int64_t r1);
   std::shared_ptr<GraphRows> preload(hw::Device& d, const Graph& g, std::int64_t r0, std::int64_t r1);

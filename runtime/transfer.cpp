@@ -56,12 +56,23 @@ bool TransferEngine::satisfied(const Activation& act, const std::vector<Need>& n
 
 Activation TransferEngine::upload(const HostTensor& x, const std::vector<Need>& needs,
                                   double not_before_s, TransferCounters& counters) const {
+  return upload(std::span<const HostTensor>(&x, 1), needs, not_before_s, counters);
+}
+
+Activation TransferEngine::upload(std::span<const HostTensor> xs, const std::vector<Need>& needs,
+                                  double not_before_s, TransferCounters& counters) const {
+  if (xs.empty()) throw InputError("activation", "has no tensors to upload");
   Activation act;
-  act.rows = x.rows;
-  act.cols = {x.cols};
-  act.size_only = x.size_only;
+  act.rows = xs[0].rows;
+  act.size_only = xs[0].size_only;
+  for (const HostTensor& x : xs) {
+    if (x.rows != act.rows || x.size_only != act.size_only)
+      throw InputError("activation", "tensors differ in rows (" + std::to_string(x.rows) + " vs " +
+                                         std::to_string(act.rows) + ") or in being shape-only");
+    act.cols.push_back(x.cols);
+  }
   for (const Need& n : needs) {
-    require_data_ok(*n.device, x.size_only);
+    require_data_ok(*n.device, act.size_only);
     Shard s;
     s.device = n.device;
     s.held_lo = n.lo;
@@ -70,14 +81,16 @@ Activation TransferEngine::upload(const HostTensor& x, const std::vector<Need>& 
     s.own_hi = n.own_hi;
     s.valid_lo = n.lo;
     s.valid_hi = n.hi;
-    const std::size_t count = static_cast<std::size_t>((n.hi - n.lo) * x.cols);
-    hw::BufferPtr b = n.device->allocate(count * sizeof(float));
     const auto after = n.device->info().time_source == hw::TimeSource::modelled ? modelled_after(not_before_s)
                                                                                  : std::vector<hw::Event>{};
-    n.device->copy_from_host(*b, const_bytes(x.data, static_cast<std::size_t>(n.lo * x.cols), count, x.size_only), 0, after);
-    counters.staged_copies++;
-    counters.bytes += static_cast<double>(count * sizeof(float));
-    s.tensors.push_back(std::move(b));
+    for (const HostTensor& x : xs) {
+      const std::size_t count = static_cast<std::size_t>((n.hi - n.lo) * x.cols);
+      hw::BufferPtr b = n.device->allocate(count * sizeof(float));
+      n.device->copy_from_host(*b, const_bytes(x.data, static_cast<std::size_t>(n.lo * x.cols), count, x.size_only), 0, after);
+      counters.staged_copies++;
+      counters.bytes += static_cast<double>(count * sizeof(float));
+      s.tensors.push_back(std::move(b));
+    }
     act.shards.push_back(std::move(s));
   }
   return act;
@@ -301,20 +314,35 @@ void TransferEngine::relay_through_host(const Activation& from, Activation& out,
   }
 }
 
-HostTensor TransferEngine::download(const Activation& act, TransferCounters& counters,
-                                    double& modelled_end_s) const {
-  const std::int64_t c = act.cols.at(0);
+namespace {
+
+HostTensor download_tensor(const Activation& act, std::size_t t, TransferCounters& counters, double& modelled_end_s) {
+  const std::int64_t c = act.cols.at(t);
   HostTensor y = act.size_only ? HostTensor::shape_only(act.rows, c) : HostTensor::zeros(act.rows, c);
   for (const Shard& s : act.shards) {
     const std::size_t count = static_cast<std::size_t>((s.own_hi - s.own_lo) * c);
     if (count == 0) continue;
-    hw::Event e = s.device->copy_to_host(*s.tensors[0], mut_bytes(y.data, static_cast<std::size_t>(s.own_lo * c), count, act.size_only),
+    hw::Event e = s.device->copy_to_host(*s.tensors.at(t), mut_bytes(y.data, static_cast<std::size_t>(s.own_lo * c), count, act.size_only),
                                          static_cast<std::size_t>((s.own_lo - s.held_lo) * c) * sizeof(float));
     if (e.source == hw::TimeSource::modelled) modelled_end_s = std::max(modelled_end_s, e.end_s);
     counters.staged_copies++;
     counters.bytes += static_cast<double>(count * sizeof(float));
   }
   return y;
+}
+
+}  // namespace
+
+HostTensor TransferEngine::download(const Activation& act, TransferCounters& counters,
+                                    double& modelled_end_s) const {
+  return download_tensor(act, 0, counters, modelled_end_s);
+}
+
+std::vector<HostTensor> TransferEngine::download_all(const Activation& act, TransferCounters& counters,
+                                                     double& modelled_end_s) const {
+  std::vector<HostTensor> out;
+  for (std::size_t t = 0; t < act.cols.size(); ++t) out.push_back(download_tensor(act, t, counters, modelled_end_s));
+  return out;
 }
 
 }  // namespace dype::rt

@@ -17,6 +17,7 @@
 //    each device receives the rows it needs.
 // Timing-only (size-only) data is moved by size only: only timing-only emulated devices take it.
 #include <cstdint>
+#include <span>
 #include <vector>
 
 #include "hw/device.h"
@@ -64,12 +65,20 @@ class TransferEngine {
   // Host tensor -> devices. `not_before_s`: virtual time the input exists (modelled devices).
   Activation upload(const HostTensor& x, const std::vector<Need>& needs, double not_before_s,
                     TransferCounters& counters) const;
+  // Several host tensors with the same rows (an activation that arrived from another host:
+  // Q, K, V, a carried skip tensor) -> devices, one buffer per tensor on each device.
+  Activation upload(std::span<const HostTensor> xs, const std::vector<Need>& needs, double not_before_s,
+                    TransferCounters& counters) const;
   // Re-shard `from` so each need is met; consumes `from`.
   Activation redistribute(Activation&& from, const std::vector<Need>& needs,
                           TransferCounters& counters) const;
   // Owned rows of every shard of tensor 0 -> one host tensor. `modelled_end_s` gets the latest
   // modelled event end (or stays as is when no device is modelled).
   HostTensor download(const Activation& act, TransferCounters& counters, double& modelled_end_s) const;
+  // Every tensor of `act` (owned rows) -> host tensors, in the activation's order: what a stage
+  // hands to a stage on another host.
+  std::vector<HostTensor> download_all(const Activation& act, TransferCounters& counters,
+                                       double& modelled_end_s) const;
   // Whether the shards already satisfy the needs (same device, rows held, same ownership).
   static bool satisfied(const Activation& act, const std::vector<Need>& needs);
 

@@ -28,23 +28,51 @@ T get(std::span<const std::byte> in, std::size_t at) {
   return v;
 }
 
+}  // namespace
+
 std::size_t dtype_bytes(Dtype d) {
   switch (d) {
     case Dtype::f32: return 4;
+    case Dtype::u8: return 1;
   }
   return 0;
 }
 
-}  // namespace
+const char* to_string(Dtype d) {
+  switch (d) {
+    case Dtype::f32: return "float32";
+    case Dtype::u8: return "u8";
+  }
+  return "unknown";
+}
+
+std::span<float> Activation::values() {
+  if (dtype_ != Dtype::f32) throw std::logic_error("Activation::values on a u8 frame");
+  return {reinterpret_cast<float*>(data_.get()), size()};
+}
+
+std::span<const float> Activation::values() const {
+  if (dtype_ != Dtype::f32) throw std::logic_error("Activation::values on a u8 frame");
+  return {reinterpret_cast<const float*>(data_.get()), size()};
+}
 
 Activation Activation::uninitialised(std::uint64_t epoch, std::uint64_t seq, std::uint32_t rows,
-                                     std::uint32_t cols) {
+                                     std::uint32_t cols, Dtype dtype) {
   Activation a;
   a.epoch_ = epoch;
   a.seq_ = seq;
+  a.dtype_ = dtype;
   a.rows_ = rows;
   a.cols_ = cols;
-  a.data_ = std::make_unique_for_overwrite<float[]>(a.size());
+  // operator new[] aligns to __STDCPP_DEFAULT_NEW_ALIGNMENT__ (16), enough for float.
+  a.data_ = std::make_unique_for_overwrite<std::byte[]>(std::max<std::size_t>(a.payload_bytes(), 1));
+  return a;
+}
+
+Activation Activation::bytes_of(std::uint64_t epoch, std::uint64_t seq, std::span<const std::byte> bytes) {
+  if (bytes.size() > UINT32_MAX) throw std::invalid_argument("Activation::bytes_of: more than 4 GiB");
+  Activation a = uninitialised(epoch, seq, 1, static_cast<std::uint32_t>(bytes.size()), Dtype::u8);
+  std::copy(bytes.begin(), bytes.end(), a.data_.get());
   return a;
 }
 
@@ -57,13 +85,13 @@ Activation Activation::copy_of(std::uint64_t epoch, std::uint64_t seq, std::uint
                                 std::to_string(values.size()));
   }
   Activation a = uninitialised(epoch, seq, rows, cols);
-  std::copy(values.begin(), values.end(), a.data_.get());
+  std::copy(values.begin(), values.end(), a.values().begin());
   return a;
 }
 
 ActivationHeader header_of(const Activation& a, std::uint64_t frame, std::uint32_t window) {
   return ActivationHeader{.version = kActivationVersion,
-                          .dtype = Dtype::f32,
+                          .dtype = a.dtype(),
                           .rows = a.rows(),
                           .cols = a.cols(),
                           .epoch = a.epoch(),
@@ -122,7 +150,7 @@ ActivationHeader decode_header(std::span<const std::byte> wire, std::size_t payl
   if (!matches) {
     throw ActivationError(frame + " (seq " + std::to_string(h.seq) + "): header says " +
                           std::to_string(h.rows) + " x " + std::to_string(h.cols) +
-                          " float32 = " + std::to_string(elems) + " values but the payload has " +
+                          " " + to_string(h.dtype) + " = " + std::to_string(elems) + " values but the payload has " +
                           std::to_string(payload_bytes) + " bytes; refused");
   }
   return h;

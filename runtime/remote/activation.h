@@ -1,6 +1,7 @@
 #pragma once
 // One stage's output on its way to another host: a dense float32 matrix (rows x cols, row-major)
-// with the request's sequence number and the plan epoch it was computed under. On the wire it is a
+// with the request's sequence number and the plan epoch it was computed under (or, as a u8
+// frame, 1 x n bytes of a message that travels with it). On the wire it is a
 // fixed 48-byte header followed by the payload; the header is checked against the payload length
 // the transport delivered before anything is sized from it, because it comes from another process.
 //
@@ -19,9 +20,12 @@
 
 namespace dype::rt::remote {
 
-// Element types a frame may carry. Only float32 today; the field exists so that fp16/bf16
+// Element types a frame may carry: float32 activations, and bytes for what travels beside them
+// (a remote stage's request description and graph, runtime/remote/stage_protocol.h). fp16/bf16
 // activations can be added without changing the header layout.
-enum class Dtype : std::uint16_t { f32 = 1 };
+enum class Dtype : std::uint16_t { f32 = 1, u8 = 2 };
+const char* to_string(Dtype d);
+std::size_t dtype_bytes(Dtype d);  // 0 for a code this build does not know
 
 inline constexpr std::uint32_t kActivationMagic = 0x41505944;  // "DYPA" read little-endian
 inline constexpr std::uint16_t kActivationVersion = 1;
@@ -53,25 +57,32 @@ class Activation {
  public:
   Activation() = default;
   static Activation uninitialised(std::uint64_t epoch, std::uint64_t seq, std::uint32_t rows,
-                                  std::uint32_t cols);
+                                  std::uint32_t cols, Dtype dtype = Dtype::f32);
   static Activation copy_of(std::uint64_t epoch, std::uint64_t seq, std::uint32_t rows,
                             std::uint32_t cols, std::span<const float> values);
+  // A u8 frame (1 x bytes.size()).
+  static Activation bytes_of(std::uint64_t epoch, std::uint64_t seq, std::span<const std::byte> bytes);
 
   std::uint64_t epoch() const { return epoch_; }
   std::uint64_t seq() const { return seq_; }
+  Dtype dtype() const { return dtype_; }
   std::uint32_t rows() const { return rows_; }
   std::uint32_t cols() const { return cols_; }
   std::size_t size() const { return std::size_t{rows_} * cols_; }
-  std::size_t payload_bytes() const { return size() * sizeof(float); }
-  std::span<float> values() { return {data_.get(), size()}; }
-  std::span<const float> values() const { return {data_.get(), size()}; }
+  std::size_t payload_bytes() const { return size() * dtype_bytes(dtype_); }
+  // The elements as float32 (std::logic_error for a u8 frame).
+  std::span<float> values();
+  std::span<const float> values() const;
+  std::span<std::byte> bytes() { return {data_.get(), payload_bytes()}; }
+  std::span<const std::byte> bytes() const { return {data_.get(), payload_bytes()}; }
 
  private:
   std::uint64_t epoch_ = 0;
   std::uint64_t seq_ = 0;
+  Dtype dtype_ = Dtype::f32;
   std::uint32_t rows_ = 0;
   std::uint32_t cols_ = 0;
-  std::unique_ptr<float[]> data_;
+  std::unique_ptr<std::byte[]> data_;  // new[]'d std::byte: suitably aligned for float (16 bytes)
 };
 
 // The header a channel sends in front of `a` as its `frame`-th frame.

@@ -224,7 +224,7 @@ struct UcxChannel::State {
                               " was expected; refused");
       }
       s.peer_window = std::max<std::uint32_t>(h.window, 1);
-      r.activation = Activation::uninitialised(h.epoch, h.seq, h.rows, h.cols);
+      r.activation = Activation::uninitialised(h.epoch, h.seq, h.rows, h.cols, h.dtype);
     } catch (const std::exception& e) {
       r.refused = e.what();
       r.done = true;
@@ -236,7 +236,7 @@ struct UcxChannel::State {
     if (length == 0) {
       r.done = true;
     } else if (!rndv) {
-      std::memcpy(r.activation.values().data(), data, length);
+      std::memcpy(r.activation.bytes().data(), data, length);
       r.done = true;
     } else {
       ucp_request_param_t p{};
@@ -246,7 +246,7 @@ struct UcxChannel::State {
       p.user_data = &r;
       p.memory_type = UCS_MEMORY_TYPE_HOST;
       const ucs_status_ptr_t req =
-          ucp_am_recv_data_nbx(s.worker.get(), data, r.activation.values().data(), length, &p);
+          ucp_am_recv_data_nbx(s.worker.get(), data, r.activation.bytes().data(), length, &p);
       if (UCS_PTR_IS_ERR(req)) {
         r.status = UCS_PTR_STATUS(req);
         r.done = true;
@@ -470,7 +470,7 @@ void UcxChannel::send(Activation a) {
   auto op = std::make_unique<SendOp>();
   encode_header(header_of(a, state_->next_frame, state_->options.window),
                 std::span<std::byte, kActivationHeaderBytes>(op->header));
-  const void* payload = a.values().data();
+  const void* payload = a.bytes().data();
   const std::size_t bytes = a.payload_bytes();
   op->activation = std::move(a);  // moves the buffer, not the bytes: `payload` stays valid
   state_->send_frame(std::move(op), payload, bytes);

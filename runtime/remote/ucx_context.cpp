@@ -84,6 +84,12 @@ std::uint16_t port_of(const sockaddr_storage& addr) {
 }
 
 std::shared_ptr<UcxContext> UcxContext::create(const UcxOptions& options) {
+  // A listener that closed a connection first leaves it in TIME_WAIT on its own port; without
+  // SO_REUSEADDR the next listener on that address fails to bind for a minute (a stage server
+  // listens again on its address after each coordinator's link). UCX reads this connection
+  // manager setting only from the environment (ucp_config_modify does not reach it); a value the
+  // user set is kept. Contexts are made at start-up, before other threads read the environment.
+  setenv("UCX_TCP_CM_REUSEADDR", "y", /*overwrite=*/0);
   ucp_config_t* config = nullptr;
   ucs_status_t st = ucp_config_read(nullptr, nullptr, &config);
   if (st != UCS_OK) throw ChannelError(ChannelError::Kind::setup, ucx_failure("UCX: reading its configuration", st));

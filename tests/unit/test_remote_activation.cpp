@@ -90,3 +90,19 @@ TEST(RemoteActivation, CopyOfChecksTheValueCount) {
   EXPECT_EQ(a.values()[5], 1.0f);
   EXPECT_THROW(Activation::copy_of(1, 2, 2, 2, v), std::invalid_argument);
 }
+
+TEST(RemoteActivation, ByteFramesCarryTheirLengthAndAreCheckedAsBytes) {
+  const std::vector<std::byte> msg = {std::byte{3}, std::byte{1}, std::byte{0}, std::byte{7}, std::byte{9}};
+  const Activation a = Activation::bytes_of(2, 17, msg);
+  EXPECT_EQ(a.dtype(), Dtype::u8);
+  EXPECT_EQ(a.rows(), 1u);
+  EXPECT_EQ(a.cols(), 5u);
+  EXPECT_EQ(a.payload_bytes(), 5u);
+  EXPECT_TRUE(std::equal(msg.begin(), msg.end(), a.bytes().begin()));
+  EXPECT_THROW((void)a.values(), std::logic_error);
+  const Wire w = encoded(header_of(a, 0, 8));
+  EXPECT_EQ(decode_header(w, 5, "p").dtype, Dtype::u8);
+  EXPECT_EQ(refusal(w, 20),
+            "activation from 10.0.0.2:7000, frame 0 (seq 17): header says 1 x 5 u8 = 5 values but the payload has 20 "
+            "bytes; refused");
+}
