@@ -196,6 +196,7 @@ std::vector<std::byte> encode(const StageReplyHead& m) {
   w.u8(static_cast<std::uint8_t>(m.error));
   w.str(m.message);
   w.u32(m.outputs);
+  w.f64(m.stage_s);
   return w.take();
 }
 
@@ -266,6 +267,8 @@ StageReplyHead decode_reply(std::span<const std::byte> frame) {
   m.message = r.str("message");
   m.outputs = r.u32("outputs");
   if (m.outputs > kMaxTensors) r.fail("outputs", std::to_string(m.outputs) + " tensors (at most " + std::to_string(kMaxTensors) + ")");
+  m.stage_s = r.f64("stage_s");
+  if (!(m.stage_s >= 0.0 && m.stage_s < 1e9)) r.fail("stage_s", "is not a finite time >= 0");
   r.end();
   return m;
 }

@@ -65,6 +65,7 @@ struct StageReplyHead {
   StageErrorKind error = StageErrorKind::none;
   std::string message;
   std::uint32_t outputs = 0;  // float32 frames that follow
+  double stage_s = 0.0;       // measured on the server: its pipeline's time for the request
 };
 
 std::vector<std::byte> encode(const StageSetup& m);

@@ -1,6 +1,7 @@
 #include "runtime/remote/stage_server.h"
 
 #include <algorithm>
+#include <chrono>
 #include <future>
 
 #include "kernels/error.h"
@@ -194,6 +195,7 @@ void StageServer::serve() {
                                                                : Request::transformer(HostTensor::shape_only(head.rows, cols), head.window));
     std::promise<Completion> done;
     auto answer = done.get_future();
+    const auto t0 = std::chrono::steady_clock::now();
     try {
       s.pipeline->submit(Job{.seq = head.seq, .request = request, .inputs = std::move(inputs),
                              .done = [&done](Completion&& c) { done.set_value(std::move(c)); }});
@@ -203,6 +205,7 @@ void StageServer::serve() {
       continue;
     }
     Completion c = answer.get();
+    const double stage_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     if (c.error) {
       ++stats_.failed;
       StageErrorKind kind = StageErrorKind::other;
@@ -222,7 +225,7 @@ void StageServer::serve() {
       continue;
     }
     if (c.tensors.empty()) c.tensors.push_back(std::move(c.output));  // the stage ends the model
-    send_reply(ch, epoch, StageReplyHead{.seq = head.seq, .error = StageErrorKind::none, .message = "", .outputs = static_cast<std::uint32_t>(c.tensors.size())}, c.tensors);
+    send_reply(ch, epoch, StageReplyHead{.seq = head.seq, .error = StageErrorKind::none, .message = "", .outputs = static_cast<std::uint32_t>(c.tensors.size()), .stage_s = stage_s}, c.tensors);
   }
 }
 

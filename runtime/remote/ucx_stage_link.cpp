@@ -1,6 +1,7 @@
 #include "runtime/remote/ucx_stage_link.h"
 
 #include <algorithm>
+#include <chrono>
 #include <cstring>
 
 #include "hw/device.h"
@@ -78,6 +79,11 @@ bool UcxStageLink::server_has_graph(std::uint64_t id) {
   return false;
 }
 
+StageLinkStats UcxStageLink::stats() const {
+  std::lock_guard lock(mu_);
+  return stats_;
+}
+
 void UcxStageLink::forget_graph(std::uint64_t id) { graphs_.remove(id); }
 
 std::vector<HostTensor> UcxStageLink::run(const Request& request, std::uint64_t epoch, std::uint64_t seq, int first,
@@ -112,8 +118,10 @@ std::vector<HostTensor> UcxStageLink::exchange(const Request& request, std::uint
                         .graph_id = g ? g->id : 0,
                         .inputs = static_cast<std::uint32_t>(inputs.size()),
                         .graph = nullptr};
-  const bool with_graph = g && (resend_graph || !server_has_graph(g->id));
   if (g && g->size_only()) throw InputError("remote stage", "shape-only (timing-only) graphs do not cross hosts");
+  const bool with_graph = g && (resend_graph || !server_has_graph(g->id));
+  const auto t0 = std::chrono::steady_clock::now();
+  if (with_graph) ++stats_.graphs_sent;
   channel_.send(Activation::bytes_of(epoch, seq, encode(head, with_graph ? g : nullptr)));
   for (const HostTensor& t : inputs) channel_.send(to_frame(t, epoch, seq));
 
@@ -131,6 +139,12 @@ std::vector<HostTensor> UcxStageLink::exchange(const Request& request, std::uint
       throw StageProtocolError("stage reply: output " + std::to_string(i) + " is not request " + std::to_string(seq) + "'s tensor");
     out.push_back(from_frame(*t));
   }
+  const double rt = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  ++stats_.requests;
+  stats_.round_trip_s += rt;
+  stats_.remote_stage_s += reply.stage_s;
+  stats_.last_round_trip_s = rt;
+  stats_.last_remote_stage_s = reply.stage_s;
   switch (reply.error) {
     case StageErrorKind::none:
       return out;

@@ -22,6 +22,19 @@
 
 namespace dype::rt::remote {
 
+// What a link measured (this host's clock, and the server's for its stage).
+struct StageLinkStats {
+  std::int64_t requests = 0;        // answered without a transport failure
+  std::int64_t graphs_sent = 0;
+  double round_trip_s = 0.0;        // sum over requests: run() from first send to last output
+  double remote_stage_s = 0.0;      // sum: the server's pipeline time for the same requests
+  double last_round_trip_s = 0.0;
+  double last_remote_stage_s = 0.0;
+  // Host-side cost of the two hand-offs (there and back) that a request's round trip adds to
+  // the stage's own time: description, graph and tensors framed, moved and unframed.
+  double handoff_s() const { return round_trip_s - remote_stage_s; }
+};
+
 class UcxStageLink final : public StageLink {
  public:
   // Throws ChannelError when the server cannot be reached, InputError naming the server and its
@@ -37,6 +50,7 @@ class UcxStageLink final : public StageLink {
   std::string where() const override { return where_; }
   // Closes the link cleanly (the server's serve() then returns).
   void close();
+  StageLinkStats stats() const;
 
  private:
   UcxStageLink(UcxChannel channel, std::string where, std::uint32_t graph_cache);
@@ -47,7 +61,8 @@ class UcxStageLink final : public StageLink {
   std::vector<HostTensor> exchange(const Request& request, std::uint64_t epoch, std::uint64_t seq, int first, int last,
                                    std::span<const HostTensor> inputs, bool resend_graph);
 
-  std::mutex mu_;  // run() is called by one stage worker, close() perhaps by another thread
+  mutable std::mutex mu_;  // run() is called by one stage worker, close() and stats() perhaps by others
+  StageLinkStats stats_;
   UcxChannel channel_;
   std::string where_;
   std::uint32_t graph_cache_ = 0;
