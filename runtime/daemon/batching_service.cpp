@@ -53,26 +53,32 @@ class BatchingService::Batcher {
       std::lock_guard lock(mu_);
       stop_ = true;
     }
-    cv_.notify_all();
+    send_cv_.notify_all();
     sender_.join();  // sends what is still queued first
     {
       std::lock_guard lock(mu_);
       sender_done_ = true;
     }
-    cv_.notify_all();
+    answer_cv_.notify_all();
     answerer_.join();
   }
 
+  // The sender is woken only when this request changes what it waits for: the first request of a
+  // batch (its delay starts) or a batch now full. Others join the queue without a wake-up, so a
+  // request costs no thread hand-off until its batch is sent.
   std::future<HostTensor> add(Request request) {
     Member m{std::move(request), {}, Clock::now()};
     std::future<HostTensor> f = m.promise.get_future();
+    bool wake = false;
     {
       std::lock_guard lock(mu_);
+      wake = queue_.empty();
       queued_nodes_ += m.request.graph()->nodes;
       queue_.push_back(std::move(m));
       ++outstanding_;
+      wake = wake || full_locked();
     }
-    cv_.notify_all();
+    if (wake) send_cv_.notify_one();
     return f;
   }
 
@@ -80,8 +86,8 @@ class BatchingService::Batcher {
   void flush_and_wait() {
     std::unique_lock lock(mu_);
     ++flushing_;
-    cv_.notify_all();
-    cv_.wait(lock, [&] { return outstanding_ == 0; });
+    send_cv_.notify_one();
+    idle_cv_.wait(lock, [&] { return outstanding_ == 0; });
     --flushing_;
   }
 
@@ -100,18 +106,20 @@ class BatchingService::Batcher {
     std::vector<Member> members;
   };
 
+  // A batch is full: max_size requests or max_nodes nodes queued.
+  bool full_locked() const {
+    return static_cast<int>(queue_.size()) >= policy_.max_size || queued_nodes_ >= policy_.max_nodes;
+  }
+
   void send_loop() {
     const auto delay = std::chrono::duration_cast<Clock::duration>(
         std::chrono::duration<double, std::micro>(policy_.max_queue_delay_us));
     std::unique_lock lock(mu_);
     for (;;) {
-      cv_.wait(lock, [&] { return stop_ || !queue_.empty(); });
+      send_cv_.wait(lock, [&] { return stop_ || !queue_.empty(); });
       if (queue_.empty()) return;  // stopping, nothing left
       const auto deadline = queue_.front().queued + delay;
-      cv_.wait_until(lock, deadline, [&] {
-        return stop_ || flushing_ > 0 || static_cast<int>(queue_.size()) >= policy_.max_size ||
-               queued_nodes_ >= policy_.max_nodes;
-      });
+      send_cv_.wait_until(lock, deadline, [&] { return stop_ || flushing_ > 0 || full_locked(); });
       std::vector<Member> batch;
       std::int64_t nodes = 0;
       while (!queue_.empty() && static_cast<int>(batch.size()) < policy_.max_size &&
@@ -156,13 +164,13 @@ class BatchingService::Batcher {
       std::lock_guard lock(mu_);
       sent_.push_back(std::move(s));
     }
-    cv_.notify_all();
+    answer_cv_.notify_one();
   }
 
   void answer_loop() {
     std::unique_lock lock(mu_);
     for (;;) {
-      cv_.wait(lock, [&] { return sender_done_ || !sent_.empty(); });
+      answer_cv_.wait(lock, [&] { return sender_done_ || !sent_.empty(); });
       if (sent_.empty()) return;
       Sent s = std::move(sent_.front());
       sent_.pop_front();
@@ -211,18 +219,22 @@ class BatchingService::Batcher {
   }
 
   void done(std::size_t n) {
+    bool idle = false;
     {
       std::lock_guard lock(mu_);
       outstanding_ -= n;
+      idle = outstanding_ == 0 && flushing_ > 0;
     }
-    cv_.notify_all();
+    if (idle) idle_cv_.notify_all();
   }
 
   InferenceService& inner_;
   const std::string model_;
   const BatchPolicy policy_;
   std::mutex mu_;
-  std::condition_variable cv_;
+  std::condition_variable send_cv_;    // the sender: a batch started, filled, flushed, or stopping
+  std::condition_variable answer_cv_;  // the answerer: a batch sent, or the sender done
+  std::condition_variable idle_cv_;    // flush_and_wait: everything taken is answered
   std::deque<Member> queue_;
   std::deque<Sent> sent_;
   std::int64_t queued_nodes_ = 0;

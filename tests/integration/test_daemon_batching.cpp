@@ -159,6 +159,46 @@ TEST_F(DaemonBatching, DrainSendsWhatIsQueuedWithoutWaitingForTheDelay) {
   for (auto& a : answers) EXPECT_EQ(a.wait_for(std::chrono::seconds(0)), std::future_status::ready);
 }
 
+// The sender is woken only by a batch's first request (its delay starts) and by a full batch: a
+// batch that fills (by requests or by nodes) goes at once, long before its delay, and a request
+// that arrives after it starts the next batch's delay.
+TEST_F(DaemonBatching, AFullBatchGoesAtOnceAndTheNextRequestStartsANewDelay) {
+  const rt::Model& model = *service_->model("gcn").model;
+  {
+    BatchingService by_size(*service_, {{"", {.max_size = 4, .max_queue_delay_us = 60e6}}});
+    std::vector<std::future<rt::HostTensor>> answers;
+    const auto t0 = std::chrono::steady_clock::now();
+    for (int i = 0; i < 4; ++i) answers.push_back(by_size.infer("gcn", gnn_request(model, 8, 60 + i), nullptr));
+    for (auto& a : answers) ASSERT_EQ(a.wait_for(std::chrono::seconds(30)), std::future_status::ready);
+    EXPECT_LT(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count(), 30.0);
+    EXPECT_EQ(by_size.counts("gcn"), std::make_pair(std::uint64_t{1}, std::uint64_t{4}));
+    by_size.drain();
+  }
+  {
+    BatchingService by_nodes(*service_, {{"", {.max_size = 64, .max_queue_delay_us = 60e6, .max_nodes = 40}}});
+    std::vector<std::future<rt::HostTensor>> answers;
+    for (int i = 0; i < 4; ++i) answers.push_back(by_nodes.infer("gcn", gnn_request(model, 10, 70 + i), nullptr));
+    for (auto& a : answers) ASSERT_EQ(a.wait_for(std::chrono::seconds(30)), std::future_status::ready);
+    EXPECT_EQ(by_nodes.counts("gcn"), std::make_pair(std::uint64_t{1}, std::uint64_t{4}));
+    by_nodes.drain();
+  }
+  {
+    BatchingService short_delay(*service_, {{"", {.max_size = 4, .max_queue_delay_us = 20000}}});
+    std::vector<std::future<rt::HostTensor>> answers;
+    std::vector<rt::HostTensor> expect;
+    for (int i = 0; i < 5; ++i) {
+      rt::Request r = gnn_request(model, 6 + i, 80 + static_cast<std::uint64_t>(i));
+      expect.push_back(rt::reference_forward(model, r));
+      answers.push_back(short_delay.infer("gcn", std::move(r), nullptr));
+    }
+    for (std::size_t i = 0; i < answers.size(); ++i) {
+      ASSERT_EQ(answers[i].wait_for(std::chrono::seconds(30)), std::future_status::ready) << i;
+      EXPECT_LT(rt::relative_error(answers[i].get(), expect[i]), 1e-5) << i;
+    }
+    EXPECT_EQ(short_delay.counts("gcn"), std::make_pair(std::uint64_t{2}, std::uint64_t{5}));  // 4 at once, then 1
+  }
+}
+
 TEST(DaemonBatchSpec, ParsesAndRefusesPrecisely) {
   auto [m1, p1] = parse_batch_spec("32");
   EXPECT_EQ(m1, "");
