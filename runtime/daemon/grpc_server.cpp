@@ -321,7 +321,8 @@ struct GrpcServer::Impl final : public CallbackBase {
 // in a Start call) never wait on mu_ and Finish is called once, when nothing else refers to the
 // stream any more (the reactor may be deleted as soon as it is called). An answer the engine has
 // already given when the stream looks for it is encoded by the advancing thread itself; only one
-// still to come is waited for on the pool.
+// still to come is waited for on the pool: by the pool thread that just submitted, when it is the
+// one advancing (it may wait; no hand-off to another thread), else by a task posted for it.
 class GrpcServer::Impl::Stream final : public StreamBase {
  public:
   static constexpr std::size_t kWindow = 8;
@@ -383,16 +384,20 @@ class GrpcServer::Impl::Stream final : public StreamBase {
   };
   enum class Step { none, read, write, answer, finish };
 
+  // on_pool: the caller is a pool thread, which may wait for an answer after advancing.
   template <typename F>
-  void advance(F&& change) {
+  void advance(F&& change, bool on_pool = false) {
     std::unique_lock lock(mu_);
     change();
     if (advancing_) return;  // the advancing thread looks again after its current call
     advancing_ = true;
+    bool await_here = false;  // this thread waits for the answers (answer_all) once done advancing
     for (;;) {
-      const Step step = next_locked();
+      const Step step = next_locked(on_pool && !await_here ? &await_here : nullptr);
       if (step == Step::none) {
         advancing_ = false;
+        lock.unlock();
+        if (await_here) answer_all();  // awaiting_ keeps the stream from finishing until it is done
         return;
       }
       // Taken out under the lock: OnDone locks mu_ before deleting, so the stream's own members are
@@ -414,8 +419,9 @@ class GrpcServer::Impl::Stream final : public StreamBase {
     }
   }
 
-  // What to do next, given the state; starts the pool's answering task when there is work for it.
-  Step next_locked() {
+  // What to do next, given the state; starts the pool's answering task when there is work for it
+  // (or, given `await_here`, sets it: the calling pool thread runs answer_all itself).
+  Step next_locked(bool* await_here = nullptr) {
     if (finished_) return Step::none;
     if (cancelled_ && !submitting_ && !awaiting_ && !writing_) {
       items_.clear();  // queued work dropped: admission tickets released, engine answers discarded
@@ -435,7 +441,8 @@ class GrpcServer::Impl::Stream final : public StreamBase {
         answering_ = &next;
         return Step::answer;
       }
-      s_.pool->post([this] { answer_all(); });
+      if (await_here) *await_here = true;
+      else s_.pool->post([this] { answer_all(); });
     }
     if (!writing_ && answered_ > 0) {
       writing_ = true;
@@ -477,10 +484,12 @@ class GrpcServer::Impl::Stream final : public StreamBase {
     } catch (...) {
       it.error = std::current_exception();
     }
-    advance([&] {
-      submitting_ = false;
-      items_.push_back(std::move(it));
-    });
+    advance(
+        [&] {
+          submitting_ = false;
+          items_.push_back(std::move(it));
+        },
+        /*on_pool=*/true);
   }
 
   // On the pool: waits for the answers of the unanswered items in order and encodes them.

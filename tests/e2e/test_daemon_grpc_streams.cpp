@@ -2,7 +2,8 @@
 // so an idle stream holds no thread. 1,000 idle streams keep the process under 100 threads while a
 // request on another channel is answered; streams beyond --grpc-max-streams are refused with
 // RESOURCE_EXHAUSTED; a client that cancels a stream with work queued does not disturb the server;
-// stop() with idle streams open returns promptly.
+// stop() with idle streams open returns promptly; a stream keeps reading while the thread that
+// submitted its last request waits for that request's answer (dynamic batching).
 #include <dirent.h>
 
 #include <chrono>
@@ -12,6 +13,7 @@
 #include <grpcpp/grpcpp.h>
 #include <gtest/gtest.h>
 
+#include "runtime/daemon/batching_service.h"
 #include "runtime/daemon/engine_service.h"
 #include "runtime/daemon/grpc_server.h"
 #include "runtime/daemon/http_server.h"
@@ -229,4 +231,33 @@ TEST_F(DaemonGrpcStreams, CancelledStreamDropsQueuedWork) {
   const grpc::Status st = stub->ModelInfer(&ctx, request(40, 160, "after"), &resp);
   ASSERT_TRUE(st.ok()) << st.error_message();
   EXPECT_EQ(resp.id(), "after");
+}
+
+// Behind dynamic batching a request's answer comes only when its batch is sent. The pool thread
+// that submitted a request waits for its answer itself, but the stream must keep reading the
+// requests after it meanwhile: 8 requests on one stream fill a batch of 8 (sent at once, long
+// before the 60 s delay) only if all 8 are read while the first waits. Answers come in order.
+TEST_F(DaemonGrpcStreams, BatchedStreamReadsOnWhileAnAnswerIsAwaited) {
+  BatchingService batched(*service_, {{"gcn", {.max_size = 8, .max_queue_delay_us = 60e6}}});
+  GrpcServer server(batched, graphs_, metrics_, http_->admission(), "127.0.0.1", 0);
+  server.start();
+  auto stub = inference::GRPCInferenceService::NewStub(channel_to(server.port(), 7));
+  grpc::ClientContext ctx;
+  auto s = stub->ModelStreamInfer(&ctx);
+  const auto t0 = Clock::now();
+  for (int i = 0; i < 8; ++i) ASSERT_TRUE(s->Write(request(20 + i, 80, "b" + std::to_string(i))));
+  s->WritesDone();
+  inference::ModelStreamInferResponse resp;
+  for (int i = 0; i < 8; ++i) {
+    ASSERT_TRUE(s->Read(&resp)) << i;
+    EXPECT_EQ(resp.error_message(), "");
+    EXPECT_EQ(resp.infer_response().id(), "b" + std::to_string(i));
+    ASSERT_EQ(resp.infer_response().outputs_size(), 1);
+    EXPECT_EQ(resp.infer_response().outputs(0).shape(0), 20 + i);
+  }
+  EXPECT_FALSE(s->Read(&resp));
+  EXPECT_TRUE(s->Finish().ok());
+  EXPECT_LT(std::chrono::duration<double>(Clock::now() - t0).count(), 30.0);
+  EXPECT_EQ(batched.counts("gcn"), std::make_pair(std::uint64_t{1}, std::uint64_t{8}));
+  server.stop(1.0);
 }
