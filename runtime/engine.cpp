@@ -189,6 +189,29 @@ std::future<HostTensor> Engine::submit(Request request, ResponseCallback callbac
   return fut;
 }
 
+bool Engine::try_submit(Request& request, AnswerCallback done) {
+  validate_request(model_, request);
+  if (!options_.replan_beside) return false;  // a re-plan on the request's path may build a pipeline
+  if (!answers_.try_reserve()) return false;
+  std::unique_lock sl(submit_mu_, std::try_to_lock);
+  if (!sl.owns_lock() || !current_->has_room()) {
+    answers_.unreserve();
+    return false;
+  }
+  auto req = std::make_shared<const Request>(std::move(request));
+  if (req->graph()) last_graph_ = req->graph();
+  for (const RequestEvent& e : finished_->take()) controller_.on_request_done(e);
+  if (auto job = controller_.on_request_job(req->characteristics(), next_seq_)) {
+    std::lock_guard lock(plan_mu_);
+    plan_job_ = std::move(*job);
+    plan_cv_.notify_all();
+  }
+  const std::uint64_t seq = next_seq_++;
+  answers_.add_answered_by(seq, req, std::move(done));
+  submit_job_locked(seq, req);  // does not wait: has_room() under submit_mu_, which every submission holds
+  return true;
+}
+
 FaultRecovery::Rerun Engine::rerun(const FaultRecovery::Failed& f) {
   std::lock_guard sl(submit_mu_);
   if (f.first_failure) {

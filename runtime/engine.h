@@ -104,6 +104,13 @@ class Engine {
 
   // Validates (InputError at once), then queues; blocks while max_in_flight are outstanding.
   std::future<HostTensor> submit(Request request, ResponseCallback callback = {});
+  // submit() for a caller that must not wait (an HTTP I/O thread): validates (InputError at once),
+  // then queues `request` and returns true if that needs no wait: a free slot under max_in_flight,
+  // no operator change or swap holding submissions, room in the pipeline's input queue, and
+  // re-plans solved beside the pipeline (replan_beside). Otherwise false, `request` untouched
+  // (call submit() from a thread that may wait). `done` gets the answer like a callback: on a
+  // pipeline thread, in order; it must not block, submit or throw.
+  bool try_submit(Request& request, AnswerCallback done);
   // Swaps to `spec` now (cause "manual" unless given), whatever the predicted gain.
   void swap_to(PipelineSpec spec, const std::string& label = "manual", const std::string& cause = "manual",
                const std::string& detail = "");

@@ -10,6 +10,29 @@ void ReorderBuffer::reserve() {
   ++in_flight_;
 }
 
+bool ReorderBuffer::try_reserve() {
+  std::lock_guard lock(mutex_);
+  if (in_flight_ >= max_in_flight_) return false;
+  ++in_flight_;
+  return true;
+}
+
+void ReorderBuffer::unreserve() {
+  {
+    std::lock_guard lock(mutex_);
+    --in_flight_;
+  }
+  cv_.notify_all();
+}
+
+void ReorderBuffer::add_answered_by(std::uint64_t seq, std::shared_ptr<const Request> request, AnswerCallback done) {
+  std::lock_guard lock(mutex_);
+  Entry& e = entries_[seq];
+  e.request = std::move(request);
+  e.done = std::move(done);
+  counters_.submitted++;
+}
+
 std::future<HostTensor> ReorderBuffer::add(std::uint64_t seq, std::shared_ptr<const Request> request,
                                            ResponseCallback callback) {
   std::lock_guard lock(mutex_);
@@ -52,10 +75,12 @@ void ReorderBuffer::release_ready_locked() {
       } catch (...) {
         counters_.failed++;
       }
-      e.promise.set_exception(e.error);
+      if (e.done) e.done(HostTensor{}, e.error);
+      else e.promise.set_exception(e.error);
     } else {
       counters_.completed++;
-      e.promise.set_value(std::move(e.output));
+      if (e.done) e.done(std::move(e.output), nullptr);
+      else e.promise.set_value(std::move(e.output));
     }
     ++next_release_;
     --in_flight_;

@@ -26,6 +26,10 @@
 namespace dype::rt {
 
 using ResponseCallback = std::function<void(std::uint64_t seq, const HostTensor* output, std::exception_ptr error)>;
+// The answer for a caller that takes it by callback instead of a future: the output (moved in) or
+// the error. Runs like a ResponseCallback (completing thread, in order, under the lock): it must not
+// block, submit or throw.
+using AnswerCallback = std::function<void(HostTensor output, std::exception_ptr error)>;
 
 class ReorderBuffer {
  public:
@@ -33,8 +37,14 @@ class ReorderBuffer {
 
   // Takes a slot; blocks while max_in_flight requests are outstanding.
   void reserve();
+  // Takes a slot if one is free now; false (nothing taken) while max_in_flight are outstanding.
+  bool try_reserve();
+  // Gives back a slot that reserve() or try_reserve() took for a request that was not added.
+  void unreserve();
   // Registers request `seq` (numbers start at 0 and have no gaps) in a slot reserve() took.
   std::future<HostTensor> add(std::uint64_t seq, std::shared_ptr<const Request> request, ResponseCallback callback);
+  // The same, answered through `done` only (no future).
+  void add_answered_by(std::uint64_t seq, std::shared_ptr<const Request> request, AnswerCallback done);
   // The request `seq` still waits for its answer; null once answered (or never added).
   std::shared_ptr<const Request> pending(std::uint64_t seq) const;
   // The answer for `seq` (output, or error when set); then releases every answer that is next in
@@ -61,6 +71,7 @@ class ReorderBuffer {
     std::shared_ptr<const Request> request;
     std::promise<HostTensor> promise;
     ResponseCallback callback;
+    AnswerCallback done;  // set: the answer goes here, not to `promise`
     bool ready = false;
     HostTensor output;
     std::exception_ptr error;

@@ -116,6 +116,49 @@ TEST(RtEngine, FuturesInOrderAndCorrect) {
   EXPECT_THROW(e.submit(Request::gnn(g, HostTensor::zeros(200, 3))), InputError);
 }
 
+// try_submit: taken without waiting while there is room, answered through the callback (output
+// moved in, in submission order, correct); declined with the request untouched once max_in_flight
+// are outstanding, taken again once answers leave; bad input is an InputError at once.
+TEST(RtEngine, TrySubmitAnswersThroughTheCallbackAndDeclinesWhenFull) {
+  auto sys = testing::emu_system(2, 3);
+  Model m = Model::gcn({.layers = 2, .in_features = 16, .hidden = 8, .seed = 4});
+  auto g = Graph::from_edges(random_graph(200, 1500, 3), true);
+  auto planner = std::make_shared<SchedPlanner>(m, sys);
+  Engine e(m, planner, gnn_request(m, g, 1).characteristics(), eo(2, 4));
+  std::mutex mu;
+  std::condition_variable cv;
+  std::vector<std::pair<int, HostTensor>> answers;  // (request index, its answer)
+  std::vector<Request> reqs;
+  int declined = 0;
+  for (int i = 0; i < 40; ++i) {
+    reqs.push_back(gnn_request(m, g, 70 + i));
+    Request r = reqs.back();
+    for (;;) {
+      const bool taken = e.try_submit(r, [&, i](HostTensor y, std::exception_ptr err) {
+        EXPECT_FALSE(err);
+        std::lock_guard lock(mu);
+        answers.emplace_back(i, std::move(y));
+        cv.notify_all();
+      });
+      if (taken) break;
+      ++declined;
+      ASSERT_EQ(r.rows(), 200);  // untouched: can be submitted again
+      std::unique_lock lock(mu);
+      cv.wait_for(lock, std::chrono::milliseconds(5));
+    }
+  }
+  e.drain();
+  ASSERT_EQ(answers.size(), 40u);
+  for (std::size_t i = 0; i < answers.size(); ++i) {
+    EXPECT_EQ(answers[i].first, static_cast<int>(i));
+    EXPECT_LE(relative_error(answers[i].second, reference_forward(m, reqs[i])), 1e-5);
+  }
+  EXPECT_GT(declined, 0);  // 40 requests in a tight loop against max_in_flight 4
+  Request bad = Request::gnn(g, HostTensor::zeros(200, 3));
+  EXPECT_THROW(e.try_submit(bad, [](HostTensor, std::exception_ptr) {}), InputError);
+  EXPECT_EQ(e.stats().completed, 40u);
+}
+
 // A daemon that re-checks its plan for weeks keeps the latest records only, while the counts by
 // cause (what the metrics export) keep every re-plan.
 TEST(RtEngine, ReplanRecordsAreBoundedAndCountsKeepEverything) {

@@ -102,5 +102,35 @@ TEST(RtReorderBuffer, AdmissionBlocksAtMaxInFlight) {
   EXPECT_EQ(b.in_flight(), 0u);
 }
 
+// try_reserve never waits: false at max_in_flight, a slot again once an answer leaves or a slot is
+// given back; answers taken by a Completion arrive in order, output moved in, errors as errors.
+TEST(RtReorderBuffer, TryReserveAndCompletionAnswers) {
+  ReorderBuffer b(2);
+  EXPECT_TRUE(b.try_reserve());
+  EXPECT_TRUE(b.try_reserve());
+  EXPECT_FALSE(b.try_reserve());
+  b.unreserve();
+  EXPECT_EQ(b.in_flight(), 1u);
+  EXPECT_TRUE(b.try_reserve());
+  std::vector<float> got;
+  int errors = 0;
+  auto done = [&](HostTensor y, std::exception_ptr err) {
+    if (err) ++errors;
+    else got.push_back(y.data.at(0));
+  };
+  b.add_answered_by(0, nullptr, done);
+  b.add_answered_by(1, nullptr, done);
+  b.complete(1, HostTensor{}, std::make_exception_ptr(std::runtime_error("failed")), -1.0);
+  EXPECT_TRUE(got.empty());
+  EXPECT_FALSE(b.try_reserve());
+  b.complete(0, value(7), nullptr, -1.0);
+  EXPECT_EQ(got, (std::vector<float>{7}));
+  EXPECT_EQ(errors, 1);
+  EXPECT_EQ(b.in_flight(), 0u);
+  EXPECT_EQ(b.counters().completed, 1u);
+  EXPECT_EQ(b.counters().failed, 1u);
+  EXPECT_TRUE(b.try_reserve());
+}
+
 }  // namespace
 }  // namespace dype::rt
