@@ -295,6 +295,14 @@ std::future<HostTensor> BatchingService::infer(const std::string& model, Request
   return batcher(model, *policy)->add(std::move(request));
 }
 
+bool BatchingService::try_infer(const std::string& model, Request& request, std::int64_t* version, InferDone& done) {
+  const ModelInfo info = inner_.model(model);
+  const std::optional<BatchPolicy> policy = effective_policy(model, info.batching);
+  const auto& g = request.graph();
+  if (policy && info.model->is_gnn() && g && !g->size_only() && g->nodes <= policy->max_nodes) return false;
+  return inner_.try_infer(model, request, version, done);
+}
+
 std::pair<std::uint64_t, std::uint64_t> BatchingService::counts(const std::string& model) const {
   std::lock_guard lock(mu_);
   std::pair<std::uint64_t, std::uint64_t> n{0, 0};

@@ -164,6 +164,13 @@ std::future<HostTensor> EngineService::infer(const std::string& model, Request r
   return s->engine->submit(std::move(request));
 }
 
+bool EngineService::try_infer(const std::string& model, Request& request, std::int64_t* version, InferDone& done) {
+  const std::shared_ptr<Served> s = find(model);  // held while submitting, as in infer()
+  if (!s->engine->try_submit(request, std::move(done))) return false;
+  if (version) *version = s->version;
+  return true;
+}
+
 Engine& EngineService::engine(const std::string& model) { return *find(model)->engine; }
 
 nlohmann::json EngineService::plan(const std::string& model) const {

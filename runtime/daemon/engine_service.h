@@ -73,6 +73,8 @@ class EngineService final : public InferenceService {
   ModelInfo model(const std::string& name) const override;
   bool model_ready(const std::string& name) const override;
   std::future<HostTensor> infer(const std::string& model, Request request, std::int64_t* version = nullptr) override;
+  // Engine::try_submit on the model's engine.
+  bool try_infer(const std::string& model, Request& request, std::int64_t* version, InferDone& done) override;
   nlohmann::json plan(const std::string& model) const override;
   void set_mode(const std::string& mode) override;
   std::string mode() const override;

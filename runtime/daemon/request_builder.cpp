@@ -136,10 +136,9 @@ Request build_request(const Model& model, const InferRequest& in, GraphRegistry&
   return r;
 }
 
-std::future<HostTensor> submit_infer(InferenceService& service, GraphRegistry& graphs, const std::string& model,
-                                     const InferRequest& in, std::chrono::steady_clock::time_point* submitted,
-                                     std::int64_t* version, std::vector<std::string>* outputs,
-                                     std::shared_ptr<const CancelToken> cancel) {
+Request prepare_infer(InferenceService& service, GraphRegistry& graphs, const std::string& model,
+                      const InferRequest& in, std::vector<std::string>* outputs,
+                      std::shared_ptr<const CancelToken> cancel) {
   const ModelInfo info = service.model(model);
   std::vector<std::string> names;
   for (const RequestedOutput& o : in.outputs) {
@@ -157,6 +156,14 @@ std::future<HostTensor> submit_infer(InferenceService& service, GraphRegistry& g
   if (outputs) *outputs = std::move(names);
   Request request = build_request(*info.model, in, graphs);
   request.set_cancel(std::move(cancel));
+  return request;
+}
+
+std::future<HostTensor> submit_infer(InferenceService& service, GraphRegistry& graphs, const std::string& model,
+                                     const InferRequest& in, std::chrono::steady_clock::time_point* submitted,
+                                     std::int64_t* version, std::vector<std::string>* outputs,
+                                     std::shared_ptr<const CancelToken> cancel) {
+  Request request = prepare_infer(service, graphs, model, in, outputs, std::move(cancel));
   if (submitted) *submitted = std::chrono::steady_clock::now();
   return service.infer(model, std::move(request), version);
 }

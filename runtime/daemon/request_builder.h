@@ -50,6 +50,12 @@ std::future<HostTensor> submit_infer(InferenceService& service, GraphRegistry& g
                                      std::int64_t* version = nullptr, std::vector<std::string>* outputs = nullptr,
                                      std::shared_ptr<const CancelToken> cancel = nullptr);
 
+// submit_infer without the submission: checks the requested outputs (their names into `outputs`)
+// and builds the request, tied to `cancel`; the caller submits it (InferenceService::try_infer).
+Request prepare_infer(InferenceService& service, GraphRegistry& graphs, const std::string& model,
+                      const InferRequest& in, std::vector<std::string>* outputs,
+                      std::shared_ptr<const CancelToken> cancel = nullptr);
+
 // A token that expires at `deadline` (and with `parent`), or none when there is neither: what a
 // front end ties a request to so that the engine stops running it once its client stopped waiting.
 std::shared_ptr<const CancelToken> cancel_token(std::optional<std::chrono::steady_clock::time_point> deadline,

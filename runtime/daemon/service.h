@@ -2,6 +2,8 @@
 // InferenceService: the narrow interface the protocol front ends (HTTP, gRPC) serve. It hides how
 // requests run (EngineService: one rt::Engine per model). Front ends only parse, validate, admit
 // and encode; everything about plans and devices comes through here.
+#include <exception>
+#include <functional>
 #include <future>
 #include <memory>
 #include <string>
@@ -41,6 +43,17 @@ class InferenceService {
   // `version`, when given, gets the version of the model that takes the request (a reload may
   // switch versions between requests; each is answered by the one that admitted it).
   virtual std::future<HostTensor> infer(const std::string& model, Request request, std::int64_t* version) = 0;
+  // The answer of a request try_infer() took: the output, or the error (run-time failures).
+  using InferDone = std::function<void(HostTensor y, std::exception_ptr error)>;
+  // infer() for a front end that must not wait (an HTTP I/O thread): true when the request was
+  // taken without waiting, and `done` then gets its answer once, on an engine thread (it must not
+  // block, submit or throw); false when taking it would wait (the engine full, a re-plan holding
+  // submissions) or the service answers only through futures (this default), `request` untouched:
+  // call infer() from a thread that may wait. Throws what infer() throws before queueing.
+  virtual bool try_infer(const std::string& /*model*/, Request& /*request*/, std::int64_t* /*version*/,
+                         InferDone& /*done*/) {
+    return false;
+  }
   // The current plan of a model: epoch, label, stages, re-plan records (JSON for the admin API).
   virtual nlohmann::json plan(const std::string& model) const = 0;
   // Changes the objective of every model (perf | energy | balanced | qos); re-plans at once.
