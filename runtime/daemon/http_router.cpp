@@ -4,7 +4,12 @@ namespace dype::rt::daemon {
 
 void HttpRouter::add(std::string method, const std::string& pattern, Handler handler, RunOn run_on) {
   routes_.push_back({std::move(method), std::regex(pattern, std::regex::ECMAScript | std::regex::optimize),
-                     std::move(handler), run_on});
+                     std::move(handler), run_on, {}});
+}
+
+void HttpRouter::add(std::string method, const std::string& pattern, InlineHandler try_inline, Handler handler) {
+  add(std::move(method), pattern, std::move(handler), RunOn::worker);
+  routes_.back().try_inline = std::move(try_inline);
 }
 
 const HttpRouter::Route* HttpRouter::match(HttpRequest& req, bool& path_known) const {

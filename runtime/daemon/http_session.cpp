@@ -56,7 +56,10 @@ constexpr std::size_t kLingerBytes = 512u << 20;
 template <class Stream>
 HttpSession<Stream>::HttpSession(tcp::socket socket, asio::ssl::context* tls, SessionShared& shared,
                                  const HttpRouter& router)
-    : stream_(make_stream<Stream>(std::move(socket), tls)), shared_(shared), router_(router) {
+    : stream_(make_stream<Stream>(std::move(socket), tls)),
+      deadline_(stream_.get_executor()),
+      shared_(shared),
+      router_(router) {
   boost::system::error_code ec;
   const auto remote = lowest().socket().remote_endpoint(ec);
   if (!ec) peer_ = remote.address().to_string();
@@ -112,6 +115,7 @@ template <class Stream>
 void HttpSession<Stream>::shut() {
   if (closed_) return;
   closed_ = true;
+  deadline_.cancel();  // drops what a taken request's deadline holds (its reply, hence this session)
   beast::error_code ignored;
   lowest().socket().shutdown(tcp::socket::shutdown_both, ignored);
   lowest().close();
@@ -303,6 +307,59 @@ void HttpSession<Stream>::call(const HttpRouter::Route& route, HttpResponse& res
   }
 }
 
+// What a route's inline handler answers through. It holds the session, and counts in
+// SessionShared::replies until destroyed: the transport's stop() waits for every reply to be let
+// go (sent, and the engine's completion run) before it stops the I/O threads.
+template <class Stream>
+class HttpSession<Stream>::Reply final : public HttpReply {
+ public:
+  explicit Reply(std::shared_ptr<HttpSession> s) : s_(std::move(s)), answer_(s_->answers_) { s_->shared_.reply_opened(); }
+  ~Reply() override { s_->shared_.reply_closed(); }
+  void send(HttpResponse res) override {
+    if (sent_.exchange(true)) return;
+    asio::dispatch(s_->stream_.get_executor(), [s = s_, res = std::move(res)]() mutable { s->answer(std::move(res)); });
+  }
+  void post_io(std::function<void()> work) override { asio::post(s_->stream_.get_executor(), std::move(work)); }
+  void post_worker(std::function<void()> work) override { asio::post(s_->shared_.workers, std::move(work)); }
+  void expire_at(std::chrono::steady_clock::time_point deadline, std::function<void()> work) override {
+    asio::dispatch(s_->stream_.get_executor(), [s = s_, n = answer_, deadline, work = std::move(work)]() mutable {
+      s->arm_deadline(n, deadline, std::move(work));
+    });
+  }
+
+ private:
+  std::shared_ptr<HttpSession> s_;
+  const std::uint64_t answer_;  // the session's answer count when the request was taken
+  std::atomic<bool> sent_{false};
+};
+
+template <class Stream>
+void HttpSession<Stream>::arm_deadline(std::uint64_t answer, std::chrono::steady_clock::time_point deadline,
+                                       std::function<void()> work) {
+  if (answer != answers_) return;  // already answered
+  deadline_.expires_at(deadline);
+  deadline_.async_wait([self = this->shared_from_this(), answer, work = std::move(work)](beast::error_code ec) {
+    if (!ec && answer == self->answers_) work();
+  });
+}
+
+template <class Stream>
+bool HttpSession<Stream>::try_inline(const HttpRouter::Route& route) {
+  auto reply = std::make_shared<Reply>(this->shared_from_this());
+  try {
+    return route.try_inline(req_, reply);
+  } catch (const std::exception& e) {
+    HttpResponse res;
+    shared_.error_body(res, 500, e.what());
+    reply->send(std::move(res));  // ignored when the handler had answered already
+  } catch (...) {
+    HttpResponse res;
+    shared_.error_body(res, 500, "unknown error");
+    reply->send(std::move(res));
+  }
+  return true;
+}
+
 template <class Stream>
 void HttpSession<Stream>::run_handler() {
   bool path_known = false;
@@ -322,6 +379,7 @@ void HttpSession<Stream>::run_handler() {
     call(*route, res);
     return answer(std::move(res));
   }
+  if (route->try_inline && try_inline(*route)) return;
   asio::post(shared_.workers, [self = this->shared_from_this(), route] {
     HttpResponse res;
     self->call(*route, res);
@@ -341,6 +399,8 @@ void HttpSession<Stream>::refuse(int status, const std::string& message) {
 
 template <class Stream>
 void HttpSession<Stream>::answer(HttpResponse res) {
+  ++answers_;
+  deadline_.cancel();
   if (closed_) return;
   res_ = std::move(res);
   for (const auto& [k, v] : res_.headers)

@@ -2,11 +2,14 @@
 // One HTTP connection of HttpTransport (internal to http_transport.cpp and http_session.cpp): a
 // state machine on the connection's strand. wait (idle timeout) -> header (header timeout, limits)
 // -> framing checks -> body (body timeout, straight into a pooled buffer) -> handler (inline or on
-// the worker pool) -> write (one gather-write) -> wait again. Any refusal answers and closes.
+// the worker pool; or taken by a route's inline handler and answered later through an HttpReply)
+// -> write (one gather-write) -> wait again. Any refusal answers and closes.
 // The session is a template on its stream: beast::tcp_stream for plain HTTP, and
 // beast::ssl_stream<beast::tcp_stream> for HTTPS, whose TLS handshake comes first, under the header
 // timeout. Both are compiled once, in http_session.cpp; the plain one is the code it always was.
 #include <array>
+#include <condition_variable>
+#include <cstdint>
 #include <functional>
 #include <memory>
 #include <mutex>
@@ -53,8 +56,21 @@ struct SessionShared {
   BodyPool& bodies;
   const HttpTransport::ErrorBody& error_body;
   const std::function<void(int)>& on_refused;
-  std::mutex mutex;  // guards `sessions`
+  std::mutex mutex;  // guards `sessions` and `replies`
   std::unordered_map<const OpenConnection*, std::weak_ptr<OpenConnection>> sessions;
+  // HttpReplies alive (taken by inline handlers, held by the engine's completions): stop() waits
+  // until none is left, so no completion posts onto a strand once the I/O threads are stopped.
+  std::size_t replies = 0;
+  std::condition_variable replies_done;
+
+  void reply_opened() {
+    std::lock_guard lock(mutex);
+    ++replies;
+  }
+  void reply_closed() {
+    std::lock_guard lock(mutex);
+    if (--replies == 0) replies_done.notify_all();
+  }
 };
 
 template <class Stream>
@@ -83,6 +99,9 @@ class HttpSession final : public OpenConnection, public std::enable_shared_from_
   void read_chunked_body();
   void body_done();
   void run_handler();
+  // The route's inline handler first; false when it declined (run the handler on a worker).
+  bool try_inline(const HttpRouter::Route& route);
+  void arm_deadline(std::uint64_t answer, std::chrono::steady_clock::time_point deadline, std::function<void()> work);
   void call(const HttpRouter::Route& route, HttpResponse& res) noexcept;
   void answer(HttpResponse res);
   void refuse(int status, const std::string& message);
@@ -91,7 +110,11 @@ class HttpSession final : public OpenConnection, public std::enable_shared_from_
   void drain();
   void shut();
 
+  class Reply;
+
   Stream stream_;
+  asio::steady_timer deadline_;  // a taken request's deadline (HttpReply::expire_at)
+  std::uint64_t answers_ = 0;    // answers written so far: a deadline armed for an earlier one is stale
   beast::flat_buffer buffer_;
   std::optional<bhttp::request_parser<bhttp::empty_body>> parser_;
   std::optional<bhttp::request_parser<bhttp::string_body>> chunked_;

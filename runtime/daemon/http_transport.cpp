@@ -25,7 +25,7 @@ struct HttpTransport::Impl {
         on_refused(std::move(on_refused)),
         bodies(static_cast<std::size_t>(std::max(1, t.options_.workers))),
         workers(static_cast<std::size_t>(std::max(1, t.options_.workers))),
-        shared{t.options_, t.counters_, workers, bodies, this->error_body, this->on_refused, {}, {}} {}
+        shared{t.options_, t.counters_, workers, bodies, this->error_body, this->on_refused, {}, {}, 0, {}} {}
 
   void accept(Listener& l);
   void refuse_connection(tcp::socket& socket, bool tls);
@@ -166,8 +166,13 @@ void HttpTransport::stop() {
   impl_->stopped = true;
   close_listeners();
   close_all();
-  // Handlers still running finish (they may wait on the engine); their answers find the
-  // connection closed.
+  // Requests taken by inline handlers are answered when the engine completes them (the I/O
+  // threads still run, to encode those answers), and handlers still running on the workers finish
+  // (they may wait on the engine); their answers find the connection closed.
+  {
+    std::unique_lock lock(impl_->shared.mutex);
+    impl_->shared.replies_done.wait(lock, [this] { return impl_->shared.replies == 0; });
+  }
   impl_->workers.join();
   impl_->guard.reset();
   close_all();  // any connection a late handler's answer kept open

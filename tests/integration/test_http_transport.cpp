@@ -7,6 +7,7 @@
 #include <chrono>
 #include <fstream>
 #include <memory>
+#include <mutex>
 #include <string>
 #include <thread>
 #include <vector>
@@ -56,13 +57,60 @@ class HttpTransportTest : public ::testing::Test {
     router_.add("GET", R"(/items/([^/]+))", [](const HttpRequest& req, HttpResponse& res) {
       res.set_content(json{{"id", req.matches[1].str()}, {"q", req.get_param_value("q")}}.dump(), "application/json");
     });
+    // Taken on the I/O thread and answered later, from the test's thread (as the infer route answers
+    // from the engine's completion); /expire is answered by its deadline; /decline runs its handler
+    // on a worker.
+    router_.add("GET", "/later",
+                [this](const HttpRequest&, const std::shared_ptr<HttpReply>& reply) {
+                  std::lock_guard lock(held_mu_);
+                  held_.push_back(reply);
+                  return true;
+                },
+                [](const HttpRequest&, HttpResponse& res) { res.set_content("worker", "text/plain"); });
+    router_.add("GET", "/now",
+                [](const HttpRequest& req, const std::shared_ptr<HttpReply>& reply) {
+                  HttpResponse res;
+                  res.set_content("now " + req.get_param_value("n"), "text/plain");
+                  reply->send(std::move(res));
+                  return true;
+                },
+                [](const HttpRequest&, HttpResponse& res) { res.set_content("worker", "text/plain"); });
+    router_.add("GET", "/expire",
+                [this](const HttpRequest&, const std::shared_ptr<HttpReply>& reply) {
+                  reply->expire_at(Clock::now() + std::chrono::milliseconds(50), [reply] {
+                    HttpResponse res;
+                    json_error(res, 504, "deadline passed");
+                    reply->send(std::move(res));
+                  });
+                  std::lock_guard lock(held_mu_);
+                  held_.push_back(reply);  // never answered otherwise while held
+                  return true;
+                },
+                [](const HttpRequest&, HttpResponse& res) { res.set_content("worker", "text/plain"); });
+    router_.add("GET", "/decline", [](const HttpRequest&, const std::shared_ptr<HttpReply>&) { return false; },
+                [](const HttpRequest&, HttpResponse& res) { res.set_content("worker", "text/plain"); });
     transport_ = std::make_unique<HttpTransport>(o, json_error);
     port_ = transport_->listen("127.0.0.1", 0, router_);
     transport_->start();
   }
   void TearDown() override {
     release_ = true;
+    take_held();  // stop() waits for every reply to be let go
     if (transport_) transport_->stop();
+  }
+  // The replies /later and /expire took so far, no longer held by the fixture.
+  std::vector<std::shared_ptr<HttpReply>> take_held() {
+    std::lock_guard lock(held_mu_);
+    return std::move(held_);
+  }
+  std::size_t held() {
+    std::lock_guard lock(held_mu_);
+    return held_.size();
+  }
+  void wait_held(std::size_t n) {
+    const auto until = Clock::now() + std::chrono::seconds(10);
+    while (held() < n && Clock::now() < until) std::this_thread::sleep_for(std::chrono::milliseconds(2));
+    ASSERT_EQ(held(), n);
   }
   // A good request on a fresh connection: answered 200, and how long it took.
   double good_request_s() {
@@ -81,6 +129,8 @@ class HttpTransportTest : public ::testing::Test {
   int port_ = -1;
   std::atomic<int> waiting_{0};
   std::atomic<bool> release_{false};
+  std::mutex held_mu_;
+  std::vector<std::shared_ptr<HttpReply>> held_;
 };
 
 TEST_F(HttpTransportTest, IdleConnectionsHoldNoThreadAndLittleMemory) {
@@ -289,6 +339,83 @@ TEST_F(HttpTransportTest, StopClosesEveryConnectionWhateverItsState) {
   EXPECT_TRUE(idle.closed_by_server());
   EXPECT_TRUE(half_header.closed_by_server());
   EXPECT_TRUE(half_body.closed_by_server());
+}
+
+// A request taken by a route's inline handler is answered when its reply is sent, from any thread;
+// the requests pipelined behind it wait (the connection reads nothing more), so the answers stay in
+// request order even though the later request could be answered at once.
+TEST_F(HttpTransportTest, RepliesSentLaterFromAnotherThreadKeepRequestOrder) {
+  start({});
+  RawConnection c(port_);
+  c.send_all("GET /later HTTP/1.1\r\nHost: x\r\n\r\n"
+             "GET /now?n=2 HTTP/1.1\r\nHost: x\r\n\r\n"
+             "GET /decline HTTP/1.1\r\nHost: x\r\n\r\n");
+  wait_held(1);
+  std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  EXPECT_EQ(held(), 1u);
+  std::thread([replies = take_held()] {
+    HttpResponse res;
+    res.set_content("later", "text/plain");
+    replies.front()->send(std::move(res));
+    HttpResponse again;
+    again.set_content("twice", "text/plain");
+    replies.front()->send(std::move(again));  // only the first send counts
+  }).join();
+  RawResponse r = c.read_response();
+  EXPECT_EQ(r.status, 200);
+  EXPECT_EQ(r.body, "later");
+  r = c.read_response();
+  EXPECT_EQ(r.body, "now 2");
+  r = c.read_response();
+  EXPECT_EQ(r.body, "worker");
+  EXPECT_LT(good_request_s(), 1.0);
+}
+
+// A deadline armed on a taken request answers it when nothing else did; a send after it is
+// ignored and the connection serves the next request.
+TEST_F(HttpTransportTest, TakenRequestIsAnsweredByItsDeadline) {
+  start({});
+  RawConnection c(port_);
+  const auto t0 = Clock::now();
+  c.send_all("GET /expire HTTP/1.1\r\nHost: x\r\n\r\n");
+  RawResponse r = c.read_response();
+  EXPECT_EQ(r.status, 504);
+  EXPECT_EQ(error_of(r), "deadline passed");
+  EXPECT_LT(std::chrono::duration<double>(Clock::now() - t0).count(), 5.0);
+  for (const auto& reply : take_held()) {
+    HttpResponse late;
+    late.set_content("late", "text/plain");
+    reply->send(std::move(late));
+  }
+  c.send_all("GET /now?n=3 HTTP/1.1\r\nHost: x\r\n\r\n");
+  r = c.read_response();
+  EXPECT_EQ(r.status, 200);
+  EXPECT_EQ(r.body, "now 3");
+}
+
+// stop() waits until every taken reply has been let go (an engine completion still to come posts
+// onto the connection's strand), then closes the connection.
+TEST_F(HttpTransportTest, StopWaitsForTakenRepliesToBeLetGo) {
+  start({});
+  RawConnection c(port_);
+  c.send_all("GET /later HTTP/1.1\r\nHost: x\r\n\r\n");
+  wait_held(1);
+  std::atomic<bool> stopped{false};
+  std::thread stopper([&] {
+    transport_->stop();
+    stopped = true;
+  });
+  std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  EXPECT_FALSE(stopped.load());
+  {
+    auto replies = take_held();
+    HttpResponse res;
+    res.set_content("late", "text/plain");
+    replies.front()->send(std::move(res));  // the connection is closed: dropped
+  }
+  stopper.join();
+  EXPECT_TRUE(stopped.load());
+  EXPECT_EQ(c.read_response().status, 0);
 }
 
 }  // namespace
