@@ -147,6 +147,10 @@ class TaggingService final : public InferenceService {
     handler_tid.store(this_tid());
     return real_.infer(m, std::move(r), version);
   }
+  bool try_infer(const std::string& m, rt::Request& r, std::int64_t* version, InferDone& done) override {
+    handler_tid.store(this_tid());
+    return real_.try_infer(m, r, version, done);
+  }
   json plan(const std::string& m) const override { return real_.plan(m); }
   void set_mode(const std::string& m) override { real_.set_mode(m); }
   std::string mode() const override { return real_.mode(); }
@@ -242,7 +246,7 @@ void overhead(InferenceService& service, HttpServer& http, GraphRegistry& graphs
     row("handler-thread CPU (measured, in response)", server_cpu);
     std::printf("  phases of server - engine (measured, in response):\n");
     row("  receive (body read)", receive);
-    row("  queue (body read -> a worker takes it)", queue);
+    row("  queue (body read -> handler starts)", queue);
     row("  parse (admission, JSON header, tensor views)", parse);
     row("  build (x copy + checks, graph normalisation)", build);
     row("  rest (routing, output header encoding)", rest);

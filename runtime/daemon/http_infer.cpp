@@ -2,9 +2,19 @@
 // straight into a pooled buffer (binary section 64-byte aligned); binary tensors view that buffer
 // and only x is copied, once, into the engine's tensor. A binary output is sent from the engine's
 // answer as it lies, after the JSON header.
+//
+// Two ways through. A small binary request whose outputs all go as binary data (at most
+// ServerOptions::inline_infer_max_bytes) is taken on the connection's I/O thread: checked,
+// admitted, parsed, built and handed to the engine without waiting (try_post_infer); the engine's
+// completion posts the answer back onto the connection's strand, where it is encoded and written.
+// When the engine cannot take it without waiting, a worker submits it and waits, as for every
+// other request (post_infer: JSON bodies, large bodies, JSON outputs), which runs on the worker
+// pool from the start.
+#include <atomic>
 #include <chrono>
 #include <future>
 #include <memory>
+#include <optional>
 
 #include "runtime/daemon/http_answer.h"
 #include "runtime/daemon/http_routes.h"
@@ -75,12 +85,43 @@ void send_response(HttpResponse& res, EncodedBody body, std::shared_ptr<const Ho
 
 }  // namespace
 
+// One request taken on the I/O thread, from its submission to its answer: shared by the engine's
+// completion, the deadline (parameters.timeout) and, when the engine was full, the worker that
+// waits; the first of them to finish answers.
+struct InferCall {
+  std::shared_ptr<HttpReply> reply;
+  std::string model;
+  std::int64_t version = 0;
+  InferRequest in;  // views the connection's body, which is kept until the answer is written
+  std::vector<std::string> names;
+  InferTimes times;
+  double cpu_before_us = 0.0;  // this request's CPU time on the I/O thread before the engine
+  std::optional<AdmissionControl::Ticket> ticket;
+  std::atomic<bool> answered{false};
+};
+
+namespace {
+
+// Whether every output goes as binary data (then the answer's JSON header is all there is to encode).
+bool all_binary(const InferRequest& in) {
+  if (in.outputs.empty()) return in.binary_output;
+  for (const RequestedOutput& o : in.outputs)
+    if (!o.binary) return false;
+  return true;
+}
+
+}  // namespace
+
 void HttpRoutes::post_infer(const Req& req, Res& res) {
   InferTimes times{.arrival = Arrival{req.arrival, thread_cpu_us()}};
   const std::string model = req.matches[1];
   times.read = req.received;
   times.started = Clock::now();
   const std::string reason = guarded(res, [&] { answer_infer(req, res, model, times); });
+  record_infer(model, reason, times);
+}
+
+void HttpRoutes::record_infer(const std::string& model, const std::string& reason, const InferTimes& times) {
   metrics_.record(model, reason, std::chrono::duration<double>(Clock::now() - times.arrival.wall).count());
   if (reason == "ok")
     metrics_.record_split(model, std::chrono::duration<double>(times.submitted - times.read).count(),
@@ -107,8 +148,14 @@ void HttpRoutes::answer_infer(const Req& req, Res& res, const std::string& model
   if (const auto timeout = request_timeout(in)) deadline = times.arrival.wall + *timeout;  // from its arrival
   std::future<HostTensor> answer =
       submit_infer(service_, graphs_, model, in, &times.submitted, &version, &names, cancel_token(deadline));
-  auto y = std::make_shared<const HostTensor>(await_answer(answer, deadline));
+  HostTensor y = await_answer(answer, deadline);
   times.answered = Clock::now();
+  encode_infer(res, model, version, in, names, std::move(y), times);
+}
+
+void HttpRoutes::encode_infer(Res& res, const std::string& model, std::int64_t version, const InferRequest& in,
+                              const std::vector<std::string>& names, HostTensor answer, const InferTimes& times) const {
+  auto y = std::make_shared<const HostTensor>(std::move(answer));
   const std::vector<Tensor> outputs = output_tensors(*y, names, /*view=*/true);
   const std::vector<bool> binary = binary_flags(in, outputs);
   std::shared_ptr<const std::string> owned;
@@ -126,6 +173,104 @@ void HttpRoutes::answer_infer(const Req& req, Res& res, const std::string& model
   }
   send_response(res, encode_header(model, version, in, outputs, binary, times, options_.max_response_bytes), std::move(y),
                 std::move(owned), data);
+}
+
+bool HttpRoutes::try_post_infer(const Req& req, const std::shared_ptr<HttpReply>& reply) {
+  if (req.body.size() > options_.inline_infer_max_bytes || !req.has_header("Inference-Header-Content-Length"))
+    return false;
+  auto call = std::make_shared<InferCall>();
+  call->reply = reply;
+  InferTimes& times = call->times;
+  times.arrival = Arrival{req.arrival, thread_cpu_us()};
+  call->model = req.matches[1];
+  times.read = req.received;
+  times.started = Clock::now();
+  bool declined = false;
+  Res res;
+  const std::string reason = guarded(res, [&] { declined = !start_infer(req, call); });
+  if (declined) return false;
+  if (reason != "ok") {
+    record_infer(call->model, reason, times);
+    reply->send(std::move(res));
+  }
+  return true;
+}
+
+// Checks, admits, parses, builds and hands the request to the engine without waiting; false when
+// the request is better answered on a worker (outputs as JSON data), nothing answered.
+bool HttpRoutes::start_infer(const Req& req, const std::shared_ptr<InferCall>& call) {
+  InferTimes& times = call->times;
+  check_infer_token(req.get_header_value("Authorization"), options_.infer_token);
+  call->version = check_infer_target(req, call->model);
+  call->ticket.emplace(admission_);
+  call->in = parse_infer_request(req.body, header_length(req, req.body.size()), /*borrow_binary=*/true,
+                                 req.body_readable_past_end);
+  if (!all_binary(call->in)) {
+    call->ticket.reset();
+    return false;
+  }
+  times.parsed = Clock::now();
+  std::optional<Clock::time_point> deadline;
+  if (const auto timeout = request_timeout(call->in)) deadline = times.arrival.wall + *timeout;  // from its arrival
+  Request request = prepare_infer(service_, graphs_, call->model, call->in, &call->names, cancel_token(deadline));
+  times.submitted = Clock::now();
+  InferenceService::InferDone done = [this, call](HostTensor y, std::exception_ptr error) {
+    // On an engine thread: the answer is encoded on the connection's strand.
+    call->reply->post_io([this, call, y = std::move(y), error]() mutable { finish_infer(*call, std::move(y), error); });
+  };
+  const bool taken = service_.try_infer(call->model, request, &call->version, done);
+  call->cpu_before_us = thread_cpu_us() - times.arrival.cpu_us;
+  if (!taken) {
+    // The engine cannot take it without waiting (full, or re-planning): a worker waits for it.
+    auto held = std::make_shared<Request>(std::move(request));
+    call->reply->post_worker([this, call, held, deadline] {
+      HostTensor y;
+      std::exception_ptr error;
+      try {
+        call->times.arrival.cpu_us = thread_cpu_us() - call->cpu_before_us;
+        call->times.submitted = Clock::now();
+        std::future<HostTensor> answer = service_.infer(call->model, std::move(*held), &call->version);
+        y = await_answer(answer, deadline);
+      } catch (...) {
+        error = std::current_exception();
+      }
+      finish_infer(*call, std::move(y), error);
+    });
+  }
+  if (deadline) {
+    call->reply->expire_at(*deadline, [this, call] {
+      finish_infer(*call, {},
+                   std::make_exception_ptr(DeadlineExceeded(
+                       "deadline passed before the answer (parameters.timeout); the engine stops running the request "
+                       "at its next stage")));
+    });
+  }
+  return true;
+}
+
+// The first of the engine's answer, the deadline and the waiting worker answers; the others find
+// the request answered. Runs on the connection's strand (or the worker).
+void HttpRoutes::finish_infer(InferCall& call, HostTensor y, std::exception_ptr error) {
+  if (call.answered.exchange(true)) return;
+  InferTimes& times = call.times;
+  times.answered = Clock::now();
+  times.arrival.cpu_us = thread_cpu_us() - call.cpu_before_us;  // CPU time: the I/O thread's part before, then this one
+  Res res;
+  const std::string reason = guarded(res, [&] {
+    if (error) {
+      try {
+        std::rethrow_exception(error);
+      } catch (const RequestCancelled&) {
+        // Only the request's own deadline cancels it here: the engine noticed it first.
+        throw DeadlineExceeded("deadline passed before the answer (parameters.timeout); the engine stopped running "
+                               "the request");
+      }
+    }
+    encode_infer(res, call.model, call.version, call.in, call.names, std::move(y), times);
+  });
+  call.ticket.reset();
+  record_infer(call.model, reason, times);
+  call.reply->send(std::move(res));
 }
 
 }  // namespace dype::rt::daemon

@@ -105,7 +105,10 @@ void HttpRoutes::add_to(HttpRouter& r) {
   r.add("GET", model_re, route(&HttpRoutes::get_model_metadata));
   r.add("GET", model_re + "/ready", route(&HttpRoutes::get_model_ready));
   r.add("GET", model_re + "/config", route(&HttpRoutes::get_model_config));
-  r.add("POST", model_re + "/infer", route(&HttpRoutes::post_infer));
+  // Small binary infer requests are taken on the I/O thread and answered from the engine's completion.
+  r.add("POST", model_re + "/infer",
+        [this](const Req& req, const std::shared_ptr<HttpReply>& reply) { return try_post_infer(req, reply); },
+        route(&HttpRoutes::post_infer));
   r.add("POST", "/v2/dype/graphs", route(&HttpRoutes::post_graph));
   r.add("DELETE", "/v2/dype/graphs/([^/]+)", route(&HttpRoutes::delete_graph));
   r.add("GET", "/v2/dype/graphs", route(&HttpRoutes::get_graphs));

@@ -6,9 +6,12 @@
 //   HttpRoutes routes(service, graphs, metrics, options, admission, admin);
 //   routes.add_to(api_router);                 // the API port
 //   routes.add_metrics_to(metrics_router);     // GET /metrics on the metrics port
+#include <exception>
+#include <memory>
 #include <optional>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include <nlohmann/json.hpp>
 
@@ -20,10 +23,12 @@
 #include "runtime/daemon/http_server.h"
 #include "runtime/daemon/metrics.h"
 #include "runtime/daemon/service.h"
+#include "runtime/daemon/tensor.h"
 
 namespace dype::rt::daemon {
 
 struct InferTimes;
+struct InferCall;
 
 class HttpRoutes {
  public:
@@ -62,9 +67,17 @@ class HttpRoutes {
   void get_model_config(const Req& req, Res& res) const;
   void get_metrics(const Req& req, Res& res) const;
 
-  // Inference (http_infer.cpp): receive the body, check, admit, parse, run, encode, send.
+  // Inference (http_infer.cpp): receive the body, check, admit, parse, run, encode, send. On a
+  // worker (post_infer), or taken on the I/O thread and answered from the engine's completion
+  // (try_post_infer: small binary requests with binary outputs; false for the others).
   void post_infer(const Req& req, Res& res);
+  bool try_post_infer(const Req& req, const std::shared_ptr<HttpReply>& reply);
+  bool start_infer(const Req& req, const std::shared_ptr<InferCall>& call);
+  void finish_infer(InferCall& call, HostTensor y, std::exception_ptr error);
   void answer_infer(const Req& req, Res& res, const std::string& model, InferTimes& times);
+  void encode_infer(Res& res, const std::string& model, std::int64_t version, const InferRequest& in,
+                    const std::vector<std::string>& names, HostTensor y, const InferTimes& times) const;
+  void record_infer(const std::string& model, const std::string& reason, const InferTimes& times);
   std::int64_t check_infer_target(const Req& req, const std::string& model) const;
 
   // Graph registration.

@@ -57,6 +57,11 @@ struct ServerOptions {
   std::size_t max_queue = 64;                  // admitted infer requests at once; more get 429
   int threads = 32;                            // HTTP worker threads (handlers that may block)
   int io_threads = 2;                          // threads reading and writing every connection
+  // Binary infer requests (Inference-Header-Content-Length) of at most this many body bytes, all
+  // outputs binary, are parsed and handed to the engine on the I/O thread and answered from its
+  // completion, without a worker; larger ones (parsing, the x copy and graph checks take longer)
+  // and every other request run on a worker. 0: every infer request on a worker.
+  std::size_t inline_infer_max_bytes = 1u << 20;
   std::size_t max_connections = 4096;          // open at once; more get 503
   double idle_timeout_s = 60.0;                // a keep-alive connection idle this long is closed
   double header_timeout_s = 10.0;              // request line and headers must arrive within this

@@ -62,6 +62,16 @@ class GatedService final : public InferenceService {
     cv_.wait(lock, [this] { return open_; });
     return real_.infer(m, std::move(r), version);
   }
+  // While the gate is open, the engine's own non-blocking submission (the HTTP I/O thread's path);
+  // while closed, declined, so the request waits at infer() on a worker.
+  bool try_infer(const std::string& m, rt::Request& r, std::int64_t* version, InferDone& done) override {
+    {
+      std::lock_guard lock(mu_);
+      if (!open_) return false;
+    }
+    ++entered;
+    return real_.try_infer(m, r, version, done);
+  }
   json plan(const std::string& m) const override { return real_.plan(m); }
   void set_mode(const std::string& m) override { real_.set_mode(m); }
   std::string mode() const override { return real_.mode(); }
@@ -510,6 +520,133 @@ TEST_F(DaemonHttp, RequestTimeoutAnswers504AndKeepsServing) {
   ASSERT_TRUE(ok);
   EXPECT_EQ(ok->status, 200) << ok->body;
   EXPECT_GE(metrics_.count("gcn", "deadline_exceeded"), 1u);
+  server.stop();
+}
+
+// A small binary request is handed to the engine from the I/O thread without waiting and answered
+// from the engine's completion (InferenceService::try_infer). Here the service holds each
+// completion and the test answers it, from its own thread: requests pipelined on one connection
+// are taken one at a time and answered in request order; an engine error gets its status (500 for
+// a failure, 504 for a request the engine cancelled at its deadline, 400 for bad input); a
+// parameters.timeout passing first answers 504 and the late completion is dropped; a request the
+// engine cannot take without waiting goes to a worker that waits for it.
+TEST_F(DaemonHttp, InlineInferAnsweredFromTheEngineCompletionInRequestOrder) {
+  struct Held final : InferenceService {
+    explicit Held(InferenceService& r) : real(r) {}
+    std::vector<ModelInfo> models() const override { return real.models(); }
+    ModelInfo model(const std::string& n) const override { return real.model(n); }
+    bool model_ready(const std::string& n) const override { return real.model_ready(n); }
+    std::future<rt::HostTensor> infer(const std::string& m, rt::Request r, std::int64_t* v) override {
+      ++waited;
+      return real.infer(m, std::move(r), v);
+    }
+    bool try_infer(const std::string& m, rt::Request& r, std::int64_t* v, InferDone& done) override {
+      if (decline.load()) return false;
+      *v = real.model(m).version;
+      std::lock_guard lock(mu);
+      held.push_back({r.rows(), std::move(done)});
+      return true;
+    }
+    json plan(const std::string& m) const override { return real.plan(m); }
+    void set_mode(const std::string& m) override { real.set_mode(m); }
+    std::string mode() const override { return real.mode(); }
+    std::string metrics_text() const override { return real.metrics_text(); }
+    void drain() override { real.drain(); }
+    std::size_t count() {
+      std::lock_guard lock(mu);
+      return held.size();
+    }
+    void wait_taken(std::size_t n) {
+      const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+      while (count() < n && std::chrono::steady_clock::now() < until) std::this_thread::sleep_for(std::chrono::milliseconds(2));
+      ASSERT_EQ(count(), n);
+    }
+    // Completes the n-th request taken from another thread (as an engine's pipeline thread would),
+    // then lets its completion go.
+    void complete(std::size_t n, const std::function<void(InferDone&, std::int64_t rows)>& how) {
+      wait_taken(n);
+      std::lock_guard lock(mu);
+      auto& [rows, done] = held[n - 1];
+      std::thread([&how, &done, rows = rows] { how(done, rows); }).join();
+      done = nullptr;
+    }
+    InferenceService& real;
+    std::mutex mu;
+    std::vector<std::pair<std::int64_t, InferDone>> held;
+    std::atomic<bool> decline{false};
+    std::atomic<int> waited{0};
+  } held(*service_);
+  ServerOptions o;
+  o.host = "127.0.0.1";
+  o.http_port = 0;
+  o.metrics_port = -1;
+  HttpServer server(held, graphs_, metrics_, o);
+  server.start();
+  const std::int64_t out = service_->model("gcn").model->spec().out_width();
+  const Graph g = make_graph(30, 90, 16, 8);
+  auto request = [&](const std::string& id, const json& params) {
+    EncodedBody b = encode_infer_request(id, {Tensor::from_f32("x", {g.n, 16}, g.x), Tensor::from_i64("edge_index", {2, 90}, g.edge_index)},
+                                         params, true, true);
+    return "POST /v2/models/gcn/infer HTTP/1.1\r\nHost: x\r\nInference-Header-Content-Length: " +
+           std::to_string(*b.header_length) + "\r\nContent-Length: " + std::to_string(b.body.size()) + "\r\n\r\n" + b.body;
+  };
+  auto response_of = [](const RawResponse& r) {
+    std::optional<std::size_t> hl;
+    if (r.headers.count("inference-header-content-length")) hl = std::stoul(r.headers.at("inference-header-content-length"));
+    return parse_infer_response(r.body, hl);
+  };
+  auto error_of = [](const RawResponse& r) { return json::parse(r.body).value("error", ""); };
+  using InferDone = InferenceService::InferDone;
+  auto answer = [out](InferDone& done, std::int64_t rows) { done(rt::HostTensor::zeros(rows, out), nullptr); };
+  auto fail_with = [](std::exception_ptr e) { return [e](InferDone& done, std::int64_t) { done({}, e); }; };
+
+  RawConnection c(server.http_port(), 30);
+  c.send_all(request("first", {}) + request("second", {}) + request("third", {}) + request("fourth", {}));
+  held.wait_taken(1);
+  std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  EXPECT_EQ(held.count(), 1u);  // the second waits until the first is answered
+  held.complete(1, answer);
+  RawResponse r = c.read_response();
+  ASSERT_EQ(r.status, 200) << r.body;
+  const InferResponse first = response_of(r);
+  EXPECT_EQ(first.id, "first");
+  EXPECT_EQ(first.outputs.at(0).shape, (std::vector<std::int64_t>{g.n, out}));
+  EXPECT_EQ(first.parameters.at("dype_queue_us").get<double>() < 1000.0, true);
+
+  held.complete(2, fail_with(std::make_exception_ptr(Error("device gpu0 failed: no plan left"))));
+  r = c.read_response();
+  EXPECT_EQ(r.status, 500);
+  EXPECT_EQ(error_of(r), "device gpu0 failed: no plan left");
+  held.complete(3, fail_with(std::make_exception_ptr(rt::RequestCancelled("cancelled"))));
+  r = c.read_response();
+  EXPECT_EQ(r.status, 504);
+  EXPECT_EQ(error_of(r).rfind("deadline passed before the answer", 0), 0u) << r.body;
+  held.complete(4, fail_with(std::make_exception_ptr(InputError("x", "bad row"))));
+  r = c.read_response();
+  EXPECT_EQ(r.status, 400);
+
+  // parameters.timeout passes first: 504 at the deadline, the completion that comes later is dropped.
+  const auto t0 = std::chrono::steady_clock::now();
+  c.send_all(request("fifth", {{"timeout", 20000}}));
+  r = c.read_response();
+  EXPECT_EQ(r.status, 504) << r.body;
+  EXPECT_LT(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count(), 5.0);
+  held.complete(5, answer);
+  c.send_all(request("sixth", {}));
+  held.complete(6, answer);
+  r = c.read_response();
+  ASSERT_EQ(r.status, 200) << r.body;
+  EXPECT_EQ(response_of(r).id, "sixth");
+
+  // Declined (the engine full): a worker submits it and waits.
+  held.decline = true;
+  c.send_all(request("seventh", {}));
+  r = c.read_response();
+  ASSERT_EQ(r.status, 200) << r.body;
+  EXPECT_EQ(response_of(r).id, "seventh");
+  EXPECT_EQ(held.waited.load(), 1);
+  EXPECT_EQ(metrics_.count("gcn", "ok"), 3u);
+  EXPECT_EQ(metrics_.count("gcn", "deadline_exceeded"), 2u);
   server.stop();
 }
 
