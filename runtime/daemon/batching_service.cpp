@@ -67,20 +67,13 @@ class BatchingService::Batcher {
   // batch (its delay starts) or a batch now full. Others join the queue without a wake-up, so a
   // request costs no thread hand-off until its batch is sent.
   std::future<HostTensor> add(Request request) {
-    Member m{std::move(request), {}, Clock::now()};
+    Member m{std::move(request), {}, {}, Clock::now()};
     std::future<HostTensor> f = m.promise.get_future();
-    bool wake = false;
-    {
-      std::lock_guard lock(mu_);
-      wake = queue_.empty();
-      queued_nodes_ += m.request.graph()->nodes;
-      queue_.push_back(std::move(m));
-      ++outstanding_;
-      wake = wake || full_locked();
-    }
-    if (wake) send_cv_.notify_one();
+    queue(std::move(m));
     return f;
   }
+  // The same, answered through `done` (on the answering thread) instead of a future.
+  void add(Request request, InferDone done) { queue(Member{std::move(request), {}, std::move(done), Clock::now()}); }
 
   // Sends whatever is queued now and waits until every request taken so far is answered.
   void flush_and_wait() {
@@ -99,12 +92,31 @@ class BatchingService::Batcher {
   struct Member {
     Request request;
     std::promise<HostTensor> promise;
+    InferDone done;  // set: the answer goes here, not to `promise`
     Clock::time_point queued;
   };
   struct Sent {
     std::future<HostTensor> y;
     std::vector<Member> members;
   };
+
+  void queue(Member m) {
+    bool wake = false;
+    {
+      std::lock_guard lock(mu_);
+      wake = queue_.empty();
+      queued_nodes_ += m.request.graph()->nodes;
+      queue_.push_back(std::move(m));
+      ++outstanding_;
+      wake = wake || full_locked();
+    }
+    if (wake) send_cv_.notify_one();
+  }
+
+  static void deliver(Member& m, HostTensor y) {
+    if (m.done) m.done(std::move(y), nullptr);
+    else m.promise.set_value(std::move(y));
+  }
 
   // A batch is full: max_size requests or max_nodes nodes queued.
   bool full_locked() const {
@@ -189,7 +201,7 @@ class BatchingService::Batcher {
       return;
     }
     if (s.members.size() == 1) {
-      s.members.front().promise.set_value(std::move(y));
+      deliver(s.members.front(), std::move(y));
       done(1);
       return;
     }
@@ -208,13 +220,16 @@ class BatchingService::Batcher {
       const auto from = y.data.begin() + static_cast<std::ptrdiff_t>(row * y.cols);
       part.data.assign(from, from + static_cast<std::ptrdiff_t>(part.rows * y.cols));
       row += part.rows;
-      m.promise.set_value(std::move(part));
+      deliver(m, std::move(part));
     }
     done(s.members.size());
   }
 
   void fail(std::vector<Member>& members, const std::exception_ptr& e) {
-    for (Member& m : members) m.promise.set_exception(e);
+    for (Member& m : members) {
+      if (m.done) m.done(HostTensor{}, e);
+      else m.promise.set_exception(e);
+    }
     done(members.size());
   }
 
@@ -299,8 +314,13 @@ bool BatchingService::try_infer(const std::string& model, Request& request, std:
   const ModelInfo info = inner_.model(model);
   const std::optional<BatchPolicy> policy = effective_policy(model, info.batching);
   const auto& g = request.graph();
-  if (policy && info.model->is_gnn() && g && !g->size_only() && g->nodes <= policy->max_nodes) return false;
-  return inner_.try_infer(model, request, version, done);
+  if (!policy || !info.model->is_gnn() || !g || g->size_only() || g->nodes > policy->max_nodes)
+    return inner_.try_infer(model, request, version, done);
+  // Joining a batch never waits (the sender is the one that waits for room in the engine).
+  validate_request(*info.model, request);
+  if (version) *version = info.version;
+  batcher(model, *policy)->add(std::move(request), std::move(done));
+  return true;
 }
 
 std::pair<std::uint64_t, std::uint64_t> BatchingService::counts(const std::string& model) const {

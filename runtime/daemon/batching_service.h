@@ -54,7 +54,8 @@ class BatchingService : public InferenceService {
   // Checks the request at once (InputError as the inner service would); a batched one is answered
   // when its batch is. `version`: the version served when it was queued.
   std::future<HostTensor> infer(const std::string& model, Request request, std::int64_t* version) override;
-  // The inner service's try_infer for a request that is not batched; false for one that would be.
+  // A batched request joins its batch at once (true) and `done` gets its answer when the batch is
+  // answered, on the batcher's answering thread; any other request: the inner service's try_infer.
   bool try_infer(const std::string& model, Request& request, std::int64_t* version, InferDone& done) override;
   nlohmann::json plan(const std::string& model) const override { return inner_.plan(model); }
   void set_mode(const std::string& mode) override { inner_.set_mode(mode); }

@@ -3,7 +3,10 @@
 // each request exactly its own answer, as the single-device CPU reference computes it for that
 // graph alone, for GCN, GIN and GraphSAGE (two CSR rows per node); a bad request is refused alone
 // and at once; transformer requests pass straight through; drain() answers what is queued.
+#include <condition_variable>
 #include <future>
+#include <mutex>
+#include <optional>
 #include <thread>
 #include <vector>
 
@@ -197,6 +200,55 @@ TEST_F(DaemonBatching, AFullBatchGoesAtOnceAndTheNextRequestStartsANewDelay) {
     }
     EXPECT_EQ(short_delay.counts("gcn"), std::make_pair(std::uint64_t{2}, std::uint64_t{5}));  // 4 at once, then 1
   }
+}
+
+// try_infer takes a batched request at once (joining a batch never waits) and its completion gets
+// the graph's own answer on the batcher's thread; a bad request throws as infer() does; a model
+// that is not batched goes to the inner service's try_infer.
+TEST_F(DaemonBatching, TryInferJoinsABatchAndIsAnsweredThroughItsCompletion) {
+  BatchingService batched(*service_, {{"gcn", {.max_size = 6, .max_queue_delay_us = 60e6}}});
+  const rt::Model& model = *service_->model("gcn").model;
+  std::mutex mu;
+  std::condition_variable cv;
+  std::vector<std::optional<rt::HostTensor>> got(6);
+  std::vector<std::thread::id> threads;
+  std::vector<rt::HostTensor> expect;
+  for (int i = 0; i < 6; ++i) {
+    rt::Request r = gnn_request(model, 9 + 3 * i, 90 + static_cast<std::uint64_t>(i));
+    expect.push_back(rt::reference_forward(model, r));
+    InferenceService::InferDone done = [&, i](rt::HostTensor y, std::exception_ptr error) {
+      std::lock_guard lock(mu);
+      EXPECT_FALSE(error);
+      got[static_cast<std::size_t>(i)] = std::move(y);
+      threads.push_back(std::this_thread::get_id());
+      cv.notify_all();
+    };
+    std::int64_t version = 0;
+    ASSERT_TRUE(batched.try_infer("gcn", r, &version, done)) << i;
+    EXPECT_EQ(version, 1);
+  }
+  {
+    std::unique_lock lock(mu);
+    ASSERT_TRUE(cv.wait_for(lock, std::chrono::seconds(30), [&] { return threads.size() == 6; }));  // a full batch
+    for (const std::thread::id t : threads) EXPECT_NE(t, std::this_thread::get_id());
+  }
+  for (std::size_t i = 0; i < got.size(); ++i) EXPECT_LT(rt::relative_error(*got[i], expect[i]), 1e-5) << i;
+  EXPECT_EQ(batched.counts("gcn"), std::make_pair(std::uint64_t{1}, std::uint64_t{6}));
+  rt::Request bad = gnn_request(model, 20, 2);
+  bad = rt::Request::gnn(bad.graph(), rt::make_tensor(19, 16, std::vector<float>(19 * 16, 0.5f)));
+  InferenceService::InferDone never = [](rt::HostTensor, std::exception_ptr) { ADD_FAILURE() << "answered"; };
+  EXPECT_THROW(batched.try_infer("gcn", bad, nullptr, never), InputError);
+  // gin is not batched here: the engine's try_infer takes it or declines it (then it is untouched).
+  rt::Request plain = gnn_request(*service_->model("gin").model, 10, 3);
+  std::promise<rt::HostTensor> answer;
+  InferenceService::InferDone to_promise = [&](rt::HostTensor y, std::exception_ptr error) {
+    if (error) answer.set_exception(error);
+    else answer.set_value(std::move(y));
+  };
+  if (batched.try_infer("gin", plain, nullptr, to_promise)) EXPECT_EQ(answer.get_future().get().rows, 10);
+  else EXPECT_EQ(plain.graph()->nodes, 10);
+  EXPECT_EQ(batched.counts("gin"), std::make_pair(std::uint64_t{0}, std::uint64_t{0}));
+  batched.drain();
 }
 
 TEST(DaemonBatchSpec, ParsesAndRefusesPrecisely) {
