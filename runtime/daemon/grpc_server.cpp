@@ -319,10 +319,14 @@ struct GrpcServer::Impl final : public CallbackBase {
 // advancing decides the next steps (read, write, finish) and makes those gRPC calls without the
 // lock, one at a time, until there is nothing left to do, so gRPC's reactions (which may run inline
 // in a Start call) never wait on mu_ and Finish is called once, when nothing else refers to the
-// stream any more (the reactor may be deleted as soon as it is called). An answer the engine has
-// already given when the stream looks for it is encoded by the advancing thread itself; only one
-// still to come is waited for on the pool: by the pool thread that just submitted, when it is the
-// one advancing (it may wait; no hand-off to another thread), else by a task posted for it.
+// stream any more (the reactor may be deleted as soon as it is called). A request the service takes
+// without waiting (InferenceService::try_infer: dynamic batching, or an engine with room) is
+// answered by its completion, which advances the stream on the completing thread: the answer is
+// encoded and written there, and no thread waits for it. Otherwise (the engine full, a deadline to
+// keep) the request goes through a future: an answer already given when the stream looks for it
+// is encoded by the advancing thread itself; one still to come is waited for on the pool: by the
+// pool thread that just submitted, when it is the one advancing (no hand-off to another thread),
+// else by a task posted for it.
 class GrpcServer::Impl::Stream final : public StreamBase {
  public:
   static constexpr std::size_t kWindow = 8;
@@ -371,12 +375,19 @@ class GrpcServer::Impl::Stream final : public StreamBase {
   }
 
  private:
+  // The answer of a request taken by try_infer, set by its completion (under mu_).
+  struct Reply {
+    bool ready = false;
+    HostTensor y;
+    std::exception_ptr error;
+  };
   struct Item {
     std::string model, id;
     std::int64_t version = 1;
     Clock::time_point t0, submitted;
     std::optional<Clock::time_point> deadline;  // parameters.timeout from t0
     std::unique_ptr<AdmissionControl::Ticket> ticket;  // held until answered
+    std::shared_ptr<Reply> reply;  // taken by try_infer: answered through this, `y` unused
     std::future<HostTensor> y;
     std::vector<std::string> outputs;  // the names to answer with
     std::exception_ptr error;  // refused before reaching the engine
@@ -427,22 +438,31 @@ class GrpcServer::Impl::Stream final : public StreamBase {
       items_.clear();  // queued work dropped: admission tickets released, engine answers discarded
       answered_ = 0;
     }
-    if (items_.empty() && !submitting_ && !awaiting_ && !writing_ && kicks_ == 0) {
+    if (items_.empty() && !submitting_ && !awaiting_ && !writing_ && kicks_ == 0 && callbacks_ == 0) {
       if (cancelled_) return finish_locked({grpc::StatusCode::CANCELLED, "stream cancelled"});
       if (read_closed_) return finish_locked(grpc::Status::OK);
       if (stopping_) return finish_locked({grpc::StatusCode::UNAVAILABLE, "server is shutting down"});
     }
     if (cancelled_) return Step::none;
     if (!awaiting_ && answered_ < items_.size()) {
-      awaiting_ = true;
       Item& next = items_[answered_];
-      // An answer that is already there is encoded by this thread (no wait, no hand-off).
-      if (next.error || next.y.wait_for(std::chrono::seconds(0)) == std::future_status::ready) {
-        answering_ = &next;
-        return Step::answer;
+      if (next.reply && !next.error) {
+        // Taken by try_infer: encoded once its completion has come (which advances the stream).
+        if (next.reply->ready) {
+          awaiting_ = true;
+          answering_ = &next;
+          return Step::answer;
+        }
+      } else {
+        awaiting_ = true;
+        // An answer that is already there is encoded by this thread (no wait, no hand-off).
+        if (next.error || next.y.wait_for(std::chrono::seconds(0)) == std::future_status::ready) {
+          answering_ = &next;
+          return Step::answer;
+        }
+        if (await_here) *await_here = true;
+        else s_.pool->post([this] { answer_all(); });
       }
-      if (await_here) *await_here = true;
-      else s_.pool->post([this] { answer_all(); });
     }
     if (!writing_ && answered_ > 0) {
       writing_ = true;
@@ -479,8 +499,12 @@ class GrpcServer::Impl::Stream final : public StreamBase {
       // The engine's request owns copies of what it needs, so `req_` can be reused at once.
       const InferRequest in = from_proto(req_);
       if (const auto timeout = request_timeout(in)) it.deadline = it.t0 + *timeout;
-      it.y = submit_infer(s_.service, s_.graphs, it.model, in, &it.submitted, &it.version, &it.outputs,
-                          cancel_token(it.deadline, stream_cancel_));
+      Request request = prepare_infer(s_.service, s_.graphs, it.model, in, &it.outputs,
+                                      cancel_token(it.deadline, stream_cancel_));
+      it.submitted = Clock::now();
+      // A request with a deadline is waited for through its future, which keeps the deadline.
+      if (!it.deadline) it.reply = try_submit(it.model, request, it.version);
+      if (!it.reply) it.y = s_.service.infer(it.model, std::move(request), &it.version);
     } catch (...) {
       it.error = std::current_exception();
     }
@@ -492,11 +516,43 @@ class GrpcServer::Impl::Stream final : public StreamBase {
         /*on_pool=*/true);
   }
 
-  // On the pool: waits for the answers of the unanswered items in order and encodes them.
+  // The service's try_infer: the reply its completion will fill (the completion advances the
+  // stream, which lives until every completion has come: callbacks_), or null when it declined.
+  std::shared_ptr<Reply> try_submit(const std::string& model, Request& request, std::int64_t& version) {
+    auto reply = std::make_shared<Reply>();
+    InferenceService::InferDone done = [this, reply](HostTensor y, std::exception_ptr error) {
+      advance([&] {
+        reply->y = std::move(y);
+        reply->error = std::move(error);
+        reply->ready = true;
+        --callbacks_;
+      });
+    };
+    {
+      std::lock_guard lock(mu_);
+      ++callbacks_;  // before the completion can come
+    }
+    bool taken = false;
+    try {
+      taken = s_.service.try_infer(model, request, &version, done);
+    } catch (...) {
+      std::lock_guard lock(mu_);
+      --callbacks_;
+      throw;
+    }
+    if (taken) return reply;
+    std::lock_guard lock(mu_);
+    --callbacks_;
+    return nullptr;
+  }
+
+  // On the pool: waits for the answers of the unanswered items in order and encodes them, up to
+  // one taken by try_infer whose completion has not come (that completion carries on from there).
   void answer_all() {
     Item* it = nullptr;
     auto next = [&] {
       it = cancelled_ || answered_ >= items_.size() ? nullptr : &items_[answered_];
+      if (it && it->reply && !it->error && !it->reply->ready) it = nullptr;  // its completion takes over
       if (!it) awaiting_ = false;
     };
     advance(next);
@@ -515,15 +571,22 @@ class GrpcServer::Impl::Stream final : public StreamBase {
     double engine_s = 0.0;
     try {
       if (it.error) std::rethrow_exception(it.error);
-      // In slices, so that a cancelled stream stops waiting.
-      for (;;) {
-        auto until = Clock::now() + std::chrono::milliseconds(50);
-        if (it.deadline && *it.deadline < until) until = *it.deadline;
-        if (it.y.wait_until(until) == std::future_status::ready) break;
-        if (cancel_seen_.load()) return;  // dropped with the stream
-        if (it.deadline && Clock::now() >= *it.deadline) break;
+      HostTensor y;
+      if (it.reply) {
+        // Ready (seen under mu_ by next_locked); its completion writes it no more.
+        if (it.reply->error) std::rethrow_exception(it.reply->error);
+        y = std::move(it.reply->y);
+      } else {
+        // In slices, so that a cancelled stream stops waiting.
+        for (;;) {
+          auto until = Clock::now() + std::chrono::milliseconds(50);
+          if (it.deadline && *it.deadline < until) until = *it.deadline;
+          if (it.y.wait_until(until) == std::future_status::ready) break;
+          if (cancel_seen_.load()) return;  // dropped with the stream
+          if (it.deadline && Clock::now() >= *it.deadline) break;
+        }
+        y = await_answer(it.y, it.deadline);
       }
-      const HostTensor y = await_answer(it.y, it.deadline);
       engine_s = std::chrono::duration<double>(Clock::now() - it.submitted).count();
       to_proto(it.model, it.version, it.id, output_tensors(y, it.outputs, /*view=*/true), *out.mutable_infer_response());
       (*out.mutable_infer_response()->mutable_parameters())["dype_engine_time_us"].set_double_param(engine_s * 1e6);
@@ -549,6 +612,7 @@ class GrpcServer::Impl::Stream final : public StreamBase {
   Item* answering_ = nullptr;  // Step::answer's item
   grpc::Status final_status_;
   int kicks_ = 0;  // pool tasks queued by shutdown()
+  int callbacks_ = 0;  // requests taken by try_infer whose completion has not come yet
   bool advancing_ = false, reading_ = false, read_closed_ = false, submitting_ = false, awaiting_ = false,
        writing_ = false, cancelled_ = false, stopping_ = false, finished_ = false;
   std::atomic<bool> cancel_seen_{false};  // cancelled_, for the answering task's waits

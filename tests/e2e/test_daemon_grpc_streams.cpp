@@ -233,10 +233,12 @@ TEST_F(DaemonGrpcStreams, CancelledStreamDropsQueuedWork) {
   EXPECT_EQ(resp.id(), "after");
 }
 
-// Behind dynamic batching a request's answer comes only when its batch is sent. The pool thread
-// that submitted a request waits for its answer itself, but the stream must keep reading the
-// requests after it meanwhile: 8 requests on one stream fill a batch of 8 (sent at once, long
-// before the 60 s delay) only if all 8 are read while the first waits. Answers come in order.
+// Behind dynamic batching a request's answer comes only when its batch is sent. A request
+// without a deadline is taken by try_infer and answered from the batch's completion; one with
+// parameters.timeout goes through a future that the pool thread which submitted it waits for. The
+// stream must keep reading the requests after either meanwhile: 8 requests on one stream fill a
+// batch of 8 (sent at once, long before the 60 s delay) only if all 8 are read while the first
+// waits. Answers come in order, both kinds mixed.
 TEST_F(DaemonGrpcStreams, BatchedStreamReadsOnWhileAnAnswerIsAwaited) {
   BatchingService batched(*service_, {{"gcn", {.max_size = 8, .max_queue_delay_us = 60e6}}});
   GrpcServer server(batched, graphs_, metrics_, http_->admission(), "127.0.0.1", 0);
@@ -245,7 +247,11 @@ TEST_F(DaemonGrpcStreams, BatchedStreamReadsOnWhileAnAnswerIsAwaited) {
   grpc::ClientContext ctx;
   auto s = stub->ModelStreamInfer(&ctx);
   const auto t0 = Clock::now();
-  for (int i = 0; i < 8; ++i) ASSERT_TRUE(s->Write(request(20 + i, 80, "b" + std::to_string(i))));
+  for (int i = 0; i < 8; ++i) {
+    inference::ModelInferRequest r = request(20 + i, 80, "b" + std::to_string(i));
+    if (i % 3 == 1) (*r.mutable_parameters())["timeout"].set_int64_param(120'000'000);  // through a future
+    ASSERT_TRUE(s->Write(r));
+  }
   s->WritesDone();
   inference::ModelStreamInferResponse resp;
   for (int i = 0; i < 8; ++i) {
@@ -259,5 +265,35 @@ TEST_F(DaemonGrpcStreams, BatchedStreamReadsOnWhileAnAnswerIsAwaited) {
   EXPECT_TRUE(s->Finish().ok());
   EXPECT_LT(std::chrono::duration<double>(Clock::now() - t0).count(), 30.0);
   EXPECT_EQ(batched.counts("gcn"), std::make_pair(std::uint64_t{1}, std::uint64_t{8}));
+  server.stop(1.0);
+}
+
+// A stream cancelled while the batch holding its requests is still to be sent ends CANCELLED, and
+// the server lets it go only once those requests' completions have come (they refer to it).
+TEST_F(DaemonGrpcStreams, CancelledBatchedStreamOutlivesItsCompletions) {
+  BatchingService batched(*service_, {{"gcn", {.max_size = 64, .max_queue_delay_us = 300000}}});
+  GrpcServer server(batched, graphs_, metrics_, http_->admission(), "127.0.0.1", 0);
+  server.start();
+  auto stub = inference::GRPCInferenceService::NewStub(channel_to(server.port(), 8));
+  for (int round = 0; round < 3; ++round) {
+    grpc::ClientContext ctx;
+    auto s = stub->ModelStreamInfer(&ctx);
+    for (int i = 0; i < 3; ++i) ASSERT_TRUE(s->Write(request(16, 64, "c" + std::to_string(i))));
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));  // read and queued in the batch
+    ctx.TryCancel();
+    EXPECT_EQ(s->Finish().error_code(), grpc::StatusCode::CANCELLED);
+  }
+  const auto until = Clock::now() + std::chrono::seconds(60);
+  while (server.streams_open() != 0 && Clock::now() < until) std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  EXPECT_EQ(server.streams_open(), 0u);
+  batched.drain();
+  grpc::ClientContext ctx;
+  auto s = stub->ModelStreamInfer(&ctx);
+  ASSERT_TRUE(s->Write(request(16, 64, "after")));
+  s->WritesDone();
+  inference::ModelStreamInferResponse resp;
+  ASSERT_TRUE(s->Read(&resp));
+  EXPECT_EQ(resp.infer_response().id(), "after");
+  EXPECT_TRUE(s->Finish().ok());
   server.stop(1.0);
 }
