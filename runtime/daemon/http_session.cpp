@@ -314,7 +314,11 @@ template <class Stream>
 class HttpSession<Stream>::Reply final : public HttpReply {
  public:
   explicit Reply(std::shared_ptr<HttpSession> s) : s_(std::move(s)), answer_(s_->answers_) { s_->shared_.reply_opened(); }
-  ~Reply() override { s_->shared_.reply_closed(); }
+  ~Reply() override {
+    SessionShared& shared = s_->shared_;
+    s_.reset();  // the session may end here: before stop() can go on and take `shared` away
+    shared.reply_closed();
+  }
   void send(HttpResponse res) override {
     if (sent_.exchange(true)) return;
     asio::dispatch(s_->stream_.get_executor(), [s = s_, res = std::move(res)]() mutable { s->answer(std::move(res)); });
