@@ -12,7 +12,10 @@ System System::from_config(const SystemConfig& config) {
   s.config_ = config;
   s.topology_ = std::make_unique<Topology>(config.sockets, config.inter_socket_bytes_per_s);
   for (const auto& dc : config.devices) {
-    const Backend* backend = find_backend(dc.backend);
+    // A device on another host is planned here from its model (an emulated stand-in that never
+    // runs a kernel: its stages run on that host, runtime/remote/).
+    const bool remote = !config.remote_host(dc.name).empty();
+    const Backend* backend = find_backend(remote ? "emu" : dc.backend);
     const std::string where = (config.file.empty() ? "system" : config.file) + ": " + dc.key_path;
     if (!backend) {
       throw InputError(where + ".backend", "backend '" + dc.backend +

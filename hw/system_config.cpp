@@ -19,6 +19,18 @@ const DeviceConfig* SystemConfig::find(const std::string& device_name) const {
   return nullptr;
 }
 
+std::string SystemConfig::remote_host(const std::string& device_name) const {
+  const DeviceConfig* d = find(device_name);
+  if (!d || hosts.empty() || d->host == hosts[0].name) return "";
+  return d->host;
+}
+
+const HostConfig* SystemConfig::find_host(const std::string& host_name) const {
+  for (const auto& h : hosts)
+    if (h.name == host_name) return &h;
+  return nullptr;
+}
+
 std::string default_config_dir() {
   namespace fs = std::filesystem;
   if (const char* env = std::getenv("DYPE_CONFIG_DIR"); env && *env) return env;
@@ -38,7 +50,7 @@ const std::set<std::string> kBackends = {"cpu", "emu", "cuda", "hip", "xrt"};
 
 SystemConfig load_system_config(const std::string& path) {
   const ConfigNode root = ConfigNode::load_file(path);
-  root.expect_keys({"system", "topology", "timing_only", "transfers", "jitter", "devices", "power", "baselines"});
+  root.expect_keys({"system", "topology", "timing_only", "transfers", "jitter", "devices", "power", "baselines", "hosts"});
   SystemConfig cfg;
   cfg.file = path;
   const auto sys = root.child("system");
@@ -101,6 +113,32 @@ SystemConfig load_system_config(const std::string& path) {
     }
   }
 
+  if (auto hs = root.optional_child("hosts")) {
+    hs->expect_sequence();
+    std::set<std::string> host_names;
+    for (std::size_t i = 0; i < hs->size(); ++i) {
+      const auto h = hs->at(i);
+      h.expect_keys({"name", "address", "nic_gbit_per_s", "nic_latency_us"});
+      HostConfig hc;
+      hc.name = h.get_string("name");
+      if (hc.name.empty() || hc.name.find_first_of(":@/ ") != std::string::npos)
+        h.child("name").fail("must be a non-empty name without ':', '@', '/' or spaces, got '" + hc.name + "'");
+      if (!host_names.insert(hc.name).second) h.child("name").fail("duplicate host name '" + hc.name + "'");
+      if (i > 0) {
+        hc.address = h.get_string("address");
+        const auto colon = hc.address.rfind(':');
+        if (colon == std::string::npos || colon == 0 || colon + 1 == hc.address.size())
+          h.child("address").fail("must be HOST:PORT, got '" + hc.address + "'");
+      } else if (h.has("address")) {
+        hc.address = h.get_string("address");  // this machine's: informational
+      }
+      hc.nic_bytes_per_s = h.get_positive("nic_gbit_per_s", 100.0) * 1e9 / 8.0;
+      hc.nic_latency_s = h.get_positive("nic_latency_us", 3.0, true) * 1e-6;
+      cfg.hosts.push_back(std::move(hc));
+    }
+    if (cfg.hosts.empty()) hs->fail("must list at least the coordinator when present");
+  }
+
   const auto devs = root.child("devices");
   devs.expect_sequence();
   if (devs.size() == 0) devs.fail("must list at least one device");
@@ -108,7 +146,7 @@ SystemConfig load_system_config(const std::string& path) {
   for (std::size_t i = 0; i < devs.size(); ++i) {
     const auto n = devs.at(i);
     n.expect_keys({"name", "backend", "model", "socket", "link", "p2p", "bitstream", "timing_only",
-                   "threads", "schedulable", "power", "ordinal"});
+                   "threads", "schedulable", "power", "ordinal", "host"});
     DeviceConfig d;
     d.key_path = n.path();
     d.name = n.get_string("name");
@@ -162,6 +200,15 @@ SystemConfig load_system_config(const std::string& path) {
     if (d.threads < 0) n.child("threads").fail("must be >= 0 (0 = all hardware threads)");
     d.ordinal = static_cast<int>(n.get_int("ordinal", 0));
     d.schedulable = n.get_bool("schedulable", d.kind != DeviceKind::cpu);
+    if (auto h = n.optional_child("host")) {
+      if (cfg.hosts.empty()) h->fail("the system lists no hosts");
+      d.host = h->as_string();
+      if (!cfg.find_host(d.host)) h->fail("no host named '" + d.host + "' in hosts");
+    } else if (!cfg.hosts.empty()) {
+      d.host = cfg.hosts[0].name;
+    }
+    if (!cfg.hosts.empty() && d.host != cfg.hosts[0].name && !d.profile)
+      n.child("model");  // a device on another host is planned from its model: required
     if (auto it = kind_power.find(d.kind); it != kind_power.end()) {
       d.power = parse_power(it->second, d.power);
     }

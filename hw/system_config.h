@@ -32,6 +32,13 @@
 //                               that kind (device-level power wins)
 //   baselines.op_kind.<op> [none]   device kind the `static`/`fleetrec` baseline plans pin an op to
 //   baselines.static_counts [even split]  devices per stage of the `static` baseline
+//   hosts [none: one host]      machines the system spans (issue 20): hosts[i].name,
+//                               hosts[i].address HOST:PORT (where its stage server listens;
+//                               required except for hosts[0], the coordinator: this machine),
+//                               hosts[i].nic_gbit_per_s [100], hosts[i].nic_latency_us [3]
+//   devices[i].host [hosts[0]]  the machine the device is in; a device on another host is planned
+//                               from its model file (required) and runs there, reached through
+//                               that host's stage server (runtime/remote/)
 #include <cstdint>
 #include <map>
 #include <optional>
@@ -46,6 +53,7 @@ namespace dype::hw {
 
 struct DeviceConfig {
   std::string name;
+  std::string host;        // hosts[i].name ("" when the system lists no hosts)
   std::string backend;     // cpu, emu, cuda, hip, xrt
   std::string profile_file;  // resolved path of devices[i].model, "" when none
   std::optional<DeviceProfile> profile;
@@ -61,6 +69,14 @@ struct DeviceConfig {
   PowerStates power;           // effective power states (model, then kind override, then device)
   std::string key_path;        // "devices[3]", for later error messages
   int ordinal = 0;             // backend-specific device index (real backends)
+};
+
+// A machine of a multi-host system and its NIC (modelled figures for the planner).
+struct HostConfig {
+  std::string name;
+  std::string address;  // HOST:PORT of its stage server; "" for hosts[0], the coordinator
+  double nic_bytes_per_s = 12.5e9;
+  double nic_latency_s = 3e-6;
 };
 
 struct SystemConfig {
@@ -82,7 +98,13 @@ struct SystemConfig {
   std::map<std::string, std::string> baseline_op_kind;  // op name -> device kind name
   std::vector<int> baseline_static_counts;
 
+  // hosts[0] is this machine (the coordinator); empty: one host.
+  std::vector<HostConfig> hosts;
+
   const DeviceConfig* find(const std::string& device_name) const;
+  // The host `device_name` is on when that is not this machine; "" for a local device.
+  std::string remote_host(const std::string& device_name) const;
+  const HostConfig* find_host(const std::string& host_name) const;
 };
 
 // Loads and validates a system file (and the device models and bitstreams it references).

@@ -121,6 +121,7 @@ void Engine::install_locked(ReplanDecision d, double t0) {
   po.preload_not_before_s = answers_.latest_modelled_end_s();
   po.epoch = d.record.new_epoch;
   po.observers = observer_ptrs();
+  if (options_.prepare_spec) options_.prepare_spec(d.spec);
   auto p = std::make_shared<Pipeline>(model_, d.spec, po);  // beside the old one
   if (current_) {
     current_->close();  // drains on its own

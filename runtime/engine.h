@@ -71,6 +71,10 @@ struct EngineOptions {
   // Observers from the first pipeline on (add_observer reaches only pipelines built after it),
   // e.g. a PerfModelPlanner refining its models from every request's kernel times.
   std::vector<std::shared_ptr<Observer>> observers;
+  // Called with each pipeline's spec before the pipeline is built: e.g. attaches a StageLink to
+  // every stage whose devices are on another host (runtime/remote/remote_stages.h). May throw to
+  // refuse the spec (the plan is then not installed).
+  std::function<void(PipelineSpec&)> prepare_spec;
 };
 
 struct EngineStats {

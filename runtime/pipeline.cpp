@@ -127,7 +127,7 @@ Pipeline::Pipeline(const Model& model, PipelineSpec spec, PipelineOptions option
                                   "] do not continue the chain at " + std::to_string(expect));
     expect = st.last + 1;
     if (st.remote) {
-      if (!st.devices.empty()) throw InputError(where, "a remote stage has no local devices");
+      // Its devices, when listed, are the plan's stand-ins for the other host's (never used here).
       if (spec_.rounds > 1) throw InputError(where, "a recurrent pipeline cannot have a remote stage");
       continue;
     }
@@ -157,13 +157,13 @@ Pipeline::Pipeline(const Model& model, PipelineSpec spec, PipelineOptions option
     st->stats.devices = st->names;
     st->stats.predicted_s = st->spec.predicted_s;
     for (int k = st->spec.first; k <= st->spec.last; ++k) st->has_spmm |= model_.step(k).op == OpKind::spmm;
-    for (hw::Device* d : st->spec.devices) {
+    for (hw::Device* d : st->spec.remote ? std::vector<hw::Device*>{} : st->spec.devices) {
       // Per device: its highest execute power over the stage's kernels.
       double w = 0.0;
       for (int k = st->spec.first; k <= st->spec.last; ++k) w = std::max(w, d->info().power.execute_w_for(model_.step(k).op));
       st->execute_w += w;
     }
-    for (hw::Device* d : st->spec.devices) {
+    for (hw::Device* d : st->spec.remote ? std::vector<hw::Device*>{} : st->spec.devices) {
       DeviceState ds;
       ds.dev = d;
       auto& slot = slots[d];

@@ -44,8 +44,9 @@ struct PipelineStage {
   int last = 0;
   std::vector<hw::Device*> devices;
   double predicted_s = 0.0;  // the plan's stage time (modelled), for observability
-  // Set for a stage on another host (stage_link.h): `devices` is then empty, and the stage's
-  // activation reaches it, and leaves it, through host memory.
+  // Set for a stage on another host (stage_link.h): the stage's activation reaches it, and
+  // leaves it, through host memory. `devices` may name the planner's stand-ins for the other
+  // host's devices (hw::SystemConfig::hosts); nothing runs on them here.
   std::shared_ptr<StageLink> remote{};
 };
 

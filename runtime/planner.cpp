@@ -85,11 +85,18 @@ sched::SystemSpec scheduler_system_spec(const hw::System& system, const std::set
       k.link_latency_s = 2e-6;
     }
     k.host = pk.kind == hw::DeviceKind::cpu;
+    if (const std::string h = host_of_kind(pk.name); !h.empty()) {
+      k.letter = static_cast<char>(std::tolower(static_cast<unsigned char>(k.letter)));  // "2g": on another host
+      for (std::size_t i = 0; i < system.config().hosts.size(); ++i)
+        if (system.config().hosts[i].name == h) k.host_index = static_cast<int>(i);
+    }
     // Host memory is not the constraint a device's is (and is shared with everything else).
     k.memory_bytes = k.host ? 0.0 : static_cast<double>(d0.info().memory_bytes);
     spec.kinds.push_back(k);
   }
   if (spec.kinds.empty()) throw Error("planner: no schedulable device left");
+  for (const auto& h : system.config().hosts)
+    spec.hosts.push_back({.name = h.name, .nic_bw_bytes_per_s = h.nic_bytes_per_s, .nic_latency_s = h.nic_latency_s});
   return spec;
 }
 
@@ -150,8 +157,10 @@ RuntimeCostModel::RuntimeCostModel(const Model& model, const hw::System& system,
     in_tensors_.push_back(k == 0 ? 1 : model.step(k - 1).outputs());
   }
   const std::vector<PlanningKind> kinds = planning_kinds(system, excluded, images);
+  hosts_ = spec.hosts;
   for (const auto& kind : spec.kinds) {
     offset_.push_back(groups_.size());
+    kind_host_.push_back(kind.host_index);
     const auto pk = std::find_if(kinds.begin(), kinds.end(), [&](const PlanningKind& k) { return k.name == kind.name; });
     std::vector<hw::Device*> ds;
     const hw::Bitstream* manifest = nullptr;
@@ -196,8 +205,8 @@ RuntimeCostModel::RuntimeCostModel(const Model& model, const hw::System& system,
         g.exchange_in_s.push_back(route ? route->inbound_s : 0.0);
         g.exchange_out_s.push_back(route ? route->outbound_s : 0.0);
       }
-      g.upload_s = down_s(g, need_bytes(0, cnt), 1);
-      g.download_s = up_s(g, out_.back() / cnt, 1);
+      g.upload_s = down_s(g, need_bytes(0, cnt), 1) + nic_leg_s(in_.front(), kind.host_index);
+      g.download_s = up_s(g, out_.back() / cnt, 1) + nic_leg_s(out_.back(), kind.host_index);
       groups_.push_back(std::move(g));
     }
   }
@@ -371,7 +380,24 @@ std::optional<rt::RouteCost> RuntimeCostModel::routed(int k, const std::vector<i
                     overlap_ ? CopyHolds::direction_engines : CopyHolds::devices).chosen();
 }
 
+double RuntimeCostModel::nic_leg_s(double bytes, int host) const {
+  if (host <= 0 || static_cast<std::size_t>(host) >= hosts_.size() || bytes <= 0) return 0.0;
+  const auto& here = hosts_.front();
+  const auto& there = hosts_[static_cast<std::size_t>(host)];
+  return here.nic_latency_s + there.nic_latency_s + bytes / std::min(here.nic_bw_bytes_per_s, there.nic_bw_bytes_per_s);
+}
+
 RuntimeCostModel::Handoff RuntimeCostModel::handoff(int k, sched::DeviceGroup from, sched::DeviceGroup to) const {
+  const int host_a = kind_host_.at(static_cast<std::size_t>(from.kind)), host_b = kind_host_.at(static_cast<std::size_t>(to.kind));
+  if (host_a > 0 || host_b > 0) {
+    // Through host memory on each side and over the NICs through this machine (the remote
+    // stage's link relays both ways): the sender's up leg and NIC, then the NIC and the
+    // receiver's down leg.
+    const double bytes = out_[static_cast<std::size_t>(k)];
+    const int nt = model_.step(k).outputs();
+    const double nic = nic_leg_s(bytes, host_a) + nic_leg_s(bytes, host_b);
+    return {up_s(group(from), bytes / from.count, nt) + nic, nic + down_s(group(to), need_bytes(k + 1, to.count), nt)};
+  }
   const Group& a = group(from);
   Group b_other;
   if (from.kind == to.kind) {
@@ -441,13 +467,12 @@ PipelineSpec to_pipeline_spec(const sched::Plan& plan, const hw::System& system,
   std::set<std::string> taken;
   for (const auto& st : plan.stages) {
     const std::string& kname = plan.kind_names.at(static_cast<std::size_t>(st.kind));
-    auto kind = hw::device_kind_from_string(kname.substr(0, kname.find(':')));
-    if (!kind) throw Error("plan names unknown device kind '" + kname + "'");
+    const hw::DeviceKind kind = device_kind_of(kname);
     PipelineStage ps;
     ps.first = st.first;
     ps.last = st.last;
     ps.predicted_s = st.compute_s;
-    for (hw::Device* d : system.devices_of(*kind)) {
+    for (hw::Device* d : system.devices_of(kind)) {
       if (static_cast<int>(ps.devices.size()) == st.count) break;
       if (!usable(system, d, excluded) || taken.count(d->name()) || planning_kind_name(system, *d, images) != kname)
         continue;

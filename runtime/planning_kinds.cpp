@@ -2,6 +2,8 @@
 
 #include <algorithm>
 
+#include "kernels/error.h"
+
 namespace dype::rt {
 
 namespace {
@@ -40,7 +42,20 @@ std::string planning_kind_name(const hw::System& system, const hw::Device& d, co
   std::string name(hw::to_string(d.kind()));
   if (d.kind() == hw::DeviceKind::fpga && d.reconfigurable() && fpga_kind_split(system, images))
     name += ":" + image_name(d, images);
+  // Devices of another host are their own kind: a hand-off to them crosses the NICs.
+  if (const std::string host = system.config().remote_host(d.name()); !host.empty()) name += "@" + host;
   return name;
+}
+
+hw::DeviceKind device_kind_of(const std::string& kind_name) {
+  const std::string base = kind_name.substr(0, kind_name.find_first_of(":@"));
+  if (auto k = hw::device_kind_from_string(base)) return *k;
+  throw Error("plan names unknown device kind '" + kind_name + "'");
+}
+
+std::string host_of_kind(const std::string& kind_name) {
+  const auto at = kind_name.find('@');
+  return at == std::string::npos ? "" : kind_name.substr(at + 1);
 }
 
 std::vector<PlanningKind> planning_kinds(const hw::System& system, const std::set<std::string>& excluded,

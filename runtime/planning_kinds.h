@@ -41,9 +41,16 @@ bool usable(const hw::System& system, const hw::Device* d, const std::set<std::s
 // are not reconfigurable.
 std::string image_name(const hw::Device& d, const FpgaImagePlan* images = nullptr);
 
+// The kind name `d` is planned under (see above); a device on another host of the system
+// (hw::SystemConfig::hosts) gets "@<host>" ("gpu@b", "fpga:u280-sextans-swat@b").
 // The kind name `d` is planned under (see above). Whether the FPGA kind is split does not depend
 // on which devices are excluded, so a pipeline keeps its kind names across drains.
 std::string planning_kind_name(const hw::System& system, const hw::Device& d, const FpgaImagePlan* images = nullptr);
+
+// The device kind a planning kind name stands for ("fpga:x@b" -> fpga; Error when unknown), and
+// the host it is on ("" for this machine).
+hw::DeviceKind device_kind_of(const std::string& kind_name);
+std::string host_of_kind(const std::string& kind_name);
 
 // GPU kinds, then FPGA kinds (by image name when split), then the CPU; kinds without usable
 // devices are left out.

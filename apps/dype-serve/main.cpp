@@ -34,6 +34,11 @@
 #include "runtime/daemon/tls.h"
 #include "runtime/host_memory.h"
 #include "runtime/observer.h"
+#ifdef DYPE_HAVE_REMOTE
+#include "hw/system_config.h"
+#include "runtime/remote/remote_stages.h"
+#include "runtime/remote/stage_server.h"
+#endif
 
 using namespace dype;
 using namespace dype::rt::daemon;
@@ -84,6 +89,44 @@ std::size_t connections_within_file_limit(std::size_t wanted) {
   }
   return wanted;
 }
+
+#ifdef DYPE_HAVE_REMOTE
+// --stage-server: this host runs other hosts' pipeline stages on its devices (runtime/remote/),
+// with the same models as the coordinator (their weights are checked by digest per stage), until
+// SIGTERM/SIGINT. No front ends: requests reach the coordinator.
+int run_stage_server(const std::string& address, const std::string& host_name, const std::string& system_file,
+                     std::vector<ServedModel> models, const std::string& port_file, sigset_t& stop_signals) {
+  const hw::System system = system_file.empty() ? hw::System::detect()
+                                                : hw::System::from_config(hw::load_system_config(system_file));
+  std::map<std::string, std::shared_ptr<const rt::Model>> by_name;
+  for (ServedModel& m : models) by_name[m.name] = m.model ? m.model : std::make_shared<const rt::Model>(rt::Model::make(m.spec));
+  std::vector<hw::Device*> devices(system.devices().begin(), system.devices().end());
+  rt::remote::StageServer server(
+      rt::remote::UcxContext::create(), rt::remote::parse_host_port(address),
+      [&](const std::string& name) -> const rt::Model* {
+        const auto it = by_name.find(name);
+        return it == by_name.end() ? nullptr : it->second.get();
+      },
+      devices, {.host = host_name});
+  spdlog::info("stage server for host '{}' on {}: {} devices, {} models", host_name, server.address(), devices.size(),
+               by_name.size());
+  if (!port_file.empty()) {
+    std::ofstream f(port_file + ".tmp");
+    f << "{\"stage\": " << server.port() << "}\n";
+    f.close();
+    std::rename((port_file + ".tmp").c_str(), port_file.c_str());
+  }
+  std::thread serving([&] { server.run(); });
+  int sig = 0;
+  sigwait(&stop_signals, &sig);
+  spdlog::info("signal {}: closing the stage server", sig);
+  server.stop();
+  serving.join();
+  spdlog::info("stage server: {} links, {} requests ({} failed)", server.stats().links.load(),
+               server.stats().requests.load(), server.stats().failed.load());
+  return 0;
+}
+#endif
 
 }  // namespace
 
@@ -217,6 +260,12 @@ int main(int argc, char** argv) {
                  "seconds between returns of free heap pages to the OS (malloc_trim; 0: never)")
       ->check(CLI::Range(0.0, 86400.0));
   app.add_option("--port-file", port_file, "write the bound ports as JSON here once serving (for ephemeral ports)");
+  std::string stage_server, host_name;
+  app.add_option("--stage-server", stage_server,
+                 "HOST:PORT: run other hosts' pipeline stages on this host's devices (a worker of a multi-host "
+                 "system: the coordinator's system file lists this address under hosts); no front ends");
+  app.add_option("--host-name", host_name, "with --stage-server: this host's name in the coordinator's system file")
+      ->default_val("worker");
   CLI11_PARSE(app, argc, argv);
   spdlog::set_level(spdlog::level::from_str(log_level));
   ho.max_connections = connections_within_file_limit(ho.max_connections);
@@ -243,6 +292,24 @@ int main(int argc, char** argv) {
     if (!load_models.empty() && control_mode != "explicit")
       throw InputError("--load-model", "needs --model-control-mode explicit (mode none serves every model)");
     so.models = served_models(repositories, example_models, builtin_models, load_models);
+    if (!stage_server.empty()) {
+#ifdef DYPE_HAVE_REMOTE
+      return run_stage_server(stage_server, host_name, so.system_config, std::move(so.models), port_file, stop_signals);
+#else
+      throw InputError("--stage-server", "this build has no remote stages (UCX is left out of sanitizer builds)");
+#endif
+    }
+#ifdef DYPE_HAVE_REMOTE
+    {
+      std::shared_ptr<rt::remote::UcxContext> ucx;  // made when the first model needs a remote stage
+      so.remote_stages = [ucx](const hw::SystemConfig& system, const std::string& name,
+                               const rt::Model& model) mutable -> std::function<void(rt::PipelineSpec&)> {
+        if (!ucx) ucx = rt::remote::UcxContext::create();
+        auto attach = std::make_shared<rt::remote::RemoteStageAttacher>(system, ucx, model, name);
+        return [attach](rt::PipelineSpec& spec) { (*attach)(spec); };
+      };
+    }
+#endif
     so.state_dir = ho.state_dir;
     // On every engine from its first pipeline on (warm-up included), and on models loaded later.
     auto trace = std::make_shared<rt::ChromeTraceObserver>(trace_max_events);

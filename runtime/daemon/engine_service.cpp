@@ -96,6 +96,11 @@ std::shared_ptr<EngineService::Served> EngineService::make_served(const ServedMo
   // Given before the first pipeline is built: add_observer would reach only pipelines built after a
   // re-plan, and the models would not refine until then.
   if (fitted) eo.observers.push_back(fitted);
+  if (!system_->config().hosts.empty()) {
+    if (!options_.remote_stages)
+      throw InputError("system.hosts", "the system spans hosts but this daemon has no remote stage support");
+    eo.prepare_spec = options_.remote_stages(system_->config(), s->name, *s->model);
+  }
   s->engine = std::make_unique<Engine>(*s->model, s->planner, m.plan_for, eo);
   return s;
 }

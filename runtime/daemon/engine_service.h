@@ -56,6 +56,12 @@ struct EngineServiceOptions {
   // false (tritonserver's --model-control-mode none): the repository API only lists; load and
   // unload are refused (NotSupported).
   bool model_control = true;
+  // Multi-host systems (hw::SystemConfig::hosts): per served model, what attaches its pipelines'
+  // stages on other hosts to those hosts' stage servers (EngineOptions::prepare_spec;
+  // dype-serve gives runtime/remote/remote_stages.h). Unset on a multi-host system: refused.
+  std::function<std::function<void(PipelineSpec&)>(const hw::SystemConfig& system, const std::string& model_name,
+                                                    const Model& model)>
+      remote_stages;
 };
 
 // gcn, gin (in_features 64, hidden 128) and swin-transformer (d_model 256, 4 heads) with first

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <chrono>
 #include <future>
+#include <thread>
 
 #include "kernels/error.h"
 #include "runtime/pipeline.h"
@@ -78,11 +79,48 @@ StageServer::~StageServer() = default;
 std::string StageServer::address() const { return listen_.host + ":" + std::to_string(port_); }
 std::uint16_t StageServer::port() const { return port_; }
 
-void StageServer::serve() {
+UcxChannel StageServer::accept_one() {
   if (!listener_) listener_ = std::make_unique<UcxListener>(context_, listen_, options_.channel);
   UcxChannel ch = listener_->accept();
-  listener_.reset();  // a listener takes one peer; the next serve() listens anew
+  listener_.reset();  // a listener takes one peer; the next one listens anew on the same address
+  ++stats_.links;
+  return ch;
+}
 
+void StageServer::serve() {
+  UcxChannel ch = accept_one();
+  serve_link(ch);
+}
+
+void StageServer::stop() { stopping_ = true; }
+
+void StageServer::run() {
+  std::vector<std::thread> links;
+  // Accept in short steps so that stop() is seen.
+  ChannelOptions poll = options_.channel;
+  poll.timeout = std::min(poll.timeout, std::chrono::milliseconds(1000));
+  while (!stopping_) {
+    try {
+      if (!listener_) listener_ = std::make_unique<UcxListener>(context_, listen_, poll);
+      UcxChannel ch = listener_->accept();
+      listener_.reset();
+      ++stats_.links;
+      links.emplace_back([this, c = std::make_shared<UcxChannel>(std::move(ch))] {
+        try {
+          serve_link(*c);
+        } catch (const std::exception&) {
+          // The coordinator went away or broke the protocol: this link ends, the others go on.
+        }
+      });
+    } catch (const ChannelError& e) {
+      if (e.kind() != ChannelError::Kind::timeout) listener_.reset();  // a failed greeting: listen anew
+    }
+  }
+  listener_.reset();
+  for (auto& t : links) t.join();
+}
+
+void StageServer::serve_link(UcxChannel& ch) {
   // Setup: everything is checked before the answer, and a refusal says why.
   auto first = ch.recv();
   if (!first) return;
@@ -129,7 +167,10 @@ void StageServer::serve() {
     try {
       f = ch.recv();
     } catch (const ChannelError& e) {
-      if (e.kind() == ChannelError::Kind::timeout) continue;  // an idle coordinator is not a failed one
+      if (e.kind() == ChannelError::Kind::timeout) {
+        if (stopping_) return;           // the channel closes without waiting for the coordinator
+        continue;                        // an idle coordinator is not a failed one
+      }
       throw;
     } catch (const ActivationError&) {
       ++stats_.stray_frames;  // a refused frame: the request it belonged to is answered below

@@ -5,10 +5,11 @@
 // ordinary Pipeline over that part of the model, answering with the tensors the stage hands on.
 //
 //   remote::StageServer server(ctx, {"10.0.0.2", 7100}, find_model, system.devices(), {.host = "b"});
-//   while (running) server.serve();   // one coordinator link at a time, until it closes
+//   server.run();   // every link on its own thread, until stop() (serve(): one link, then return)
 //
 // A request that fails (bad input, a device error) is answered with the error and the link stays
 // up; a device error leaves the stage failed for later requests too, as on one host.
+#include <atomic>
 #include <cstdint>
 #include <functional>
 #include <list>
@@ -30,10 +31,11 @@ struct StageServerOptions {
 };
 
 struct StageServerStats {
-  std::int64_t requests = 0;  // answered, ok or not
-  std::int64_t failed = 0;
-  std::int64_t graphs_received = 0;
-  std::int64_t stray_frames = 0;  // tensors of a request that was refused before they were read
+  std::atomic<std::int64_t> links{0};     // accepted
+  std::atomic<std::int64_t> requests{0};  // answered, ok or not
+  std::atomic<std::int64_t> failed{0};
+  std::atomic<std::int64_t> graphs_received{0};
+  std::atomic<std::int64_t> stray_frames{0};  // tensors of a request that was refused before they were read
 };
 
 class StageServer {
@@ -51,10 +53,20 @@ class StageServer {
   // and serves its requests until it closes the link (returns normally) or fails (ChannelError
   // peer_failed). Then listens again on the same address.
   void serve();
+  // Accepts links until stop(), serving each on its own thread (a coordinator opens one per stage
+  // it places on this host, and a new plan's links while the old plan's drain). Returns once
+  // stop() was called and every link has ended.
+  void run();
+  // Stops accepting (within its polling step, 1 s) and closes every link's
+  // channel from its own thread at its next frame boundary. Thread-safe.
+  void stop();
   const StageServerStats& stats() const { return stats_; }
 
  private:
   struct Session;
+  UcxChannel accept_one();
+  void serve_link(UcxChannel& ch);
+  std::atomic<bool> stopping_{false};
   std::shared_ptr<UcxContext> context_;
   HostPort listen_;
   FindModel models_;

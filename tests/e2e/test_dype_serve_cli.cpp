@@ -26,6 +26,7 @@
 
 #include "../test_raw_http.h"
 #include "../test_run_cli.h"
+#include "../test_serve_process.h"
 #include "../test_tls_certs.h"
 #include "../test_temp_dir.h"
 
@@ -34,12 +35,8 @@ namespace {
 namespace fs = std::filesystem;
 const std::string kExe = std::string(DYPE_BINARY_DIR) + "/apps/dype-serve";
 
-std::string read_all(const fs::path& p) {
-  std::ifstream f(p);
-  std::stringstream s;
-  s << f.rdbuf();
-  return s.str();
-}
+using dype::test::read_all;
+using dype::test::spawn_serve;
 
 TEST(DypeServeCli, BadOptionsAreRefusedNamingTheOption) {
   const auto trim = dype::test::run_cli(kExe, "--trim-interval -1");
@@ -247,27 +244,6 @@ TEST(DypeServeCli, ExplicitModelControlServesTheNamedModels) {
   EXPECT_NE(r.out.find("--load-model: needs --model-control-mode explicit"), std::string::npos) << r.out;
 }
 
-// Starts dype-serve with `args` and --port-file `ports` (removed first), both output streams appended
-// to `log`; with `wait`, returns once the port file is there (at most 60 s: callers check it).
-pid_t spawn_serve(const std::vector<std::string>& args, const fs::path& log, const fs::path& ports, bool wait = true) {
-  fs::remove(ports);
-  std::vector<std::string> a = {kExe};
-  a.insert(a.end(), args.begin(), args.end());
-  a.insert(a.end(), {"--port-file", ports.string()});
-  std::vector<char*> argv;
-  for (auto& x : a) argv.push_back(x.data());
-  argv.push_back(nullptr);
-  const pid_t pid = fork();
-  if (pid == 0) {
-    if (!freopen(log.c_str(), "a", stdout) || dup2(STDOUT_FILENO, STDERR_FILENO) < 0) _exit(126);
-    execv(kExe.c_str(), argv.data());
-    _exit(127);
-  }
-  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
-  while (wait && !fs::exists(ports) && std::chrono::steady_clock::now() < deadline)
-    std::this_thread::sleep_for(std::chrono::milliseconds(10));
-  return pid;
-}
 
 // --state-dir: the operator's changes survive SIGKILL. Mode, a drained GPU and a swapped FPGA image
 // are set over the admin API, the daemon is killed with no chance to save anything more, and the

@@ -1,0 +1,39 @@
+#include "runtime/remote/remote_stages.h"
+
+#include "kernels/error.h"
+#include "runtime/remote/ucx_stage_link.h"
+
+namespace dype::rt::remote {
+
+RemoteStageAttacher::RemoteStageAttacher(hw::SystemConfig system, std::shared_ptr<UcxContext> context,
+                                         const Model& model, std::string model_name, ChannelOptions options)
+    : system_(std::move(system)), context_(std::move(context)), model_(model), model_name_(std::move(model_name)),
+      options_(options) {}
+
+void RemoteStageAttacher::operator()(PipelineSpec& spec) const {
+  for (std::size_t s = 0; s < spec.stages.size(); ++s) {
+    PipelineStage& st = spec.stages[s];
+    if (st.remote || st.devices.empty()) continue;
+    const std::string where = "pipeline stage " + std::to_string(s) + " (kernels " + std::to_string(st.first) + "-" +
+                              std::to_string(st.last) + ")";
+    const std::string host = system_.remote_host(st.devices.front()->name());
+    std::vector<std::string> names;
+    for (hw::Device* d : st.devices) {
+      if (system_.remote_host(d->name()) != host)
+        throw Error(where + " has devices on two hosts ('" + (host.empty() ? "this one" : host) + "' and another)");
+      names.push_back(d->name());
+    }
+    if (host.empty()) continue;
+    if (spec.rounds > 1) throw Error(where + ": a recurrent pipeline cannot place a stage on host '" + host + "'");
+    const hw::HostConfig* h = system_.find_host(host);
+    if (!h) throw Error(where + ": no host '" + host + "' in the system");
+    try {
+      st.remote = UcxStageLink::connect(context_, parse_host_port(h->address), model_, model_name_, st.first, st.last,
+                                        names, options_);
+    } catch (const std::exception& e) {
+      throw Error(where + " on host '" + host + "' (" + h->address + "): " + e.what());
+    }
+  }
+}
+
+}  // namespace dype::rt::remote
