@@ -217,6 +217,8 @@ FaultRecovery::Rerun Engine::rerun(const FaultRecovery::Failed& f) {
   std::lock_guard sl(submit_mu_);
   if (f.first_failure) {
     controller_.fail_device(f.device);
+    if (options_.failure_domain)
+      for (const std::string& d : options_.failure_domain(f.device)) controller_.fail_device(d);
     try {
       const double t0 = hw::now_s();
       apply_locked(controller_.replan("fault", f.detail, SwapPolicy::always), t0);

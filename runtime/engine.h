@@ -75,6 +75,9 @@ struct EngineOptions {
   // every stage whose devices are on another host (runtime/remote/remote_stages.h). May throw to
   // refuse the spec (the plan is then not installed).
   std::function<void(PipelineSpec&)> prepare_spec;
+  // The devices that fail with `device` (itself included): every device of the same other host
+  // when it stopped answering. Unset: the device alone.
+  std::function<std::vector<std::string>(const std::string& device)> failure_domain;
 };
 
 struct EngineStats {

@@ -501,7 +501,15 @@ void Pipeline::process_remote(StageState& st, Work& w, TransferCounters& tc) {
   std::span<const HostTensor> in = w.host;
   if (st.index == 0)
     in = w.job.inputs.empty() ? std::span<const HostTensor>(&req.input(), 1) : std::span<const HostTensor>(w.job.inputs);
-  std::vector<HostTensor> out = st.spec.remote->run(req, options_.epoch, w.job.seq, st.spec.first, st.spec.last, in);
+  std::vector<HostTensor> out;
+  try {
+    out = st.spec.remote->run(req, options_.epoch, w.job.seq, st.spec.first, st.spec.last, in);
+  } catch (const hw::DeviceError& e) {
+    // Named by the plan's stand-in for the other host's device when there is one, so the engine
+    // leaves that device (and what fails with it, EngineOptions::failure_domain) out of re-plans.
+    if (st.spec.devices.empty()) throw;
+    throw hw::DeviceError(st.spec.devices.front()->name(), std::string("on ") + st.names + ": " + e.what());
+  }
   w.host.clear();
   const auto expected = static_cast<std::size_t>(model_.step(st.spec.last).outputs());
   if (out.size() != expected)

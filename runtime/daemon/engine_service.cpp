@@ -100,6 +100,15 @@ std::shared_ptr<EngineService::Served> EngineService::make_served(const ServedMo
     if (!options_.remote_stages)
       throw InputError("system.hosts", "the system spans hosts but this daemon has no remote stage support");
     eo.prepare_spec = options_.remote_stages(system_->config(), s->name, *s->model);
+    // A stage server that stops answering takes every device of its host with it.
+    eo.failure_domain = [cfg = system_->config()](const std::string& device) {
+      std::vector<std::string> same{device};
+      const std::string host = cfg.remote_host(device);
+      if (host.empty()) return same;
+      for (const auto& d : cfg.devices)
+        if (d.name != device && d.host == host) same.push_back(d.name);
+      return same;
+    };
   }
   s->engine = std::make_unique<Engine>(*s->model, s->planner, m.plan_for, eo);
   return s;

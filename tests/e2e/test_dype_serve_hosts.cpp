@@ -7,7 +7,9 @@
 #include <signal.h>
 #include <sys/wait.h>
 
+#include <algorithm>
 #include <filesystem>
+#include <memory>
 #include <fstream>
 #include <string>
 #include <vector>
@@ -61,80 +63,129 @@ std::string cpu_line() {
 
 void write(const fs::path& p, const std::string& text) { std::ofstream(p) << text; }
 
-TEST(DypeServeHosts, CoordinatorAndTwoWorkersAnswerAsTheReference) {
-  const fs::path dir = dype::test::process_temp_dir("dype_serve_hosts");
-  Children children;
-  const std::string head = "system: {name: part}\ntopology: {sockets: 2}\ndevices:\n";
-  write(dir / "a.yaml", head + cpu_line() + device_line("gpu0", "gpu", "", 0) + device_line("gpu1", "gpu", "", 0));
-  write(dir / "b.yaml", head + cpu_line() + device_line("fpga0", "fpga", "", 1) + device_line("fpga1", "fpga", "", 1));
-  int stage_port[2] = {0, 0};
-  const char* names[2] = {"a", "b"};
-  for (int w = 0; w < 2; ++w) {
-    const fs::path ports = dir / (std::string("ports-") + names[w] + ".json"), log = dir / (std::string(names[w]) + ".log");
-    fs::remove(log);
-    children.pids.push_back(spawn_serve({"--stage-server", "127.0.0.1:0", "--host-name", names[w], "--system",
-                                         (dir / (std::string(names[w]) + ".yaml")).string(), "--builtin-models"},
-                                        log, ports));
-    ASSERT_TRUE(fs::exists(ports)) << "worker " << names[w] << " did not start:\n" << read_all(log);
-    stage_port[w] = json::parse(read_all(ports))["stage"];
-  }
-  std::string coord = "system: {name: two-workers}\ntopology: {sockets: 2}\nhosts:\n  - {name: here}\n";
-  coord += "  - {name: a, address: \"127.0.0.1:" + std::to_string(stage_port[0]) + "\", nic_gbit_per_s: 100}\n";
-  coord += "  - {name: b, address: \"127.0.0.1:" + std::to_string(stage_port[1]) + "\", nic_gbit_per_s: 100}\n";
-  coord += "devices:\n" + cpu_line() + device_line("gpu0", "gpu", "a", 0) + device_line("gpu1", "gpu", "a", 0) +
-           device_line("fpga0", "fpga", "b", 1) + device_line("fpga1", "fpga", "b", 1);
-  write(dir / "coord.yaml", coord);
-  const fs::path ports = dir / "ports.json", log = dir / "coord.log";
-  fs::remove(log);
-  const pid_t coordinator = spawn_serve({"--system", (dir / "coord.yaml").string(), "--builtin-models", "--http-port", "0",
-                                         "--grpc-port", "-1", "--metrics-port", "-1"},
-                                        log, ports);
-  children.pids.push_back(coordinator);
-  ASSERT_TRUE(fs::exists(ports)) << "the coordinator did not start:\n" << read_all(log);
-  const int http_port = json::parse(read_all(ports))["http"];
-  httplib::Client client("127.0.0.1", http_port);
-  client.set_read_timeout(60, 0);
+// One GCN or GIN request over HTTP on a seeded graph, and the CPU reference's answer.
+struct GnnCase {
+  dype::rt::Model model;
+  json body;
+  dype::rt::HostTensor expect;
+};
 
-  // The built-in models are seeded: the test builds the same ones for the reference.
+GnnCase gnn_case(const std::string& name, std::uint64_t seed) {
+  const auto served = dype::rt::daemon::default_models();
+  const auto it = std::find_if(served.begin(), served.end(), [&](const auto& m) { return m.name == name; });
+  dype::rt::Model m = dype::rt::Model::make(it->spec);
+  const std::int64_t n = 300, e = 1500, f = m.spec().in_features;
+  const auto edges = dype::rt::random_graph(n, e, seed);
+  std::vector<std::int64_t> edge_index = edges.src;
+  edge_index.insert(edge_index.end(), edges.dst.begin(), edges.dst.end());
+  std::vector<float> x(static_cast<std::size_t>(n * f));
+  for (std::size_t i = 0; i < x.size(); ++i) x[i] = static_cast<float>((i * 2654435761u + seed) % 1000) / 500.0f - 1.0f;
+  json body = {{"inputs",
+                {{{"name", "x"}, {"shape", {n, f}}, {"datatype", "FP32"}, {"data", x}},
+                 {{"name", "edge_index"}, {"shape", {2, e}}, {"datatype", "INT64"}, {"data", edge_index}}}}};
+  auto expect = dype::rt::reference_forward(
+      m, dype::rt::Request::gnn(dype::rt::graph_for_model(edges, m.spec()), dype::rt::make_tensor(n, f, x)));
+  return {std::move(m), std::move(body), std::move(expect)};
+}
+
+dype::rt::HostTensor output_of(const std::string& body) {
+  const json out = json::parse(body)["outputs"][0];
+  return dype::rt::make_tensor(out["shape"][0], out["shape"][1], out["data"].get<std::vector<float>>());
+}
+
+// Two workers (a: two emulated MI210s, b: two emulated U280s with the SpMM + GEMM image) and a
+// coordinator that reaches them, all on ephemeral local ports.
+class DypeServeHosts : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = dype::test::process_temp_dir("dype_serve_hosts");
+    const std::string head = "system: {name: part}\ntopology: {sockets: 2}\ndevices:\n";
+    write(dir_ / "a.yaml", head + cpu_line() + device_line("gpu0", "gpu", "", 0) + device_line("gpu1", "gpu", "", 0));
+    write(dir_ / "b.yaml", head + cpu_line() + device_line("fpga0", "fpga", "", 1) + device_line("fpga1", "fpga", "", 1));
+    int stage_port[2] = {0, 0};
+    for (int w = 0; w < 2; ++w) {
+      const fs::path ports = dir_ / ("ports-" + name(w) + ".json");
+      fs::remove(log(w));
+      worker_[w] = spawn_serve({"--stage-server", "127.0.0.1:0", "--host-name", name(w), "--system",
+                                (dir_ / (name(w) + ".yaml")).string(), "--builtin-models"},
+                               log(w), ports);
+      children_.pids.push_back(worker_[w]);
+      ASSERT_TRUE(fs::exists(ports)) << "worker " << name(w) << " did not start:\n" << read_all(log(w));
+      stage_port[w] = json::parse(read_all(ports))["stage"];
+    }
+    std::string coord = "system: {name: two-workers}\ntopology: {sockets: 2}\nhosts:\n  - {name: here}\n";
+    coord += "  - {name: a, address: \"127.0.0.1:" + std::to_string(stage_port[0]) + "\", nic_gbit_per_s: 100}\n";
+    coord += "  - {name: b, address: \"127.0.0.1:" + std::to_string(stage_port[1]) + "\", nic_gbit_per_s: 100}\n";
+    coord += "devices:\n" + cpu_line() + device_line("gpu0", "gpu", "a", 0) + device_line("gpu1", "gpu", "a", 0) +
+             device_line("fpga0", "fpga", "b", 1) + device_line("fpga1", "fpga", "b", 1);
+    write(dir_ / "coord.yaml", coord);
+    const fs::path ports = dir_ / "ports.json";
+    fs::remove(coord_log());
+    coordinator_ = spawn_serve({"--system", (dir_ / "coord.yaml").string(), "--builtin-models", "--http-port", "0",
+                                "--grpc-port", "-1", "--metrics-port", "-1"},
+                               coord_log(), ports);
+    children_.pids.push_back(coordinator_);
+    ASSERT_TRUE(fs::exists(ports)) << "the coordinator did not start:\n" << read_all(coord_log());
+    client_ = std::make_unique<httplib::Client>("127.0.0.1", json::parse(read_all(ports))["http"].get<int>());
+    client_->set_read_timeout(60, 0);
+  }
+
+  static std::string name(int w) { return w == 0 ? "a" : "b"; }
+  fs::path log(int w) const { return dir_ / (name(w) + ".log"); }
+  fs::path coord_log() const { return dir_ / "coord.log"; }
+  // The requests a worker's log says it served (written when it stops).
+  std::int64_t served_by(int w) const {
+    const std::string text = read_all(log(w));
+    const auto at = text.find("stage server: ");
+    if (at == std::string::npos) return -1;
+    return std::stoll(text.substr(text.find(" links, ", at) + 8));
+  }
+
+  fs::path dir_;
+  Children children_;
+  pid_t worker_[2] = {-1, -1};
+  pid_t coordinator_ = -1;
+  std::unique_ptr<httplib::Client> client_;
+};
+
+TEST_F(DypeServeHosts, CoordinatorAndTwoWorkersAnswerAsTheReference) {
   for (const std::string model : {"gcn", "gin"}) {
-    const auto served = dype::rt::daemon::default_models();
-    const auto it = std::find_if(served.begin(), served.end(), [&](const auto& m) { return m.name == model; });
-    ASSERT_NE(it, served.end());
-    const dype::rt::Model m = dype::rt::Model::make(it->spec);
-    const std::int64_t n = 300, e = 1500, f = m.spec().in_features;
-    const auto edges = dype::rt::random_graph(n, e, 41);
-    std::vector<std::int64_t> edge_index = edges.src;
-    edge_index.insert(edge_index.end(), edges.dst.begin(), edges.dst.end());
-    std::vector<float> x(static_cast<std::size_t>(n * f));
-    for (std::size_t i = 0; i < x.size(); ++i) x[i] = static_cast<float>((i * 2654435761u) % 1000) / 500.0f - 1.0f;
-    const json body = {{"inputs",
-                        {{{"name", "x"}, {"shape", {n, f}}, {"datatype", "FP32"}, {"data", x}},
-                         {{"name", "edge_index"}, {"shape", {2, e}}, {"datatype", "INT64"}, {"data", edge_index}}}}};
+    const GnnCase c = gnn_case(model, 41);
     for (int round = 0; round < 3; ++round) {
-      auto r = client.Post(("/v2/models/" + model + "/infer").c_str(), body.dump(), "application/json");
-      ASSERT_TRUE(r) << "no answer:\n" << read_all(log);
-      ASSERT_EQ(r->status, 200) << r->body << "\n" << read_all(log);
-      const json out = json::parse(r->body)["outputs"][0];
-      const auto y = dype::rt::make_tensor(out["shape"][0], out["shape"][1], out["data"].get<std::vector<float>>());
-      const auto expect = dype::rt::reference_forward(
-          m, dype::rt::Request::gnn(dype::rt::graph_for_model(edges, m.spec()), dype::rt::make_tensor(n, f, x)));
-      EXPECT_LE(dype::rt::relative_error(y, expect), 1e-5) << model << " round " << round;
+      auto r = client_->Post(("/v2/models/" + model + "/infer").c_str(), c.body.dump(), "application/json");
+      ASSERT_TRUE(r) << "no answer:\n" << read_all(coord_log());
+      ASSERT_EQ(r->status, 200) << r->body << "\n" << read_all(coord_log());
+      EXPECT_LE(dype::rt::relative_error(output_of(r->body), c.expect), 1e-5) << model << " round " << round;
     }
   }
-  EXPECT_EQ(children.stop(coordinator), 0) << read_all(log);
-  for (int w = 0; w < 2; ++w) {
-    const fs::path wlog = dir / (std::string(names[w]) + ".log");
-    EXPECT_EQ(children.stop(children.pids.front()), 0) << read_all(wlog);
+  EXPECT_EQ(children_.stop(coordinator_), 0) << read_all(coord_log());
+  for (int w = 0; w < 2; ++w) EXPECT_EQ(children_.stop(worker_[w]), 0) << read_all(log(w));
+  EXPECT_GE(served_by(0) + served_by(1), 6) << "the workers served fewer stage requests than were sent";
+}
+
+// A worker killed mid-stream: the coordinator leaves its host out, re-plans on the other and runs
+// the request that failed again; every request is answered once, right.
+TEST_F(DypeServeHosts, AWorkerKilledMidStreamLosesNothing) {
+  const GnnCase c = gnn_case("gcn", 43);
+  const int total = 30;
+  int ok = 0;
+  for (int i = 0; i < total; ++i) {
+    if (i == 10) {
+      ::kill(worker_[0], SIGKILL);
+      std::erase(children_.pids, worker_[0]);
+      ::waitpid(worker_[0], nullptr, 0);
+    }
+    auto r = client_->Post("/v2/models/gcn/infer", c.body.dump(), "application/json");
+    ASSERT_TRUE(r) << "no answer to request " << i << ":\n" << read_all(coord_log());
+    ASSERT_EQ(r->status, 200) << "request " << i << ": " << r->body << "\n" << read_all(coord_log());
+    EXPECT_LE(dype::rt::relative_error(output_of(r->body), c.expect), 1e-5) << "request " << i;
+    ++ok;
   }
-  std::int64_t served_requests = 0;
-  for (int w = 0; w < 2; ++w) {
-    const std::string text = read_all(dir / (std::string(names[w]) + ".log"));
-    const auto at = text.find("stage server: ");
-    ASSERT_NE(at, std::string::npos) << text;
-    const auto links_end = text.find(" links, ", at);
-    served_requests += std::stoll(text.substr(links_end + 8));
-  }
-  EXPECT_GE(served_requests, 6) << "the workers served fewer requests than were sent";
+  EXPECT_EQ(ok, total);
+  const std::string text = read_all(coord_log());
+  EXPECT_EQ(children_.stop(coordinator_), 0) << text;
+  EXPECT_EQ(children_.stop(worker_[1]), 0) << read_all(log(1));
+  EXPECT_GE(served_by(1), 1) << "host b never ran a stage";
 }
 
 }  // namespace
