@@ -288,6 +288,19 @@ void Engine::undrain_device(const std::string& device, const std::string& cause,
   }
 }
 
+bool Engine::restore_devices(const std::vector<std::string>& devices, const std::string& detail) {
+  std::lock_guard sl(submit_mu_);
+  bool any = false;
+  for (const std::string& d : devices) {
+    any = controller_.unfail_device(d) || any;
+    recovery_->forget_failed(d);
+  }
+  if (!any) return false;
+  const double t0 = hw::now_s();
+  apply_locked(controller_.replan("rejoin", detail, SwapPolicy::if_different), t0);
+  return true;
+}
+
 void Engine::replan(const std::string& cause, const std::string& detail) {
   std::lock_guard sl(submit_mu_);
   const double t0 = hw::now_s();

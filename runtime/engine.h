@@ -130,6 +130,9 @@ class Engine {
   // Lets a drained device back in and re-plans (cause, e.g. "undrain" or "bitstream"; swaps when
   // the plan differs). Throws dype::Error, with the device drained again, when no plan exists.
   void undrain_device(const std::string& device, const std::string& cause = "undrain", const std::string& detail = "");
+  // Devices that failed work again (their host answers again): plans may use them, and the engine
+  // re-plans now (cause "rejoin"; swaps when the plan differs). Returns whether any was failed.
+  bool restore_devices(const std::vector<std::string>& devices, const std::string& detail);
   // Re-plans now for the current characteristics (swaps when the plan differs), e.g. after the
   // kernels a device offers changed.
   void replan(const std::string& cause, const std::string& detail);

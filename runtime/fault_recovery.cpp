@@ -119,6 +119,11 @@ std::uint64_t FaultRecovery::reruns() const {
   return reruns_;
 }
 
+void FaultRecovery::forget_failed(const std::string& device) {
+  std::lock_guard lock(mutex_);
+  std::erase(failed_devices_, device);
+}
+
 std::vector<std::string> FaultRecovery::failed_devices() const {
   std::lock_guard lock(mutex_);
   return failed_devices_;

@@ -58,6 +58,8 @@ class FaultRecovery {
 
   std::uint64_t reruns() const;
   std::vector<std::string> failed_devices() const;  // in the order they failed
+  // `device` works again (its host came back): a later failure of it re-plans again.
+  void forget_failed(const std::string& device);
 
  private:
   bool take_retry(std::uint64_t seq);

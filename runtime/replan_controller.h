@@ -114,6 +114,7 @@ class ReplanController {
   const std::set<std::string>& drained() const { return drained_; }
   // A failed device stays out of every plan for good.
   void fail_device(const std::string& device) { failed_.insert(device); }
+  bool unfail_device(const std::string& device) { return failed_.erase(device) > 0; }
   bool failed(const std::string& device) const { return failed_.count(device) > 0; }
 
   std::uint64_t epoch() const { return epoch_; }

@@ -266,6 +266,17 @@ int main(int argc, char** argv) {
                  "system: the coordinator's system file lists this address under hosts); no front ends");
   app.add_option("--host-name", host_name, "with --stage-server: this host's name in the coordinator's system file")
       ->default_val("worker");
+  double host_timeout_s = 10.0, host_probe_s = 2.0;
+  app.add_option("--host-timeout-secs", host_timeout_s,
+                 "multi-host systems: a stage on another host that does not answer within this long fails, and "
+                 "its host is left out of the plans until it answers again")
+      ->check(CLI::Range(0.05, 3600.0))
+      ->capture_default_str();
+  app.add_option("--host-probe-secs", host_probe_s,
+                 "multi-host systems: seconds between attempts to reach a host left out after a failure; when its "
+                 "stage server answers, its devices are planned again")
+      ->check(CLI::Range(0.05, 3600.0))
+      ->capture_default_str();
   CLI11_PARSE(app, argc, argv);
   spdlog::set_level(spdlog::level::from_str(log_level));
   ho.max_connections = connections_within_file_limit(ho.max_connections);
@@ -302,10 +313,12 @@ int main(int argc, char** argv) {
 #ifdef DYPE_HAVE_REMOTE
     {
       std::shared_ptr<rt::remote::UcxContext> ucx;  // made when the first model needs a remote stage
-      so.remote_stages = [ucx](const hw::SystemConfig& system, const std::string& name,
-                               const rt::Model& model) mutable -> std::function<void(rt::PipelineSpec&)> {
+      const rt::remote::ChannelOptions link_options{
+          .window = 8, .timeout = std::chrono::milliseconds(static_cast<std::int64_t>(host_timeout_s * 1000))};
+      so.remote_stages = [ucx, link_options](const hw::SystemConfig& system, const std::string& name,
+                                             const rt::Model& model) mutable -> std::function<void(rt::PipelineSpec&)> {
         if (!ucx) ucx = rt::remote::UcxContext::create();
-        auto attach = std::make_shared<rt::remote::RemoteStageAttacher>(system, ucx, model, name);
+        auto attach = std::make_shared<rt::remote::RemoteStageAttacher>(system, ucx, model, name, link_options);
         return [attach](rt::PipelineSpec& spec) { (*attach)(spec); };
       };
     }
@@ -385,6 +398,37 @@ int main(int argc, char** argv) {
         spdlog::error("refined models not saved: {}", e.what());
       }
     };
+#ifdef DYPE_HAVE_REMOTE
+    // Hosts left out after a failure rejoin once their stage server answers again.
+    std::jthread host_prober;
+    if (!service.system().config().hosts.empty()) {
+      host_prober = std::jthread([&service, host_probe_s](std::stop_token stop) {
+        std::shared_ptr<rt::remote::UcxContext> ucx;
+        std::mutex mu;
+        std::condition_variable_any cv;
+        std::unique_lock lock(mu);
+        while (!stop.stop_requested()) {
+          cv.wait_for(lock, stop, std::chrono::duration<double>(host_probe_s), [] { return false; });
+          if (stop.stop_requested()) break;
+          for (const std::string& host : service.hosts_with_failed_devices()) {
+            const hw::HostConfig* h = service.system().config().find_host(host);
+            if (!h) continue;
+            try {
+              if (!ucx) ucx = rt::remote::UcxContext::create();
+              auto ch = rt::remote::UcxChannel::connect(ucx, rt::remote::parse_host_port(h->address),
+                                                        {.window = 1, .timeout = std::chrono::milliseconds(1000)});
+              ch.close();
+            } catch (const std::exception&) {
+              continue;  // still away
+            }
+            const int n = service.restore_host(host);
+            spdlog::info("host {} ({}) answers again: its devices are planned again ({} models re-planned)", host,
+                         h->address, n);
+          }
+        }
+      });
+    }
+#endif
     std::jthread refined_saver;
     if (!ho.state_dir.empty() && refined_save_s > 0) {
       refined_saver = std::jthread([&save_refined, refined_save_s](std::stop_token stop) {

@@ -230,6 +230,35 @@ nlohmann::json EngineService::pareto(const std::string& model, std::optional<Cha
           {"plans", plans}};
 }
 
+std::vector<std::string> EngineService::hosts_with_failed_devices() const {
+  std::set<std::string> hosts;
+  std::shared_lock lock(served_mu_);
+  for (const auto& s : served_)
+    for (const std::string& d : s->engine->stats().failed_devices)
+      if (std::string h = system_->config().remote_host(d); !h.empty()) hosts.insert(std::move(h));
+  return {hosts.begin(), hosts.end()};
+}
+
+int EngineService::restore_host(const std::string& host) {
+  std::vector<std::string> devices;
+  for (const auto& d : system_->config().devices)
+    if (d.host == host) devices.push_back(d.name);
+  std::vector<std::shared_ptr<Served>> all;
+  {
+    std::shared_lock lock(served_mu_);
+    all = served_;
+  }
+  int replanned = 0;
+  for (auto& s : all) {
+    try {
+      if (s->engine->restore_devices(devices, "host " + host + " answers again")) ++replanned;
+    } catch (const std::exception& e) {
+      spdlog::warn("model {}: host {} answers again, but no plan with it: {}", s->name, host, e.what());
+    }
+  }
+  return replanned;
+}
+
 void EngineService::set_mode(const std::string& mode) {
   if (mode != "perf" && mode != "energy" && mode != "balanced" && mode != "qos" && mode != "latency")
     throw InputError("mode", "'" + mode + "' is not one of perf, energy, balanced, qos, latency");

@@ -93,6 +93,11 @@ class EngineService final : public InferenceService {
 
   const hw::System& system() const { return *system_; }
   Engine& engine(const std::string& model);
+  // Multi-host systems: the other hosts with a device some engine holds failed, and bringing a
+  // host back (its devices restored in every engine, each re-planning). Returns the engines that
+  // re-planned.
+  std::vector<std::string> hosts_with_failed_devices() const;
+  int restore_host(const std::string& host);
 
   // Operator changes to devices, applied to every served model's engine (they share the devices),
   // one at a time, by DeviceAdmin: device_admin.h says what each does

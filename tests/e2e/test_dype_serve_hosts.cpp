@@ -10,6 +10,8 @@
 #include <algorithm>
 #include <filesystem>
 #include <memory>
+#include <thread>
+#include <chrono>
 #include <fstream>
 #include <string>
 #include <vector>
@@ -102,7 +104,7 @@ class DypeServeHosts : public ::testing::Test {
     const std::string head = "system: {name: part}\ntopology: {sockets: 2}\ndevices:\n";
     write(dir_ / "a.yaml", head + cpu_line() + device_line("gpu0", "gpu", "", 0) + device_line("gpu1", "gpu", "", 0));
     write(dir_ / "b.yaml", head + cpu_line() + device_line("fpga0", "fpga", "", 1) + device_line("fpga1", "fpga", "", 1));
-    int stage_port[2] = {0, 0};
+    int* stage_port = stage_port_;
     for (int w = 0; w < 2; ++w) {
       const fs::path ports = dir_ / ("ports-" + name(w) + ".json");
       fs::remove(log(w));
@@ -122,7 +124,7 @@ class DypeServeHosts : public ::testing::Test {
     const fs::path ports = dir_ / "ports.json";
     fs::remove(coord_log());
     coordinator_ = spawn_serve({"--system", (dir_ / "coord.yaml").string(), "--builtin-models", "--http-port", "0",
-                                "--grpc-port", "-1", "--metrics-port", "-1"},
+                                "--grpc-port", "-1", "--metrics-port", "-1", "--host-probe-secs", "0.2"},
                                coord_log(), ports);
     children_.pids.push_back(coordinator_);
     ASSERT_TRUE(fs::exists(ports)) << "the coordinator did not start:\n" << read_all(coord_log());
@@ -141,7 +143,17 @@ class DypeServeHosts : public ::testing::Test {
     return std::stoll(text.substr(text.find(" links, ", at) + 8));
   }
 
+  // Starts worker w (again) on its stage port.
+  void restart_worker(int w) {
+    const fs::path ports = dir_ / ("ports-" + name(w) + ".json");
+    worker_[w] = spawn_serve({"--stage-server", "127.0.0.1:" + std::to_string(stage_port_[w]), "--host-name", name(w),
+                              "--system", (dir_ / (name(w) + ".yaml")).string(), "--builtin-models"},
+                             log(w), ports);
+    children_.pids.push_back(worker_[w]);
+  }
+
   fs::path dir_;
+  int stage_port_[2] = {0, 0};
   Children children_;
   pid_t worker_[2] = {-1, -1};
   pid_t coordinator_ = -1;
@@ -164,8 +176,9 @@ TEST_F(DypeServeHosts, CoordinatorAndTwoWorkersAnswerAsTheReference) {
 }
 
 // A worker killed mid-stream: the coordinator leaves its host out, re-plans on the other and runs
-// the request that failed again; every request is answered once, right.
-TEST_F(DypeServeHosts, AWorkerKilledMidStreamLosesNothing) {
+// the request that failed again; every request is answered once, right. Restarted on its address,
+// the worker is found again and planned on.
+TEST_F(DypeServeHosts, AWorkerKilledMidStreamLosesNothingAndIsUsedAgainWhenItRejoins) {
   const GnnCase c = gnn_case("gcn", 43);
   const int total = 30;
   int ok = 0;
@@ -182,10 +195,25 @@ TEST_F(DypeServeHosts, AWorkerKilledMidStreamLosesNothing) {
     ++ok;
   }
   EXPECT_EQ(ok, total);
+
+  fs::remove(log(0));
+  restart_worker(0);
+  const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(30);
+  while (read_all(coord_log()).find("host a (") == std::string::npos && std::chrono::steady_clock::now() < until)
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  ASSERT_NE(read_all(coord_log()).find("answers again"), std::string::npos) << read_all(coord_log());
+  for (int i = 0; i < 5; ++i) {
+    auto r = client_->Post("/v2/models/gcn/infer", c.body.dump(), "application/json");
+    ASSERT_TRUE(r);
+    ASSERT_EQ(r->status, 200) << r->body;
+    EXPECT_LE(dype::rt::relative_error(output_of(r->body), c.expect), 1e-5) << "after the rejoin, request " << i;
+  }
   const std::string text = read_all(coord_log());
   EXPECT_EQ(children_.stop(coordinator_), 0) << text;
   EXPECT_EQ(children_.stop(worker_[1]), 0) << read_all(log(1));
+  EXPECT_EQ(children_.stop(worker_[0]), 0) << read_all(log(0));
   EXPECT_GE(served_by(1), 1) << "host b never ran a stage";
+  EXPECT_GE(served_by(0), 5) << "host a was not planned on again after it rejoined:\n" << read_all(log(0));
 }
 
 }  // namespace
