@@ -365,6 +365,9 @@ EngineStats Engine::stats() const {
   s.failed_devices = recovery_->failed_devices();
   s.modelled_energy_j = energy_->modelled_energy_j();
   std::lock_guard sl(submit_mu_);
+  // Those left out with a failed one (EngineOptions::failure_domain: the rest of its host).
+  for (const std::string& d : controller_.failed_devices())
+    if (std::find(s.failed_devices.begin(), s.failed_devices.end(), d) == s.failed_devices.end()) s.failed_devices.push_back(d);
   s.epoch = controller_.epoch();
   s.swaps = controller_.swaps().count;
   s.max_pause_s = controller_.swaps().max_pause_s;

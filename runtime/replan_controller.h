@@ -115,6 +115,7 @@ class ReplanController {
   // A failed device stays out of every plan for good.
   void fail_device(const std::string& device) { failed_.insert(device); }
   bool unfail_device(const std::string& device) { return failed_.erase(device) > 0; }
+  const std::set<std::string>& failed_devices() const { return failed_; }
   bool failed(const std::string& device) const { return failed_.count(device) > 0; }
 
   std::uint64_t epoch() const { return epoch_; }

@@ -242,10 +242,18 @@ json DeviceAdmin::devices() const {
     // operator_drained_ changes only under mu_, which the caller (AdminApi) serialises with.
     drained = operator_drained_;
   }
+  std::set<std::string> failed;  // left out after a fault (a host that stopped answering, a device error)
+  for (const ServedEngine& s : engines_)
+    for (const std::string& d : s.engine->stats().failed_devices) failed.insert(d);
   json out = json::array();
   for (const hw::Device* d : system_.devices()) {
     json j = {{"name", d->name()}, {"kind", std::string(hw::to_string(d->kind()))},
-              {"planned_as", planning_kind_name(system_, *d)}, {"drained", drained.count(d->name()) > 0}};
+              {"planned_as", planning_kind_name(system_, *d)}, {"drained", drained.count(d->name()) > 0},
+              {"failed", failed.count(d->name()) > 0}};
+    if (const std::string host = system_.config().remote_host(d->name()); !host.empty()) {
+      j["host"] = host;  // runs on that host's stage server
+      if (const hw::HostConfig* h = system_.config().find_host(host)) j["address"] = h->address;
+    }
     j["backend"] = d->info().backend;
     if (d->reconfigurable()) j["bitstream"] = image_of(*d);
     if (const auto e = d->energy()) {

@@ -1,5 +1,9 @@
 #include "runtime/remote/remote_stages.h"
 
+#include <algorithm>
+#include <chrono>
+#include <thread>
+
 #include "kernels/error.h"
 #include "runtime/remote/ucx_stage_link.h"
 
@@ -27,11 +31,23 @@ void RemoteStageAttacher::operator()(PipelineSpec& spec) const {
     if (spec.rounds > 1) throw Error(where + ": a recurrent pipeline cannot place a stage on host '" + host + "'");
     const hw::HostConfig* h = system_.find_host(host);
     if (!h) throw Error(where + ": no host '" + host + "' in the system");
-    try {
-      st.remote = UcxStageLink::connect(context_, parse_host_port(h->address), model_, model_name_, st.first, st.last,
-                                        names, options_);
-    } catch (const std::exception& e) {
-      throw Error(where + " on host '" + host + "' (" + h->address + "): " + e.what());
+    // A stage server listens anew after each link it accepts; a connection that comes in that
+    // moment is refused, so an unreachable server is tried again for a while before it counts.
+    const auto until = std::chrono::steady_clock::now() + std::min<std::chrono::milliseconds>(options_.timeout, std::chrono::seconds(3));
+    for (;;) {
+      try {
+        st.remote = UcxStageLink::connect(context_, parse_host_port(h->address), model_, model_name_, st.first, st.last,
+                                          names, options_);
+        break;
+      } catch (const ChannelError& e) {
+        if (e.kind() != ChannelError::Kind::setup && std::chrono::steady_clock::now() < until) {
+          std::this_thread::sleep_for(std::chrono::milliseconds(20));
+          continue;
+        }
+        throw Error(where + " on host '" + host + "' (" + h->address + "): " + e.what());
+      } catch (const std::exception& e) {
+        throw Error(where + " on host '" + host + "' (" + h->address + "): " + e.what());
+      }
     }
   }
 }

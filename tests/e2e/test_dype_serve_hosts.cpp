@@ -9,6 +9,7 @@
 
 #include <algorithm>
 #include <filesystem>
+#include <map>
 #include <memory>
 #include <thread>
 #include <chrono>
@@ -121,10 +122,12 @@ class DypeServeHosts : public ::testing::Test {
     coord += "devices:\n" + cpu_line() + device_line("gpu0", "gpu", "a", 0) + device_line("gpu1", "gpu", "a", 0) +
              device_line("fpga0", "fpga", "b", 1) + device_line("fpga1", "fpga", "b", 1);
     write(dir_ / "coord.yaml", coord);
+    write(dir_ / "token", "s3cret\n");
     const fs::path ports = dir_ / "ports.json";
     fs::remove(coord_log());
     coordinator_ = spawn_serve({"--system", (dir_ / "coord.yaml").string(), "--builtin-models", "--http-port", "0",
-                                "--grpc-port", "-1", "--metrics-port", "-1", "--host-probe-secs", "0.2"},
+                                "--grpc-port", "-1", "--metrics-port", "-1", "--host-probe-secs", "0.2",
+                                "--admin-token-file", (dir_ / "token").string()},
                                coord_log(), ports);
     children_.pids.push_back(coordinator_);
     ASSERT_TRUE(fs::exists(ports)) << "the coordinator did not start:\n" << read_all(coord_log());
@@ -150,6 +153,17 @@ class DypeServeHosts : public ::testing::Test {
                               "--system", (dir_ / (name(w) + ".yaml")).string(), "--builtin-models"},
                              log(w), ports);
     children_.pids.push_back(worker_[w]);
+  }
+
+  // GET /v2/dype/admin/devices: name -> the device's entry.
+  std::map<std::string, json> devices() {
+    auto r = client_->Get("/v2/dype/admin/devices", {{"Authorization", "Bearer s3cret"}});
+    std::map<std::string, json> out;
+    EXPECT_TRUE(r && r->status == 200) << (r ? r->body : std::string("no answer"));
+    if (!r || r->status != 200) return out;
+    const json body = json::parse(r->body);  // kept: a range-for over parse(...)["devices"] would dangle
+    for (const json& d : body["devices"]) out[d["name"].get<std::string>()] = d;
+    return out;
   }
 
   fs::path dir_;
@@ -195,6 +209,14 @@ TEST_F(DypeServeHosts, AWorkerKilledMidStreamLosesNothingAndIsUsedAgainWhenItRej
     ++ok;
   }
   EXPECT_EQ(ok, total);
+  // The admin API says where each device is and that host a's are left out.
+  auto devs = devices();
+  ASSERT_EQ(devs.count("gpu1"), 1u);
+  EXPECT_EQ(devs["gpu1"]["host"], "a");
+  EXPECT_EQ(devs["gpu1"]["address"], "127.0.0.1:" + std::to_string(stage_port_[0]));
+  EXPECT_EQ(devs["gpu1"]["failed"], true);
+  EXPECT_EQ(devs["fpga0"]["failed"], false);
+  EXPECT_FALSE(devs["cpu0"].contains("host"));
 
   fs::remove(log(0));
   restart_worker(0);
@@ -202,6 +224,7 @@ TEST_F(DypeServeHosts, AWorkerKilledMidStreamLosesNothingAndIsUsedAgainWhenItRej
   while (read_all(coord_log()).find("host a (") == std::string::npos && std::chrono::steady_clock::now() < until)
     std::this_thread::sleep_for(std::chrono::milliseconds(50));
   ASSERT_NE(read_all(coord_log()).find("answers again"), std::string::npos) << read_all(coord_log());
+  EXPECT_EQ(devices()["gpu0"]["failed"], false);
   for (int i = 0; i < 5; ++i) {
     auto r = client_->Post("/v2/models/gcn/infer", c.body.dump(), "application/json");
     ASSERT_TRUE(r);
