@@ -95,7 +95,8 @@ std::size_t connections_within_file_limit(std::size_t wanted) {
 // with the same models as the coordinator (their weights are checked by digest per stage), until
 // SIGTERM/SIGINT. No front ends: requests reach the coordinator.
 int run_stage_server(const std::string& address, const std::string& host_name, const std::string& system_file,
-                     std::vector<ServedModel> models, const std::string& port_file, sigset_t& stop_signals) {
+                     std::vector<ServedModel> models, const std::string& port_file, const std::string& token,
+                     sigset_t& stop_signals) {
   const hw::System system = system_file.empty() ? hw::System::detect()
                                                 : hw::System::from_config(hw::load_system_config(system_file));
   std::map<std::string, std::shared_ptr<const rt::Model>> by_name;
@@ -107,9 +108,9 @@ int run_stage_server(const std::string& address, const std::string& host_name, c
         const auto it = by_name.find(name);
         return it == by_name.end() ? nullptr : it->second.get();
       },
-      devices, {.host = host_name});
-  spdlog::info("stage server for host '{}' on {}: {} devices, {} models", host_name, server.address(), devices.size(),
-               by_name.size());
+      devices, {.host = host_name, .token = token});
+  spdlog::info("stage server for host '{}' on {}: {} devices, {} models{}", host_name, server.address(), devices.size(),
+               by_name.size(), token.empty() ? " (no --stage-token-file: any coordinator that reaches it is served)" : "");
   if (!port_file.empty()) {
     std::ofstream f(port_file + ".tmp");
     f << "{\"stage\": " << server.port() << "}\n";
@@ -266,6 +267,10 @@ int main(int argc, char** argv) {
                  "system: the coordinator's system file lists this address under hosts); no front ends");
   app.add_option("--host-name", host_name, "with --stage-server: this host's name in the coordinator's system file")
       ->default_val("worker");
+  std::string stage_token_file;
+  app.add_option("--stage-token-file", stage_token_file,
+                 "multi-host systems: the deployment's shared token (first line of the file): a worker refuses "
+                 "coordinators that do not present it, a coordinator presents it to its workers");
   double host_timeout_s = 10.0, host_probe_s = 2.0;
   app.add_option("--host-timeout-secs", host_timeout_s,
                  "multi-host systems: a stage on another host that does not answer within this long fails, and "
@@ -303,9 +308,11 @@ int main(int argc, char** argv) {
     if (!load_models.empty() && control_mode != "explicit")
       throw InputError("--load-model", "needs --model-control-mode explicit (mode none serves every model)");
     so.models = served_models(repositories, example_models, builtin_models, load_models);
+    const std::string stage_token = stage_token_file.empty() ? "" : read_token_file(stage_token_file, "stage");
     if (!stage_server.empty()) {
 #ifdef DYPE_HAVE_REMOTE
-      return run_stage_server(stage_server, host_name, so.system_config, std::move(so.models), port_file, stop_signals);
+      return run_stage_server(stage_server, host_name, so.system_config, std::move(so.models), port_file, stage_token,
+                              stop_signals);
 #else
       throw InputError("--stage-server", "this build has no remote stages (UCX is left out of sanitizer builds)");
 #endif
@@ -315,10 +322,12 @@ int main(int argc, char** argv) {
       std::shared_ptr<rt::remote::UcxContext> ucx;  // made when the first model needs a remote stage
       const rt::remote::ChannelOptions link_options{
           .window = 8, .timeout = std::chrono::milliseconds(static_cast<std::int64_t>(host_timeout_s * 1000))};
-      so.remote_stages = [ucx, link_options](const hw::SystemConfig& system, const std::string& name,
-                                             const rt::Model& model) mutable -> std::function<void(rt::PipelineSpec&)> {
+      so.remote_stages = [ucx, link_options, stage_token](const hw::SystemConfig& system, const std::string& name,
+                                                          const rt::Model& model) mutable
+          -> std::function<void(rt::PipelineSpec&)> {
         if (!ucx) ucx = rt::remote::UcxContext::create();
-        auto attach = std::make_shared<rt::remote::RemoteStageAttacher>(system, ucx, model, name, link_options);
+        auto attach =
+            std::make_shared<rt::remote::RemoteStageAttacher>(system, ucx, model, name, link_options, stage_token);
         return [attach](rt::PipelineSpec& spec) { (*attach)(spec); };
       };
     }

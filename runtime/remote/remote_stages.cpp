@@ -10,9 +10,10 @@
 namespace dype::rt::remote {
 
 RemoteStageAttacher::RemoteStageAttacher(hw::SystemConfig system, std::shared_ptr<UcxContext> context,
-                                         const Model& model, std::string model_name, ChannelOptions options)
+                                         const Model& model, std::string model_name, ChannelOptions options,
+                                         std::string token)
     : system_(std::move(system)), context_(std::move(context)), model_(model), model_name_(std::move(model_name)),
-      options_(options) {}
+      options_(options), token_(std::move(token)) {}
 
 void RemoteStageAttacher::operator()(PipelineSpec& spec) const {
   for (std::size_t s = 0; s < spec.stages.size(); ++s) {
@@ -37,7 +38,7 @@ void RemoteStageAttacher::operator()(PipelineSpec& spec) const {
     for (;;) {
       try {
         st.remote = UcxStageLink::connect(context_, parse_host_port(h->address), model_, model_name_, st.first, st.last,
-                                          names, options_);
+                                          names, options_, token_);
         break;
       } catch (const ChannelError& e) {
         if (e.kind() != ChannelError::Kind::setup && std::chrono::steady_clock::now() < until) {

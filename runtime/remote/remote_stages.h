@@ -20,7 +20,7 @@ namespace dype::rt::remote {
 class RemoteStageAttacher {
  public:
   RemoteStageAttacher(hw::SystemConfig system, std::shared_ptr<UcxContext> context, const Model& model,
-                      std::string model_name, ChannelOptions options = {});
+                      std::string model_name, ChannelOptions options = {}, std::string token = "");
   // Links every remote stage of `spec` (one whose devices are all on one other host). Throws
   // Error naming the stage and host when a stage mixes hosts, or when the host's stage server
   // cannot be reached or refuses the stage (with its reason).
@@ -32,6 +32,7 @@ class RemoteStageAttacher {
   const Model& model_;
   std::string model_name_;
   ChannelOptions options_;
+  std::string token_;
 };
 
 }  // namespace dype::rt::remote

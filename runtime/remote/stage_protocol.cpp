@@ -163,6 +163,7 @@ std::vector<std::byte> encode(const StageSetup& m) {
   w.i32(m.last);
   w.u32(static_cast<std::uint32_t>(m.devices.size()));
   for (const auto& d : m.devices) w.str(d);
+  w.str(m.token);
   return w.take();
 }
 
@@ -217,6 +218,7 @@ StageSetup decode_setup(std::span<const std::byte> frame) {
   const auto n = r.u32("devices");
   if (n == 0 || n > kMaxDevices) r.fail("devices", std::to_string(n) + " devices (1 to " + std::to_string(kMaxDevices) + ")");
   for (std::uint32_t i = 0; i < n; ++i) m.devices.push_back(r.str("devices[]"));
+  m.token = r.str("token");
   r.end();
   if (m.first < 0 || m.last < m.first) r.fail("first", "kernels [" + std::to_string(m.first) + ", " + std::to_string(m.last) + "] are empty");
   return m;

@@ -38,6 +38,7 @@ struct StageSetup {
   std::uint64_t model_digest = 0;  // model_digest() of the coordinator's copy
   std::int32_t first = 0, last = 0;
   std::vector<std::string> devices;  // names of the server's devices the stage runs on
+  std::string token = "";            // the deployment's shared stage token ("" when none is set)
 };
 
 struct StageSetupAck {

@@ -55,6 +55,15 @@ class GraphCache {
   std::map<std::uint64_t, std::shared_ptr<const Graph>> graphs_;
 };
 
+// Whether `given` is `expected`, in time that depends only on the expected token's length (a
+// matching prefix is not revealed).
+bool same_token(const std::string& given, const std::string& expected) {
+  unsigned char diff = given.size() == expected.size() ? 0 : 1;
+  for (std::size_t i = 0; i < expected.size(); ++i)
+    diff |= static_cast<unsigned char>((i < given.size() ? given[i] : '\0') ^ expected[i]);
+  return diff == 0;
+}
+
 }  // namespace
 
 // One coordinator's link: its setup, the pipeline over its part of the model, its graphs.
@@ -130,6 +139,8 @@ void StageServer::serve_link(UcxChannel& ch) {
   try {
     if (first->dtype() != Dtype::u8) throw InputError("stage setup", "the first frame is a tensor, not the setup");
     s.setup = decode_setup(first->bytes());
+    if (!options_.token.empty() && !same_token(s.setup.token, options_.token))
+      throw InputError("stage setup.token", "does not match host " + options_.host + "'s stage token");
     s.model = models_(s.setup.model);
     if (!s.model) throw InputError("stage setup.model", "'" + s.setup.model + "' is not served on host " + options_.host);
     const auto digest = model_digest(*s.model);

@@ -28,6 +28,9 @@ struct StageServerOptions {
   ChannelOptions channel{.window = 8, .timeout = std::chrono::milliseconds(10'000)};
   std::uint32_t graph_cache = 16;  // graphs kept by the coordinator's id (least recently used go)
   std::string host = "worker";     // this host's name in the stage's where(): "b/gpu0+gpu1"
+  // Set: a coordinator's setup must carry this token (compared in constant time), else its link
+  // is refused before anything else is looked at. Empty: any coordinator that reaches the address.
+  std::string token = "";
 };
 
 struct StageServerStats {

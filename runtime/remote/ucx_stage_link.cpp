@@ -41,11 +41,11 @@ UcxStageLink::~UcxStageLink() {
 std::shared_ptr<UcxStageLink> UcxStageLink::connect(std::shared_ptr<UcxContext> context, const HostPort& server,
                                                     const Model& model, const std::string& model_name, int first,
                                                     int last, std::vector<std::string> devices,
-                                                    ChannelOptions options) {
+                                                    ChannelOptions options, const std::string& token) {
   UcxChannel ch = UcxChannel::connect(std::move(context), server, options);
   const std::string who = "remote stage at " + ch.peer();
   StageSetup setup{.model = model_name, .model_digest = model_digest(model), .first = first, .last = last,
-                   .devices = std::move(devices)};
+                   .devices = std::move(devices), .token = token};
   ch.send(Activation::bytes_of(0, 0, encode(setup)));
   auto f = ch.recv();
   if (!f) throw InputError(who, "closed the link without answering the setup");

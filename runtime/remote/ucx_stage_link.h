@@ -42,7 +42,7 @@ class UcxStageLink final : public StageLink {
   static std::shared_ptr<UcxStageLink> connect(std::shared_ptr<UcxContext> context, const HostPort& server,
                                                const Model& model, const std::string& model_name, int first,
                                                int last, std::vector<std::string> devices,
-                                               ChannelOptions options = {});
+                                               ChannelOptions options = {}, const std::string& token = "");
   ~UcxStageLink() override;
 
   std::vector<HostTensor> run(const Request& request, std::uint64_t epoch, std::uint64_t seq, int first, int last,

@@ -102,6 +102,7 @@ class DypeServeHosts : public ::testing::Test {
  protected:
   void SetUp() override {
     dir_ = dype::test::process_temp_dir("dype_serve_hosts");
+    write(dir_ / "stage-token", "deployment-7f3a\n");
     const std::string head = "system: {name: part}\ntopology: {sockets: 2}\ndevices:\n";
     write(dir_ / "a.yaml", head + cpu_line() + device_line("gpu0", "gpu", "", 0) + device_line("gpu1", "gpu", "", 0));
     write(dir_ / "b.yaml", head + cpu_line() + device_line("fpga0", "fpga", "", 1) + device_line("fpga1", "fpga", "", 1));
@@ -110,7 +111,8 @@ class DypeServeHosts : public ::testing::Test {
       const fs::path ports = dir_ / ("ports-" + name(w) + ".json");
       fs::remove(log(w));
       worker_[w] = spawn_serve({"--stage-server", "127.0.0.1:0", "--host-name", name(w), "--system",
-                                (dir_ / (name(w) + ".yaml")).string(), "--builtin-models"},
+                                (dir_ / (name(w) + ".yaml")).string(), "--builtin-models", "--stage-token-file",
+                                (dir_ / "stage-token").string()},
                                log(w), ports);
       children_.pids.push_back(worker_[w]);
       ASSERT_TRUE(fs::exists(ports)) << "worker " << name(w) << " did not start:\n" << read_all(log(w));
@@ -127,7 +129,8 @@ class DypeServeHosts : public ::testing::Test {
     fs::remove(coord_log());
     coordinator_ = spawn_serve({"--system", (dir_ / "coord.yaml").string(), "--builtin-models", "--http-port", "0",
                                 "--grpc-port", "-1", "--metrics-port", "-1", "--host-probe-secs", "0.2",
-                                "--admin-token-file", (dir_ / "token").string()},
+                                "--admin-token-file", (dir_ / "token").string(), "--stage-token-file",
+                                (dir_ / "stage-token").string()},
                                coord_log(), ports);
     children_.pids.push_back(coordinator_);
     ASSERT_TRUE(fs::exists(ports)) << "the coordinator did not start:\n" << read_all(coord_log());
@@ -150,7 +153,8 @@ class DypeServeHosts : public ::testing::Test {
   void restart_worker(int w) {
     const fs::path ports = dir_ / ("ports-" + name(w) + ".json");
     worker_[w] = spawn_serve({"--stage-server", "127.0.0.1:" + std::to_string(stage_port_[w]), "--host-name", name(w),
-                              "--system", (dir_ / (name(w) + ".yaml")).string(), "--builtin-models"},
+                              "--system", (dir_ / (name(w) + ".yaml")).string(), "--builtin-models",
+                              "--stage-token-file", (dir_ / "stage-token").string()},
                              log(w), ports);
     children_.pids.push_back(worker_[w]);
   }
@@ -237,6 +241,25 @@ TEST_F(DypeServeHosts, AWorkerKilledMidStreamLosesNothingAndIsUsedAgainWhenItRej
   EXPECT_EQ(children_.stop(worker_[0]), 0) << read_all(log(0));
   EXPECT_GE(served_by(1), 1) << "host b never ran a stage";
   EXPECT_GE(served_by(0), 5) << "host a was not planned on again after it rejoined:\n" << read_all(log(0));
+}
+
+// Workers serve only coordinators that present the deployment's stage token: one without it is
+// refused at its first plan, the refusal names the token, and it exits 1 with nothing to serve.
+TEST_F(DypeServeHosts, ACoordinatorWithoutTheStageTokenIsRefused) {
+  const fs::path other_log = dir_ / "other.log";
+  fs::remove(other_log);
+  const pid_t other = spawn_serve({"--system", (dir_ / "coord.yaml").string(), "--builtin-models", "--http-port", "0", "--grpc-port", "-1",
+                                   "--metrics-port", "-1"},
+                                  other_log, dir_ / "other-ports.json", /*wait=*/false);
+  children_.pids.push_back(other);
+  int status = -1;
+  for (int i = 0; i < 600 && ::waitpid(other, &status, WNOHANG) == 0; ++i)
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  std::erase(children_.pids, other);
+  const std::string text = read_all(other_log);
+  ASSERT_TRUE(WIFEXITED(status)) << text;
+  EXPECT_EQ(WEXITSTATUS(status), 1) << text;
+  EXPECT_NE(text.find("refused the stage: stage setup.token: does not match host"), std::string::npos) << text;
 }
 
 }  // namespace

@@ -70,7 +70,7 @@ struct Worker {
     std::vector<std::unique_ptr<remote::StageServer>> servers;
     for (int i = 0; i < 2; ++i)
       servers.push_back(std::make_unique<remote::StageServer>(ctx, HostPort{"127.0.0.1", 0}, find, devices,
-                                                              remote::StageServerOptions{.host = host}));
+                                                              remote::StageServerOptions{.host = host, .token = "s3cret"}));
     std::uint16_t ports[2] = {servers[0]->port(), servers[1]->port()};
     if (write(out_fd, ports, sizeof ports) != sizeof ports) _exit(2);
     std::vector<std::thread> threads;
@@ -112,11 +112,12 @@ bool start_worker(Worker& w, const std::string& host, int gpus, int fpgas, const
 // Connects a link, retrying while the server listens again after its previous link closed.
 std::shared_ptr<remote::UcxStageLink> link_to(std::shared_ptr<UcxContext> ctx, std::uint16_t port, const Model& m,
                                               const std::string& name, int first, int last,
-                                              const std::vector<std::string>& devices) {
+                                              const std::vector<std::string>& devices,
+                                              const std::string& token = "s3cret") {
   const auto until = std::chrono::steady_clock::now() + 10s;
   for (;;) {
     try {
-      return remote::UcxStageLink::connect(ctx, {"127.0.0.1", port}, m, name, first, last, devices, {.timeout = 10s});
+      return remote::UcxStageLink::connect(ctx, {"127.0.0.1", port}, m, name, first, last, devices, {.timeout = 10s}, token);
     } catch (const remote::ChannelError&) {
       if (std::chrono::steady_clock::now() > until) throw;
       std::this_thread::sleep_for(20ms);
@@ -292,9 +293,10 @@ TEST_F(RemoteStages, AStageTheWorkerCannotRunIsRefusedNamingWhy) {
   START_OR_SKIP("u280-sextans-swat.yaml");
   const auto models = test_models();
   const Model& swat = models.at("swat");
-  auto refusal = [&](const std::string& name, const Model& m, int first, int last, std::vector<std::string> devs) {
+  auto refusal = [&](const std::string& name, const Model& m, int first, int last, std::vector<std::string> devs,
+                     const std::string& token = "s3cret") {
     try {
-      link_to(ctx_, workers_[1].ports[0], m, name, first, last, devs);
+      link_to(ctx_, workers_[1].ports[0], m, name, first, last, devs, token);
     } catch (const InputError& e) {
       return std::string(e.what());
     }
@@ -304,6 +306,10 @@ TEST_F(RemoteStages, AStageTheWorkerCannotRunIsRefusedNamingWhy) {
   EXPECT_NE(refusal("swat", swat, 0, 0, {"fpga0"}).find("cannot run"), std::string::npos);
   EXPECT_NE(refusal("swat", swat, 1, 1, {"gpu0"}).find("has no device 'gpu0'"), std::string::npos);
   EXPECT_NE(refusal("resnet", swat, 1, 1, {"fpga0"}).find("'resnet' is not served on host b"), std::string::npos);
+  // Without the deployment's token, or with another, nothing else is looked at.
+  EXPECT_NE(refusal("swat", swat, 1, 1, {"fpga0"}, "").find("stage setup.token: does not match host b's stage token"),
+            std::string::npos);
+  EXPECT_NE(refusal("swat", swat, 1, 1, {"fpga0"}, "s3creT").find("does not match"), std::string::npos);
   // Same name, other weights.
   const Model other = Model::transformer({.layers = 1, .d_model = 16, .heads = 2, .ffn = 24, .seed = 99});
   EXPECT_NE(refusal("swat", other, 1, 1, {"fpga0"}).find("other weights or kernels"), std::string::npos);
