@@ -53,6 +53,7 @@
 #include "runtime/daemon/grpc_server.h"
 #include "runtime/daemon/http_server.h"
 #include "runtime/daemon/proto/grpc_service.grpc.pb.h"
+#include "bench/bench_common.h"
 
 using namespace dype;
 using namespace dype::rt::daemon;
@@ -60,18 +61,8 @@ using Clock = std::chrono::steady_clock;
 
 namespace {
 
-std::string arg(int argc, char** argv, const std::string& key, const std::string& def) {
-  for (int i = 1; i + 1 < argc; ++i)
-    if (argv[i] == key) return argv[i + 1];
-  return def;
-}
-
-std::string loadavg() {
-  std::ifstream f("/proc/loadavg");
-  std::string a, b, c;
-  f >> a >> b >> c;
-  return a + " " + b + " " + c;
-}
+using bench::arg;
+using bench::loadavg;
 
 // CPU-seconds the whole machine has been busy (every process; /proc/stat), to tell how much of
 // the cores other processes took during a run.

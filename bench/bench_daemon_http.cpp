@@ -45,6 +45,7 @@
 #include "runtime/daemon/request_builder.h"
 #include "runtime/host_memory.h"
 #include "runtime/daemon/tensor.h"
+#include "bench/bench_common.h"
 
 // After the project headers: httplib pulls in <resolv.h>, whose _res macro breaks Eigen headers
 // parsed after it.
@@ -57,6 +58,9 @@ using Clock = std::chrono::steady_clock;
 
 // ---- allocation trace: every operator new >= 1 MiB while tracing is on -------------------------
 namespace {
+
+using bench::arg;
+using bench::loadavg;
 struct BigAlloc {
   std::size_t bytes;
   long tid;
@@ -93,19 +97,6 @@ void* aligned(std::size_t n, std::align_val_t a) {
 [[gnu::noinline]] void* operator new[](std::size_t n, std::align_val_t a) { note(n); return aligned(n, a); }
 
 namespace {
-
-std::string arg(int argc, char** argv, const std::string& key, const std::string& def) {
-  for (int i = 1; i + 1 < argc; ++i)
-    if (argv[i] == key) return argv[i + 1];
-  return def;
-}
-
-std::string loadavg() {
-  std::ifstream f("/proc/loadavg");
-  std::string a, b, c;
-  f >> a >> b >> c;
-  return a + " " + b + " " + c;
-}
 
 // kB fields of /proc/self/status.
 long status_kb(const std::string& field) {

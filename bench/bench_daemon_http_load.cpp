@@ -32,6 +32,7 @@
 #include "runtime/daemon/http_server.h"
 #include "runtime/daemon/tensor.h"
 #include "runtime/host_memory.h"
+#include "bench/bench_common.h"
 
 #include <httplib.h>  // after the project headers (its <resolv.h> macros break Eigen)
 
@@ -41,18 +42,9 @@ using Clock = std::chrono::steady_clock;
 
 namespace {
 
-std::string arg(int argc, char** argv, const std::string& name, const std::string& fallback) {
-  for (int i = 1; i + 1 < argc; ++i)
-    if (argv[i] == name) return argv[i + 1];
-  return fallback;
-}
-
-std::string loadavg() {
-  std::ifstream f("/proc/loadavg");
-  std::string a, b, c;
-  f >> a >> b >> c;
-  return a + " " + b + " " + c;
-}
+using bench::arg;
+using bench::loadavg;
+using bench::percentile;
 
 int connect_to(int port, bool nonblocking) {
   const int fd = socket(AF_INET, SOCK_STREAM, 0);
@@ -67,12 +59,6 @@ int connect_to(int port, bool nonblocking) {
   }
   if (nonblocking) fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) | O_NONBLOCK);
   return fd;
-}
-
-double percentile(std::vector<double> v, double p) {
-  if (v.empty()) return 0.0;
-  std::sort(v.begin(), v.end());
-  return v[static_cast<std::size_t>(p * static_cast<double>(v.size() - 1))];
 }
 
 struct StreamResult {

@@ -28,6 +28,7 @@
 #include "runtime/daemon/tensor.h"
 #include "runtime/daemon/tls.h"
 #include "runtime/host_memory.h"
+#include "bench/bench_common.h"
 
 // After the project headers: httplib pulls in <resolv.h>, whose _res macro breaks Eigen headers.
 #include <httplib.h>
@@ -38,24 +39,9 @@ using Clock = std::chrono::steady_clock;
 
 namespace {
 
-std::string arg(int argc, char** argv, const std::string& name, const std::string& fallback) {
-  for (int i = 1; i + 1 < argc; ++i)
-    if (argv[i] == name) return argv[i + 1];
-  return fallback;
-}
-
-double pct(std::vector<double> v, double p) {
-  if (v.empty()) return 0.0;
-  std::sort(v.begin(), v.end());
-  return v[static_cast<std::size_t>(p * static_cast<double>(v.size() - 1))];
-}
-
-std::string loadavg() {
-  std::ifstream f("/proc/loadavg");
-  std::string a, b, c;
-  f >> a >> b >> c;
-  return a + " " + b + " " + c;
-}
+using bench::arg;
+using bench::loadavg;
+using bench::percentile;
 
 // A self-signed certificate for 127.0.0.1 (EC P-256) in a temp folder; its paths.
 std::pair<std::string, std::string> make_certificate() {
@@ -177,14 +163,14 @@ int main(int argc, char** argv) {
                 body.body.size(), per_round * rounds, rounds, warmup);
     for (const Side& s : sides) {
       std::printf("  %-12s infer round trip median %8.1f us   p10 %8.1f   p90 %8.1f   | new connection + GET median %8.1f us\n",
-                  s.name, pct(s.rtt_us, 0.5), pct(s.rtt_us, 0.1), pct(s.rtt_us, 0.9), pct(s.connect_us, 0.5));
+                  s.name, percentile(s.rtt_us, 0.5), percentile(s.rtt_us, 0.1), percentile(s.rtt_us, 0.9), percentile(s.connect_us, 0.5));
       std::printf("  %-12s   medians: body receive %7.1f us, engine %7.1f us, round trip - server time (client, "
                   "sockets, response write) %7.1f us\n",
-                  "", pct(s.receive_us, 0.5), pct(s.engine_us, 0.5), pct(s.outside_us, 0.5));
+                  "", percentile(s.receive_us, 0.5), percentile(s.engine_us, 0.5), percentile(s.outside_us, 0.5));
     }
     std::printf("  TLS / plain: infer round trip median %.3fx (+%.1f us); new connection %.2fx (measured)\n",
-                pct(sides[1].rtt_us, 0.5) / pct(sides[0].rtt_us, 0.5), pct(sides[1].rtt_us, 0.5) - pct(sides[0].rtt_us, 0.5),
-                pct(sides[1].connect_us, 0.5) / pct(sides[0].connect_us, 0.5));
+                percentile(sides[1].rtt_us, 0.5) / percentile(sides[0].rtt_us, 0.5), percentile(sides[1].rtt_us, 0.5) - percentile(sides[0].rtt_us, 0.5),
+                percentile(sides[1].connect_us, 0.5) / percentile(sides[0].connect_us, 0.5));
     std::printf("  load average after: %s\n", loadavg().c_str());
     tls.stop();
     plain.stop();

@@ -36,6 +36,7 @@
 
 #include "runtime/host_memory.h"
 #include "runtime/remote/ucx_channel.h"
+#include "bench/bench_common.h"
 
 using namespace dype;
 using namespace dype::rt::remote;
@@ -43,19 +44,8 @@ using BenchClock = std::chrono::steady_clock;
 
 namespace {
 
-std::string arg(int argc, char** argv, const std::string& name, const std::string& fallback) {
-  for (int i = 1; i + 1 < argc; ++i) {
-    if (argv[i] == name) return argv[i + 1];
-  }
-  return fallback;
-}
-
-std::string loadavg() {
-  std::ifstream f("/proc/loadavg");
-  std::string a, b, c;
-  f >> a >> b >> c;
-  return a + " " + b + " " + c;
-}
+using bench::arg;
+using bench::loadavg;
 
 struct Config {
   int iters = 2000;

@@ -33,6 +33,7 @@
 #include "runtime/model.h"
 #include "runtime/remote/stage_server.h"
 #include "runtime/remote/ucx_stage_link.h"
+#include "bench/bench_common.h"
 
 using namespace dype;
 using namespace dype::rt;
@@ -40,11 +41,8 @@ using namespace dype::rt::remote;
 
 namespace {
 
-std::string arg(int argc, char** argv, const std::string& name, const std::string& fallback) {
-  for (int i = 1; i + 1 < argc; ++i)
-    if (argv[i] == name) return argv[i + 1];
-  return fallback;
-}
+using bench::arg;
+using bench::percentile;
 
 Model bench_model() { return Model::gcn({.layers = 1, .in_features = 64, .hidden = 64, .seed = 3}); }
 
@@ -78,11 +76,6 @@ hw::System one_gpu() {
     _exit(3);
   }
   _exit(0);
-}
-
-double percentile(std::vector<double> v, double p) {
-  std::sort(v.begin(), v.end());
-  return v[static_cast<std::size_t>(p * static_cast<double>(v.size() - 1))];
 }
 
 }  // namespace

@@ -496,6 +496,19 @@ std::vector<Need> Pipeline::needs_for(const StageState& st, const std::vector<st
   return needs;
 }
 
+std::vector<Need> Pipeline::next_stage_needs(StageState& st, const Request& req) {
+  StageState& next = *stages_[static_cast<std::size_t>(st.index) + 1];
+  // The next stage's devices receive this request only once they have been given everything
+  // of the previous one (a transfer occupies both ends and never cuts into their work), so each
+  // device sees its operations in one fixed order and the modelled timeline does not depend on
+  // thread timing. The next stage never waits on this one, so this cannot deadlock.
+  {
+    std::unique_lock lock(next.issue_mu);
+    next.issue_cv.wait(lock, [&] { return next.issued + 1 >= st.taken; });
+  }
+  return needs_for(next, partition(next, req), next.spec.first, req, nullptr);
+}
+
 void Pipeline::process_remote(StageState& st, Work& w, TransferCounters& tc) {
   const Request& req = *w.job.request;
   std::span<const HostTensor> in = w.host;
@@ -524,14 +537,7 @@ void Pipeline::process_remote(StageState& st, Work& w, TransferCounters& tc) {
   } else if (stages_[static_cast<std::size_t>(st.index) + 1]->spec.remote) {
     w.host = std::move(out);
   } else {
-    StageState& next = *stages_[static_cast<std::size_t>(st.index) + 1];
-    {
-      std::unique_lock lock(next.issue_mu);
-      next.issue_cv.wait(lock, [&] { return next.issued + 1 >= st.taken; });
-    }
-    const auto next_part = partition(next, req);
-    const std::vector<Need> needs = needs_for(next, next_part, next.spec.first, req, nullptr);
-    w.act = xfer_.upload(std::span<const HostTensor>(out), needs, 0.0, tc);
+    w.act = xfer_.upload(std::span<const HostTensor>(out), next_stage_needs(st, req), 0.0, tc);
   }
   // The remote host's devices keep their own (modelled) clocks; this host measures only.
   w.c.stage_modelled_s.push_back(-1);
@@ -664,17 +670,7 @@ void Pipeline::process(StageState& st, Work& w, TransferCounters& tc) {
     // Hand the output to the next stage now, from this worker: the transfer occupies this stage
     // right after its compute (T_s = X_s + C_s + X_{s+1}, the paper's conflict-free order), so
     // the virtual timeline does not depend on when the next stage's thread gets to it.
-    StageState& next = *stages_[static_cast<std::size_t>(st.index) + 1];
-    // The next stage's devices receive this request only once they have been given everything
-    // of the previous one (a transfer occupies both ends and never cuts into their work), so each
-    // device sees its operations in one fixed order and the modelled timeline does not depend on
-    // thread timing. The next stage never waits on this one, so this cannot deadlock.
-    {
-      std::unique_lock lock(next.issue_mu);
-      next.issue_cv.wait(lock, [&] { return next.issued + 1 >= st.taken; });
-    }
-    const auto next_part = partition(next, req);
-    const std::vector<Need> needs = needs_for(next, next_part, next.spec.first, req, nullptr);
+    const std::vector<Need> needs = next_stage_needs(st, req);
     if (!TransferEngine::satisfied(w.act, needs)) w.act = xfer_.redistribute(std::move(w.act), needs, tc);
   }
   if (mend >= 0) {

@@ -160,6 +160,9 @@ class Pipeline {
   // A stage on another host (PipelineStage::remote): its input leaves, and its output arrives,
   // through host memory.
   void process_remote(StageState& st, Work& w, TransferCounters& tc);
+  // What the stage after `st` needs of this request's activation, once its devices have been
+  // given everything of the request before (the issue order below).
+  std::vector<Need> next_stage_needs(StageState& st, const Request& req);
   // The graph rows [r0, r1) on ds's device, shared by the stages of every round on that device.
   void place_rows(DeviceState& ds, const Graph& g, std::int64_t r0, std::int64_t r1);
   std::shared_ptr<GraphRows> preload(hw::Device& d, const Graph& g, std::int64_t r0, std::int64_t r1);

@@ -1,13 +1,15 @@
 #pragma once
 // Shared by the runtime tests that run whole pipelines (tests/unit/test_rt_pipeline.cpp,
-// tests/integration/test_gpu_pipeline.cpp): generated requests and the check that a pipeline
-// answers each of them, in order, as the single-device CPU reference does.
+// tests/integration/test_gpu_pipeline.cpp, test_remote_stages.cpp): every cut of a kernel chain,
+// generated requests and the check that a pipeline answers each of them, in order, as the
+// single-device CPU reference does.
 #include <gtest/gtest.h>
 
 #include <cstdint>
 #include <memory>
 #include <mutex>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "kernels/graph/generators.h"
@@ -15,6 +17,23 @@
 #include "runtime/pipeline.h"
 
 namespace dype::rt::testing {
+
+// All ways to cut n kernels into contiguous stages (bit i set: cut after kernel i).
+inline std::vector<std::vector<std::pair<int, int>>> all_splits(int n) {
+  std::vector<std::vector<std::pair<int, int>>> out;
+  for (unsigned mask = 0; mask < (1u << (n - 1)); ++mask) {
+    std::vector<std::pair<int, int>> st;
+    int first = 0;
+    for (int k = 0; k < n; ++k) {
+      if (k == n - 1 || (mask >> k) & 1u) {
+        st.emplace_back(first, k);
+        first = k + 1;
+      }
+    }
+    out.push_back(st);
+  }
+  return out;
+}
 
 // `count` requests on one random graph (seeded), features seeded per request.
 inline std::vector<Request> gnn_requests(const Model& m, std::int64_t nodes, std::int64_t edges, int count,

@@ -1,6 +1,7 @@
 #pragma once
 // dype-serve as an operator runs it: a separate process started with a port file, its output in a
 // log (tests/e2e/test_dype_serve_cli.cpp, test_dype_serve_hosts.cpp).
+#include <signal.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -45,5 +46,23 @@ inline pid_t spawn_serve(const std::vector<std::string>& args, const fs::path& l
     std::this_thread::sleep_for(std::chrono::milliseconds(10));
   return pid;
 }
+
+// Child daemons killed (SIGKILL) and reaped when the test ends, however it ends (a failed ASSERT
+// included), never left running; stop() ends one with SIGTERM and returns its wait status.
+struct Children {
+  std::vector<pid_t> pids;
+  ~Children() {
+    for (pid_t p : pids) {
+      if (p > 0 && ::kill(p, SIGKILL) == 0) ::waitpid(p, nullptr, 0);
+    }
+  }
+  int stop(pid_t p) {
+    ::kill(p, SIGTERM);
+    int status = -1;
+    ::waitpid(p, &status, 0);
+    std::erase(pids, p);
+    return status;
+  }
+};
 
 }  // namespace dype::test

@@ -88,8 +88,8 @@ StageServer::~StageServer() = default;
 std::string StageServer::address() const { return listen_.host + ":" + std::to_string(port_); }
 std::uint16_t StageServer::port() const { return port_; }
 
-UcxChannel StageServer::accept_one() {
-  if (!listener_) listener_ = std::make_unique<UcxListener>(context_, listen_, options_.channel);
+UcxChannel StageServer::accept_one(const ChannelOptions& options) {
+  if (!listener_) listener_ = std::make_unique<UcxListener>(context_, listen_, options);
   UcxChannel ch = listener_->accept();
   listener_.reset();  // a listener takes one peer; the next one listens anew on the same address
   ++stats_.links;
@@ -97,7 +97,7 @@ UcxChannel StageServer::accept_one() {
 }
 
 void StageServer::serve() {
-  UcxChannel ch = accept_one();
+  UcxChannel ch = accept_one(options_.channel);
   serve_link(ch);
 }
 
@@ -105,15 +105,14 @@ void StageServer::stop() { stopping_ = true; }
 
 void StageServer::run() {
   std::vector<std::thread> links;
-  // Accept in short steps so that stop() is seen.
+  // Accept (and serve each link) in short steps so that stop() is seen; the listener bound by the
+  // constructor waits the whole channel timeout, so it is bound anew with the short one.
   ChannelOptions poll = options_.channel;
   poll.timeout = std::min(poll.timeout, std::chrono::milliseconds(1000));
+  listener_.reset();
   while (!stopping_) {
     try {
-      if (!listener_) listener_ = std::make_unique<UcxListener>(context_, listen_, poll);
-      UcxChannel ch = listener_->accept();
-      listener_.reset();
-      ++stats_.links;
+      UcxChannel ch = accept_one(poll);
       links.emplace_back([this, c = std::make_shared<UcxChannel>(std::move(ch))] {
         try {
           serve_link(*c);

@@ -67,7 +67,7 @@ class StageServer {
 
  private:
   struct Session;
-  UcxChannel accept_one();
+  UcxChannel accept_one(const ChannelOptions& options);  // binds the listener first when it is not
   void serve_link(UcxChannel& ch);
   std::atomic<bool> stopping_{false};
   std::shared_ptr<UcxContext> context_;

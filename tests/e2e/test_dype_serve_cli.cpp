@@ -304,14 +304,6 @@ TEST(DypeServeCli, OperatorStateSurvivesSigkill) {
   EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << read_all(log);
 }
 
-// A child daemon is killed and reaped when a test leaves early (a failed ASSERT), not left running.
-struct KillOnExit {
-  pid_t pid;
-  ~KillOnExit() {
-    if (pid > 0 && kill(pid, SIGKILL) == 0) waitpid(pid, nullptr, 0);
-  }
-};
-
 // Crash consistency: while a client streams requests and the operator changes mode, drains and
 // undrains GPUs and swaps fpga0's image, the daemon is SIGKILLed at a random point (seeded,
 // printed), and again at a random point of the next start (while it loads models and restores the
@@ -379,7 +371,7 @@ TEST(DypeServeCli, StateAfterSigkillAtRandomPointsIsTheLastCommitted) {
       waitpid(early, &st, 0);
     }
     const pid_t pid = start();
-    KillOnExit guard{pid};
+    dype::test::Children guard{{pid}};  // killed and reaped if the test leaves early
     ASSERT_TRUE(fs::exists(ports)) << read_all(log);
     const int port = nlohmann::json::parse(read_all(ports))["http"];
     {
@@ -442,11 +434,11 @@ TEST(DypeServeCli, StateAfterSigkillAtRandomPointsIsTheLastCommitted) {
     client.join();
     int status = 0;
     waitpid(pid, &status, 0);
-    guard.pid = -1;
+    guard.pids.clear();  // reaped above
     ASSERT_TRUE(WIFSIGNALED(status)) << read_all(log);
     // Restarted: the acknowledged state, or the one in flight.
     const pid_t again = start();
-    KillOnExit guard_again{again};
+    dype::test::Children guard_again{{again}};
     ASSERT_TRUE(fs::exists(ports)) << read_all(log);
     {
       httplib::Client c2("127.0.0.1", nlohmann::json::parse(read_all(ports))["http"].get<int>());
@@ -462,7 +454,7 @@ TEST(DypeServeCli, StateAfterSigkillAtRandomPointsIsTheLastCommitted) {
     EXPECT_EQ(text.find("not valid JSON"), std::string::npos) << text;
     kill(again, SIGTERM);
     waitpid(again, &status, 0);
-    guard_again.pid = -1;
+    guard_again.pids.clear();  // reaped above
     EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << text;
   }
   EXPECT_NE(read_all(log).find("refinement restored ("), std::string::npos) << read_all(log);

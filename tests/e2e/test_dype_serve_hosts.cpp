@@ -28,27 +28,11 @@
 namespace {
 
 namespace fs = std::filesystem;
+using dype::test::Children;
 using dype::test::read_all;
 using dype::test::spawn_serve;
 using json = nlohmann::json;
 
-// Children killed when the test ends, however it ends.
-struct Children {
-  std::vector<pid_t> pids;
-  ~Children() {
-    for (pid_t p : pids) {
-      ::kill(p, SIGKILL);
-      ::waitpid(p, nullptr, 0);
-    }
-  }
-  int stop(pid_t p) {
-    ::kill(p, SIGTERM);
-    int status = -1;
-    ::waitpid(p, &status, 0);
-    std::erase(pids, p);
-    return status;
-  }
-};
 
 std::string device_line(const std::string& name, const std::string& kind, const std::string& host, int socket) {
   const std::string dir = std::string(DYPE_SOURCE_DIR) + "/configs";

@@ -125,23 +125,6 @@ std::shared_ptr<remote::UcxStageLink> link_to(std::shared_ptr<UcxContext> ctx, s
   }
 }
 
-// All ways to cut n kernels into contiguous stages.
-std::vector<std::vector<std::pair<int, int>>> all_splits(int n) {
-  std::vector<std::vector<std::pair<int, int>>> out;
-  for (unsigned mask = 0; mask < (1u << (n - 1)); ++mask) {
-    std::vector<std::pair<int, int>> st;
-    int first = 0;
-    for (int k = 0; k < n; ++k) {
-      if (k == n - 1 || (mask >> k) & 1u) {
-        st.emplace_back(first, k);
-        first = k + 1;
-      }
-    }
-    out.push_back(st);
-  }
-  return out;
-}
-
 // Where a stage may run: the coordinator's own GPU, or a worker's server with some of its devices.
 struct Slot {
   std::string name;  // "L", "a0", "a01", ...
@@ -202,7 +185,7 @@ class RemoteStages : public ::testing::Test {
         {{"a01", 0, 0, {"gpu0", "gpu1"}}, {"L", -1, 0, {}}},
     };
     int checked = 0;
-    for (const auto& split : all_splits(m.num_kernels())) {
+    for (const auto& split : testing::all_splits(m.num_kernels())) {
       for (const auto& pattern : patterns) {
         if (split.size() > pattern.size()) continue;
         bool ok = true;

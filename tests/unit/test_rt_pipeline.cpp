@@ -17,23 +17,6 @@
 namespace dype::rt {
 namespace {
 
-// All ways to cut n kernels into contiguous stages (bit i set: cut after kernel i).
-std::vector<std::vector<std::pair<int, int>>> all_splits(int n) {
-  std::vector<std::vector<std::pair<int, int>>> out;
-  for (unsigned mask = 0; mask < (1u << (n - 1)); ++mask) {
-    std::vector<std::pair<int, int>> st;
-    int first = 0;
-    for (int k = 0; k < n; ++k) {
-      if (k == n - 1 || (mask >> k) & 1u) {
-        st.emplace_back(first, k);
-        first = k + 1;
-      }
-    }
-    out.push_back(st);
-  }
-  return out;
-}
-
 using testing::gnn_requests;
 using testing::tf_requests;
 
@@ -46,7 +29,7 @@ void run_and_check(const Model& m, PipelineSpec spec, const std::vector<Request>
 void check_all_shapes(const Model& m, const std::vector<Request>& reqs, hw::System& sys) {
   auto gpus = sys.devices_of(hw::DeviceKind::gpu);
   int checked = 0;
-  for (const auto& split : all_splits(m.num_kernels())) {
+  for (const auto& split : testing::all_splits(m.num_kernels())) {
     for (int pattern = 0; pattern < 4; ++pattern) {
       PipelineSpec spec;
       std::size_t next = 0;
