@@ -13,7 +13,12 @@
 //   ./build/h2/bench/bench_runtime [--phase-requests 200] [--overhead-requests 3000]
 //                                  [--tf-layers 4] [--tf-window 256] [--json out.json] [--check-plans N]
 //                                  [--perfmodels configs/perfmodels/amd-mi210.json,...] [--paper-plans]
-//                                  [--transfers serial|overlap]
+//                                  [--transfers serial|overlap] [--system paper-testbed-two-host.yaml]
+//                                  [--drift-only]
+// --system: another emulated testbed (a file under configs/systems/ or a path), e.g. the paper's
+// testbed split over two hosts with 100 Gb/s NICs (paper-testbed-two-host.yaml; issue 20): the
+// remote host's devices run here, emulated, their copies paying the NIC legs (modelled).
+// --drift-only: section 1's main comparison only (no phase orders, modes or overhead).
 // --check-plans N: for each phase, the N best plans by the planner's cost model beside the period
 // the pipeline really reaches with them on the emulated devices (both modelled), then exits.
 // --paper-plans: the runtime planner's (RuntimeCostModel) perf plan for GCN and GIN on each paper
@@ -74,9 +79,16 @@ rt::Request make_request(const rt::Model& m, const Phase& p) {
 
 // --transfers serial|overlap: the testbed file says serial (the paper's timing).
 bool g_overlap = false;
+// --system FILE: the emulated testbed (a file under configs/systems/ or a path).
+std::string g_system = "paper-testbed-pcie4.yaml";
+
+std::string system_path() {
+  if (g_system.find('/') != std::string::npos) return g_system;
+  return std::string(DYPE_SOURCE_DIR) + "/configs/systems/" + g_system;
+}
 
 hw::System testbed() {
-  auto cfg = hw::load_system_config(std::string(DYPE_SOURCE_DIR) + "/configs/systems/paper-testbed-pcie4.yaml");
+  auto cfg = hw::load_system_config(system_path());
   cfg.overlap_transfers = g_overlap;
   auto sys = hw::System::from_config(cfg);
   for (hw::Device* d : sys.devices())
@@ -225,7 +237,7 @@ int main(int argc, char** argv) {
   dype::rt::retain_freed_host_memory();  // activations reuse heap pages (runtime/host_memory.h)
   int per_phase = 200, overhead_n = 3000, tf_layers = 4, check_top = 0;
   std::int64_t tf_window = 256;
-  bool want_paper_plans = false;
+  bool want_paper_plans = false, drift_only = false;
   std::string json_path;
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
@@ -243,6 +255,8 @@ int main(int argc, char** argv) {
     else if (a == "--json") json_path = next();
     else if (a == "--check-plans") check_top = std::stoi(next());
     else if (a == "--paper-plans") want_paper_plans = true;
+    else if (a == "--drift-only") drift_only = true;
+    else if (a == "--system") g_system = next();
     else if (a == "--transfers") {
       const std::string v = next();
       if (v != "serial" && v != "overlap") {
@@ -297,7 +311,8 @@ int main(int argc, char** argv) {
     for (const auto& p : tf_phases) check_plans(tf, p, check_top);
     return 0;
   }
-  std::printf("drift benchmark (MODELLED: emulated paper testbed, timing-only, %d requests per phase)\n", per_phase);
+  std::printf("drift benchmark (MODELLED: emulated %s, timing-only, %d requests per phase)\n",
+              testbed().config().name.c_str(), per_phase);
   std::printf("planner kernel times: %s\n", g_stores.empty() ? "the emulated devices' own models"
                                                              : "fitted perf models (--perfmodels), refined online");
   std::printf("GCN phases: ");
@@ -345,6 +360,11 @@ int main(int argc, char** argv) {
   out["drift"]["gcn_oracle_over_static_modelled"] = thr_gcn["oracle"] / thr_gcn["static"];
   out["drift"]["transformer_oracle_over_static_modelled"] = thr_tf["oracle"] / thr_tf["static"];
   out["drift"]["oracle_over_static_modelled"] = thr["oracle"] / thr["static"];
+  out["drift"]["system"] = testbed().config().name;
+  if (drift_only) {
+    if (!json_path.empty()) std::ofstream(json_path) << out.dump(2) << "\n";
+    return 0;
+  }
 
   // How much the figure owes to the phase order: "static" keeps the first phase's plan, so each
   // rotation of the GCN phases (the transformer stream unchanged) pins a different plan.

@@ -11,6 +11,9 @@ System System::from_config(const SystemConfig& config) {
   System s;
   s.config_ = config;
   s.topology_ = std::make_unique<Topology>(config.sockets, config.inter_socket_bytes_per_s);
+  std::vector<HostNic> nics;
+  for (const auto& h : config.hosts) nics.push_back({h.name, h.nic_bytes_per_s, h.nic_latency_s});
+  s.topology_->set_hosts(std::move(nics));
   for (const auto& dc : config.devices) {
     // A device on another host is planned here from its model (an emulated stand-in that never
     // runs a kernel: its stages run on that host, runtime/remote/).
@@ -23,7 +26,10 @@ System System::from_config(const SystemConfig& config) {
                                                "DYPE_WITH_<BACKEND>=ON)");
     }
     DevicePtr dev = backend->create(dc, config);
-    const int index = s.topology_->add_device({dc.name, dc.socket, dc.link, dc.p2p});
+    int host = 0;
+    for (std::size_t h = 0; h < config.hosts.size(); ++h)
+      if (config.hosts[h].name == dc.host) host = static_cast<int>(h);
+    const int index = s.topology_->add_device({dc.name, dc.socket, dc.link, dc.p2p, host});
     dev->attach(s.topology_.get(), index);
     s.views_.push_back(dev.get());
     s.devices_.push_back(std::move(dev));

@@ -53,6 +53,10 @@ int Topology::add_device(TopologyDevice device) {
                          std::to_string(sockets_) + ")");
   }
   if (index_of(device.name) >= 0) throw InputError("topology", "duplicate device " + device.name);
+  if (device.host < 0 || (device.host > 0 && static_cast<std::size_t>(device.host) >= hosts_.size())) {
+    throw InputError("topology: device " + device.name, "host " + std::to_string(device.host) + " is not one of the " +
+                                                            std::to_string(hosts_.size()) + " hosts");
+  }
   devices_.push_back(std::move(device));
   return static_cast<int>(devices_.size()) - 1;
 }
@@ -67,7 +71,28 @@ int Topology::index_of(std::string_view name) const {
 bool Topology::p2p_possible(int src, int dst) const {
   const auto& a = device(src);
   const auto& b = device(dst);
-  return a.p2p && b.p2p && a.link.type != LinkType::host && b.link.type != LinkType::host;
+  // Peer-to-peer never crosses machines: a NIC sits between them.
+  return a.p2p && b.p2p && a.link.type != LinkType::host && b.link.type != LinkType::host && a.host == b.host;
+}
+
+double Topology::nic_leg_s(int host, double bytes) const {
+  if (host <= 0 || static_cast<std::size_t>(host) >= hosts_.size()) return 0.0;
+  const HostNic& here = hosts_.front();
+  const HostNic& there = hosts_[static_cast<std::size_t>(host)];
+  return here.latency_s + there.latency_s + bytes / std::min(here.bytes_per_s, there.bytes_per_s);
+}
+
+// `bytes` split evenly over `set` crossing each remote host's NIC (its devices' shares share it):
+// the slowest host's leg.
+double Topology::nic_legs_s(std::span<const int> set, double bytes) const {
+  if (hosts_.empty() || set.empty()) return 0.0;
+  std::vector<int> per_host(hosts_.size(), 0);
+  for (int i : set) ++per_host[static_cast<std::size_t>(device(i).host)];
+  double t = 0.0;
+  for (std::size_t h = 1; h < per_host.size(); ++h) {
+    if (per_host[h] > 0) t = std::max(t, nic_leg_s(static_cast<int>(h), bytes * per_host[h] / static_cast<double>(set.size())));
+  }
+  return t;
 }
 
 bool Topology::p2p_possible(std::span<const int> src, std::span<const int> dst) const {
@@ -151,6 +176,12 @@ TransferEstimate Topology::estimate(std::span<const int> src, std::span<const in
       double bw2 = aggregate_bytes_per_s(dst);
       if (e.crosses_socket) bw2 = std::min(bw2, inter_socket_bytes_per_s_);
       e.time_s = max_latency_s(src) + b / bw1 + max_latency_s(dst) + b / bw2;
+      // Between machines the host memory in the middle is the coordinator's: each remote end's
+      // NIC leg too (within one remote host its own memory, no NIC).
+      bool one_host = true;
+      for (int x : src)
+        for (int y : dst) one_host &= device(x).host == device(y).host;
+      if (!one_host) e.time_s += nic_legs_s(src, b) + nic_legs_s(dst, b);
       e.bandwidth_bytes_per_s = b > 0 ? b / (b / bw1 + b / bw2) : std::min(bw1, bw2) / 2;
       return e;
     }

@@ -43,6 +43,15 @@ struct TopologyDevice {
   int socket = 0;
   Link link;
   bool p2p = false;  // can master/target peer-to-peer transfers (both ends must say so)
+  int host = 0;      // index into Topology::hosts(); 0 is the coordinator, whose memory is "host"
+};
+
+// A machine of a multi-host system: its NIC. Host 0 is the coordinator: requests arrive in its
+// memory and every hand-off to or from another host is relayed through it (a star).
+struct HostNic {
+  std::string name;
+  double bytes_per_s = 12.5e9;  // 100 Gb/s
+  double latency_s = 3e-6;      // per message, each end
 };
 
 enum class TransferPath { local, p2p, host_staged };
@@ -80,18 +89,29 @@ class Topology {
   // The same for a forced path (host_staged is always possible; p2p throws when not possible).
   TransferEstimate estimate(std::span<const int> src, std::span<const int> dst, std::size_t bytes,
                             TransferPath path) const;
-  // Host <-> devices (one leg; host memory on each device's own socket).
+  // Host <-> devices (one leg; host memory on each device's own socket, on the device's own host).
   TransferEstimate estimate_host_to(std::span<const int> dst, std::size_t bytes) const;
   TransferEstimate estimate_to_host(std::span<const int> src, std::size_t bytes) const;
+
+  // Hosts (empty: one machine). Devices name theirs by index; add the hosts first.
+  void set_hosts(std::vector<HostNic> hosts) { hosts_ = std::move(hosts); }
+  const std::vector<HostNic>& hosts() const { return hosts_; }
+  int host_of(int device) const { return this->device(device).host; }
+  // `bytes` between the coordinator's memory and host `host`'s memory: both NICs' latencies and
+  // the slower NIC's bandwidth; 0 for the coordinator itself or without hosts.
+  double nic_leg_s(int host, double bytes) const;
 
  private:
   double aggregate_bytes_per_s(std::span<const int> set) const;
   bool crosses(std::span<const int> a, std::span<const int> b) const;
   double max_latency_s(std::span<const int> set) const;
 
+  double nic_legs_s(std::span<const int> set, double bytes) const;
+
   int sockets_ = 1;
   double inter_socket_bytes_per_s_ = 128e9;
   std::vector<TopologyDevice> devices_;
+  std::vector<HostNic> hosts_;
 };
 
 }  // namespace dype::hw

@@ -157,7 +157,6 @@ RuntimeCostModel::RuntimeCostModel(const Model& model, const hw::System& system,
     in_tensors_.push_back(k == 0 ? 1 : model.step(k - 1).outputs());
   }
   const std::vector<PlanningKind> kinds = planning_kinds(system, excluded, images);
-  hosts_ = spec.hosts;
   for (const auto& kind : spec.kinds) {
     offset_.push_back(groups_.size());
     kind_host_.push_back(kind.host_index);
@@ -380,23 +379,18 @@ std::optional<rt::RouteCost> RuntimeCostModel::routed(int k, const std::vector<i
                     overlap_ ? CopyHolds::direction_engines : CopyHolds::devices).chosen();
 }
 
-double RuntimeCostModel::nic_leg_s(double bytes, int host) const {
-  if (host <= 0 || static_cast<std::size_t>(host) >= hosts_.size() || bytes <= 0) return 0.0;
-  const auto& here = hosts_.front();
-  const auto& there = hosts_[static_cast<std::size_t>(host)];
-  return here.nic_latency_s + there.nic_latency_s + bytes / std::min(here.nic_bw_bytes_per_s, there.nic_bw_bytes_per_s);
-}
+double RuntimeCostModel::nic_leg_s(double bytes, int host) const { return topo_.nic_leg_s(host, bytes); }
 
 RuntimeCostModel::Handoff RuntimeCostModel::handoff(int k, sched::DeviceGroup from, sched::DeviceGroup to) const {
   const int host_a = kind_host_.at(static_cast<std::size_t>(from.kind)), host_b = kind_host_.at(static_cast<std::size_t>(to.kind));
   if (host_a > 0 || host_b > 0) {
-    // Through host memory on each side and over the NICs through this machine (the remote
-    // stage's link relays both ways): the sender's up leg and NIC, then the NIC and the
-    // receiver's down leg.
+    // Through host memory and over the NICs through this machine (a remote stage's link relays
+    // both ways, its stage waiting while it does): the sender's up leg and its host's NIC leg,
+    // then the receiver's host's NIC leg and its down leg. The coordinator's own legs are free.
     const double bytes = out_[static_cast<std::size_t>(k)];
     const int nt = model_.step(k).outputs();
-    const double nic = nic_leg_s(bytes, host_a) + nic_leg_s(bytes, host_b);
-    return {up_s(group(from), bytes / from.count, nt) + nic, nic + down_s(group(to), need_bytes(k + 1, to.count), nt)};
+    return {up_s(group(from), bytes / from.count, nt) + nic_leg_s(bytes, host_a),
+            nic_leg_s(bytes, host_b) + down_s(group(to), need_bytes(k + 1, to.count), nt)};
   }
   const Group& a = group(from);
   Group b_other;
@@ -527,7 +521,8 @@ sched::Plan SchedPlanner::solve(const Characteristics& c, const sched::Objective
                                 const std::set<std::string>& excluded, const FpgaImagePlan* images) const {
   const sched::SystemSpec spec = system_spec(excluded, images);
   const auto model = cost_model(spec, c, excluded, images);
-  sched::Plan p = sched::solve_shapes(spec, model, recurrent_shapes(model_), objective, solver_);
+  sched::Plan p = sched::solve_shapes(spec, model, recurrent_shapes(model_), objective, solver_,
+                                      sched::coordinator_recurrence(spec));
   if (p.empty()) throw sched::InfeasibleError(std::string("planner: no feasible plan for objective ") +
                                              sched::to_string(objective.objective));
   return p;
@@ -584,7 +579,8 @@ double SchedPlanner::predict_score(const PipelineSpec& ps, const Characteristics
     const sched::SystemSpec spec = system_spec({});
     const auto model = cost_model(spec, c);
     sched::ObjectiveSpec perf;
-    const sched::Plan best = sched::solve_shapes(spec, model, recurrent_shapes(model_), perf, solver_);
+    const sched::Plan best = sched::solve_shapes(spec, model, recurrent_shapes(model_), perf, solver_,
+                                                     sched::coordinator_recurrence(spec));
     const double ratio = sched::ObjectiveSpec{}.balance_ratio;
     if (!best.empty() && !sched::within(p.period_s, best.period_s / ratio)) return sched::kInf;
   }

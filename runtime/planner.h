@@ -165,7 +165,6 @@ class RuntimeCostModel : public sched::CostModel {
   // host is reached through this machine (runtime/remote/: the coordinator relays every hand-off
   // to or from it), so each hand-off crosses one NIC leg per remote end.
   std::vector<int> kind_host_;
-  std::vector<sched::HostSpec> hosts_;
   double nic_leg_s(double bytes, int host) const;
 };
 

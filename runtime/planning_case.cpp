@@ -54,7 +54,8 @@ PlanningCase::PlanningCase(CaseSpec spec) : spec_(std::move(spec)) {
 sched::Plan PlanningCase::plan_on(std::size_t i, const sched::ObjectiveSpec& objective, sched::SolverKind solver,
                                   const std::string& baseline) const {
   const ScheduleInputs& si = systems_.at(i);
-  if (baseline.empty()) return sched::solve_shapes(si.system, *si.model, shapes_, objective, solver);
+  if (baseline.empty()) return sched::solve_shapes(si.system, *si.model, shapes_, objective, solver,
+                                                     sched::coordinator_recurrence(si.system));
   return sched::baseline(baseline, si.system, *si.model, si.workload, objective);
 }
 

@@ -18,6 +18,9 @@ namespace dype::sched {
 struct SpaceLimits {
   std::vector<int> max_count;                // per kind; empty = the system's counts
   std::vector<std::uint32_t> allowed_kinds;  // per kernel, bit t = may run on kind t; empty = all
+  // Kinds a recurrent shape's stages may use (bit t; recurrent.h): the runtime runs no recurrent
+  // pipeline through another host's stages, so its planner leaves those kinds out of them.
+  std::uint32_t recurrent_kinds = ~0u;
 };
 
 class CostTables {

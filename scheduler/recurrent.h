@@ -78,6 +78,10 @@ class FoldedCostModel : public CostModel {
   Shape shape_;
 };
 
+// The limits that keep recurrent shapes on the coordinator's kinds (host_index 0): the runtime
+// relays a remote stage's every hand-off, and runs no recurrent pipeline through one.
+SpaceLimits coordinator_recurrence(const SystemSpec& system);
+
 // The best plan over the flat chain and every shape in `shapes` (figures as above; Plan::rounds
 // and Plan::round_kernels say which). limits.allowed_kinds, when given, is per kernel of the whole
 // chain. Without shapes this is solve(system, model, objective, solver, limits). Balanced holds

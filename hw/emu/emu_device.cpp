@@ -87,8 +87,10 @@ Event EmuDevice::do_launch(const KernelLaunch& l, std::span<const Event> after, 
 
 double EmuDevice::transfer_time_to_host_s(std::size_t bytes) const {
   if (const Topology* t = topology()) {
+    // Host memory is the coordinator's: a device on another machine crosses the NICs too.
     const int self = topology_index();
-    return t->estimate_host_to(std::span<const int>(&self, 1), bytes).time_s;
+    return t->estimate_host_to(std::span<const int>(&self, 1), bytes).time_s +
+           t->nic_leg_s(t->host_of(self), static_cast<double>(bytes));
   }
   return profile_.link.latency_s + static_cast<double>(bytes) / profile_.link.bandwidth_bytes_per_s();
 }
@@ -145,6 +147,11 @@ Event EmuDevice::do_copy_to_peer(const Buffer& src, Buffer& dst, const CopyRegio
   }
   if (!peer || !topology() || peer->topology() != topology()) {
     return copy_to_peer_staged(src, dst, region, after);  // e.g. to the CPU: through host memory
+  }
+  if (topology()->host_of(topology_index()) != topology()->host_of(peer->topology_index())) {
+    // Another machine: relayed through the coordinator's memory, each end busy only for its own
+    // leg and its NIC (as a remote stage's link relays it).
+    return copy_to_peer_staged(src, dst, region, after);
   }
   std::scoped_lock lock(mutex_, peer->mutex_);
   check_fault_locked();

@@ -142,8 +142,8 @@ namespace {
 SpaceLimits fold_limits(const SpaceLimits& limits, Shape shape) {
   SpaceLimits out;
   out.max_count = limits.max_count;
-  if (limits.allowed_kinds.empty()) return out;
-  out.allowed_kinds.assign(static_cast<std::size_t>(shape.round_kernels), ~0u);
+  if (limits.allowed_kinds.empty() && limits.recurrent_kinds == ~0u) return out;
+  out.allowed_kinds.assign(static_cast<std::size_t>(shape.round_kernels), limits.recurrent_kinds);
   for (std::size_t k = 0; k < limits.allowed_kinds.size(); ++k)
     out.allowed_kinds[k % static_cast<std::size_t>(shape.round_kernels)] &= limits.allowed_kinds[k];
   return out;
@@ -219,6 +219,13 @@ std::optional<InfeasibleError> each_solve(const CostTables& flat, const std::vec
 }
 
 }  // namespace
+
+SpaceLimits coordinator_recurrence(const SystemSpec& system) {
+  SpaceLimits l;
+  for (std::size_t t = 0; t < system.kinds.size() && t < 32; ++t)
+    if (system.kinds[t].host_index > 0) l.recurrent_kinds &= ~(1u << t);
+  return l;
+}
 
 Plan solve_shapes(const SystemSpec& system, const CostModel& model, const std::vector<Shape>& shapes,
                   const ObjectiveSpec& objective, SolverKind solver, const SpaceLimits& limits) {
