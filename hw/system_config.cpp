@@ -124,7 +124,8 @@ SystemConfig load_system_config(const std::string& path) {
       if (hc.name.empty() || hc.name.find_first_of(":@/ ") != std::string::npos)
         h.child("name").fail("must be a non-empty name without ':', '@', '/' or spaces, got '" + hc.name + "'");
       if (!host_names.insert(hc.name).second) h.child("name").fail("duplicate host name '" + hc.name + "'");
-      if (i > 0) {
+      if (i > 0 && h.has("address")) {
+        // Without one the host joins (dype-serve --join) and is left out of plans until it does.
         hc.address = h.get_string("address");
         const auto colon = hc.address.rfind(':');
         if (colon == std::string::npos || colon == 0 || colon + 1 == hc.address.size())

@@ -73,8 +73,10 @@ struct DeviceConfig {
 
 // A machine of a multi-host system and its NIC (modelled figures for the planner).
 struct HostConfig {
-  std::string name;
-  std::string address;  // HOST:PORT of its stage server; "" for hosts[0], the coordinator
+  std::string name = "";
+  // HOST:PORT of its stage server; "" for hosts[0], the coordinator, and for a host that joins
+  // (dype-serve --join: it reports its address, and is left out of plans until it does).
+  std::string address = "";
   double nic_bytes_per_s = 12.5e9;
   double nic_latency_s = 3e-6;
 };

@@ -26,6 +26,7 @@ Engine::Engine(const Model& model, std::shared_ptr<Planner> planner, const Chara
     : model_(model), options_(std::move(options)), answers_(options_.max_in_flight),
       controller_(std::move(planner), options_.mode, options_.drift, initial) {
   observers_ = options_.observers;
+  for (const std::string& d : options_.absent_devices) controller_.fail_device(d);
   {
     std::lock_guard lock(submit_mu_);
     install_locked(controller_.initial_plan(), -1.0);
@@ -38,6 +39,7 @@ Engine::Engine(const Model& model, std::shared_ptr<Planner> planner, PipelineSpe
     : model_(model), options_(std::move(options)), answers_(options_.max_in_flight),
       controller_(std::move(planner), options_.mode, options_.drift, planned_for) {
   observers_ = options_.observers;
+  for (const std::string& d : options_.absent_devices) controller_.fail_device(d);
   {
     std::lock_guard lock(submit_mu_);
     install_locked(controller_.initial_plan(std::move(initial)), -1.0);
@@ -298,6 +300,20 @@ bool Engine::restore_devices(const std::vector<std::string>& devices, const std:
   if (!any) return false;
   const double t0 = hw::now_s();
   apply_locked(controller_.replan("rejoin", detail, SwapPolicy::if_different), t0);
+  return true;
+}
+
+bool Engine::fail_devices(const std::vector<std::string>& devices, const std::string& detail) {
+  std::lock_guard sl(submit_mu_);
+  bool any = false;
+  for (const std::string& d : devices) {
+    if (controller_.failed(d)) continue;
+    controller_.fail_device(d);
+    any = true;
+  }
+  if (!any) return false;
+  const double t0 = hw::now_s();
+  apply_locked(controller_.replan("host lost", detail, SwapPolicy::if_different), t0);
   return true;
 }
 

@@ -78,6 +78,9 @@ struct EngineOptions {
   // The devices that fail with `device` (itself included): every device of the same other host
   // when it stopped answering. Unset: the device alone.
   std::function<std::vector<std::string>(const std::string& device)> failure_domain;
+  // Devices out of every plan from the start, as failed ones: another host's that has not joined
+  // yet (restore_devices lets them in).
+  std::set<std::string> absent_devices{};
 };
 
 struct EngineStats {
@@ -133,6 +136,11 @@ class Engine {
   // Devices that failed work again (their host answers again): plans may use them, and the engine
   // re-plans now (cause "rejoin"; swaps when the plan differs). Returns whether any was failed.
   bool restore_devices(const std::vector<std::string>& devices, const std::string& detail);
+  // Devices found dead outside a request (their host stopped answering its heartbeats): out of
+  // every plan, re-planned now (cause "host lost"; swaps when the plan used them). Requests already
+  // on them fail over as after any device fault. Returns whether any was not failed yet. Throws
+  // dype::Error when no plan is left (the devices stay failed).
+  bool fail_devices(const std::vector<std::string>& devices, const std::string& detail);
   // Re-plans now for the current characteristics (swaps when the plan differs), e.g. after the
   // kernels a device offers changed.
   void replan(const std::string& cause, const std::string& detail);

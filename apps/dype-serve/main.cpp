@@ -37,6 +37,7 @@
 #ifdef DYPE_HAVE_REMOTE
 #include "hw/system_config.h"
 #include "runtime/remote/remote_stages.h"
+#include "runtime/daemon/host_join.h"
 #include "runtime/remote/stage_server.h"
 #endif
 
@@ -96,7 +97,7 @@ std::size_t connections_within_file_limit(std::size_t wanted) {
 // SIGTERM/SIGINT. No front ends: requests reach the coordinator.
 int run_stage_server(const std::string& address, const std::string& host_name, const std::string& system_file,
                      std::vector<ServedModel> models, const std::string& port_file, const std::string& token,
-                     sigset_t& stop_signals) {
+                     std::optional<HostJoinOptions> join, sigset_t& stop_signals) {
   const hw::System system = system_file.empty() ? hw::System::detect()
                                                 : hw::System::from_config(hw::load_system_config(system_file));
   std::map<std::string, std::shared_ptr<const rt::Model>> by_name;
@@ -118,9 +119,17 @@ int run_stage_server(const std::string& address, const std::string& host_name, c
     std::rename((port_file + ".tmp").c_str(), port_file.c_str());
   }
   std::thread serving([&] { server.run(); });
+  std::unique_ptr<HostJoiner> joiner;
+  if (join) {
+    if (join->address.rfind("0.0.0.0:", 0) == 0 || join->address.rfind("[::]:", 0) == 0)
+      throw InputError("--advertise", "the stage server listens on every interface: say which address the coordinator reaches");
+    if (join->address.ends_with(":0")) join->address = join->address.substr(0, join->address.size() - 1) + std::to_string(server.port());
+    joiner = std::make_unique<HostJoiner>(*join, devices);
+  }
   int sig = 0;
   sigwait(&stop_signals, &sig);
   spdlog::info("signal {}: closing the stage server", sig);
+  joiner.reset();
   server.stop();
   serving.join();
   spdlog::info("stage server: {} links, {} requests ({} failed)", server.stats().links.load(),
@@ -267,6 +276,16 @@ int main(int argc, char** argv) {
                  "system: the coordinator's system file lists this address under hosts); no front ends");
   app.add_option("--host-name", host_name, "with --stage-server: this host's name in the coordinator's system file")
       ->default_val("worker");
+  std::string join_coordinator, join_address;
+  double join_interval_s = 2.0;
+  app.add_option("--join", join_coordinator,
+                 "with --stage-server: the coordinator's gRPC HOST:PORT; this worker reports its devices and address "
+                 "there (with --stage-token-file) and keeps telling it it is there (its heartbeat)");
+  app.add_option("--advertise", join_address,
+                 "with --join: the stage server address the coordinator should reach (default: --stage-server's)");
+  app.add_option("--join-interval-secs", join_interval_s, "with --join: seconds between heartbeats")
+      ->check(CLI::Range(0.05, 3600.0))
+      ->capture_default_str();
   std::string stage_token_file;
   app.add_option("--stage-token-file", stage_token_file,
                  "multi-host systems: the deployment's shared token (first line of the file): a worker refuses "
@@ -311,8 +330,16 @@ int main(int argc, char** argv) {
     const std::string stage_token = stage_token_file.empty() ? "" : read_token_file(stage_token_file, "stage");
     if (!stage_server.empty()) {
 #ifdef DYPE_HAVE_REMOTE
+      std::optional<HostJoinOptions> join;
+      if (!join_coordinator.empty()) {
+        if (stage_token.empty())
+          throw InputError("--join", "needs --stage-token-file: the coordinator takes joins only with the stage token");
+        join = HostJoinOptions{.coordinator = join_coordinator, .host = host_name,
+                               .address = join_address.empty() ? stage_server : join_address, .token = stage_token,
+                               .interval = std::chrono::milliseconds(static_cast<std::int64_t>(join_interval_s * 1000))};
+      }
       return run_stage_server(stage_server, host_name, so.system_config, std::move(so.models), port_file, stage_token,
-                              stop_signals);
+                              join, stop_signals);
 #else
       throw InputError("--stage-server", "this build has no remote stages (UCX is left out of sanitizer builds)");
 #endif
@@ -322,12 +349,13 @@ int main(int argc, char** argv) {
       std::shared_ptr<rt::remote::UcxContext> ucx;  // made when the first model needs a remote stage
       const rt::remote::ChannelOptions link_options{
           .window = 8, .timeout = std::chrono::milliseconds(static_cast<std::int64_t>(host_timeout_s * 1000))};
-      so.remote_stages = [ucx, link_options, stage_token](const hw::SystemConfig& system, const std::string& name,
+      so.remote_stages = [ucx, link_options, stage_token](std::shared_ptr<const rt::HostDirectory> hosts,
+                                                          const hw::SystemConfig& system, const std::string& name,
                                                           const rt::Model& model) mutable
           -> std::function<void(rt::PipelineSpec&)> {
         if (!ucx) ucx = rt::remote::UcxContext::create();
-        auto attach =
-            std::make_shared<rt::remote::RemoteStageAttacher>(system, ucx, model, name, link_options, stage_token);
+        auto attach = std::make_shared<rt::remote::RemoteStageAttacher>(system, std::move(hosts), ucx, model, name,
+                                                                        link_options, stage_token);
         return [attach](rt::PipelineSpec& spec) { (*attach)(spec); };
       };
     }
@@ -361,6 +389,7 @@ int main(int argc, char** argv) {
     Metrics metrics;
     HttpServer http(batched, graphs, metrics, ho, admin_hooks(service));
     for (const std::string& line : http.admin().restore_state()) spdlog::info("state restored: {}", line);
+    http.admin().set_join_token(stage_token);  // workers join with the stage token (dype-serve --join)
     http.start();
     std::unique_ptr<GrpcServer> grpc;
     if (grpc_port >= 0) {
@@ -411,7 +440,7 @@ int main(int argc, char** argv) {
     // Hosts left out after a failure rejoin once their stage server answers again.
     std::jthread host_prober;
     if (!service.system().config().hosts.empty()) {
-      host_prober = std::jthread([&service, host_probe_s](std::stop_token stop) {
+      host_prober = std::jthread([&service, host_probe_s, host_timeout_s](std::stop_token stop) {
         std::shared_ptr<rt::remote::UcxContext> ucx;
         std::mutex mu;
         std::condition_variable_any cv;
@@ -419,12 +448,21 @@ int main(int argc, char** argv) {
         while (!stop.stop_requested()) {
           cv.wait_for(lock, stop, std::chrono::duration<double>(host_probe_s), [] { return false; });
           if (stop.stop_requested()) break;
+          // A joined host whose heartbeats stopped is left out, with or without traffic to it.
+          for (const std::string& host : service.host_directory()->silent_since(hw::now_s() - host_timeout_s)) {
+            const int n = service.fail_host(host, "no heartbeat for " + std::to_string(host_timeout_s) + " s");
+            if (n > 0) spdlog::warn("host {}: no heartbeat for {} s, left out of the plans ({} models re-planned)", host, host_timeout_s, n);
+          }
           for (const std::string& host : service.hosts_with_failed_devices()) {
-            const hw::HostConfig* h = service.system().config().find_host(host);
-            if (!h) continue;
+            const auto address = service.host_directory()->address(host);
+            if (!address) continue;
+            // A joined host comes back by joining again; its heartbeats say it is there.
+            bool joined = false;
+            for (const auto& h : service.host_directory()->hosts()) joined |= h.name == host && h.joined;
+            if (joined) continue;
             try {
               if (!ucx) ucx = rt::remote::UcxContext::create();
-              auto ch = rt::remote::UcxChannel::connect(ucx, rt::remote::parse_host_port(h->address),
+              auto ch = rt::remote::UcxChannel::connect(ucx, rt::remote::parse_host_port(*address),
                                                         {.window = 1, .timeout = std::chrono::milliseconds(1000)});
               ch.close();
             } catch (const std::exception&) {
@@ -432,7 +470,7 @@ int main(int argc, char** argv) {
             }
             const int n = service.restore_host(host);
             spdlog::info("host {} ({}) answers again: its devices are planned again ({} models re-planned)", host,
-                         h->address, n);
+                         *address, n);
           }
         }
       });

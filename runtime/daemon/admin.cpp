@@ -89,6 +89,35 @@ json AdminApi::drain_device(const std::string& device, bool drain) {
   return out;
 }
 
+json AdminApi::hosts() {
+  std::lock_guard lock(mu_);
+  if (!hooks_.hosts) throw NotSupported("this server runs on one host");
+  return hooks_.hosts();
+}
+
+json AdminApi::drain_host(const std::string& host, bool drain) {
+  std::lock_guard lock(mu_);
+  if (!hooks_.host_devices || !hooks_.drain_devices) throw NotSupported("this server runs on one host");
+  const std::vector<std::string> devices = hooks_.host_devices(host);
+  json out = hooks_.drain_devices(devices, drain, "host " + host);
+  for (const std::string& d : devices) {
+    if (drain) state_.drained.insert(d);
+    else state_.drained.erase(d);
+  }
+  save_state();
+  out["host"] = host;
+  return out;
+}
+
+json AdminApi::join_host(const std::string& authorization, const std::string& host, const std::string& address,
+                         const json& devices) {
+  if (join_token_.empty())
+    throw Unauthorized("this coordinator takes no joins: start it with --stage-token-file, as its workers");
+  if (!bearer_matches(authorization, join_token_)) throw Unauthorized("the join does not carry this deployment's stage token");
+  if (!hooks_.join_host) throw NotSupported("this server runs on one host");
+  return hooks_.join_host(host, address, devices);
+}
+
 json AdminApi::devices() {
   std::lock_guard lock(mu_);
   if (!hooks_.devices) throw NotSupported("device listing is not supported by this runtime");

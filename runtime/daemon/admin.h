@@ -32,6 +32,13 @@ struct AdminHooks {
   std::function<nlohmann::json()> repository_index;
   std::function<nlohmann::json(const std::string& model, const std::optional<std::string>& config)> load_model;
   std::function<nlohmann::json(const std::string& model)> unload_model;
+  // Multi-host systems: the other hosts, the devices of one (NotFound when it is not one), and a
+  // worker's join or heartbeat (host, its stage server's address, its devices).
+  std::function<nlohmann::json()> hosts;
+  std::function<std::vector<std::string>(const std::string& host)> host_devices;
+  std::function<nlohmann::json(const std::vector<std::string>& devices, bool drain, const std::string& what)> drain_devices;
+  std::function<nlohmann::json(const std::string& host, const std::string& address, const nlohmann::json& devices)>
+      join_host;
 };
 
 // Whether `authorization` is "Bearer <token>", compared in constant time so the time taken does not
@@ -67,6 +74,16 @@ class AdminApi {
   // loads are kept in the operator state like load_bitstream's.
   static constexpr double kDefaultReloadHorizon = 1000.0;
   nlohmann::json choose_images(const std::optional<std::string>& model, std::optional<double> horizon, bool apply);
+  nlohmann::json hosts();
+  // Drains (or lets back) every device of `host` at once (one re-plan; saved as drain_device's).
+  nlohmann::json drain_host(const std::string& host, bool drain);
+  // A worker host's join or heartbeat (dype-serve --join), authorised by the deployment's stage
+  // token ("Bearer <token>", constant time), not the admin token: Unauthorized without it, and
+  // always when this coordinator has none (set_join_token). Not serialised with the other calls:
+  // heartbeats must not wait behind a long drain.
+  void set_join_token(std::string token) { join_token_ = std::move(token); }
+  nlohmann::json join_host(const std::string& authorization, const std::string& host, const std::string& address,
+                           const nlohmann::json& devices);
   nlohmann::json repository_index();
   nlohmann::json load_model(const std::string& model, const std::optional<std::string>& config);
   nlohmann::json unload_model(const std::string& model);
@@ -90,6 +107,7 @@ class AdminApi {
   AdminHooks hooks_;
   std::string token_;
   std::string bitstream_dir_;
+  std::string join_token_;
   std::mutex mu_;  // admin calls run one at a time
   std::shared_ptr<OperatorStateFile> state_file_;
   OperatorState state_;  // what has been saved (under mu_)

@@ -75,22 +75,31 @@ json DeviceAdmin::plan_labels() const {
 }
 
 json DeviceAdmin::set_device_drained(const std::string& device, bool drained) {
+  json j = set_devices_drained({device}, drained, device);
+  return {{"device", device}, {"drained", drained}, {"plans", j["plans"]}};
+}
+
+json DeviceAdmin::set_devices_drained(const std::vector<std::string>& devices, bool drained, const std::string& what) {
   std::lock_guard lock(mu_);
-  if (!system_.find(device)) throw NotFound("unknown device '" + device + "'");
+  for (const std::string& device : devices)
+    if (!system_.find(device)) throw NotFound("unknown device '" + device + "'");
   const Snapshot before = snapshot();
   const std::set<std::string> was = operator_drained_;
-  if (drained) operator_drained_.insert(device);
-  else operator_drained_.erase(device);
-  const std::string detail = std::string("operator ") + (drained ? "drained " : "undrained ") + device;
+  for (const std::string& device : devices) {
+    if (drained) operator_drained_.insert(device);
+    else operator_drained_.erase(device);
+  }
+  const std::string detail = std::string("operator ") + (drained ? "drained " : "undrained ") + what;
   try {
+    // All at once: no plan in between that still uses some of them.
     apply_left_out(operator_drained_, drained ? "drain" : "undrain", detail);
   } catch (const std::exception& e) {
     operator_drained_ = was;
     restore(before, "rollback: " + detail + " failed");
-    throw RolledBack(std::string(drained ? "draining " : "undraining ") + device + " failed: " + e.what() +
+    throw RolledBack(std::string(drained ? "draining " : "undraining ") + what + " failed: " + e.what() +
                      "; the previous plans are restored");
   }
-  return {{"device", device}, {"drained", operator_drained_.count(device) > 0}, {"plans", plan_labels()}};
+  return {{"devices", devices}, {"drained", drained}, {"plans", plan_labels()}};
 }
 
 json DeviceAdmin::load_images(const std::vector<Load>& loads, const std::string& detail) {

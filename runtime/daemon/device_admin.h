@@ -33,6 +33,9 @@ class DeviceAdmin {
   // Drain: re-plan without the device; requests already in a pipeline that uses it finish there.
   // NotFound for an unknown device; RolledBack (device still in service) when no plan is left.
   nlohmann::json set_device_drained(const std::string& device, bool drained);
+  // The same for several devices at once (a host's): one re-plan without all of them, so no plan in
+  // between uses some; `what` names them in the re-plan's detail and errors.
+  nlohmann::json set_devices_drained(const std::vector<std::string>& devices, bool drained, const std::string& what);
   // Bitstream swap on an emulated FPGA: drain it, load the manifest (its kernels and performance
   // model; the modelled reconfiguration time passes on the device's clock), let it back in and
   // re-plan. InputError for a bad manifest or one built for another board.

@@ -34,6 +34,7 @@ EngineService::EngineService(EngineServiceOptions options) : options_(std::move(
   system_ = std::make_unique<hw::System>(options_.system_config.empty()
                                              ? hw::System::detect()
                                              : hw::System::from_config(hw::load_system_config(options_.system_config)));
+  hosts_ = std::make_shared<HostDirectory>(system_->config());
   if (options_.models.empty()) options_.models = default_models();
   mode_ = options_.mode;
   utilisation_ = std::make_shared<UtilisationObserver>();
@@ -99,7 +100,12 @@ std::shared_ptr<EngineService::Served> EngineService::make_served(const ServedMo
   if (!system_->config().hosts.empty()) {
     if (!options_.remote_stages)
       throw InputError("system.hosts", "the system spans hosts but this daemon has no remote stage support");
-    eo.prepare_spec = options_.remote_stages(system_->config(), s->name, *s->model);
+    eo.prepare_spec = options_.remote_stages(hosts_, system_->config(), s->name, *s->model);
+    // A host that has not joined yet is out of plans until it does (join_host).
+    for (const auto& h : hosts_->hosts())
+      if (h.address.empty())
+        for (const auto& d : system_->config().devices)
+          if (d.host == h.name) eo.absent_devices.insert(d.name);
     // A stage server that stops answering takes every device of its host with it.
     eo.failure_domain = [cfg = system_->config()](const std::string& device) {
       std::vector<std::string> same{device};
@@ -230,35 +236,6 @@ nlohmann::json EngineService::pareto(const std::string& model, std::optional<Cha
           {"plans", plans}};
 }
 
-std::vector<std::string> EngineService::hosts_with_failed_devices() const {
-  std::set<std::string> hosts;
-  std::shared_lock lock(served_mu_);
-  for (const auto& s : served_)
-    for (const std::string& d : s->engine->stats().failed_devices)
-      if (std::string h = system_->config().remote_host(d); !h.empty()) hosts.insert(std::move(h));
-  return {hosts.begin(), hosts.end()};
-}
-
-int EngineService::restore_host(const std::string& host) {
-  std::vector<std::string> devices;
-  for (const auto& d : system_->config().devices)
-    if (d.host == host) devices.push_back(d.name);
-  std::vector<std::shared_ptr<Served>> all;
-  {
-    std::shared_lock lock(served_mu_);
-    all = served_;
-  }
-  int replanned = 0;
-  for (auto& s : all) {
-    try {
-      if (s->engine->restore_devices(devices, "host " + host + " answers again")) ++replanned;
-    } catch (const std::exception& e) {
-      spdlog::warn("model {}: host {} answers again, but no plan with it: {}", s->name, host, e.what());
-    }
-  }
-  return replanned;
-}
-
 void EngineService::set_mode(const std::string& mode) {
   if (mode != "perf" && mode != "energy" && mode != "balanced" && mode != "qos" && mode != "latency")
     throw InputError("mode", "'" + mode + "' is not one of perf, energy, balanced, qos, latency");
@@ -296,6 +273,11 @@ nlohmann::json EngineService::set_device_drained(const std::string& device, bool
   return devices_->set_device_drained(device, drained);
 }
 
+nlohmann::json EngineService::set_devices_drained(const std::vector<std::string>& devices, bool drained,
+                                                  const std::string& what) {
+  return devices_->set_devices_drained(devices, drained, what);
+}
+
 nlohmann::json EngineService::load_bitstream(const std::string& device, const std::string& manifest_path) {
   return devices_->load_bitstream(device, manifest_path);
 }
@@ -309,7 +291,18 @@ nlohmann::json EngineService::choose_images(const std::string& model, double hor
   return out;
 }
 
-nlohmann::json EngineService::devices() const { return devices_->devices(); }
+nlohmann::json EngineService::devices() const {
+  nlohmann::json j = devices_->devices();
+  // Another host's address is where it is now (its join), not only what the file said.
+  auto fix = [&](nlohmann::json& d) {
+    if (!d.is_object() || !d.contains("host")) return;
+    const auto a = hosts_->address(d["host"].get<std::string>());
+    d["address"] = a ? nlohmann::json(*a) : nlohmann::json(nullptr);
+  };
+  if (j.is_array()) for (auto& d : j) fix(d);
+  else if (j.is_object() && j.contains("devices") && j["devices"].is_array()) for (auto& d : j["devices"]) fix(d);
+  return j;
+}
 
 AdminHooks admin_hooks(EngineService& service) {
   AdminHooks h;
@@ -321,6 +314,16 @@ AdminHooks admin_hooks(EngineService& service) {
     return service.choose_images(m, horizon, apply);
   };
   h.devices = [&service] { return service.devices(); };
+  if (!service.system().config().hosts.empty()) {
+    h.hosts = [&service] { return service.hosts(); };
+    h.host_devices = [&service](const std::string& host) { return service.host_devices(host); };
+    h.drain_devices = [&service](const std::vector<std::string>& devices, bool drain, const std::string& what) {
+      return service.set_devices_drained(devices, drain, what);
+    };
+    h.join_host = [&service](const std::string& host, const std::string& address, const nlohmann::json& devices) {
+      return service.join_host(host, address, devices);
+    };
+  }
   h.repository_index = [&service] { return service.repository_index(); };
   h.load_model = [&service](const std::string& m, const std::optional<std::string>& config) {
     return service.load_model(m, config);

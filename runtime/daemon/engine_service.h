@@ -5,6 +5,7 @@
 //
 //   EngineService svc({.system_config = "configs/systems/paper-testbed-pcie4.yaml", .mode = "balanced"});
 //   auto y = svc.infer("gcn", request).get();
+#include <functional>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -21,6 +22,7 @@
 #include "runtime/daemon/served_engine.h"
 #include "runtime/daemon/service.h"
 #include "runtime/engine.h"
+#include "runtime/host_directory.h"
 #include "runtime/planner.h"
 #include "runtime/utilisation_observer.h"
 #include "perfmodel/model_store.h"
@@ -59,7 +61,9 @@ struct EngineServiceOptions {
   // Multi-host systems (hw::SystemConfig::hosts): per served model, what attaches its pipelines'
   // stages on other hosts to those hosts' stage servers (EngineOptions::prepare_spec;
   // dype-serve gives runtime/remote/remote_stages.h). Unset on a multi-host system: refused.
-  std::function<std::function<void(PipelineSpec&)>(const hw::SystemConfig& system, const std::string& model_name,
+  // `hosts`: where each other host is now (its address from the file or its join).
+  std::function<std::function<void(PipelineSpec&)>(std::shared_ptr<const HostDirectory> hosts,
+                                                    const hw::SystemConfig& system, const std::string& model_name,
                                                     const Model& model)>
       remote_stages;
 };
@@ -98,11 +102,26 @@ class EngineService final : public InferenceService {
   // re-planned.
   std::vector<std::string> hosts_with_failed_devices() const;
   int restore_host(const std::string& host);
+  // The other hosts (engine_service_hosts.cpp). A host listed without an address is left out of
+  // every plan until it joins: join_host checks that the devices its worker reports are the ones
+  // this system plans on it (name, kind, device model, FPGA image; InputError naming the device and
+  // the field otherwise), records its address and time, and plans on it again (also after it was
+  // failed). A join is the worker's heartbeat too: fail_host leaves out a joined host not heard
+  // from within the heartbeat timeout, as if its stage had failed.
+  const std::shared_ptr<HostDirectory>& host_directory() const { return hosts_; }
+  nlohmann::json join_host(const std::string& host, const std::string& address, const nlohmann::json& devices);
+  int fail_host(const std::string& host, const std::string& why);
+  // Name, address, joined, last heard (seconds ago), NIC, devices, and whether any is failed or drained.
+  nlohmann::json hosts() const;
+  // The devices this system plans on `host` (NotFound when it is not one of the other hosts): a
+  // host drain drains each (AdminApi::drain_host).
+  std::vector<std::string> host_devices(const std::string& host) const;
 
   // Operator changes to devices, applied to every served model's engine (they share the devices),
   // one at a time, by DeviceAdmin: device_admin.h says what each does
   // and how a failed change is rolled back (RolledBack).
   nlohmann::json set_device_drained(const std::string& device, bool drained);     // drain / undrain
+  nlohmann::json set_devices_drained(const std::vector<std::string>& devices, bool drained, const std::string& what);
   nlohmann::json load_bitstream(const std::string& device, const std::string& manifest_path);
   nlohmann::json unload_bitstream(const std::string& device);
   // Image choice for `model` at the characteristics and objective of its current plan
@@ -168,6 +187,9 @@ class EngineService final : public InferenceService {
 
   EngineServiceOptions options_;
   std::unique_ptr<hw::System> system_;
+  std::shared_ptr<HostDirectory> hosts_;  // multi-host systems: where the other hosts are
+  // Calls `change` on every served model; returns how many said they changed (re-planned).
+  int on_every_engine(const std::function<bool(Served&)>& change);
   std::vector<perf::ModelStore> stores_;  // fitted performance models, for every model's planner
   std::shared_ptr<UtilisationObserver> utilisation_;  // on every engine: devices' busy time for /metrics
   std::unique_ptr<RefinedModelsDir> refined_;  // --state-dir with fitted models: refinements kept there

@@ -696,6 +696,31 @@ struct GrpcServer::AdminImpl final : public dype::admin::DypeAdmin::Service {
   grpc::Status UnloadBitstream(grpc::ServerContext* c, const Req* q, Resp* r) override {
     return run(c, r, [&] { return api.unload_bitstream(q->device()); });
   }
+  grpc::Status Hosts(grpc::ServerContext* c, const Req*, Resp* r) override {
+    return run(c, r, [&] { return api.hosts(); });
+  }
+  grpc::Status DrainHost(grpc::ServerContext* c, const Req* q, Resp* r) override {
+    return run(c, r, [&] { return api.drain_host(q->host(), true); });
+  }
+  grpc::Status UndrainHost(grpc::ServerContext* c, const Req* q, Resp* r) override {
+    return run(c, r, [&] { return api.drain_host(q->host(), false); });
+  }
+  grpc::Status JoinHost(grpc::ServerContext* ctx, const dype::admin::JoinRequest* q, Resp* r) override {
+    std::string reason;
+    try {
+      std::string auth;
+      const auto& md = ctx->client_metadata();
+      if (auto it = md.find("authorization"); it != md.end()) auth.assign(it->second.data(), it->second.size());
+      nlohmann::json devices = nlohmann::json::array();
+      for (const auto& d : q->devices())
+        devices.push_back({{"name", d.name()}, {"kind", d.kind()}, {"product", d.product()}, {"bitstream", d.bitstream()},
+                           {"model", d.model()}});
+      r->set_json(api.join_host(auth, q->host(), q->address(), devices).dump(-1, ' ', false, nlohmann::json::error_handler_t::replace));
+      return grpc::Status::OK;
+    } catch (...) {
+      return status_of(std::current_exception(), reason);
+    }
+  }
   grpc::Status ChooseImages(grpc::ServerContext* c, const Req* q, Resp* r) override {
     return run(c, r, [&] {
       return api.choose_images(opt(q->model()), q->horizon() == 0 ? std::nullopt : std::optional<double>(q->horizon()),

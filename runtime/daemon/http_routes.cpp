@@ -118,6 +118,8 @@ void HttpRoutes::add_to(HttpRouter& r) {
   r.add("GET", "/v2/dype/admin/pareto", route(&HttpRoutes::get_admin_pareto));
   r.add("GET", "/v2/dype/admin/devices", route(&HttpRoutes::get_admin_devices));
   r.add("POST", "/v2/dype/admin/devices/([^/]+)/(drain|undrain)", route(&HttpRoutes::post_admin_drain));
+  r.add("GET", "/v2/dype/admin/hosts", route(&HttpRoutes::get_admin_hosts));
+  r.add("POST", "/v2/dype/admin/hosts/([^/]+)/(drain|undrain)", route(&HttpRoutes::post_admin_host_drain));
   r.add("POST", "/v2/dype/admin/bitstreams/load", route(&HttpRoutes::post_admin_load_bitstream));
   r.add("POST", "/v2/dype/admin/bitstreams/unload", route(&HttpRoutes::post_admin_unload_bitstream));
   r.add("POST", "/v2/dype/admin/images", route(&HttpRoutes::post_admin_images));
@@ -289,6 +291,14 @@ void HttpRoutes::get_admin_devices(const Req& req, Res& res) {
 
 void HttpRoutes::post_admin_drain(const Req& req, Res& res) {
   admin_call(req, res, [&] { return admin_.drain_device(req.matches[1], req.matches[2] == "drain"); });
+}
+
+void HttpRoutes::get_admin_hosts(const Req& req, Res& res) {
+  admin_call(req, res, [&] { return admin_.hosts(); });
+}
+
+void HttpRoutes::post_admin_host_drain(const Req& req, Res& res) {
+  admin_call(req, res, [&] { return admin_.drain_host(req.matches[1], req.matches[2] == "drain"); });
 }
 
 void HttpRoutes::post_admin_load_bitstream(const Req& req, Res& res) {

@@ -94,6 +94,8 @@ class HttpRoutes {
   void get_admin_pareto(const Req& req, Res& res);
   void get_admin_devices(const Req& req, Res& res);
   void post_admin_drain(const Req& req, Res& res);
+  void get_admin_hosts(const Req& req, Res& res);
+  void post_admin_host_drain(const Req& req, Res& res);
   void post_admin_load_bitstream(const Req& req, Res& res);
   void post_admin_unload_bitstream(const Req& req, Res& res);
   void post_admin_images(const Req& req, Res& res);

@@ -9,10 +9,10 @@
 
 namespace dype::rt::remote {
 
-RemoteStageAttacher::RemoteStageAttacher(hw::SystemConfig system, std::shared_ptr<UcxContext> context,
-                                         const Model& model, std::string model_name, ChannelOptions options,
-                                         std::string token)
-    : system_(std::move(system)), context_(std::move(context)), model_(model), model_name_(std::move(model_name)),
+RemoteStageAttacher::RemoteStageAttacher(hw::SystemConfig system, std::shared_ptr<const HostDirectory> hosts,
+                                         std::shared_ptr<UcxContext> context, const Model& model,
+                                         std::string model_name, ChannelOptions options, std::string token)
+    : system_(std::move(system)), hosts_(std::move(hosts)), context_(std::move(context)), model_(model), model_name_(std::move(model_name)),
       options_(options), token_(std::move(token)) {}
 
 void RemoteStageAttacher::operator()(PipelineSpec& spec) const {
@@ -30,14 +30,15 @@ void RemoteStageAttacher::operator()(PipelineSpec& spec) const {
     }
     if (host.empty()) continue;
     if (spec.rounds > 1) throw Error(where + ": a recurrent pipeline cannot place a stage on host '" + host + "'");
-    const hw::HostConfig* h = system_.find_host(host);
-    if (!h) throw Error(where + ": no host '" + host + "' in the system");
+    if (!system_.find_host(host)) throw Error(where + ": no host '" + host + "' in the system");
+    const std::optional<std::string> address = hosts_ ? hosts_->address(host) : system_.find_host(host)->address;
+    if (!address || address->empty()) throw Error(where + ": host '" + host + "' has not joined");
     // A stage server listens anew after each link it accepts; a connection that comes in that
     // moment is refused, so an unreachable server is tried again for a while before it counts.
     const auto until = std::chrono::steady_clock::now() + std::min<std::chrono::milliseconds>(options_.timeout, std::chrono::seconds(3));
     for (;;) {
       try {
-        st.remote = UcxStageLink::connect(context_, parse_host_port(h->address), model_, model_name_, st.first, st.last,
+        st.remote = UcxStageLink::connect(context_, parse_host_port(*address), model_, model_name_, st.first, st.last,
                                           names, options_, token_);
         break;
       } catch (const ChannelError& e) {
@@ -45,9 +46,9 @@ void RemoteStageAttacher::operator()(PipelineSpec& spec) const {
           std::this_thread::sleep_for(std::chrono::milliseconds(20));
           continue;
         }
-        throw Error(where + " on host '" + host + "' (" + h->address + "): " + e.what());
+        throw Error(where + " on host '" + host + "' (" + *address + "): " + e.what());
       } catch (const std::exception& e) {
-        throw Error(where + " on host '" + host + "' (" + h->address + "): " + e.what());
+        throw Error(where + " on host '" + host + "' (" + *address + "): " + e.what());
       }
     }
   }

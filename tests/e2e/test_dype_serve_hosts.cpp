@@ -22,6 +22,7 @@
 
 #include <httplib.h>
 #include <nlohmann/json.hpp>
+#include "../test_serve_hosts.h"
 #include "../test_serve_process.h"
 #include "../test_temp_dir.h"
 
@@ -32,53 +33,7 @@ using dype::test::Children;
 using dype::test::read_all;
 using dype::test::spawn_serve;
 using json = nlohmann::json;
-
-
-std::string device_line(const std::string& name, const std::string& kind, const std::string& host, int socket) {
-  const std::string dir = std::string(DYPE_SOURCE_DIR) + "/configs";
-  std::string y = "  - {name: " + name + ", backend: emu, socket: " + std::to_string(socket) + ", p2p: true";
-  if (kind == "gpu") y += ", model: " + dir + "/devices/amd-mi210.yaml";
-  else y += ", model: " + dir + "/devices/xilinx-u280.yaml, bitstream: " + dir + "/bitstreams/u280-sextans-gemm.yaml";
-  if (!host.empty()) y += ", host: " + host;
-  return y + "}\n";
-}
-
-std::string cpu_line() {
-  return "  - {name: cpu0, backend: cpu, model: " + std::string(DYPE_SOURCE_DIR) +
-         "/configs/devices/generic-cpu.yaml, socket: 0, schedulable: false, threads: 1}\n";
-}
-
-void write(const fs::path& p, const std::string& text) { std::ofstream(p) << text; }
-
-// One GCN or GIN request over HTTP on a seeded graph, and the CPU reference's answer.
-struct GnnCase {
-  dype::rt::Model model;
-  json body;
-  dype::rt::HostTensor expect;
-};
-
-GnnCase gnn_case(const std::string& name, std::uint64_t seed) {
-  const auto served = dype::rt::daemon::default_models();
-  const auto it = std::find_if(served.begin(), served.end(), [&](const auto& m) { return m.name == name; });
-  dype::rt::Model m = dype::rt::Model::make(it->spec);
-  const std::int64_t n = 300, e = 1500, f = m.spec().in_features;
-  const auto edges = dype::rt::random_graph(n, e, seed);
-  std::vector<std::int64_t> edge_index = edges.src;
-  edge_index.insert(edge_index.end(), edges.dst.begin(), edges.dst.end());
-  std::vector<float> x(static_cast<std::size_t>(n * f));
-  for (std::size_t i = 0; i < x.size(); ++i) x[i] = static_cast<float>((i * 2654435761u + seed) % 1000) / 500.0f - 1.0f;
-  json body = {{"inputs",
-                {{{"name", "x"}, {"shape", {n, f}}, {"datatype", "FP32"}, {"data", x}},
-                 {{"name", "edge_index"}, {"shape", {2, e}}, {"datatype", "INT64"}, {"data", edge_index}}}}};
-  auto expect = dype::rt::reference_forward(
-      m, dype::rt::Request::gnn(dype::rt::graph_for_model(edges, m.spec()), dype::rt::make_tensor(n, f, x)));
-  return {std::move(m), std::move(body), std::move(expect)};
-}
-
-dype::rt::HostTensor output_of(const std::string& body) {
-  const json out = json::parse(body)["outputs"][0];
-  return dype::rt::make_tensor(out["shape"][0], out["shape"][1], out["data"].get<std::vector<float>>());
-}
+using namespace dype::test::hosts;
 
 // Two workers (a: two emulated MI210s, b: two emulated U280s with the SpMM + GEMM image) and a
 // coordinator that reaches them, all on ephemeral local ports.
@@ -87,9 +42,7 @@ class DypeServeHosts : public ::testing::Test {
   void SetUp() override {
     dir_ = dype::test::process_temp_dir("dype_serve_hosts");
     write(dir_ / "stage-token", "deployment-7f3a\n");
-    const std::string head = "system: {name: part}\ntopology: {sockets: 2}\ndevices:\n";
-    write(dir_ / "a.yaml", head + cpu_line() + device_line("gpu0", "gpu", "", 0) + device_line("gpu1", "gpu", "", 0));
-    write(dir_ / "b.yaml", head + cpu_line() + device_line("fpga0", "fpga", "", 1) + device_line("fpga1", "fpga", "", 1));
+    write_worker_systems(dir_);
     int* stage_port = stage_port_;
     for (int w = 0; w < 2; ++w) {
       const fs::path ports = dir_ / ("ports-" + name(w) + ".json");
@@ -126,12 +79,7 @@ class DypeServeHosts : public ::testing::Test {
   fs::path log(int w) const { return dir_ / (name(w) + ".log"); }
   fs::path coord_log() const { return dir_ / "coord.log"; }
   // The requests a worker's log says it served (written when it stops).
-  std::int64_t served_by(int w) const {
-    const std::string text = read_all(log(w));
-    const auto at = text.find("stage server: ");
-    if (at == std::string::npos) return -1;
-    return std::stoll(text.substr(text.find(" links, ", at) + 8));
-  }
+  std::int64_t served_by(int w) const { return stage_requests_served(read_all(log(w))); }
 
   // Starts worker w (again) on its stage port.
   void restart_worker(int w) {
