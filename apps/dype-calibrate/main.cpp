@@ -8,8 +8,12 @@
 //   * on every real accelerator the compiled backends detect (cuda, xrt): host<->device bandwidth
 //     and latency across sizes, device<->device P2P vs host-staged, kernel launch overhead, and
 //     idle/execute power where the device reports energy.
+//   * with --peer HOST:PORT, instead: the path to another host's stage server (dype-serve
+//     --stage-server) over UCX across sizes, fitted as the NIC figures of a system file's hosts entry
+//     (runtime/remote/path_probe.h).
 // Every figure it prints and writes is measured. Usage:
 //   dype-calibrate --out configs/calibrated   (writes devices/calibrated-cpu.yaml, systems/calibrated.yaml)
+//   dype-calibrate --peer 10.0.0.7:7102 --stage-token-file stage.token [--peer-name b] [--json out.json]
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -31,6 +35,10 @@
 #include "hw/registry.h"
 #include "hw/system_config.h"
 #include "kernels/error.h"
+#ifdef DYPE_HAVE_REMOTE
+#include "runtime/daemon/admin.h"
+#include "runtime/remote/path_probe.h"
+#endif
 
 namespace fs = std::filesystem;
 using namespace dype;
@@ -202,6 +210,36 @@ nlohmann::json measure_pair(hw::Device& a, hw::Device& b, std::size_t max_bytes,
   return j;
 }
 
+#ifdef DYPE_HAVE_REMOTE
+// --peer: the path to a stage server, as a hosts entry (measured).
+int calibrate_peer(const std::string& peer, const std::string& name, const std::string& token_file, int reps,
+                   std::size_t max_mib, const std::string& json_path) {
+  const std::string token = token_file.empty() ? "" : rt::daemon::read_token_file(token_file, "stage");
+  std::vector<std::size_t> sizes;
+  for (std::size_t b = 64; b <= (max_mib << 20); b *= 4) sizes.push_back(b);
+  const auto fit = rt::remote::probe_path(rt::remote::UcxContext::create(), rt::remote::parse_host_port(peer), token,
+                                          sizes, reps);
+  std::printf("path to %s (host '%s') over UCX, send -> 1-byte acknowledgement (measured, median of %d):\n", peer.c_str(),
+              fit.where.c_str(), reps);
+  std::printf("%12s %12s %12s %12s\n", "bytes", "median_us", "min_us", "GB/s");
+  nlohmann::json j = {{"peer", peer}, {"host", fit.where}, {"reps", reps}};
+  for (const auto& p : fit.points) {
+    std::printf("%12zu %12.1f %12.1f %12.3f\n", p.bytes, p.median_s * 1e6, p.min_s * 1e6, p.bytes / p.median_s * 1e-9);
+    j["points"].push_back({{"bytes", p.bytes}, {"median_s", p.median_s}, {"min_s", p.min_s}});
+  }
+  const double gbit = fit.bytes_per_s * 8 / 1e9, lat_us = fit.latency_per_end_s * 1e6;
+  std::printf("fit: t = %.1f us + bytes / %.3f GB/s  ->  nic_gbit_per_s %.2f, nic_latency_us %.1f (each end; "
+              "the path end to end, measured)\n", fit.round_trip_s * 1e6, fit.bytes_per_s * 1e-9, gbit, lat_us);
+  std::printf("hosts entry:\n  - {name: %s, address: \"%s\", nic_gbit_per_s: %.2f, nic_latency_us: %.1f}\n", name.c_str(),
+              peer.c_str(), gbit, lat_us);
+  j["round_trip_s"] = fit.round_trip_s;
+  j["nic_gbit_per_s"] = gbit;
+  j["nic_latency_us"] = lat_us;
+  if (!json_path.empty()) std::ofstream(json_path) << j.dump(2) << "\n";
+  return 0;
+}
+#endif
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -220,7 +258,28 @@ int main(int argc, char** argv) {
   app.add_option("--max-mib", max_mib, "largest transfer size, MiB")->check(CLI::Range(1, 4096));
   app.add_option("--reps", reps, "repetitions per point (best is kept)")->check(CLI::Range(1, 100));
   app.add_option("--power-window", power_window_s, "seconds per RAPL power reading")->check(CLI::Range(0.1, 60.0));
+  std::string peer, peer_name = "peer", stage_token_file, json_path;
+  app.add_option("--peer", peer,
+                 "HOST:PORT of another host's stage server (dype-serve --stage-server): measure the path to it over UCX "
+                 "and print its hosts entry (NIC bandwidth and latency) instead of calibrating this machine");
+  app.add_option("--peer-name", peer_name, "with --peer: the host's name in the printed entry");
+  app.add_option("--stage-token-file", stage_token_file, "with --peer: the deployment's stage token");
+  app.add_option("--json", json_path, "with --peer: also write the points and the fit here");
+  // --peer measures 64 B .. min(--max-mib, 16) MiB, at least 20 repetitions per size.
   CLI11_PARSE(app, argc, argv);
+  if (!peer.empty()) {
+#ifdef DYPE_HAVE_REMOTE
+    try {
+      return calibrate_peer(peer, peer_name, stage_token_file, std::max(reps, 20), std::min<std::size_t>(max_mib, 16), json_path);
+    } catch (const std::exception& e) {
+      std::fprintf(stderr, "dype-calibrate: %s\n", e.what());
+      return 1;
+    }
+#else
+    std::fprintf(stderr, "dype-calibrate: --peer: this build has no UCX (sanitizer builds leave it out)\n");
+    return 2;
+#endif
+  }
 
   try {
     const std::size_t max_bytes = max_mib << 20;

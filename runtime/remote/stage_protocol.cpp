@@ -167,6 +167,12 @@ std::vector<std::byte> encode(const StageSetup& m) {
   return w.take();
 }
 
+std::vector<std::byte> encode(const StageProbe& m) {
+  Writer w(StageMsg::probe);
+  w.str(m.token);
+  return w.take();
+}
+
 std::vector<std::byte> encode(const StageSetupAck& m) {
   Writer w(StageMsg::setup_ack);
   w.u8(m.ok ? 1 : 0);
@@ -204,7 +210,7 @@ std::vector<std::byte> encode(const StageReplyHead& m) {
 StageMsg message_kind(std::span<const std::byte> frame) {
   if (frame.empty()) throw StageProtocolError("stage message: empty frame");
   const auto k = static_cast<std::uint8_t>(frame[0]);
-  if (k < 1 || k > 4) throw StageProtocolError("stage message.kind: unknown kind " + std::to_string(k));
+  if (k < 1 || k > 5) throw StageProtocolError("stage message.kind: unknown kind " + std::to_string(k));
   return static_cast<StageMsg>(k);
 }
 
@@ -221,6 +227,14 @@ StageSetup decode_setup(std::span<const std::byte> frame) {
   m.token = r.str("token");
   r.end();
   if (m.first < 0 || m.last < m.first) r.fail("first", "kernels [" + std::to_string(m.first) + ", " + std::to_string(m.last) + "] are empty");
+  return m;
+}
+
+StageProbe decode_probe(std::span<const std::byte> frame) {
+  Reader r(frame, StageMsg::probe, "probe");
+  StageProbe m;
+  m.token = r.str("token");
+  r.end();
   return m;
 }
 

@@ -10,6 +10,9 @@
 //   server -> coordinator   reply: ok or the error (kind + message), then one float32 frame per
 //                           output tensor
 //
+// A link may instead start with a probe (dype-calibrate --peer): the server answers it with a
+// setup_ack, then every frame it receives with a one-byte u8 frame, until the link closes.
+//
 // Everything read from the wire is checked before anything is sized from it: a malformed
 // description throws StageProtocolError naming the field.
 #include <cstddef>
@@ -31,7 +34,12 @@ class StageProtocolError : public std::runtime_error {
   using std::runtime_error::runtime_error;
 };
 
-enum class StageMsg : std::uint8_t { setup = 1, setup_ack = 2, request = 3, reply = 4 };
+enum class StageMsg : std::uint8_t { setup = 1, setup_ack = 2, request = 3, reply = 4, probe = 5 };
+
+// A link that measures the path to the server rather than running a stage.
+struct StageProbe {
+  std::string token = "";  // the deployment's stage token ("" when none is set)
+};
 
 struct StageSetup {
   std::string model;
@@ -74,10 +82,12 @@ std::vector<std::byte> encode(const StageSetupAck& m);
 // The graph's CSR is written only when `with_graph` (the server does not hold it yet).
 std::vector<std::byte> encode(const StageRequestHead& m, const Graph* with_graph);
 std::vector<std::byte> encode(const StageReplyHead& m);
+std::vector<std::byte> encode(const StageProbe& m);
 
 // The message kind of a u8 frame (StageProtocolError when empty or unknown).
 StageMsg message_kind(std::span<const std::byte> frame);
 StageSetup decode_setup(std::span<const std::byte> frame);
+StageProbe decode_probe(std::span<const std::byte> frame);
 StageSetupAck decode_setup_ack(std::span<const std::byte> frame);
 // A graph that arrives is checked as a whole (indptr monotone from 0 to nnz, every index a node)
 // and given a fresh process-local id; `graph_id` keeps the sender's.

@@ -128,6 +128,31 @@ void StageServer::run() {
   for (auto& t : links) t.join();
 }
 
+void StageServer::serve_probe(UcxChannel& ch, std::span<const std::byte> hello) {
+  try {
+    const StageProbe probe = decode_probe(hello);
+    if (!options_.token.empty() && !same_token(probe.token, options_.token))
+      throw InputError("stage probe.token", "does not match host " + options_.host + "'s stage token");
+  } catch (const std::exception& e) {
+    ch.send(Activation::bytes_of(0, 0, encode(StageSetupAck{.ok = false, .message = e.what(), .where = "", .graph_cache = 0})));
+    ch.close();
+    return;
+  }
+  ch.send(Activation::bytes_of(0, 0, encode(StageSetupAck{.ok = true, .message = "", .where = options_.host, .graph_cache = 0})));
+  const std::vector<std::byte> ack{std::byte{1}};
+  for (;;) {
+    std::optional<Activation> f;
+    try {
+      f = ch.recv();
+    } catch (const ChannelError& e) {
+      if (e.kind() == ChannelError::Kind::timeout) continue;  // an idle probe is not an error
+      return;
+    }
+    if (!f) return;
+    ch.send(Activation::bytes_of(f->epoch(), f->seq(), ack));
+  }
+}
+
 void StageServer::serve_link(UcxChannel& ch) {
   // Setup: everything is checked before the answer, and a refusal says why.
   auto first = ch.recv();
@@ -135,6 +160,11 @@ void StageServer::serve_link(UcxChannel& ch) {
   Session s;
   s.graphs = GraphCache(options_.graph_cache);
   std::string where;
+  if (first->dtype() == Dtype::u8 && !first->bytes().empty() &&
+      static_cast<std::uint8_t>(first->bytes()[0]) == static_cast<std::uint8_t>(StageMsg::probe)) {
+    serve_probe(ch, first->bytes());
+    return;
+  }
   try {
     if (first->dtype() != Dtype::u8) throw InputError("stage setup", "the first frame is a tensor, not the setup");
     s.setup = decode_setup(first->bytes());

@@ -69,6 +69,7 @@ class StageServer {
   struct Session;
   UcxChannel accept_one(const ChannelOptions& options);  // binds the listener first when it is not
   void serve_link(UcxChannel& ch);
+  void serve_probe(UcxChannel& ch, std::span<const std::byte> hello);  // dype-calibrate --peer
   std::atomic<bool> stopping_{false};
   std::shared_ptr<UcxContext> context_;
   HostPort listen_;

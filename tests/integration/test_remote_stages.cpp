@@ -19,6 +19,7 @@
 
 #include "runtime/model.h"
 #include "runtime/pipeline.h"
+#include "runtime/remote/path_probe.h"
 #include "runtime/remote/stage_server.h"
 #include "runtime/remote/ucx_stage_link.h"
 #include "../test_rt_requests.h"
@@ -298,6 +299,45 @@ TEST_F(RemoteStages, AStageTheWorkerCannotRunIsRefusedNamingWhy) {
   EXPECT_NE(refusal("swat", other, 1, 1, {"fpga0"}).find("other weights or kernels"), std::string::npos);
   // After the refusals the server still serves.
   auto ok = link_to(ctx_, workers_[1].ports[0], swat, "swat", 1, 1, {"fpga0"});
+  EXPECT_EQ(ok->where(), "b/fpga0");
+}
+
+// dype-calibrate --peer's probe: the path to a stage server across sizes, fitted as NIC figures;
+// without the token it is refused naming it, and the server still runs stages afterwards.
+TEST_F(RemoteStages, APathProbeFitsTheLinkAndNeedsTheToken) {
+  START_OR_SKIP("u280-sextans-swat.yaml");
+  const std::vector<std::size_t> sizes{64, 4096, 65536, 1 << 20};
+  remote::PathFit fit;
+  for (int attempt = 0;; ++attempt) {  // the server listens anew after each link
+    try {
+      fit = remote::probe_path(ctx_, {"127.0.0.1", workers_[1].ports[0]}, "s3cret", sizes, 5);
+      break;
+    } catch (const remote::ChannelError&) {
+      if (attempt > 100) throw;
+      std::this_thread::sleep_for(20ms);
+    }
+  }
+  EXPECT_EQ(fit.where, "b");
+  ASSERT_EQ(fit.points.size(), sizes.size());
+  for (const auto& p : fit.points) EXPECT_GT(p.median_s, 0.0);
+  EXPECT_GT(fit.points.back().median_s, fit.points.front().median_s) << "1 MiB took no longer than 64 bytes";
+  EXPECT_GT(fit.bytes_per_s, 1e7) << "loopback below 10 MB/s";
+  EXPECT_NEAR(fit.latency_per_end_s, fit.round_trip_s / 4, 1e-15);
+  std::string refused;
+  for (int attempt = 0; refused.empty() && attempt < 100; ++attempt) {
+    try {
+      remote::probe_path(ctx_, {"127.0.0.1", workers_[1].ports[0]}, "wrong", sizes, 1);
+      refused = "(accepted)";
+    } catch (const remote::ChannelError&) {
+      std::this_thread::sleep_for(20ms);
+    } catch (const Error& e) {
+      refused = e.what();
+    }
+  }
+  EXPECT_NE(refused.find("stage probe.token: does not match host b's stage token"), std::string::npos) << refused;
+  EXPECT_THROW(remote::probe_path(ctx_, {"127.0.0.1", workers_[1].ports[0]}, "s3cret", {64}, 1), InputError);
+  const auto models = test_models();
+  auto ok = link_to(ctx_, workers_[1].ports[0], models.at("swat"), "swat", 1, 1, {"fpga0"});
   EXPECT_EQ(ok->where(), "b/fpga0");
 }
 

@@ -136,6 +136,21 @@ TEST(RemoteStageProtocol, HostileSetupIsRefused) {
                StageProtocolError);
 }
 
+TEST(RemoteStageProtocol, ProbeRoundTripsAndHostileProbesAreRefused) {
+  auto frame = encode(StageProbe{.token = "s3cret"});
+  EXPECT_EQ(message_kind(frame), StageMsg::probe);
+  EXPECT_EQ(decode_probe(frame).token, "s3cret");
+  poke<std::uint32_t>(frame, 1, 1u << 30);  // the token's length
+  EXPECT_THROW(decode_probe(frame), StageProtocolError);
+  auto trailing = encode(StageProbe{.token = "x"});
+  trailing.push_back(std::byte{0});
+  EXPECT_THROW(decode_probe(trailing), StageProtocolError);
+  EXPECT_THROW(decode_probe(encode(StageSetupAck{.ok = true, .message = "", .where = "b", .graph_cache = 0})),
+               StageProtocolError) << "another kind";
+  const std::vector<std::byte> unknown{std::byte{6}};
+  EXPECT_THROW(message_kind(unknown), StageProtocolError);
+}
+
 TEST(RemoteStageProtocol, DigestTellsWeightsApart) {
   const Model a = Model::gcn({.layers = 2, .in_features = 8, .hidden = 4, .seed = 1});
   const Model b = Model::gcn({.layers = 2, .in_features = 8, .hidden = 4, .seed = 1});
