@@ -33,8 +33,8 @@ void RemoteStageAttacher::operator()(PipelineSpec& spec) const {
     if (!system_.find_host(host)) throw Error(where + ": no host '" + host + "' in the system");
     const std::optional<std::string> address = hosts_ ? hosts_->address(host) : system_.find_host(host)->address;
     if (!address || address->empty()) throw Error(where + ": host '" + host + "' has not joined");
-    // A stage server listens anew after each link it accepts; a connection that comes in that
-    // moment is refused, so an unreachable server is tried again for a while before it counts.
+    // A server that is restarting (a worker rejoining) may refuse for a moment: an unreachable
+    // server is tried again for a while before it counts.
     const auto until = std::chrono::steady_clock::now() + std::min<std::chrono::milliseconds>(options_.timeout, std::chrono::seconds(3));
     for (;;) {
       try {

@@ -78,9 +78,9 @@ StageServer::StageServer(std::shared_ptr<UcxContext> context, const HostPort& li
                          std::vector<hw::Device*> devices, StageServerOptions options)
     : context_(std::move(context)), listen_(listen), models_(std::move(models)), devices_(std::move(devices)),
       options_(std::move(options)) {
-  listener_ = std::make_unique<UcxListener>(context_, listen_, options_.channel);
+  listener_ = std::make_unique<UcxAcceptor>(context_, listen_, options_.channel);
   port_ = listener_->port();
-  listen_.port = port_;  // listen again on the port it got, also when it was given as 0
+  listen_.port = port_;
 }
 
 StageServer::~StageServer() = default;
@@ -88,16 +88,14 @@ StageServer::~StageServer() = default;
 std::string StageServer::address() const { return listen_.host + ":" + std::to_string(port_); }
 std::uint16_t StageServer::port() const { return port_; }
 
-UcxChannel StageServer::accept_one(const ChannelOptions& options) {
-  if (!listener_) listener_ = std::make_unique<UcxListener>(context_, listen_, options);
-  UcxChannel ch = listener_->accept();
-  listener_.reset();  // a listener takes one peer; the next one listens anew on the same address
+UcxChannel StageServer::accept_one(std::chrono::milliseconds wait) {
+  UcxChannel ch = listener_->accept(wait);
   ++stats_.links;
   return ch;
 }
 
 void StageServer::serve() {
-  UcxChannel ch = accept_one(options_.channel);
+  UcxChannel ch = accept_one(options_.channel.timeout);
   serve_link(ch);
 }
 
@@ -105,11 +103,9 @@ void StageServer::stop() { stopping_ = true; }
 
 void StageServer::run() {
   std::vector<std::thread> links;
-  // Accept (and serve each link) in short steps so that stop() is seen; the listener bound by the
-  // constructor waits the whole channel timeout, so it is bound anew with the short one.
-  ChannelOptions poll = options_.channel;
-  poll.timeout = std::min(poll.timeout, std::chrono::milliseconds(1000));
-  listener_.reset();
+  // Accept (and serve each link) in short steps so that stop() is seen. The listener stays bound
+  // the whole time: coordinators that connect at once (a re-plan linking several stages) queue.
+  const auto poll = std::min(options_.channel.timeout, std::chrono::milliseconds(1000));
   while (!stopping_) {
     try {
       UcxChannel ch = accept_one(poll);
@@ -120,8 +116,8 @@ void StageServer::run() {
           // The coordinator went away or broke the protocol: this link ends, the others go on.
         }
       });
-    } catch (const ChannelError& e) {
-      if (e.kind() != ChannelError::Kind::timeout) listener_.reset();  // a failed greeting: listen anew
+    } catch (const ChannelError&) {
+      // Nobody knocked within the step, or a peer failed its greeting: keep listening.
     }
   }
   listener_.reset();

@@ -54,7 +54,7 @@ class StageServer {
 
   // Waits (up to the channel timeout: ChannelError(timeout)) for a coordinator, answers its setup
   // and serves its requests until it closes the link (returns normally) or fails (ChannelError
-  // peer_failed). Then listens again on the same address.
+  // peer_failed). The listener stays bound for the next one.
   void serve();
   // Accepts links until stop(), serving each on its own thread (a coordinator opens one per stage
   // it places on this host, and a new plan's links while the old plan's drain). Returns once
@@ -67,7 +67,7 @@ class StageServer {
 
  private:
   struct Session;
-  UcxChannel accept_one(const ChannelOptions& options);  // binds the listener first when it is not
+  UcxChannel accept_one(std::chrono::milliseconds wait);
   void serve_link(UcxChannel& ch);
   void serve_probe(UcxChannel& ch, std::span<const std::byte> hello);  // dype-calibrate --peer
   std::atomic<bool> stopping_{false};
@@ -76,7 +76,7 @@ class StageServer {
   FindModel models_;
   std::vector<hw::Device*> devices_;
   StageServerOptions options_;
-  std::unique_ptr<UcxListener> listener_;
+  std::unique_ptr<UcxAcceptor> listener_;
   std::uint16_t port_ = 0;
   StageServerStats stats_;
 };

@@ -3,6 +3,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <deque>
 #include <array>
 #include <cstdio>
 #include <cstdlib>
@@ -87,6 +88,8 @@ struct UcxChannel::State {
   std::string peer = "(not connected)";
   ucp_listener_h listener = nullptr;          // listening side, until accepted
   ucp_conn_request_h pending_conn = nullptr;  // listening side: the peer that knocked first
+  bool many_peers = false;                      // UcxAcceptor: every peer waits in conn_queue
+  std::deque<ucp_conn_request_h> conn_queue;
 
   bool hello = false, hello_ack = false, closed = false;
   // Closing handshake. The closer ends its endpoint only after the peer's ByeAck: UCX reports
@@ -145,6 +148,11 @@ struct UcxChannel::State {
 
   static void on_conn_request(ucp_conn_request_h conn, void* arg) {
     auto& s = *static_cast<State*>(arg);
+    if (s.many_peers) {
+      if (s.conn_queue.size() >= kMaxWaitingPeers) ucp_listener_reject(s.listener, conn);
+      else s.conn_queue.push_back(conn);
+      return;
+    }
     if (s.pending_conn != nullptr || s.ep != nullptr) {
       ucp_listener_reject(s.listener, conn);  // one peer per channel
       return;
@@ -374,6 +382,8 @@ struct UcxChannel::State {
   void release() {
     if (listener != nullptr) {
       if (pending_conn != nullptr) ucp_listener_reject(listener, pending_conn);
+      for (ucp_conn_request_h c : conn_queue) ucp_listener_reject(listener, c);
+      conn_queue.clear();
       ucp_listener_destroy(listener);
       listener = nullptr;
     }
@@ -647,6 +657,60 @@ UcxChannel UcxListener::accept() {
   listener_ = nullptr;
   s.listener = nullptr;
   return UcxChannel(std::move(state_));
+}
+
+// ------------------------------------------------------------------------------------------------
+
+UcxAcceptor::UcxAcceptor(std::shared_ptr<UcxContext> context, const HostPort& where, ChannelOptions options)
+    : context_(context), options_(options), listener_(std::move(context), where, options) {
+  listener_.state_->many_peers = true;
+}
+
+UcxAcceptor::~UcxAcceptor() = default;
+
+std::string UcxAcceptor::address() const { return listener_.address(); }
+std::uint16_t UcxAcceptor::port() const { return listener_.port(); }
+
+UcxChannel UcxAcceptor::accept(std::chrono::milliseconds wait) {
+  auto& l = *listener_.state_;
+  if (!l.worker.progress_until([&] { return !l.conn_queue.empty(); }, Clock::now() + wait)) {
+    throw ChannelError(ChannelError::Kind::timeout,
+                       "no peer connected to " + address() + " within " + std::to_string(wait.count()) + " ms");
+  }
+  const ucp_conn_request_h conn = l.conn_queue.front();
+  l.conn_queue.pop_front();
+  // The peer's channel gets a worker of its own (UCX accepts a listener's connection request on
+  // another worker of the same context), so links progress independently and the listener stays.
+  auto s = std::make_unique<UcxChannel::State>(context_, options_);
+  ucp_conn_request_attr_t attr{};
+  attr.field_mask = UCP_CONN_REQUEST_ATTR_FIELD_CLIENT_ADDR;
+  if (ucp_conn_request_query(conn, &attr) == UCS_OK) s->peer = to_string(attr.client_address);
+  ucp_ep_params_t p{};
+  p.field_mask = UCP_EP_PARAM_FIELD_CONN_REQUEST | UCP_EP_PARAM_FIELD_ERR_HANDLER |
+                 UCP_EP_PARAM_FIELD_ERR_HANDLING_MODE;
+  p.conn_request = conn;
+  p.err_mode = UCP_ERR_HANDLING_MODE_PEER;
+  p.err_handler.cb = &UcxChannel::State::on_ep_error;
+  p.err_handler.arg = s.get();
+  const ucs_status_t st = ucp_ep_create(s->worker.get(), &p, &s->ep);  // consumes `conn` either way
+  if (st != UCS_OK) {
+    s->ep = nullptr;
+    throw ChannelError(ChannelError::Kind::peer_failed, ucx_failure("accepting " + s->peer, st));
+  }
+  const bool greeted = s->worker.progress_until(
+      [&] {
+        l.worker.progress();  // peers knocking meanwhile are queued, not dropped
+        return s->hello || s->failed();
+      },
+      s->deadline());
+  s->throw_if_failed();
+  if (!greeted) {
+    throw ChannelError(ChannelError::Kind::timeout, "peer " + s->peer + " connected to " + address() +
+                                                        " but sent no greeting within " +
+                                                        std::to_string(options_.timeout.count()) + " ms");
+  }
+  s->send_control(kHelloAck, nullptr, 0);
+  return UcxChannel(std::move(s));
 }
 
 }  // namespace dype::rt::remote

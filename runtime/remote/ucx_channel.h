@@ -78,6 +78,7 @@ class UcxChannel {
 
  private:
   friend class UcxListener;
+  friend class UcxAcceptor;
   explicit UcxChannel(std::unique_ptr<State> state);
   std::unique_ptr<State> state_;
 };
@@ -101,9 +102,33 @@ class UcxListener {
   UcxChannel accept();
 
  private:
+  friend class UcxAcceptor;
   std::unique_ptr<UcxChannel::State> state_;
   ucp_listener_h listener_ = nullptr;
   sockaddr_storage bound_{};
+};
+
+// Listens on one address for as long as it lives and accepts every peer, each on a channel with
+// a worker of its own (a stage server's coordinators). Peers that knock while one is being
+// accepted wait in a queue (up to kMaxWaitingPeers; beyond that they are rejected).
+inline constexpr std::size_t kMaxWaitingPeers = 64;
+class UcxAcceptor {
+ public:
+  UcxAcceptor(std::shared_ptr<UcxContext> context, const HostPort& where, ChannelOptions options = {});
+  ~UcxAcceptor();
+  UcxAcceptor(const UcxAcceptor&) = delete;
+  UcxAcceptor& operator=(const UcxAcceptor&) = delete;
+
+  std::string address() const;
+  std::uint16_t port() const;
+  // The next peer (waits up to `wait`; ChannelError(timeout) when none knocked): its greeting is
+  // awaited within options.timeout.
+  UcxChannel accept(std::chrono::milliseconds wait);
+
+ private:
+  std::shared_ptr<UcxContext> context_;
+  ChannelOptions options_;
+  UcxListener listener_;
 };
 
 }  // namespace dype::rt::remote

@@ -399,3 +399,47 @@ TEST(UcxChannel, ConnectingWhereNobodyListensFailsNamingThePeer) {
     EXPECT_LT(std::chrono::steady_clock::now() - t0, 6s);
   }
 }
+
+// UcxAcceptor: eight peers connect at once; every one is accepted (none refused while another is
+// being accepted), each on its own channel, and each peer's frames reach its own channel in order.
+TEST(UcxAcceptor, PeersThatConnectAtOnceAreAllAcceptedEachOnItsOwnChannel) {
+  ScopedEnv tls("UCX_TLS", "tcp");
+  UCX_CONTEXT_OR_SKIP(ctx);
+  UcxAcceptor acceptor(ctx, {"127.0.0.1", 0}, {.window = 8, .timeout = std::chrono::milliseconds(10'000)});
+  const std::uint16_t port = acceptor.port();
+  constexpr int kPeers = 8;
+  std::vector<std::string> errors(kPeers);
+  std::vector<std::thread> peers;
+  for (int p = 0; p < kPeers; ++p) {
+    peers.emplace_back([&, p] {
+      try {
+        UcxChannel ch = UcxChannel::connect(ctx, {"127.0.0.1", port});
+        for (int i = 0; i < 20; ++i) ch.send(pattern(/*epoch=*/static_cast<std::uint64_t>(p), /*seq=*/i, 64, 16));
+        ch.close();
+      } catch (const std::exception& e) {
+        errors[static_cast<std::size_t>(p)] = e.what();
+      }
+    });
+  }
+  std::vector<std::thread> servers;
+  std::vector<int> received(kPeers, 0);
+  std::atomic<int> out_of_order{0};
+  for (int p = 0; p < kPeers; ++p) {
+    auto ch = std::make_shared<UcxChannel>(acceptor.accept(std::chrono::milliseconds(10'000)));
+    servers.emplace_back([ch, &received, &out_of_order] {
+      std::uint64_t next = 0;
+      while (auto a = ch->recv()) {
+        if (a->seq() != next++ || !is_pattern(*a)) ++out_of_order;
+        ++received[static_cast<std::size_t>(a->epoch())];
+      }
+    });
+  }
+  for (auto& t : peers) t.join();
+  for (auto& t : servers) t.join();
+  for (int p = 0; p < kPeers; ++p) {
+    EXPECT_EQ(errors[static_cast<std::size_t>(p)], "") << "peer " << p;
+    EXPECT_EQ(received[static_cast<std::size_t>(p)], 20) << "peer " << p;
+  }
+  EXPECT_EQ(out_of_order.load(), 0);
+  EXPECT_THROW(acceptor.accept(std::chrono::milliseconds(50)), ChannelError) << "nobody else knocked";
+}
