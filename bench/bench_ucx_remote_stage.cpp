@@ -9,6 +9,11 @@
 //   remote stage the server's own pipeline time for the request (measured there, in the reply).
 //   hand-off     (round trip - remote stage) / 2: the host-side cost of one cross-host hand-off
 //                of the activation, the figure issue 20 targets (<= 100 us median for 1 MB).
+//   wire         the same bytes over the same server's probe link (path_probe.h: send -> 1-byte
+//                acknowledgement, minus half the round trip of a 64-byte probe): what UCX alone
+//                takes to move them one way on this path, measured in the same run.
+//   beyond wire  hand-off - wire: what dype adds to a hand-off (framing, the stage protocol,
+//                the server's pipeline entry and exit, host copies).
 //
 // Medians and p90 over --iters after --warmup. Both processes share this machine's cores (2
 // here), so these are this machine's figures over loopback TCP, not a NIC's.
@@ -30,7 +35,9 @@
 #include "hw/system.h"
 #include "hw/system_config.h"
 #include "kernels/graph/generators.h"
+#include "runtime/host_memory.h"
 #include "runtime/model.h"
+#include "runtime/remote/path_probe.h"
 #include "runtime/remote/stage_server.h"
 #include "runtime/remote/ucx_stage_link.h"
 #include "bench/bench_common.h"
@@ -70,7 +77,7 @@ hw::System one_gpu() {
     const std::uint16_t port = server.port();
     if (write(out_fd, &port, sizeof port) != sizeof port) _exit(2);
     close(out_fd);
-    server.serve();
+    server.run();  // the stage link, then the probe link; until killed
   } catch (const std::exception& e) {
     std::fprintf(stderr, "server: %s\n", e.what());
     _exit(3);
@@ -81,6 +88,7 @@ hw::System one_gpu() {
 }  // namespace
 
 int main(int argc, char** argv) {
+  rt::retain_freed_host_memory();  // as dype-serve does, in both processes (forked below)
   const int iters = std::stoi(arg(argc, argv, "--iters", "300"));
   const int warmup = std::stoi(arg(argc, argv, "--warmup", "20"));
   const std::int64_t rows = std::stoll(arg(argc, argv, "--rows", "4096"));
@@ -123,8 +131,21 @@ int main(int argc, char** argv) {
     handoff.push_back((s.last_round_trip_s - s.last_remote_stage_s) * 1e6 / 2.0);
   }
   link->close();
+  const std::size_t bytes = static_cast<std::size_t>(rows * 64 * 4);
+  remote::PathFit wire;
+  for (int attempt = 0;; ++attempt) {
+    try {
+      wire = remote::probe_path(UcxContext::create(), {"127.0.0.1", port}, "", {64, bytes}, iters);
+      break;
+    } catch (const remote::ChannelError&) {
+      if (attempt > 100) throw;
+      usleep(20000);
+    }
+  }
+  kill(child, SIGKILL);
   int status = 0;
   waitpid(child, &status, 0);
+  const double wire_us = (wire.points[1].median_s - wire.points[0].median_s / 2) * 1e6;
   const double mib = static_cast<double>(rows * 64 * 4) / (1 << 20);
   std::printf("remote stage over UCX_TLS=%s, %.2f MiB in and out, %d requests (measured, this machine, loopback)\n",
               tls.c_str(), mib, iters);
@@ -132,5 +153,7 @@ int main(int argc, char** argv) {
   std::printf("  remote stage  median %8.1f us   p90 %8.1f us\n", percentile(stage, 0.5), percentile(stage, 0.9));
   std::printf("  hand-off      median %8.1f us   p90 %8.1f us   (target <= 100 us median)\n", percentile(handoff, 0.5),
               percentile(handoff, 0.9));
+  std::printf("  wire          median %8.1f us   (UCX alone, the same bytes one way, probe link)\n", wire_us);
+  std::printf("  beyond wire   median %8.1f us   (hand-off - wire: what dype adds)\n", percentile(handoff, 0.5) - wire_us);
   return 0;
 }

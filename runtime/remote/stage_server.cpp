@@ -16,7 +16,7 @@ namespace {
 
 void send_reply(UcxChannel& ch, std::uint64_t epoch, const StageReplyHead& head, const std::vector<HostTensor>& outputs) {
   ch.send(Activation::bytes_of(epoch, head.seq, encode(head)));
-  for (const HostTensor& t : outputs) ch.send(to_frame(t, epoch, head.seq));
+  send_tensors(ch, outputs, epoch, head.seq);  // from the outputs' own memory, no copy
 }
 
 void send_error(UcxChannel& ch, std::uint64_t epoch, std::uint64_t seq, StageErrorKind kind, const std::string& message) {

@@ -486,6 +486,28 @@ void UcxChannel::send(Activation a) {
   state_->send_frame(std::move(op), payload, bytes);
 }
 
+void UcxChannel::send_borrowed(std::uint64_t epoch, std::uint64_t seq, std::uint32_t rows, std::uint32_t cols,
+                               std::span<const float> values) {
+  if (static_cast<std::uint64_t>(rows) * cols != values.size())
+    throw std::invalid_argument("UcxChannel::send_borrowed: " + std::to_string(rows) + " x " + std::to_string(cols) +
+                                " does not match " + std::to_string(values.size()) + " values");
+  auto op = std::make_unique<SendOp>();
+  ActivationHeader h;
+  h.dtype = Dtype::f32;
+  h.rows = rows;
+  h.cols = cols;
+  h.epoch = epoch;
+  h.seq = seq;
+  h.frame = state_->next_frame;
+  h.window = state_->options.window;
+  encode_header(h, std::span<std::byte, kActivationHeaderBytes>(op->header));
+  state_->send_frame(std::move(op), values.data(), values.size_bytes());
+}
+
+void UcxChannel::abort() {
+  if (state_) state_->release();
+}
+
 void UcxChannel::send_frame(const ActivationHeader& header, std::span<const std::byte> payload) {
   auto op = std::make_unique<SendOp>();
   encode_header(header, std::span<std::byte, kActivationHeaderBytes>(op->header));

@@ -55,8 +55,17 @@ class UcxChannel {
   // The same for a frame given as raw parts: the header is sent as given, not checked against
   // the payload. For peers that build frames themselves, and for testing the receiver's checks.
   void send_frame(const ActivationHeader& header, std::span<const std::byte> payload);
+  // A float32 frame sent from the caller's memory, without copying it: `values` must stay alive
+  // and unchanged until flush() returns or abort() (a stage link sends a tensor it holds until
+  // the reply). Header checks as send().
+  void send_borrowed(std::uint64_t epoch, std::uint64_t seq, std::uint32_t rows, std::uint32_t cols,
+                     std::span<const float> values);
   // Waits until every frame sent so far has left this process (the transport completed it).
   void flush();
+  // Ends the channel at once: cancels every send and receive UCX still holds (waiting a moment
+  // for them to finish) so no borrowed memory is read after this returns. Later calls fail as on
+  // a closed channel.
+  void abort();
 
   // The next frame in order; std::nullopt once the peer closed the channel cleanly and every
   // frame before that was returned. Throws ActivationError for a refused frame, ChannelError on a

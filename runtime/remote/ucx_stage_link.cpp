@@ -10,12 +10,30 @@
 
 namespace dype::rt::remote {
 
-Activation to_frame(const HostTensor& t, std::uint64_t epoch, std::uint64_t seq) {
+namespace {
+void check_frame(const HostTensor& t) {
   if (t.size_only) throw InputError("remote stage", "shape-only (timing-only) tensors do not cross hosts");
   if (t.rows < 0 || t.cols < 0 || t.rows > UINT32_MAX || t.cols > UINT32_MAX)
     throw InputError("remote stage", "tensor " + std::to_string(t.rows) + " x " + std::to_string(t.cols) +
                                          " does not fit a frame");
+}
+}  // namespace
+
+Activation to_frame(const HostTensor& t, std::uint64_t epoch, std::uint64_t seq) {
+  check_frame(t);
   return Activation::copy_of(epoch, seq, static_cast<std::uint32_t>(t.rows), static_cast<std::uint32_t>(t.cols), t.data);
+}
+
+void send_tensors(UcxChannel& ch, std::span<const HostTensor> tensors, std::uint64_t epoch, std::uint64_t seq) {
+  for (const HostTensor& t : tensors) check_frame(t);
+  try {
+    for (const HostTensor& t : tensors)
+      ch.send_borrowed(epoch, seq, static_cast<std::uint32_t>(t.rows), static_cast<std::uint32_t>(t.cols), t.data);
+    ch.flush();  // the tensors are the caller's: UCX must be done with them before this returns
+  } catch (...) {
+    ch.abort();
+    throw;
+  }
 }
 
 HostTensor from_frame(const Activation& a) {
@@ -123,7 +141,7 @@ std::vector<HostTensor> UcxStageLink::exchange(const Request& request, std::uint
   const auto t0 = std::chrono::steady_clock::now();
   if (with_graph) ++stats_.graphs_sent;
   channel_.send(Activation::bytes_of(epoch, seq, encode(head, with_graph ? g : nullptr)));
-  for (const HostTensor& t : inputs) channel_.send(to_frame(t, epoch, seq));
+  send_tensors(channel_, inputs, epoch, seq);  // from the tensors' own memory, no copy
 
   auto f = channel_.recv();
   if (!f) throw ChannelError(ChannelError::Kind::peer_failed, "the server closed the link");

@@ -72,6 +72,10 @@ class UcxStageLink final : public StageLink {
 
 // The float32 frame of a host tensor, and back (rows and cols must fit 32 bits).
 Activation to_frame(const HostTensor& t, std::uint64_t epoch, std::uint64_t seq);
+// Sends `tensors` as float32 frames from their own memory (UcxChannel::send_borrowed) and waits
+// until UCX is done with them; on any failure the channel is aborted before this throws, so the
+// tensors may go as soon as it returns. InputError for shape-only or oversized tensors.
+void send_tensors(UcxChannel& ch, std::span<const HostTensor> tensors, std::uint64_t epoch, std::uint64_t seq);
 HostTensor from_frame(const Activation& a);
 
 }  // namespace dype::rt::remote
