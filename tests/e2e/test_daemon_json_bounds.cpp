@@ -151,7 +151,12 @@ TEST_F(DaemonJsonBounds, FiftyMegabyteJsonRequestParsedWithinBoundedMemory) {
   const double ratio = growth / static_cast<double>(body.size());
   std::printf("50 MB JSON request, parsed and refused: body %.1f MB, peak RSS growth %.1f MB (%.2fx the body)\n",
               body.size() / 1e6, growth / 1e6, ratio);
+#if defined(__SANITIZE_ADDRESS__)
+  // ASan keeps freed blocks in its quarantine and adds shadow memory: RSS is not the daemon's.
+  std::printf("AddressSanitizer build: the 2.5x RSS bound is not checked (measured %.2fx)\n", ratio);
+#else
   EXPECT_LT(ratio, 2.5) << "peak RSS grew by " << growth / 1e6 << " MB for a " << body.size() / 1e6 << " MB body";
+#endif
   expect_still_serving();
 }
 
