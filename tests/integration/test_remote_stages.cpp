@@ -110,7 +110,7 @@ bool start_worker(Worker& w, const std::string& host, int gpus, int fpgas, const
   return ok;
 }
 
-// Connects a link, retrying while the server listens again after its previous link closed.
+// Connects a link, retrying while a worker (just forked or restarted) is not listening yet.
 std::shared_ptr<remote::UcxStageLink> link_to(std::shared_ptr<UcxContext> ctx, std::uint16_t port, const Model& m,
                                               const std::string& name, int first, int last,
                                               const std::vector<std::string>& devices,
@@ -308,7 +308,7 @@ TEST_F(RemoteStages, APathProbeFitsTheLinkAndNeedsTheToken) {
   START_OR_SKIP("u280-sextans-swat.yaml");
   const std::vector<std::size_t> sizes{64, 4096, 65536, 1 << 20};
   remote::PathFit fit;
-  for (int attempt = 0;; ++attempt) {  // the server listens anew after each link
+  for (int attempt = 0;; ++attempt) {  // the forked worker may still be starting its server
     try {
       fit = remote::probe_path(ctx_, {"127.0.0.1", workers_[1].ports[0]}, "s3cret", sizes, 5);
       break;
