@@ -283,6 +283,10 @@ int main(int argc, char** argv) {
                  "there (with --stage-token-file) and keeps telling it it is there (its heartbeat)");
   app.add_option("--advertise", join_address,
                  "with --join: the stage server address the coordinator should reach (default: --stage-server's)");
+  std::string join_ca;
+  app.add_option("--join-ca", join_ca,
+                 "with --join: PEM CA certificate(s) that signed the coordinator's --tls-cert (its gRPC is TLS)")
+      ->check(CLI::ExistingFile);
   app.add_option("--join-interval-secs", join_interval_s, "with --join: seconds between heartbeats")
       ->check(CLI::Range(0.05, 3600.0))
       ->capture_default_str();
@@ -336,7 +340,14 @@ int main(int argc, char** argv) {
           throw InputError("--join", "needs --stage-token-file: the coordinator takes joins only with the stage token");
         join = HostJoinOptions{.coordinator = join_coordinator, .host = host_name,
                                .address = join_address.empty() ? stage_server : join_address, .token = stage_token,
-                               .interval = std::chrono::milliseconds(static_cast<std::int64_t>(join_interval_s * 1000))};
+                               .interval = std::chrono::milliseconds(static_cast<std::int64_t>(join_interval_s * 1000)),
+                               .tls_ca_pem = ""};
+        if (!join_ca.empty()) {
+          std::ifstream f(join_ca);
+          join->tls_ca_pem.assign(std::istreambuf_iterator<char>(f), std::istreambuf_iterator<char>());
+          if (join->tls_ca_pem.find("-----BEGIN CERTIFICATE-----") == std::string::npos)
+            throw InputError("--join-ca", "'" + join_ca + "' holds no PEM certificate");
+        }
       }
       return run_stage_server(stage_server, host_name, so.system_config, std::move(so.models), port_file, stage_token,
                               join, stop_signals);

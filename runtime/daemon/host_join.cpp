@@ -36,7 +36,13 @@ void HostJoiner::stop() {
 }
 
 void HostJoiner::run() {
-  auto channel = grpc::CreateChannel(options_.coordinator, grpc::InsecureChannelCredentials());
+  std::shared_ptr<grpc::ChannelCredentials> credentials = grpc::InsecureChannelCredentials();
+  if (!options_.tls_ca_pem.empty()) {
+    grpc::SslCredentialsOptions ssl;
+    ssl.pem_root_certs = options_.tls_ca_pem;
+    credentials = grpc::SslCredentials(ssl);
+  }
+  auto channel = grpc::CreateChannel(options_.coordinator, credentials);
   auto stub = dype::admin::DypeAdmin::NewStub(channel);
   dype::admin::JoinRequest request;
   request.ParseFromString(request_);

@@ -28,6 +28,9 @@ struct HostJoinOptions {
   std::string address;      // this host's stage server, as the coordinator reaches it
   std::string token;        // the deployment's stage token
   std::chrono::milliseconds interval{2000};
+  // PEM roots to verify a coordinator that serves gRPC over TLS (dype-serve --tls-cert); empty:
+  // plain gRPC.
+  std::string tls_ca_pem = "";
 };
 
 class HostJoiner {

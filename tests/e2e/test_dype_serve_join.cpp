@@ -22,6 +22,7 @@
 #include "../test_serve_hosts.h"
 #include "../test_serve_process.h"
 #include "../test_temp_dir.h"
+#include "../test_tls_certs.h"
 
 #include <httplib.h>  // after the project's headers: its resolv.h breaks Eigen
 
@@ -224,6 +225,55 @@ TEST_F(DypeServeJoin, WorkersJoinAreUsedAndRejoinAfterTheirHeartbeatStops) {
   EXPECT_NE(read_all(coord_log()).find("host a: no heartbeat"), std::string::npos) << read_all(coord_log());
   for (int w = 0; w < 2; ++w) EXPECT_EQ(children_.stop(worker_[w]), 0) << read_all(log(w));
   EXPECT_GE(served_by(0), 1) << "host a was not used after it rejoined:\n" << read_all(log(0));
+}
+
+// A coordinator whose gRPC is TLS (--tls-cert): a worker given the CA that signed it (--join-ca)
+// joins; one given another CA never does (the handshake fails, the coordinator lists it not joined).
+TEST_F(DypeServeJoin, AWorkerJoinsACoordinatorServingTlsWithItsCa) {
+  const dype::test::TestPki& pki = dype::test::make_test_pki();
+  if (!pki.ok) GTEST_SKIP() << pki.why;
+  const fs::path ports = dir_ / "tls-ports.json", tls_log = dir_ / "tls-coord.log";
+  const pid_t coord = spawn_serve({"--system", (dir_ / "coord.yaml").string(), "--builtin-models", "--http-port", "0",
+                                   "--grpc-port", "0", "--metrics-port", "-1", "--admin-token-file",
+                                   (dir_ / "token").string(), "--stage-token-file", (dir_ / "stage-token").string(),
+                                   "--tls-cert", pki.server_cert.string(), "--tls-key", pki.server_key.string(),
+                                   "--no-warmup"},
+                                  tls_log, ports);
+  children_.pids.push_back(coord);
+  ASSERT_TRUE(fs::exists(ports)) << read_all(tls_log);
+  const int port = json::parse(read_all(ports))["grpc"].get<int>();
+  auto spawn_worker = [&](const std::string& host, const fs::path& ca) {
+    const pid_t w = spawn_serve({"--stage-server", "127.0.0.1:0", "--host-name", host, "--system",
+                                 (dir_ / (host + ".yaml")).string(), "--builtin-models", "--stage-token-file",
+                                 (dir_ / "stage-token").string(), "--join", "localhost:" + std::to_string(port),
+                                 "--join-ca", ca.string(), "--join-interval-secs", "0.3"},
+                                dir_ / ("tls-" + host + ".log"), dir_ / ("tls-ports-" + host + ".json"));
+    children_.pids.push_back(w);
+    return w;
+  };
+  const pid_t good = spawn_worker("a", pki.ca), bad = spawn_worker("b", pki.other_ca);
+  grpc::SslCredentialsOptions ssl;
+  ssl.pem_root_certs = read_all(pki.ca);
+  auto stub = dype::admin::DypeAdmin::NewStub(grpc::CreateChannel("localhost:" + std::to_string(port), grpc::SslCredentials(ssl)));
+  auto joined = [&](const std::string& h) {
+    grpc::ClientContext ctx;
+    ctx.AddMetadata("authorization", "Bearer s3cret");
+    dype::admin::AdminResponse r;
+    if (!stub->Hosts(&ctx, dype::admin::AdminRequest{}, &r).ok()) return false;
+    const json all = json::parse(r.json());
+    for (const json& e : all["hosts"])
+      if (e["name"] == h) return e["joined"].get<bool>();
+    return false;
+  };
+  bool a = false;
+  for (int i = 0; i < 200 && !(a = joined("a")); ++i) std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  EXPECT_TRUE(a) << "the worker with the coordinator's CA did not join";
+  std::this_thread::sleep_for(std::chrono::milliseconds(1000));  // three more heartbeats of b
+  EXPECT_FALSE(joined("b")) << "a worker that does not trust the coordinator's certificate joined";
+  EXPECT_EQ(children_.stop(good), 0);
+  EXPECT_EQ(children_.stop(bad), 0);
+  EXPECT_NE(read_all(dir_ / "tls-b.log").find("does not answer"), std::string::npos) << read_all(dir_ / "tls-b.log");
+  EXPECT_EQ(children_.stop(coord), 0) << read_all(tls_log);
 }
 
 TEST_F(DypeServeJoin, HostileJoinsAreRefusedNamingWhy) {
