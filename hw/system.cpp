@@ -26,10 +26,7 @@ System System::from_config(const SystemConfig& config) {
                                                "DYPE_WITH_<BACKEND>=ON)");
     }
     DevicePtr dev = backend->create(dc, config);
-    int host = 0;
-    for (std::size_t h = 0; h < config.hosts.size(); ++h)
-      if (config.hosts[h].name == dc.host) host = static_cast<int>(h);
-    const int index = s.topology_->add_device({dc.name, dc.socket, dc.link, dc.p2p, host});
+    const int index = s.topology_->add_device({dc.name, dc.socket, dc.link, dc.p2p, config.host_index(dc.host)});
     dev->attach(s.topology_.get(), index);
     s.views_.push_back(dev.get());
     s.devices_.push_back(std::move(dev));

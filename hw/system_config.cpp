@@ -31,6 +31,24 @@ const HostConfig* SystemConfig::find_host(const std::string& host_name) const {
   return nullptr;
 }
 
+bool is_host_port(const std::string& address) {
+  const auto colon = address.rfind(':');
+  return colon != std::string::npos && colon != 0 && colon + 1 != address.size();
+}
+
+int SystemConfig::host_index(const std::string& host_name) const {
+  for (std::size_t i = 0; i < hosts.size(); ++i)
+    if (hosts[i].name == host_name) return static_cast<int>(i);
+  return 0;
+}
+
+std::vector<std::string> SystemConfig::devices_on(const std::string& host_name) const {
+  std::vector<std::string> out;
+  for (const auto& d : devices)
+    if (d.host == host_name) out.push_back(d.name);
+  return out;
+}
+
 std::string default_config_dir() {
   namespace fs = std::filesystem;
   if (const char* env = std::getenv("DYPE_CONFIG_DIR"); env && *env) return env;
@@ -127,8 +145,7 @@ SystemConfig load_system_config(const std::string& path) {
       if (i > 0 && h.has("address")) {
         // Without one the host joins (dype-serve --join) and is left out of plans until it does.
         hc.address = h.get_string("address");
-        const auto colon = hc.address.rfind(':');
-        if (colon == std::string::npos || colon == 0 || colon + 1 == hc.address.size())
+        if (!is_host_port(hc.address))
           h.child("address").fail("must be HOST:PORT, got '" + hc.address + "'");
       } else if (h.has("address")) {
         hc.address = h.get_string("address");  // this machine's: informational

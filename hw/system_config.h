@@ -107,7 +107,14 @@ struct SystemConfig {
   // The host `device_name` is on when that is not this machine; "" for a local device.
   std::string remote_host(const std::string& device_name) const;
   const HostConfig* find_host(const std::string& host_name) const;
+  // Its index in hosts (0 also for a name not there: the coordinator's devices).
+  int host_index(const std::string& host_name) const;
+  // The devices placed on `host_name`, in file order.
+  std::vector<std::string> devices_on(const std::string& host_name) const;
 };
+
+// Whether `address` has the HOST:PORT shape of a stage server address (both parts non-empty).
+bool is_host_port(const std::string& address);
 
 // Loads and validates a system file (and the device models and bitstreams it references).
 // Throws InputError("<file>: <key path>", problem).

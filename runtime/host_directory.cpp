@@ -24,6 +24,12 @@ bool HostDirectory::known(const std::string& host) const {
   return hosts_.count(host) > 0;
 }
 
+bool HostDirectory::joined(const std::string& host) const {
+  std::lock_guard lock(mu_);
+  const auto it = hosts_.find(host);
+  return it != hosts_.end() && it->second.joined;
+}
+
 std::optional<std::string> HostDirectory::address(const std::string& host) const {
   std::lock_guard lock(mu_);
   const auto it = hosts_.find(host);

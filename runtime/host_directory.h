@@ -33,6 +33,8 @@ class HostDirectory {
   // The other hosts (hosts[1..]), in the file's order.
   std::vector<Host> hosts() const;
   bool known(const std::string& host) const;
+  // Whether its worker has reported in (dype-serve --join).
+  bool joined(const std::string& host) const;
   // The stage server's address; nullopt while the host has not joined (and its file gave none).
   std::optional<std::string> address(const std::string& host) const;
   // A join or heartbeat: records the address and the time. Returns true when the address changed

@@ -87,8 +87,7 @@ sched::SystemSpec scheduler_system_spec(const hw::System& system, const std::set
     k.host = pk.kind == hw::DeviceKind::cpu;
     if (const std::string h = host_of_kind(pk.name); !h.empty()) {
       k.letter = static_cast<char>(std::tolower(static_cast<unsigned char>(k.letter)));  // "2g": on another host
-      for (std::size_t i = 0; i < system.config().hosts.size(); ++i)
-        if (system.config().hosts[i].name == h) k.host_index = static_cast<int>(i);
+      k.host_index = system.config().host_index(h);
     }
     // Host memory is not the constraint a device's is (and is shared with everything else).
     k.memory_bytes = k.host ? 0.0 : static_cast<double>(d0.info().memory_bytes);
@@ -204,8 +203,8 @@ RuntimeCostModel::RuntimeCostModel(const Model& model, const hw::System& system,
         g.exchange_in_s.push_back(route ? route->inbound_s : 0.0);
         g.exchange_out_s.push_back(route ? route->outbound_s : 0.0);
       }
-      g.upload_s = down_s(g, need_bytes(0, cnt), 1) + nic_leg_s(in_.front(), kind.host_index);
-      g.download_s = up_s(g, out_.back() / cnt, 1) + nic_leg_s(out_.back(), kind.host_index);
+      g.upload_s = down_s(g, need_bytes(0, cnt), 1) + topo_.nic_leg_s(kind.host_index, in_.front());
+      g.download_s = up_s(g, out_.back() / cnt, 1) + topo_.nic_leg_s(kind.host_index, out_.back());
       groups_.push_back(std::move(g));
     }
   }
@@ -379,8 +378,6 @@ std::optional<rt::RouteCost> RuntimeCostModel::routed(int k, const std::vector<i
                     overlap_ ? CopyHolds::direction_engines : CopyHolds::devices).chosen();
 }
 
-double RuntimeCostModel::nic_leg_s(double bytes, int host) const { return topo_.nic_leg_s(host, bytes); }
-
 RuntimeCostModel::Handoff RuntimeCostModel::handoff(int k, sched::DeviceGroup from, sched::DeviceGroup to) const {
   const int host_a = kind_host_.at(static_cast<std::size_t>(from.kind)), host_b = kind_host_.at(static_cast<std::size_t>(to.kind));
   if (host_a > 0 || host_b > 0) {
@@ -389,8 +386,8 @@ RuntimeCostModel::Handoff RuntimeCostModel::handoff(int k, sched::DeviceGroup fr
     // then the receiver's host's NIC leg and its down leg. The coordinator's own legs are free.
     const double bytes = out_[static_cast<std::size_t>(k)];
     const int nt = model_.step(k).outputs();
-    return {up_s(group(from), bytes / from.count, nt) + nic_leg_s(bytes, host_a),
-            nic_leg_s(bytes, host_b) + down_s(group(to), need_bytes(k + 1, to.count), nt)};
+    return {up_s(group(from), bytes / from.count, nt) + topo_.nic_leg_s(host_a, bytes),
+            topo_.nic_leg_s(host_b, bytes) + down_s(group(to), need_bytes(k + 1, to.count), nt)};
   }
   const Group& a = group(from);
   Group b_other;

@@ -161,11 +161,10 @@ class RuntimeCostModel : public sched::CostModel {
   std::vector<std::size_t> offset_;  // per kind: index of (kind, count 1) in groups_
   std::vector<Group> groups_;
   std::vector<std::vector<int>> kind_topo_;  // per kind: topology indices in system order
-  // Multi-host systems: each kind's host (0: this machine) and the hosts' NICs. A stage on another
-  // host is reached through this machine (runtime/remote/: the coordinator relays every hand-off
-  // to or from it), so each hand-off crosses one NIC leg per remote end.
+  // Multi-host systems: each kind's host (0: this machine; the NICs are the topology's). A stage on
+  // another host is reached through this machine (runtime/remote/: the coordinator relays every
+  // hand-off to or from it), so each hand-off crosses one NIC leg per remote end.
   std::vector<int> kind_host_;
-  double nic_leg_s(double bytes, int host) const;
 };
 
 class SchedPlanner : public Planner {

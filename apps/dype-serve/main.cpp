@@ -468,9 +468,7 @@ int main(int argc, char** argv) {
             const auto address = service.host_directory()->address(host);
             if (!address) continue;
             // A joined host comes back by joining again; its heartbeats say it is there.
-            bool joined = false;
-            for (const auto& h : service.host_directory()->hosts()) joined |= h.name == host && h.joined;
-            if (joined) continue;
+            if (service.host_directory()->joined(host)) continue;
             try {
               if (!ucx) ucx = rt::remote::UcxContext::create();
               auto ch = rt::remote::UcxChannel::connect(ucx, rt::remote::parse_host_port(*address),

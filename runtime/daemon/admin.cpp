@@ -5,6 +5,7 @@
 #include <fstream>
 
 #include "runtime/daemon/errors.h"
+#include "runtime/secret_compare.h"
 
 namespace dype::rt::daemon {
 
@@ -24,13 +25,7 @@ std::string read_token_file(const std::string& path, const std::string& what) {
 }
 
 bool bearer_matches(const std::string& authorization, const std::string& token) {
-  const std::string want = "Bearer " + token;
-  // Compare every byte so the time taken does not reveal a matching prefix.
-  bool ok = !token.empty() && authorization.size() == want.size();
-  unsigned char diff = 0;
-  for (std::size_t i = 0; ok && i < want.size(); ++i)
-    diff |= static_cast<unsigned char>(authorization[i] ^ want[i]);
-  return ok && diff == 0;
+  return !token.empty() && same_secret(authorization, "Bearer " + token);
 }
 
 void check_infer_token(const std::string& authorization, const std::string& token) {

@@ -260,8 +260,9 @@ json DeviceAdmin::devices() const {
               {"planned_as", planning_kind_name(system_, *d)}, {"drained", drained.count(d->name()) > 0},
               {"failed", failed.count(d->name()) > 0}};
     if (const std::string host = system_.config().remote_host(d->name()); !host.empty()) {
-      j["host"] = host;  // runs on that host's stage server
-      if (const hw::HostConfig* h = system_.config().find_host(host)) j["address"] = h->address;
+      j["host"] = host;  // runs on that host's stage server, where it is now (null: not joined yet)
+      const std::optional<std::string> a = hosts_ ? hosts_->address(host) : std::nullopt;
+      j["address"] = a ? json(*a) : json(nullptr);
     }
     j["backend"] = d->info().backend;
     if (d->reconfigurable()) j["bitstream"] = image_of(*d);

@@ -12,6 +12,7 @@
 // is undone (the previous images reloaded, every engine's plan and drained set restored) and
 // throws RolledBack.
 #include <mutex>
+#include <memory>
 #include <optional>
 #include <set>
 #include <string>
@@ -20,6 +21,7 @@
 #include <nlohmann/json.hpp>
 
 #include "hw/system.h"
+#include "runtime/host_directory.h"
 #include "runtime/planner.h"
 #include "runtime/daemon/served_engine.h"
 
@@ -27,8 +29,10 @@ namespace dype::rt::daemon {
 
 class DeviceAdmin {
  public:
-  DeviceAdmin(hw::System& system, std::vector<ServedEngine> engines)
-      : system_(system), engines_(std::move(engines)) {}
+  // `hosts`: where a multi-host system's other hosts are now (devices() gives their addresses);
+  // may be null on one host.
+  DeviceAdmin(hw::System& system, std::vector<ServedEngine> engines, std::shared_ptr<const HostDirectory> hosts = nullptr)
+      : system_(system), engines_(std::move(engines)), hosts_(std::move(hosts)) {}
 
   // Drain: re-plan without the device; requests already in a pipeline that uses it finish there.
   // NotFound for an unknown device; RolledBack (device still in service) when no plan is left.
@@ -83,6 +87,7 @@ class DeviceAdmin {
 
   hw::System& system_;
   std::vector<ServedEngine> engines_;
+  std::shared_ptr<const HostDirectory> hosts_;
   std::mutex mu_;                           // device changes, one at a time
   std::set<std::string> operator_drained_;  // by set_device_drained / unload_bitstream
 };

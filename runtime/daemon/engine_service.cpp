@@ -55,7 +55,7 @@ EngineService::EngineService(EngineServiceOptions options) : options_(std::move(
   }
   if (served_.empty() && !failed.empty()) throw Error("no model can be served: " + failed);
   index_engines_locked();
-  devices_ = std::make_unique<DeviceAdmin>(*system_, engines_);
+  devices_ = std::make_unique<DeviceAdmin>(*system_, engines_, hosts_);
 }
 
 ModelInfo EngineService::Served::info() const {
@@ -104,16 +104,11 @@ std::shared_ptr<EngineService::Served> EngineService::make_served(const ServedMo
     // A host that has not joined yet is out of plans until it does (join_host).
     for (const auto& h : hosts_->hosts())
       if (h.address.empty())
-        for (const auto& d : system_->config().devices)
-          if (d.host == h.name) eo.absent_devices.insert(d.name);
+        for (const std::string& d : system_->config().devices_on(h.name)) eo.absent_devices.insert(d);
     // A stage server that stops answering takes every device of its host with it.
     eo.failure_domain = [cfg = system_->config()](const std::string& device) {
-      std::vector<std::string> same{device};
       const std::string host = cfg.remote_host(device);
-      if (host.empty()) return same;
-      for (const auto& d : cfg.devices)
-        if (d.name != device && d.host == host) same.push_back(d.name);
-      return same;
+      return host.empty() ? std::vector<std::string>{device} : cfg.devices_on(host);
     };
   }
   s->engine = std::make_unique<Engine>(*s->model, s->planner, m.plan_for, eo);
@@ -291,18 +286,7 @@ nlohmann::json EngineService::choose_images(const std::string& model, double hor
   return out;
 }
 
-nlohmann::json EngineService::devices() const {
-  nlohmann::json j = devices_->devices();
-  // Another host's address is where it is now (its join), not only what the file said.
-  auto fix = [&](nlohmann::json& d) {
-    if (!d.is_object() || !d.contains("host")) return;
-    const auto a = hosts_->address(d["host"].get<std::string>());
-    d["address"] = a ? nlohmann::json(*a) : nlohmann::json(nullptr);
-  };
-  if (j.is_array()) for (auto& d : j) fix(d);
-  else if (j.is_object() && j.contains("devices") && j["devices"].is_array()) for (auto& d : j["devices"]) fix(d);
-  return j;
-}
+nlohmann::json EngineService::devices() const { return devices_->devices(); }
 
 AdminHooks admin_hooks(EngineService& service) {
   AdminHooks h;

@@ -14,13 +14,6 @@ namespace dype::rt::daemon {
 
 namespace {
 
-std::vector<std::string> devices_of_host(const hw::SystemConfig& cfg, const std::string& host) {
-  std::vector<std::string> out;
-  for (const auto& d : cfg.devices)
-    if (d.host == host) out.push_back(d.name);
-  return out;
-}
-
 std::string report_field(const nlohmann::json& d, const char* key, std::size_t i) {
   if (!d.contains(key)) return "";
   if (!d[key].is_string()) throw InputError("devices[" + std::to_string(i) + "]." + key, "must be a string");
@@ -33,29 +26,29 @@ nlohmann::json EngineService::join_host(const std::string& host, const std::stri
                                         const nlohmann::json& devices) {
   const hw::SystemConfig& cfg = system_->config();
   if (!hosts_->known(host)) throw InputError("host", "no host named '" + host + "' among this system's other hosts");
-  const auto colon = address.rfind(':');
-  if (colon == std::string::npos || colon == 0 || colon + 1 == address.size() || address.size() > 255)
+  if (!hw::is_host_port(address) || address.size() > 255)
     throw InputError("address", "must be HOST:PORT, got '" + address.substr(0, 64) + "'");
   if (!devices.is_array()) throw InputError("devices", "must be a list of the worker's devices");
   if (devices.size() > 1024) throw InputError("devices", "more than 1024 devices");
-  std::map<std::string, nlohmann::json> reported;
+  std::map<std::string, std::size_t> reported;  // name -> its index in `devices`
   for (std::size_t i = 0; i < devices.size(); ++i) {
     const auto& d = devices[i];
     if (!d.is_object()) throw InputError("devices[" + std::to_string(i) + "]", "must be an object");
     const std::string name = report_field(d, "name", i);
     if (name.empty()) throw InputError("devices[" + std::to_string(i) + "].name", "missing");
-    reported[name] = d;
+    reported[name] = i;
   }
   // The devices this system plans on `host` must be there, as planned.
-  const std::vector<std::string> planned = devices_of_host(cfg, host);
+  const std::vector<std::string> planned = cfg.devices_on(host);
   for (const std::string& name : planned) {
     const hw::DeviceConfig* dc = cfg.find(name);
     const auto it = reported.find(name);
     const std::string where = "devices '" + name + "'";
     if (it == reported.end())
       throw InputError(where, "this system plans it on host '" + host + "' but the worker does not have it");
-    const std::string kind = report_field(it->second, "kind", 0), model = report_field(it->second, "model", 0),
-                      product = report_field(it->second, "product", 0), image = report_field(it->second, "bitstream", 0);
+    const nlohmann::json& r = devices[it->second];
+    const std::string kind = report_field(r, "kind", it->second), model = report_field(r, "model", it->second),
+                      product = report_field(r, "product", it->second), image = report_field(r, "bitstream", it->second);
     if (kind != hw::to_string(dc->kind))
       throw InputError(where + ".kind", "the worker's is '" + kind + "', this system plans a " + std::string(hw::to_string(dc->kind)));
     // Its device model (what this system plans it with), when the worker's device has one.
@@ -66,7 +59,7 @@ nlohmann::json EngineService::join_host(const std::string& host, const std::stri
       throw InputError(where + ".bitstream", "the worker's image is '" + image + "', this system plans '" + dc->bitstream->name + "'");
   }
   std::vector<std::string> extra;
-  for (const auto& [name, d] : reported)
+  for (const auto& [name, i] : reported)
     if (std::find(planned.begin(), planned.end(), name) == planned.end()) extra.push_back(name);
   const bool news = hosts_->join(host, address, hw::now_s());
   const int replanned = restore_host(host);
@@ -97,7 +90,7 @@ std::vector<std::string> EngineService::hosts_with_failed_devices() const {
 }
 
 int EngineService::restore_host(const std::string& host) {
-  const std::vector<std::string> devices = devices_of_host(system_->config(), host);
+  const std::vector<std::string> devices = system_->config().devices_on(host);
   return on_every_engine([&](Served& s) {
     try {
       return s.engine->restore_devices(devices, "host " + host + " answers again");
@@ -109,7 +102,7 @@ int EngineService::restore_host(const std::string& host) {
 }
 
 int EngineService::fail_host(const std::string& host, const std::string& why) {
-  const std::vector<std::string> devices = devices_of_host(system_->config(), host);
+  const std::vector<std::string> devices = system_->config().devices_on(host);
   return on_every_engine([&](Served& s) {
     try {
       return s.engine->fail_devices(devices, "host " + host + ": " + why);
@@ -134,7 +127,7 @@ nlohmann::json EngineService::hosts() const {
   nlohmann::json out = nlohmann::json::array();
   for (const auto& h : hosts_->hosts()) {
     const hw::HostConfig* hc = cfg.find_host(h.name);
-    const std::vector<std::string> devs = devices_of_host(cfg, h.name);
+    const std::vector<std::string> devs = cfg.devices_on(h.name);
     nlohmann::json j = {{"name", h.name},
                         {"address", h.address.empty() ? nlohmann::json(nullptr) : nlohmann::json(h.address)},
                         {"joined", h.joined},
@@ -151,7 +144,7 @@ nlohmann::json EngineService::hosts() const {
 
 std::vector<std::string> EngineService::host_devices(const std::string& host) const {
   if (!hosts_->known(host)) throw NotFound("host '" + host + "' is not one of this system's other hosts");
-  return devices_of_host(system_->config(), host);
+  return system_->config().devices_on(host);
 }
 
 }  // namespace dype::rt::daemon

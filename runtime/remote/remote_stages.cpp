@@ -12,8 +12,13 @@ namespace dype::rt::remote {
 RemoteStageAttacher::RemoteStageAttacher(hw::SystemConfig system, std::shared_ptr<const HostDirectory> hosts,
                                          std::shared_ptr<UcxContext> context, const Model& model,
                                          std::string model_name, ChannelOptions options, std::string token)
-    : system_(std::move(system)), hosts_(std::move(hosts)), context_(std::move(context)), model_(model), model_name_(std::move(model_name)),
-      options_(options), token_(std::move(token)) {}
+    : system_(std::move(system)),
+      hosts_(hosts ? std::move(hosts) : std::make_shared<HostDirectory>(system_)),  // null: the file's addresses
+      context_(std::move(context)),
+      model_(model),
+      model_name_(std::move(model_name)),
+      options_(options),
+      token_(std::move(token)) {}
 
 void RemoteStageAttacher::operator()(PipelineSpec& spec) const {
   for (std::size_t s = 0; s < spec.stages.size(); ++s) {
@@ -31,7 +36,7 @@ void RemoteStageAttacher::operator()(PipelineSpec& spec) const {
     if (host.empty()) continue;
     if (spec.rounds > 1) throw Error(where + ": a recurrent pipeline cannot place a stage on host '" + host + "'");
     if (!system_.find_host(host)) throw Error(where + ": no host '" + host + "' in the system");
-    const std::optional<std::string> address = hosts_ ? hosts_->address(host) : system_.find_host(host)->address;
+    const std::optional<std::string> address = hosts_->address(host);
     if (!address || address->empty()) throw Error(where + ": host '" + host + "' has not joined");
     // A server that is restarting (a worker rejoining) may refuse for a moment: an unreachable
     // server is tried again for a while before it counts.

@@ -9,6 +9,7 @@
 #include "runtime/pipeline.h"
 #include "runtime/remote/stage_protocol.h"
 #include "runtime/remote/ucx_stage_link.h"
+#include "runtime/secret_compare.h"
 
 namespace dype::rt::remote {
 
@@ -54,15 +55,6 @@ class GraphCache {
   std::list<std::uint64_t> order_;
   std::map<std::uint64_t, std::shared_ptr<const Graph>> graphs_;
 };
-
-// Whether `given` is `expected`, in time that depends only on the expected token's length (a
-// matching prefix is not revealed).
-bool same_token(const std::string& given, const std::string& expected) {
-  unsigned char diff = given.size() == expected.size() ? 0 : 1;
-  for (std::size_t i = 0; i < expected.size(); ++i)
-    diff |= static_cast<unsigned char>((i < given.size() ? given[i] : '\0') ^ expected[i]);
-  return diff == 0;
-}
 
 }  // namespace
 
@@ -127,7 +119,7 @@ void StageServer::run() {
 void StageServer::serve_probe(UcxChannel& ch, std::span<const std::byte> hello) {
   try {
     const StageProbe probe = decode_probe(hello);
-    if (!options_.token.empty() && !same_token(probe.token, options_.token))
+    if (!options_.token.empty() && !same_secret(probe.token, options_.token))
       throw InputError("stage probe.token", "does not match host " + options_.host + "'s stage token");
   } catch (const std::exception& e) {
     ch.send(Activation::bytes_of(0, 0, encode(StageSetupAck{.ok = false, .message = e.what(), .where = "", .graph_cache = 0})));
@@ -164,7 +156,7 @@ void StageServer::serve_link(UcxChannel& ch) {
   try {
     if (first->dtype() != Dtype::u8) throw InputError("stage setup", "the first frame is a tensor, not the setup");
     s.setup = decode_setup(first->bytes());
-    if (!options_.token.empty() && !same_token(s.setup.token, options_.token))
+    if (!options_.token.empty() && !same_secret(s.setup.token, options_.token))
       throw InputError("stage setup.token", "does not match host " + options_.host + "'s stage token");
     s.model = models_(s.setup.model);
     if (!s.model) throw InputError("stage setup.model", "'" + s.setup.model + "' is not served on host " + options_.host);
