@@ -29,31 +29,32 @@ double since(clock_type::time_point t0) {
 }
 
 // Device buffers for one point, filled from host data or with a constant (timing does not depend
-// on the values of dense operands).
+// on the values of dense operands). Size-only buffers (timing-only runs) are never written. A real
+// GPU's buffers are not host-visible but hold data all the same: they are written by a copy (that
+// is why has_data(), which asks for host-visible storage, is not the test here).
 struct PointBuffers {
+  hw::AllocMode mode = hw::AllocMode::data;
   std::vector<hw::BufferPtr> owned;
-  hw::Buffer& add(hw::Device& dev, std::size_t bytes, hw::AllocMode mode) {
+  hw::Buffer& add(hw::Device& dev, std::size_t bytes) {
     owned.push_back(dev.allocate(std::max<std::size_t>(bytes, 4), mode));
     return *owned.back();
   }
-};
-
-template <typename T>
-void upload(hw::Device& dev, hw::Buffer& buf, std::span<const T> data) {
-  if (!buf.has_data()) return;
-  dev.copy_from_host(buf, std::as_bytes(data));
-}
-
-void fill(hw::Device& dev, hw::Buffer& buf, float value) {
-  if (!buf.has_data()) return;
-  auto span = buf.host_span();
-  if (!span.empty()) {  // host-visible (cpu, emu): fill in place, no second copy of big operands
-    std::fill(buf.as<float>().begin(), buf.as<float>().end(), value);
-    return;
+  template <typename T>
+  void upload(hw::Device& dev, hw::Buffer& buf, std::span<const T> data) const {
+    if (mode == hw::AllocMode::size_only) return;
+    dev.copy_from_host(buf, std::as_bytes(data));
   }
-  std::vector<float> host(buf.size_bytes() / sizeof(float), value);
-  upload<float>(dev, buf, host);
-}
+  void fill(hw::Device& dev, hw::Buffer& buf, float value) const {
+    if (mode == hw::AllocMode::size_only) return;
+    auto span = buf.host_span();
+    if (!span.empty()) {  // host-visible (cpu, emu): fill in place, no second copy of big operands
+      std::fill(buf.as<float>().begin(), buf.as<float>().end(), value);
+      return;
+    }
+    const std::vector<float> host(buf.size_bytes() / sizeof(float), value);
+    upload<float>(dev, buf, host);
+  }
+};
 
 std::size_t fbytes(std::int64_t count) { return static_cast<std::size_t>(count) * sizeof(float); }
 
@@ -62,7 +63,7 @@ std::size_t fbytes(std::int64_t count) { return static_cast<std::size_t>(count) 
 hw::KernelLaunch prepare(hw::Device& dev, const InputSpec& spec, bool timing_only,
                          PointBuffers& bufs, OpShape& shape) {
   shape = spec.shape;
-  const auto mode = timing_only ? hw::AllocMode::size_only : hw::AllocMode::data;
+  bufs.mode = timing_only ? hw::AllocMode::size_only : hw::AllocMode::data;
   switch (spec.shape.kind) {
     case OpKind::spmm: {
       kernels::CsrI32 a;
@@ -74,53 +75,53 @@ hw::KernelLaunch prepare(hw::Device& dev, const InputSpec& spec, bool timing_onl
         shape.degree_skew = kernels::degree_skew(a.indptr);
         shape.locality = kernels::gather_locality(a.indices, a.cols);
       }
-      auto& indptr = bufs.add(dev, sizeof(std::int32_t) * static_cast<std::size_t>(shape.m + 1), mode);
-      auto& indices = bufs.add(dev, sizeof(std::int32_t) * static_cast<std::size_t>(shape.nnz), mode);
-      auto& values = bufs.add(dev, fbytes(shape.nnz), mode);
-      auto& x = bufs.add(dev, fbytes(shape.k * shape.n), mode);
-      auto& y = bufs.add(dev, fbytes(shape.m * shape.n), mode);
+      auto& indptr = bufs.add(dev, sizeof(std::int32_t) * static_cast<std::size_t>(shape.m + 1));
+      auto& indices = bufs.add(dev, sizeof(std::int32_t) * static_cast<std::size_t>(shape.nnz));
+      auto& values = bufs.add(dev, fbytes(shape.nnz));
+      auto& x = bufs.add(dev, fbytes(shape.k * shape.n));
+      auto& y = bufs.add(dev, fbytes(shape.m * shape.n));
       if (!timing_only) {
-        upload<std::int32_t>(dev, indptr, a.indptr);
-        upload<std::int32_t>(dev, indices, a.indices);
-        upload<float>(dev, values, a.values);
-        fill(dev, x, 0.5f);
+        bufs.upload<std::int32_t>(dev, indptr, a.indptr);
+        bufs.upload<std::int32_t>(dev, indices, a.indices);
+        bufs.upload<float>(dev, values, a.values);
+        bufs.fill(dev, x, 0.5f);
       }
       return hw::KernelLaunch::spmm(indptr, indices, values, x, y, shape.m, shape.k, shape.n,
                                     shape.nnz, 4, shape.degree_skew);
     }
     case OpKind::gemm: {
-      auto& x = bufs.add(dev, fbytes(shape.m * shape.k), mode);
-      auto& w = bufs.add(dev, fbytes(shape.k * shape.n), mode);
-      auto& y = bufs.add(dev, fbytes(shape.m * shape.n), mode);
-      fill(dev, x, 0.5f);
-      fill(dev, w, 0.25f);
+      auto& x = bufs.add(dev, fbytes(shape.m * shape.k));
+      auto& w = bufs.add(dev, fbytes(shape.k * shape.n));
+      auto& y = bufs.add(dev, fbytes(shape.m * shape.n));
+      bufs.fill(dev, x, 0.5f);
+      bufs.fill(dev, w, 0.25f);
       return hw::KernelLaunch::gemm(x, w, nullptr, y, shape.m, shape.k, shape.n);
     }
     case OpKind::window_attention: {
       const std::int64_t elems = shape.seq_len * shape.heads * shape.head_dim;
-      auto& q = bufs.add(dev, fbytes(elems), mode);
-      auto& k = bufs.add(dev, fbytes(elems), mode);
-      auto& v = bufs.add(dev, fbytes(elems), mode);
-      auto& out = bufs.add(dev, fbytes(elems), mode);
-      fill(dev, q, 0.1f);
-      fill(dev, k, 0.2f);
-      fill(dev, v, 0.3f);
+      auto& q = bufs.add(dev, fbytes(elems));
+      auto& k = bufs.add(dev, fbytes(elems));
+      auto& v = bufs.add(dev, fbytes(elems));
+      auto& out = bufs.add(dev, fbytes(elems));
+      bufs.fill(dev, q, 0.1f);
+      bufs.fill(dev, k, 0.2f);
+      bufs.fill(dev, v, 0.3f);
       return hw::KernelLaunch::window_attention(q, k, v, out, shape.seq_len, shape.heads,
                                                 shape.head_dim, shape.window);
     }
     case OpKind::softmax: {
-      auto& x = bufs.add(dev, fbytes(shape.m * shape.n), mode);
-      fill(dev, x, 0.5f);
+      auto& x = bufs.add(dev, fbytes(shape.m * shape.n));
+      bufs.fill(dev, x, 0.5f);
       return hw::KernelLaunch::softmax(x, shape.m, shape.n);
     }
     case OpKind::layer_norm: {
-      auto& x = bufs.add(dev, fbytes(shape.m * shape.n), mode);
-      auto& gamma = bufs.add(dev, fbytes(shape.n), mode);
-      auto& beta = bufs.add(dev, fbytes(shape.n), mode);
-      auto& y = bufs.add(dev, fbytes(shape.m * shape.n), mode);
-      fill(dev, x, 0.5f);
-      fill(dev, gamma, 1.0f);
-      fill(dev, beta, 0.0f);
+      auto& x = bufs.add(dev, fbytes(shape.m * shape.n));
+      auto& gamma = bufs.add(dev, fbytes(shape.n));
+      auto& beta = bufs.add(dev, fbytes(shape.n));
+      auto& y = bufs.add(dev, fbytes(shape.m * shape.n));
+      bufs.fill(dev, x, 0.5f);
+      bufs.fill(dev, gamma, 1.0f);
+      bufs.fill(dev, beta, 0.0f);
       return hw::KernelLaunch::layer_norm(x, gamma, beta, y, shape.m, shape.n);
     }
   }
@@ -343,16 +344,15 @@ ModelStore profile_device(hw::Device& device, const std::string& device_model,
 TimingResult time_spmm(hw::Device& dev, const kernels::CsrI32& a, std::int64_t n,
                        const TimingPolicy& policy, ProfileClock clock) {
   PointBuffers bufs;
-  const auto mode = hw::AllocMode::data;
-  auto& indptr = bufs.add(dev, sizeof(std::int32_t) * a.indptr.size(), mode);
-  auto& indices = bufs.add(dev, sizeof(std::int32_t) * a.indices.size(), mode);
-  auto& values = bufs.add(dev, sizeof(float) * a.values.size(), mode);
-  auto& x = bufs.add(dev, fbytes(a.cols * n), mode);
-  auto& y = bufs.add(dev, fbytes(a.rows * n), mode);
-  upload<std::int32_t>(dev, indptr, a.indptr);
-  upload<std::int32_t>(dev, indices, a.indices);
-  upload<float>(dev, values, a.values);
-  fill(dev, x, 0.5f);
+  auto& indptr = bufs.add(dev, sizeof(std::int32_t) * a.indptr.size());
+  auto& indices = bufs.add(dev, sizeof(std::int32_t) * a.indices.size());
+  auto& values = bufs.add(dev, sizeof(float) * a.values.size());
+  auto& x = bufs.add(dev, fbytes(a.cols * n));
+  auto& y = bufs.add(dev, fbytes(a.rows * n));
+  bufs.upload<std::int32_t>(dev, indptr, a.indptr);
+  bufs.upload<std::int32_t>(dev, indices, a.indices);
+  bufs.upload<float>(dev, values, a.values);
+  bufs.fill(dev, x, 0.5f);
   const auto launch = hw::KernelLaunch::spmm(indptr, indices, values, x, y, a.rows, a.cols, n,
                                              a.nnz(), 4, kernels::degree_skew(a.indptr));
   return time_repeated([&] { return timed_launch(dev, launch, clock); }, policy);
