@@ -2,8 +2,8 @@
 // CudaDevice: one NVIDIA GPU, the GPU backend written once (hw/gpu/gpu_device.h: queues, timing,
 // pinned double-buffered host copies, peer copies through cudaMemcpyPeerAsync when
 // cudaDeviceCanAccessPeer says so and the config allows P2P, NVML energy) on the CUDA runtime, plus
-// what is CUDA's own: SpMM through cuSPARSE's generic API (CSR; the plan — descriptors, workspace
-// and cusparseSpMM_preprocess — is kept while the graph buffers are unchanged), GEMM through
+// what is CUDA's own: SpMM through cuSPARSE's generic API (CSR, ALG2; the plan — descriptors and
+// workspace — is kept while the graph buffers are unchanged), GEMM through
 // cuBLAS (row-major via the transpose identity, kernels/cuda/launch_plan.h), own kernels for the
 // bias/ReLU epilogue, row softmax and sliding-window attention. Each queue has its own cuBLAS and
 // cuSPARSE handles on its stream. Events are measured (cudaEvent timing, placed on the host
