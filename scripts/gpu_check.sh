@@ -7,8 +7,24 @@
 #
 #   bash scripts/gpu_check.sh            # installs what is missing first (scripts/setup.sh)
 #   DYPE_SKIP_SETUP=1 bash scripts/gpu_check.sh   # packages already there (offline GPU machines)
+#   bash scripts/gpu_check.sh --bundle build/gpu-bundle.tar.xz [--models]
+#       a CUDA machine that cannot install Debian packages: runs what scripts/gpu_bundle.sh built
+#       elsewhere (the CUDA libraries come from the machine's toolkit). --models also calibrates the
+#       GPU (dype-calibrate), profiles its SpMM and GEMM models (dype-profile run, MODELS_BUDGET,
+#       default 60s) and validates SpMM against the bundle's real graphs on the GPU, then profiles
+#       and validates the host CPU the same way (CPU_BUDGET, default 180s; 0 skips it).
 set -euo pipefail
 cd "$(dirname "$0")/.."
+
+bundle=""
+models=0
+while (($#)); do
+  case "$1" in
+    --bundle) bundle=$2; shift 2 ;;
+    --models) models=1; shift ;;
+    *) echo "gpu_check: unknown argument '$1' (--bundle FILE, --models)" >&2; exit 2 ;;
+  esac
+done
 
 vendor=""
 if command -v nvidia-smi >/dev/null 2>&1 && nvidia-smi -L 2>/dev/null | grep -q '^GPU '; then
@@ -21,35 +37,50 @@ if [ -z "$vendor" ]; then
   exit 0
 fi
 
-if [ "${DYPE_SKIP_SETUP:-0}" != 1 ]; then bash scripts/setup.sh; fi
-
-build=build/gpu-check
-jobs=$(nproc)
-flags=(-G Ninja -DCMAKE_BUILD_TYPE=Release -DDYPE_WERROR=ON -DDYPE_BUILD_BENCH=ON -DDYPE_WITH_XRT=OFF)
-if [ "$vendor" = cuda ]; then
-  echo "== gpu_check: NVIDIA GPU"; nvidia-smi -L
-  flags+=(-DDYPE_WITH_CUDA=ON -DDYPE_WITH_HIP=OFF)
+if [ -n "$bundle" ]; then
+  [ "$vendor" = cuda ] || { echo "gpu_check: --bundle holds a CUDA build; this GPU is $vendor"; exit 1; }
+  build=$(mktemp -d /tmp/dype-gpu-bundle.XXXXXX)
+  tar -C "$build" -xf "$bundle"
+  # The CUDA libraries from this machine's toolkit, or from the Python wheels that carry them.
+  cuda_libs=""
+  for d in /usr/local/cuda/lib64 /usr/local/cuda/lib $(find / -xdev -name 'libcusparse.so.*' -printf '%h\n' 2>/dev/null | sort -u); do
+    [ -d "$d" ] && cuda_libs="$cuda_libs:$d"
+  done
+  export LD_LIBRARY_PATH="$build/lib$cuda_libs${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+  echo "== gpu_check: NVIDIA GPU (prebuilt bundle $bundle, built with warnings as errors by scripts/gpu_bundle.sh)"
+  nvidia-smi -L
 else
-  echo "== gpu_check: AMD GPU"; (rocm-smi --showproductname 2>/dev/null || /opt/rocm/bin/rocm-smi --showproductname) | grep -v '^=*$' || true
-  flags+=(-DDYPE_WITH_CUDA=OFF -DDYPE_WITH_HIP=ON)
+  if [ "${DYPE_SKIP_SETUP:-0}" != 1 ]; then bash scripts/setup.sh; fi
+  build=build/gpu-check
+  flags=(-G Ninja -DCMAKE_BUILD_TYPE=Release -DDYPE_WERROR=ON -DDYPE_BUILD_BENCH=ON -DDYPE_WITH_XRT=OFF)
+  if [ "$vendor" = cuda ]; then
+    echo "== gpu_check: NVIDIA GPU"; nvidia-smi -L
+    flags+=(-DDYPE_WITH_CUDA=ON -DDYPE_WITH_HIP=OFF)
+  else
+    echo "== gpu_check: AMD GPU"; (rocm-smi --showproductname 2>/dev/null || /opt/rocm/bin/rocm-smi --showproductname) | grep -v '^=*$' || true
+    flags+=(-DDYPE_WITH_CUDA=OFF -DDYPE_WITH_HIP=ON)
+  fi
+  echo "== build ($vendor backend, $build)"
+  cmake -S . -B "$build" "${flags[@]}" >/dev/null
+  cmake --build "$build" -j "$(nproc)" --target unit_test_device_conformance unit_test_gpu_device unit_test_gpu_spmm_shapes \
+    "unit_test_${vendor}_launch_plan" integration_test_gpu_pipeline bench_gpu_kernels dype-calibrate dype-profile
 fi
 
-echo "== build ($vendor backend, $build)"
-cmake -S . -B "$build" "${flags[@]}" >/dev/null
-cmake --build "$build" -j "$jobs"
-
 echo "== conformance suite and $vendor tests on the real device"
+# The conformance suite on this vendor's GPU and the CPU it is checked against, the shared GPU
+# backend's cases for this vendor and the vendor's own launch planning. The binaries are run
+# directly (not through ctest) so that a prebuilt bundle runs them the same way.
 # A hardware test that skips here is a failure of the check: the GPU is present.
 log=$(mktemp)
-set +e
-# The conformance suite on this vendor's GPU and the CPU it is checked against, the shared GPU
-# backend's cases for this vendor, the vendor's own tests, and the pipelines end to end.
-ctest --test-dir "$build" -R "DeviceConformance\..*/(cpu|${vendor}) |GpuDevice\..*/${vendor} |test_${vendor}_|gpu_pipeline" \
-  --output-on-failure -j "$jobs" | tee "$log"
-rc=${PIPESTATUS[0]}
-set -e
+rc=0
+run_tests() { "$@" 2>&1 | tee -a "$log"; return "${PIPESTATUS[0]}"; }
+run_tests "$build/tests/unit_test_device_conformance" --gtest_filter="*/cpu:*/$vendor" || rc=1
+run_tests "$build/tests/unit_test_gpu_device" --gtest_filter="*/$vendor" || rc=1
+run_tests "$build/tests/unit_test_gpu_spmm_shapes" --gtest_filter="*/$vendor" || rc=1
+run_tests "$build/tests/unit_test_${vendor}_launch_plan" || rc=1
 # Peer copies need two GPUs; one is enough for this check.
-skipped=$(grep 'Skipped' "$log" | grep -vc 'PeerCopyBetweenTwoGpus' || true)
+skipped=$(grep '^\[  SKIPPED \]' "$log" | grep -v 'PeerCopyBetweenTwoGpus' | grep -v ' ms)$' | grep -c '\.' || true)
+grep -h '^\[  PASSED  \]' "$log" || true
 rm -f "$log"
 if [ "$rc" -ne 0 ]; then echo "gpu_check: FAILED: device tests failed (see above)"; exit 1; fi
 if [ "$skipped" -ne 0 ]; then
@@ -62,5 +93,31 @@ echo "== GCN, GIN and transformer pipelines end to end on the GPU (vs the CPU re
 
 echo "== library kernels on the GPU vs dype's CPU kernels (measured)"
 "$build/bench/bench_gpu_kernels"
+
+if [ "$models" = 1 ]; then
+  echo "== calibration of the GPU (dype-calibrate, measured)"
+  cal=$(mktemp -d /tmp/dype-calibrated.XXXXXX)
+  "$build/apps/dype-calibrate" --out "$cal" --base-model configs/devices/generic-cpu.yaml --max-mib 256 --reps 5 \
+    --power-window 1
+  gpu=$(awk '/name:/ {n=$NF} /backend: cuda|backend: hip/ {print n; exit}' "$cal/systems/calibrated.yaml")
+  graphs=$build/graphs
+  [ -d "$graphs" ] || graphs=${GRAPHS:-/tmp/dype-real-graphs}
+  for dev in "$gpu" cpu0; do
+    budget=${MODELS_BUDGET:-60s}
+    if [ "$dev" = cpu0 ]; then
+      budget=${CPU_BUDGET:-180}s
+      [ "$budget" = 0s ] && continue
+    fi
+    echo "== $dev: SpMM and GEMM models (dype-profile run, $budget, measured)"
+    "$build/apps/dype-profile" run --system "$cal/systems/calibrated.yaml" --device "$dev" --kernels spmm,gemm \
+      --budget "$budget" --out "$cal/$dev.json" --quiet
+    for g in debian-deps wordnet gcide; do
+      [ -s "$graphs/$g.mtx" ] || { echo "($g.mtx not found in $graphs: skipped)"; continue; }
+      echo "-- $dev: SpMM on $g (real graph, never profiled; measured vs the model)"
+      "$build/apps/dype-profile" validate "$cal/$dev.json" --graph "$graphs/$g.mtx" \
+        --system "$cal/systems/calibrated.yaml" --device "$dev"
+    done
+  done
+fi
 
 echo "gpu_check: passed; every figure above is measured on the GPU named at the top"
