@@ -58,6 +58,18 @@ struct PointBuffers {
 
 std::size_t fbytes(std::int64_t count) { return static_cast<std::size_t>(count) * sizeof(float); }
 
+// X and Y for feature length `n` over the graph whose CSR buffers are the first three of `bufs`
+// (any other buffers there are freed first): the launch to time, `shape` updated to `n`.
+hw::KernelLaunch spmm_at_width(hw::Device& dev, PointBuffers& bufs, OpShape& shape, std::int64_t n) {
+  bufs.owned.resize(3);
+  shape.n = n;
+  auto& x = bufs.add(dev, fbytes(shape.k * n));
+  auto& y = bufs.add(dev, fbytes(shape.m * n));
+  bufs.fill(dev, x, 0.5f);
+  return hw::KernelLaunch::spmm(*bufs.owned[0], *bufs.owned[1], *bufs.owned[2], x, y, shape.m, shape.k, n, shape.nnz,
+                                4, shape.degree_skew);
+}
+
 // Sets up one synthetic point on the device and returns the launch to time. `shape` receives the
 // characteristics actually run (exact nnz and skew of the materialised matrix).
 hw::KernelLaunch prepare(hw::Device& dev, const InputSpec& spec, bool timing_only,
@@ -78,16 +90,10 @@ hw::KernelLaunch prepare(hw::Device& dev, const InputSpec& spec, bool timing_onl
       auto& indptr = bufs.add(dev, sizeof(std::int32_t) * static_cast<std::size_t>(shape.m + 1));
       auto& indices = bufs.add(dev, sizeof(std::int32_t) * static_cast<std::size_t>(shape.nnz));
       auto& values = bufs.add(dev, fbytes(shape.nnz));
-      auto& x = bufs.add(dev, fbytes(shape.k * shape.n));
-      auto& y = bufs.add(dev, fbytes(shape.m * shape.n));
-      if (!timing_only) {
-        bufs.upload<std::int32_t>(dev, indptr, a.indptr);
-        bufs.upload<std::int32_t>(dev, indices, a.indices);
-        bufs.upload<float>(dev, values, a.values);
-        bufs.fill(dev, x, 0.5f);
-      }
-      return hw::KernelLaunch::spmm(indptr, indices, values, x, y, shape.m, shape.k, shape.n,
-                                    shape.nnz, 4, shape.degree_skew);
+      bufs.upload<std::int32_t>(dev, indptr, a.indptr);
+      bufs.upload<std::int32_t>(dev, indices, a.indices);
+      bufs.upload<float>(dev, values, a.values);
+      return spmm_at_width(dev, bufs, shape, shape.n);
     }
     case OpKind::gemm: {
       auto& x = bufs.add(dev, fbytes(shape.m * shape.k));
@@ -274,23 +280,17 @@ std::vector<Sample> collect_samples(hw::Device& device, OpKind kind, const Profi
   const auto t0 = clock_type::now();
   std::vector<Sample> samples;
   TimingPolicy policy = options.timing;
-  for (std::size_t i = 0; i < specs.size(); ++i) {
-    const double elapsed = since(t0);
-    if (elapsed >= budget_s) break;
-    // Never let one point overrun what is left of this kernel's share.
-    policy.max_total_s = std::min(options.timing.max_total_s, std::max(0.05, (budget_s - elapsed) / 4));
-    PointBuffers bufs;
-    OpShape shape;
-    const hw::KernelLaunch launch = prepare(device, specs[i], timing_only.active(), bufs, shape);
-    const TimingResult r =
-        time_repeated([&] { return timed_launch(device, launch, options.clock); }, policy);
-    if (!(r.median_s > 0)) continue;  // a zero-time run (empty shape) carries no information
+  const auto full = [&] { return static_cast<int>(samples.size()) >= options.max_points; };
+  // Times `launch` and keeps the sample; false when the run took no time (an empty shape).
+  const auto record = [&](const OpShape& shape, const hw::KernelLaunch& launch) {
+    const TimingResult r = time_repeated([&] { return timed_launch(device, launch, options.clock); }, policy);
+    if (!(r.median_s > 0)) return;  // a zero-time run carries no information
     samples.push_back({shape, r.median_s});
     if (options.on_progress) {
       ProfileProgress p;
       p.kind = kind;
       p.point = static_cast<int>(samples.size());
-      p.max_points = static_cast<int>(specs.size());
+      p.max_points = options.max_points;
       p.kernel_elapsed_s = since(t0);
       p.kernel_budget_s = budget_s;
       p.total_elapsed_s = total_elapsed_s + p.kernel_elapsed_s;
@@ -298,6 +298,26 @@ std::vector<Sample> collect_samples(hw::Device& device, OpKind kind, const Profi
       p.sample = &samples.back();
       p.timing = &r;
       options.on_progress(p);
+    }
+  };
+  // Never let one point overrun what is left of this kernel's share.
+  const auto limit_point = [&] {
+    policy.max_total_s = std::min(options.timing.max_total_s, std::max(0.05, (budget_s - since(t0)) / 4));
+  };
+  for (std::size_t i = 0; i < specs.size() && !full() && since(t0) < budget_s; ++i) {
+    limit_point();
+    PointBuffers bufs;
+    OpShape shape;
+    const hw::KernelLaunch launch = prepare(device, specs[i], timing_only.active(), bufs, shape);
+    record(shape, launch);
+    if (kind != OpKind::spmm || timing_only.active()) continue;
+    // The same graph at other feature lengths: materialising it cost far more than timing it.
+    for (std::int64_t n : other_feature_lengths(specs[i], shape.nnz, ranges, options.spmm_widths_per_graph - 1)) {
+      if (full() || since(t0) >= budget_s) break;
+      limit_point();
+      OpShape wide = shape;
+      const hw::KernelLaunch launch = spmm_at_width(device, bufs, wide, n);
+      record(wide, launch);
     }
   }
   return samples;

@@ -60,6 +60,10 @@ struct ProfileOptions {
                                           kernels::OpKind::window_attention};
   double budget_s = 120;   // wall clock for everything, fitting included
   int max_points = 1000;   // per kernel
+  // SpMM: each materialised graph is timed at this many feature lengths (its spec's and others
+  // drawn over the same range within the caps). Building a graph takes far longer than timing it
+  // on a GPU, so one per graph left a 60 s GPU profile with 81 SpMM points. 1: one per graph.
+  int spmm_widths_per_graph = 3;
   std::uint64_t seed = 1;
   TimingPolicy timing;
   FitOptions fit;

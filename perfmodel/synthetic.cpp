@@ -150,6 +150,24 @@ std::vector<InputSpec> generate_specs(OpKind kind, const SyntheticRanges& ranges
   return specs;
 }
 
+std::vector<std::int64_t> other_feature_lengths(const InputSpec& spec, std::int64_t nnz, const SyntheticRanges& ranges,
+                                                int count) {
+  if (spec.shape.kind != OpKind::spmm) throw Error("other_feature_lengths: spec is not an SpMM");
+  Rng rng{spec.seed ^ 0x5DEECE66DULL};
+  std::vector<std::int64_t> widths;
+  constexpr int kTriesEach = 20;
+  for (int tries = 0; tries < kTriesEach * count && static_cast<int>(widths.size()) < count; ++tries) {
+    OpShape s = spec.shape;
+    s.nnz = nnz;
+    s.n = static_cast<std::int64_t>(std::llround(rng.log_uniform(ranges.feature_min, ranges.feature_max)));
+    if (s.n == spec.shape.n || std::find(widths.begin(), widths.end(), s.n) != widths.end()) continue;
+    if (work_of(s) > ranges.max_work || bytes_of(s) > ranges.max_bytes) continue;
+    if (ranges.max_device_bytes > 0 && bytes_of(s) > ranges.max_device_bytes) continue;
+    widths.push_back(s.n);
+  }
+  return widths;
+}
+
 kernels::CsrI32 materialise_csr(const InputSpec& spec) {
   const OpShape& s = spec.shape;
   if (s.kind != OpKind::spmm) throw Error("materialise_csr: spec is not an SpMM");

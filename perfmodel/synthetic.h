@@ -80,4 +80,11 @@ kernels::CsrI32 materialise_csr(const InputSpec& spec);
 // (timing-only runs).
 double estimated_skew(const InputSpec& spec);
 
+// Up to `count` more feature lengths N, log-uniform over the ranges and different from the spec's,
+// at which the graph `spec` materialised (`nnz` exact) stays within the caps (max_work, max_bytes,
+// max_device_bytes): building a graph costs far more than timing it, so the profiler times each
+// graph at several N. Deterministic in spec.seed; fewer (or none) when the caps leave no room.
+std::vector<std::int64_t> other_feature_lengths(const InputSpec& spec, std::int64_t nnz, const SyntheticRanges& ranges,
+                                                int count);
+
 }  // namespace dype::perf

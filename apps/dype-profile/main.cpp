@@ -165,6 +165,7 @@ int main(int argc, char** argv) {
   std::string plot;
   std::uint64_t seed = 1;
   int max_points = 1000;
+  int spmm_widths = 3;
   bool quiet = false;
   std::string clock = "wall";
   auto* run = app.add_subcommand("run", "profile a device and write its model store");
@@ -176,6 +177,10 @@ int main(int argc, char** argv) {
   run->add_option("--plot", plot, "also write a predicted-vs-measured SVG");
   run->add_option("--seed", seed, "synthetic input seed")->capture_default_str();
   run->add_option("--max-points", max_points, "points per kernel at most")->capture_default_str();
+  run->add_option("--spmm-widths", spmm_widths,
+                  "feature lengths each synthetic SpMM graph is timed at (building a graph costs more than timing it)")
+      ->check(CLI::Range(1, 16))
+      ->capture_default_str();
   run->add_flag("--quiet", quiet, "no progress lines");
   run->add_option("--clock", clock,
                   "wall: wall-clock, what the planner predicts (profile on a quiet machine); "
@@ -237,6 +242,7 @@ int main(int argc, char** argv) {
       opt.budget_s = parse_duration_s(budget);
       opt.seed = seed;
       opt.max_points = max_points;
+      opt.spmm_widths_per_graph = spmm_widths;
       opt.clock = clock == "wall" ? perf::ProfileClock::wall : perf::ProfileClock::cpu_time;
       auto last = std::chrono::steady_clock::now() - std::chrono::seconds(10);
       if (!quiet) {

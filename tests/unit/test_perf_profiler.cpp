@@ -1,0 +1,101 @@
+// The profiler's sampling on a measured device (this machine's CPU): each synthetic SpMM graph is
+// timed at several feature lengths, all inside the caps, and the point budget holds.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <set>
+#include <tuple>
+#include <vector>
+
+#include "hw/system.h"
+#include "hw/system_config.h"
+#include "perfmodel/profiler.h"
+#include "perfmodel/synthetic.h"
+
+namespace dype::perf {
+namespace {
+
+using kernels::OpKind;
+
+SyntheticRanges small_graphs() {
+  SyntheticRanges r;
+  r.rows_min = 1000;
+  r.rows_max = 4000;
+  r.density_min = 1e-3;
+  r.density_max = 4e-3;
+  r.feature_min = 16;
+  r.feature_max = 256;
+  r.max_work = 2e7;
+  r.max_bytes = 64.0 * 1024 * 1024;
+  return r;
+}
+
+TEST(PerfSynthetic, OtherFeatureLengthsAreNewAndWithinTheCaps) {
+  const SyntheticRanges r = small_graphs();
+  const auto specs = generate_specs(OpKind::spmm, r, 50, 3);
+  int total = 0;
+  for (const InputSpec& spec : specs) {
+    const auto widths = other_feature_lengths(spec, spec.shape.nnz, r, 4);
+    EXPECT_EQ(widths, other_feature_lengths(spec, spec.shape.nnz, r, 4)) << "deterministic in the spec";
+    EXPECT_LE(widths.size(), 4u);
+    std::set<std::int64_t> seen{spec.shape.n};
+    for (std::int64_t n : widths) {
+      EXPECT_TRUE(seen.insert(n).second) << "feature length " << n << " repeated";
+      EXPECT_GE(n, 16);
+      EXPECT_LE(n, 256);
+      OpShape s = spec.shape;
+      s.n = n;
+      EXPECT_LE(work_of(s), r.max_work);
+      EXPECT_LE(bytes_of(s), r.max_bytes);
+    }
+    total += static_cast<int>(widths.size());
+  }
+  EXPECT_GT(total, 100) << "the caps leave room for most graphs";
+  // A graph at the work cap leaves no room for a wider N: none is offered rather than one over it.
+  SyntheticRanges tight = r;
+  tight.max_work = work_of(specs.front().shape);
+  for (std::int64_t n : other_feature_lengths(specs.front(), specs.front().shape.nnz, tight, 4))
+    EXPECT_LT(n, specs.front().shape.n);
+}
+
+// (m, nnz) of each sample: one graph per pair in these small random graphs.
+std::vector<std::pair<std::int64_t, std::int64_t>> graphs_of(const KernelModel& m) {
+  std::vector<std::pair<std::int64_t, std::int64_t>> g;
+  for (const auto& s : m.samples) g.emplace_back(s.shape.m, s.shape.nnz);
+  return g;
+}
+
+TEST(PerfProfiler, EachSpmmGraphIsTimedAtSeveralFeatureLengths) {
+  hw::System sys = hw::System::from_config(hw::load_system_config(DYPE_SOURCE_DIR "/configs/systems/local.yaml"));
+  ProfileOptions o;
+  o.kernels = {OpKind::spmm};
+  o.max_points = 30;
+  o.budget_s = 60;
+  o.clock = ProfileClock::wall;
+  o.ranges = [](DeviceClass, OpKind, bool) { return small_graphs(); };
+  o.spmm_widths_per_graph = 3;
+  const ModelStore three = profile_device(sys.device("cpu0"), "test-cpu", o);
+  const KernelModel& m3 = three.models.at(OpKind::spmm);
+  ASSERT_EQ(m3.samples.size(), 30u) << "the point budget counts every feature length";
+  const auto g3 = graphs_of(m3);
+  // Samples of one graph come together, at distinct feature lengths.
+  std::size_t graphs = 0;
+  for (std::size_t i = 0; i < g3.size();) {
+    std::size_t j = i;
+    std::set<std::int64_t> widths;
+    while (j < g3.size() && g3[j] == g3[i]) widths.insert(m3.samples[j++].shape.n);
+    EXPECT_EQ(widths.size(), j - i) << "graph " << graphs << " timed twice at one feature length";
+    EXPECT_LE(j - i, 3u);
+    ++graphs;
+    i = j;
+  }
+  EXPECT_LE(graphs, 15u) << "most graphs give more than one point";
+
+  o.spmm_widths_per_graph = 1;
+  const ModelStore one = profile_device(sys.device("cpu0"), "test-cpu", o);
+  const auto g1 = graphs_of(one.models.at(OpKind::spmm));
+  EXPECT_EQ(std::set(g1.begin(), g1.end()).size(), g1.size()) << "one point per graph";
+}
+
+}  // namespace
+}  // namespace dype::perf
