@@ -16,7 +16,8 @@ build=build/gpu-check
 stage=build/gpu-bundle
 targets=(tests/unit_test_device_conformance tests/unit_test_gpu_device tests/unit_test_cuda_launch_plan
          tests/unit_test_gpu_spmm_shapes
-         tests/integration_test_gpu_pipeline bench/bench_gpu_kernels apps/dype-calibrate apps/dype-profile)
+         tests/integration_test_gpu_pipeline bench/bench_gpu_kernels bench/bench_gpu_overlap apps/dype-calibrate
+         apps/dype-profile)
 
 cmake -S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release -DDYPE_WERROR=ON -DDYPE_BUILD_BENCH=ON \
   -DDYPE_WITH_CUDA=ON -DDYPE_WITH_HIP=OFF -DDYPE_WITH_XRT=OFF >/dev/null

@@ -3,7 +3,8 @@
 # warnings as errors), runs the device conformance suite and the vendor tests on the real GPU, a
 # GCN/GIN/transformer pipeline end to end against the CPU reference, and the library kernels
 # (cuSPARSE/cuBLAS or rocSPARSE/own GEMM) against dype's CPU kernels. Every figure it prints is
-# measured on the GPU it names. On a machine without a GPU it says so and exits 0.
+# measured on the GPU it names, as is how far its copies overlap its kernels (bench_gpu_overlap).
+# On a machine without a GPU it says so and exits 0.
 #
 #   bash scripts/gpu_check.sh            # installs what is missing first (scripts/setup.sh)
 #   DYPE_SKIP_SETUP=1 bash scripts/gpu_check.sh   # packages already there (offline GPU machines)
@@ -12,7 +13,9 @@
 #       elsewhere (the CUDA libraries come from the machine's toolkit). --models also calibrates the
 #       GPU (dype-calibrate), profiles its SpMM and GEMM models (dype-profile run, MODELS_BUDGET,
 #       default 60s) and validates SpMM against the bundle's real graphs on the GPU, then profiles
-#       and validates the host CPU the same way (CPU_BUDGET, default 180s; 0 skips it).
+#       and validates the host CPU the same way (CPU_BUDGET, default 180s; 0 skips it). The
+#       calibrated system file and the model stores (with their samples, for `dype-profile refit`
+#       elsewhere) are written to MODELS_OUT (default: a fresh folder under /tmp, printed).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -63,7 +66,7 @@ else
   echo "== build ($vendor backend, $build)"
   cmake -S . -B "$build" "${flags[@]}" >/dev/null
   cmake --build "$build" -j "$(nproc)" --target unit_test_device_conformance unit_test_gpu_device unit_test_gpu_spmm_shapes \
-    "unit_test_${vendor}_launch_plan" integration_test_gpu_pipeline bench_gpu_kernels dype-calibrate dype-profile
+    "unit_test_${vendor}_launch_plan" integration_test_gpu_pipeline bench_gpu_kernels bench_gpu_overlap dype-calibrate dype-profile
 fi
 
 echo "== conformance suite and $vendor tests on the real device"
@@ -94,9 +97,13 @@ echo "== GCN, GIN and transformer pipelines end to end on the GPU (vs the CPU re
 echo "== library kernels on the GPU vs dype's CPU kernels (measured)"
 "$build/bench/bench_gpu_kernels"
 
+echo "== copies beside kernels on the GPU (what transfers: overlap assumes; measured)"
+"$build/bench/bench_gpu_overlap"
+
 if [ "$models" = 1 ]; then
   echo "== calibration of the GPU (dype-calibrate, measured)"
-  cal=$(mktemp -d /tmp/dype-calibrated.XXXXXX)
+  cal=${MODELS_OUT:-$(mktemp -d /tmp/dype-calibrated.XXXXXX)}
+  mkdir -p "$cal"
   "$build/apps/dype-calibrate" --out "$cal" --base-model configs/devices/generic-cpu.yaml --max-mib 256 --reps 5 \
     --power-window 1
   gpu=$(awk '/name:/ {n=$NF} /backend: cuda|backend: hip/ {print n; exit}' "$cal/systems/calibrated.yaml")
@@ -120,4 +127,5 @@ if [ "$models" = 1 ]; then
   done
 fi
 
+[ "$models" = 1 ] && echo "gpu_check: calibration and model stores in $cal"
 echo "gpu_check: passed; every figure above is measured on the GPU named at the top"
