@@ -4,9 +4,10 @@
 // (hw/cuda/cuda_runtime.h, hw/hip/hip_runtime.h) that maps the runtime calls and types (streams,
 // events, copies, peer access, device memory, pinned memory) and names the vendor's power meter.
 // Written once here: queues (one stream, its timing events and a mutex each), launch timing on the
-// device's events, double-buffered pinned staging for host copies, peer copies, energy readings and
-// the launch dispatch. Each vendor's device (CudaDevice, HipDevice) adds only what truly differs:
-// its sparse/dense libraries per queue and the SpMM, GEMM, attention and softmax launches.
+// device's events, double-buffered pinned staging for host copies on one stream per direction,
+// peer copies, energy readings and the launch dispatch. Each vendor's device (CudaDevice,
+// HipDevice) adds only what truly differs: its sparse/dense libraries per queue and the SpMM, GEMM,
+// attention and softmax launches.
 //
 // A traits struct provides: Error, Stream, Event, PowerMeter (load(&why), total_energy_j(bus id)),
 // kSuccess, kBackend ("cuda"), kMeterName ("NVML"), call names used in messages (kSetDevice, ...),
@@ -28,7 +29,7 @@ namespace dype::hw {
 
 struct GpuOptions {
   int queues = 4;                             // streams (and vendor library handle sets)
-  std::size_t staging_chunk_bytes = 8 << 20;  // per pinned staging slot (two slots)
+  std::size_t staging_chunk_bytes = 8 << 20;  // per pinned staging slot (two slots per direction)
   bool allow_p2p = true;                      // the config's p2p flag
 };
 
@@ -49,6 +50,10 @@ class GpuDevice : public Device, public SpmmPlanCount {
 
   // Whether a direct peer copy to `peer` is used (hardware peer access and config allow it).
   bool can_copy_peer(const GpuDevice& peer) const;
+  // Host copies run on two staging streams, one per direction, beside the kernels' queues: with
+  // at least two copy engines (the runtime's async engine count) host -> device and device -> host
+  // DMA proceed together, as `transfers: overlap` plans.
+  bool copies_overlap() const override { return copy_engines_ >= 2; }
 
  protected:
   GpuDevice(DeviceInfo info, int ordinal, GpuOptions options);
@@ -73,9 +78,11 @@ class GpuDevice : public Device, public SpmmPlanCount {
   void set_current() const;
   int queue_count() const { return static_cast<int>(queues_.size()); }
   Stream queue_stream(int index) const { return queues_[static_cast<std::size_t>(index)]->stream; }
-  Stream staging_stream() const;
-  // Runs `enqueue` on the staging stream's copy lock and waits for it (copies of the same device).
-  Event copy_on_staging_stream(const std::function<void(Stream)>& enqueue);
+  // Which staging stream a copy takes: inbound (into this device) or outbound (out of it, peer and
+  // device-to-device copies included).
+  enum class CopyDirection { inbound, outbound };
+  // Runs `enqueue` on that direction's staging stream under its lock and waits for it.
+  Event copy_on_staging_stream(CopyDirection direction, const std::function<void(Stream)>& enqueue);
   std::size_t max_shared_bytes() const { return max_shared_bytes_; }
 
  private:
@@ -88,8 +95,9 @@ class GpuDevice : public Device, public SpmmPlanCount {
   GpuOptions options_;
   std::size_t max_shared_bytes_ = 48 * 1024;
   std::vector<std::unique_ptr<Queue>> queues_;
-  std::mutex staging_mutex_;
-  std::unique_ptr<Staging> staging_;
+  Staging& staging(CopyDirection direction) const;
+  std::unique_ptr<Staging> inbound_, outbound_;
+  int copy_engines_ = 1;
   std::shared_ptr<typename Api::PowerMeter> meter_;
   std::string pci_bus_id_;
   std::mutex peers_mutex_;

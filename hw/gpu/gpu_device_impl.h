@@ -37,9 +37,11 @@ struct GpuDevice<Api>::Queue {
   }
 };
 
-// Two pinned slots and a copy stream: the host memcpy of one chunk overlaps the DMA of the other.
+// Two pinned slots and a copy stream, one set per direction: the host memcpy of one chunk overlaps
+// the DMA of the other. The lock keeps one copy at a time in each direction.
 template <class Api>
 struct GpuDevice<Api>::Staging {
+  std::mutex mutex;
   PinnedHostBuffer<Api> slot[2];
   typename Api::Event done[2] = {};
   typename Api::Stream stream{};
@@ -74,7 +76,13 @@ GpuDevice<Api>::GpuDevice(DeviceInfo info, int ordinal, GpuOptions options)
   Api::check(name(), Api::kDeviceGetAttribute, Api::max_shared_memory_per_block(&smem, ordinal_));
   max_shared_bytes_ = static_cast<std::size_t>(smem);
   for (int i = 0; i < std::max(1, options_.queues); ++i) queues_.push_back(std::make_unique<Queue>(name()));
-  staging_ = std::make_unique<Staging>(name(), std::max<std::size_t>(options_.staging_chunk_bytes, 4096));
+  const std::size_t chunk = std::max<std::size_t>(options_.staging_chunk_bytes, 4096);
+  inbound_ = std::make_unique<Staging>(name(), chunk);
+  outbound_ = std::make_unique<Staging>(name(), chunk);
+  if (Api::async_engine_count(&copy_engines_, ordinal_) != Api::kSuccess) {
+    (void)Api::get_last_error();  // not reported (HIP documents it for CUDA only): assume one
+    copy_engines_ = 1;
+  }
   char bus[32] = {};
   if (Api::pci_bus_id(bus, sizeof bus, ordinal_) == Api::kSuccess) pci_bus_id_ = bus;
   std::string why;
@@ -90,7 +98,8 @@ template <class Api>
 GpuDevice<Api>::~GpuDevice() {
   (void)Api::set_device(ordinal_);
   queues_.clear();
-  staging_.reset();
+  inbound_.reset();
+  outbound_.reset();
 }
 
 template <class Api>
@@ -104,8 +113,8 @@ typename GpuDevice<Api>::Queue& GpuDevice<Api>::queue(int index) {
 }
 
 template <class Api>
-typename GpuDevice<Api>::Stream GpuDevice<Api>::staging_stream() const {
-  return staging_->stream;
+typename GpuDevice<Api>::Staging& GpuDevice<Api>::staging(CopyDirection direction) const {
+  return direction == CopyDirection::inbound ? *inbound_ : *outbound_;
 }
 
 template <class Api>
@@ -177,8 +186,8 @@ Event GpuDevice<Api>::do_copy_from_host(hw::Buffer& dst, std::span<const std::by
                                         std::span<const Event>) {
   auto& d = on_device(&dst, "copy_from_host dst");
   set_current();
-  std::lock_guard lock(staging_mutex_);
-  Staging& st = *staging_;
+  Staging& st = staging(CopyDirection::inbound);
+  std::lock_guard lock(st.mutex);
   const std::size_t chunk = st.slot[0].size();
   Event e;
   e.start_s = now_s();
@@ -203,8 +212,8 @@ Event GpuDevice<Api>::do_copy_to_host(const hw::Buffer& src, std::span<std::byte
                                       std::span<const Event>) {
   auto& s = on_device(&src, "copy_to_host src");
   set_current();
-  std::lock_guard lock(staging_mutex_);
-  Staging& st = *staging_;
+  Staging& st = staging(CopyDirection::outbound);
+  std::lock_guard lock(st.mutex);
   const std::size_t chunk = st.slot[0].size();
   const std::size_t chunks = (dst.size() + chunk - 1) / chunk;
   Event e;
@@ -259,28 +268,30 @@ Event GpuDevice<Api>::do_copy_to_peer(const hw::Buffer& src, hw::Buffer& dst, co
       peers_enabled_.push_back(peer->ordinal());
     }
   }
-  std::lock_guard lock(staging_mutex_);
+  Staging& st = staging(CopyDirection::outbound);
+  std::lock_guard lock(st.mutex);
   Event e;
   e.start_s = now_s();
   void* to = static_cast<std::byte*>(d.device_ptr()) + region.dst_offset;
   const void* from = static_cast<const std::byte*>(s.device_ptr()) + region.src_offset;
   const typename Api::Error rc =
-      same ? Api::memcpy_d2d_async(to, from, region.bytes, staging_->stream)
-           : Api::memcpy_peer_async(to, peer->ordinal(), from, ordinal_, region.bytes, staging_->stream);
+      same ? Api::memcpy_d2d_async(to, from, region.bytes, st.stream)
+           : Api::memcpy_peer_async(to, peer->ordinal(), from, ordinal_, region.bytes, st.stream);
   Api::check(name(), same ? Api::kMemcpyD2D : Api::kMemcpyPeer, rc);
-  Api::check(name(), Api::kStreamSynchronize, Api::stream_synchronize(staging_->stream));
+  Api::check(name(), Api::kStreamSynchronize, Api::stream_synchronize(st.stream));
   e.end_s = now_s();
   d.mark_written();
   return e;
 }
 
 template <class Api>
-Event GpuDevice<Api>::copy_on_staging_stream(const std::function<void(Stream)>& enqueue) {
-  std::lock_guard lock(staging_mutex_);
+Event GpuDevice<Api>::copy_on_staging_stream(CopyDirection direction, const std::function<void(Stream)>& enqueue) {
+  Staging& st = staging(direction);
+  std::lock_guard lock(st.mutex);
   Event e;
   e.start_s = now_s();
-  enqueue(staging_->stream);
-  Api::check(name(), Api::kStreamSynchronize, Api::stream_synchronize(staging_->stream));
+  enqueue(st.stream);
+  Api::check(name(), Api::kStreamSynchronize, Api::stream_synchronize(st.stream));
   e.end_s = now_s();
   return e;
 }

@@ -217,8 +217,8 @@ void HipDevice::register_window(const std::byte* base, std::size_t bytes) {
   windows_.emplace_back(base, bytes);
 }
 
-Event HipDevice::copy_mapped(void* to, const void* from, std::size_t bytes) {
-  return copy_on_staging_stream([&](hipStream_t stream) {
+Event HipDevice::copy_mapped(CopyDirection direction, void* to, const void* from, std::size_t bytes) {
+  return copy_on_staging_stream(direction, [&](hipStream_t stream) {
     // hipMemcpyDefault: the runtime resolves both addresses (device memory, registered window).
     hip_check(name(), "hipMemcpyAsync(mapped window)", hipMemcpyAsync(to, from, bytes, hipMemcpyDefault, stream));
   });
@@ -230,7 +230,8 @@ Event HipDevice::copy_to_mapped(const hw::Buffer& src, std::span<std::byte> wind
   if (window.empty()) return instant();
   set_current();
   register_window(window.data(), window.size());
-  return copy_mapped(window.data(), s.template ptr<const std::byte>() + src_offset, window.size());
+  return copy_mapped(CopyDirection::outbound, window.data(), s.template ptr<const std::byte>() + src_offset,
+                     window.size());
 }
 
 Event HipDevice::copy_from_mapped(hw::Buffer& dst, std::span<const std::byte> window, std::size_t dst_offset) {
@@ -239,7 +240,7 @@ Event HipDevice::copy_from_mapped(hw::Buffer& dst, std::span<const std::byte> wi
   if (window.empty()) return instant();
   set_current();
   register_window(window.data(), window.size());
-  Event e = copy_mapped(d.template ptr<std::byte>() + dst_offset, window.data(), window.size());
+  Event e = copy_mapped(CopyDirection::inbound, d.template ptr<std::byte>() + dst_offset, window.data(), window.size());
   d.mark_written();
   return e;
 }

@@ -49,7 +49,7 @@ class HipDevice final : public GpuDevice<HipRuntime> {
  private:
   struct Libraries;  // the rocSPARSE handle and SpMM plans of one queue
   void register_window(const std::byte* base, std::size_t bytes);
-  Event copy_mapped(void* to, const void* from, std::size_t bytes);
+  Event copy_mapped(CopyDirection direction, void* to, const void* from, std::size_t bytes);
 
   int warp_size_ = 64;
   std::vector<std::unique_ptr<Libraries>> libraries_;

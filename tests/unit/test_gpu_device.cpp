@@ -1,16 +1,19 @@
 // What the one GPU backend (hw/gpu/GpuDevice<Api>) does the same way on CUDA and on HIP, run on
 // each vendor's first detected GPU: detection comes back empty with a reason or lists GPUs,
-// host copies go through the double-buffered staging chunks, the SpMM plan is built once per
-// graph and rebuilt when the graph is rewritten, and peer copies between two GPUs. Kernels
-// against the CPU run for every backend in test_device_conformance.cpp; what only one vendor
-// has (ROCm SMI, mapped windows) stays in test_hip_device.cpp.
+// host copies go through the double-buffered staging chunks (in and out at once, one stream per
+// direction), the SpMM plan is built once per graph and rebuilt when the graph is rewritten, and
+// peer copies between two GPUs. Kernels against the CPU run for every backend in
+// test_device_conformance.cpp; what only one vendor has (ROCm SMI, mapped windows) stays in
+// test_hip_device.cpp.
 // Without the vendor's build, driver or GPU the cases skip and say why.
 #include <gtest/gtest.h>
 
 #include <cstdint>
 #include <memory>
 #include <random>
+#include <span>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "../test_device_data.h"
@@ -104,6 +107,28 @@ TEST_P(GpuDevice, CopyRoundTripAcrossStagingChunks) {
   const auto v = random_floats((20u << 20) / 4 + 17, 1);
   auto b = upload(*gpu, v);
   EXPECT_EQ(download(*gpu, *b), v);
+}
+
+// Each direction has its own staging stream and pinned slots: copies in and out from two threads
+// at once (as a pipeline's neighbouring stages do) each move their own data.
+TEST_P(GpuDevice, CopiesBothWaysAtOnceKeepTheirData) {
+  if (!have(1)) GTEST_SKIP() << why_none();
+  auto gpu = make(0);
+  std::printf("%s: copies beside kernels, one engine per direction: %s\n", gpu->name().c_str(),
+              gpu->copies_overlap() ? "yes" : "no (fewer than two copy engines reported)");
+  // 20 MiB + a tail each: several staging chunks per copy, so the two directions interleave.
+  const auto up = random_floats((20u << 20) / 4 + 5, 11), held = random_floats((20u << 20) / 4 + 9, 12);
+  auto into = gpu->allocate(up.size() * 4);
+  auto from = upload(*gpu, held);
+  for (int round = 0; round < 3; ++round) {
+    std::vector<float> down(held.size());
+    std::thread in([&] { gpu->copy_from_host(*into, bytes(up)); });
+    std::thread out([&] { gpu->copy_to_host(*from, std::as_writable_bytes(std::span<float>(down))); });
+    in.join();
+    out.join();
+    ASSERT_EQ(down, held) << "round " << round;
+    ASSERT_EQ(download(*gpu, *into), up) << "round " << round;
+  }
 }
 
 TEST_P(GpuDevice, SpmmMatchesCpuAndReusesPlanWhileGraphUnchanged) {
