@@ -281,7 +281,7 @@ std::vector<Sample> collect_samples(hw::Device& device, OpKind kind, const Profi
   std::vector<Sample> samples;
   TimingPolicy policy = options.timing;
   const auto full = [&] { return static_cast<int>(samples.size()) >= options.max_points; };
-  // Times `launch` and keeps the sample; false when the run took no time (an empty shape).
+  // Times `launch` and keeps the sample, unless the run took no time (an empty shape).
   const auto record = [&](const OpShape& shape, const hw::KernelLaunch& launch) {
     const TimingResult r = time_repeated([&] { return timed_launch(device, launch, options.clock); }, policy);
     if (!(r.median_s > 0)) return;  // a zero-time run carries no information
@@ -308,16 +308,15 @@ std::vector<Sample> collect_samples(hw::Device& device, OpKind kind, const Profi
     limit_point();
     PointBuffers bufs;
     OpShape shape;
-    const hw::KernelLaunch launch = prepare(device, specs[i], timing_only.active(), bufs, shape);
-    record(shape, launch);
+    record(shape, prepare(device, specs[i], timing_only.active(), bufs, shape));  // shape is set first
     if (kind != OpKind::spmm || timing_only.active()) continue;
-    // The same graph at other feature lengths: materialising it cost far more than timing it.
+    // The same graph at other feature lengths: materialising it cost far more than timing it. Each
+    // width frees the previous X and Y (spmm_at_width), so no launch outlives its buffers.
     for (std::int64_t n : other_feature_lengths(specs[i], shape.nnz, ranges, options.spmm_widths_per_graph - 1)) {
       if (full() || since(t0) >= budget_s) break;
       limit_point();
       OpShape wide = shape;
-      const hw::KernelLaunch launch = spmm_at_width(device, bufs, wide, n);
-      record(wide, launch);
+      record(wide, spmm_at_width(device, bufs, wide, n));
     }
   }
   return samples;

@@ -2,12 +2,23 @@
 
 #include <algorithm>
 #include <cmath>
+#include <map>
 #include <numeric>
 #include <random>
 
 #include "kernels/error.h"
+#include "perfmodel/model.h"
 
 namespace dype::perf {
+namespace {
+
+// What identifies a sample's input apart from the feature length an SpMM graph was timed at.
+std::uint64_t input_key(OpShape shape) {
+  if (shape.kind == kernels::OpKind::spmm) shape.n = 0;
+  return shape_key(shape);
+}
+
+}  // namespace
 namespace {
 
 // Least squares restricted to the columns in `passive`; other entries are zero.
@@ -154,17 +165,27 @@ FitResult fit_model(const FeatureSet& fs, const FeatureParams& params,
     t(i) = samples[static_cast<std::size_t>(i)].seconds;
   }
 
-  // Deterministic hold-out choice, never more than leaves the fit determined.
+  // Deterministic hold-out choice, never more than leaves the fit determined. Whole inputs are held
+  // out: the profiler times one SpMM graph at several feature lengths, and a held-out point whose
+  // graph the fit saw at another N would flatter the held-out error.
   FitResult result;
   result.is_holdout.assign(static_cast<std::size_t>(ns), false);
-  std::vector<int> order(static_cast<std::size_t>(ns));
-  std::iota(order.begin(), order.end(), 0);
+  std::map<std::uint64_t, std::vector<int>> by_input;
+  for (int i = 0; i < ns; ++i) by_input[input_key(samples[static_cast<std::size_t>(i)].shape)].push_back(i);
+  std::vector<const std::vector<int>*> inputs;
+  for (const auto& [key, rows] : by_input) inputs.push_back(&rows);
   std::mt19937_64 rng(options.seed);
-  std::shuffle(order.begin(), order.end(), rng);
+  std::shuffle(inputs.begin(), inputs.end(), rng);
   const int max_holdout = ns - (nf + 2);
   const int n_holdout = std::clamp(static_cast<int>(std::lround(options.holdout_fraction * ns)),
                                    0, max_holdout);
-  for (int i = 0; i < n_holdout; ++i) result.is_holdout[static_cast<std::size_t>(order[static_cast<std::size_t>(i)])] = true;
+  int held = 0;
+  for (const std::vector<int>* rows : inputs) {
+    if (held >= n_holdout) break;
+    if (held + static_cast<int>(rows->size()) > max_holdout) continue;
+    for (int i : *rows) result.is_holdout[static_cast<std::size_t>(i)] = true;
+    held += static_cast<int>(rows->size());
+  }
 
   std::vector<int> train;
   for (int i = 0; i < ns; ++i) {
@@ -218,7 +239,7 @@ FitResult fit_model(const FeatureSet& fs, const FeatureParams& params,
   const Accuracy tr = evaluate(pred_t, meas_t);
   result.stats.samples = ns;
   result.stats.train = static_cast<int>(train.size());
-  result.stats.holdout = n_holdout;
+  result.stats.holdout = held;
   result.stats.rejected = rejected;
   result.stats.r2_holdout = hold.r2;
   result.stats.mape_holdout = hold.mape;

@@ -52,10 +52,14 @@ TEST(PerfSynthetic, OtherFeatureLengthsAreNewAndWithinTheCaps) {
   }
   EXPECT_GT(total, 100) << "the caps leave room for most graphs";
   // A graph at the work cap leaves no room for a wider N: none is offered rather than one over it.
+  const auto wide = std::max_element(specs.begin(), specs.end(),
+                                     [](const auto& a, const auto& b) { return a.shape.n < b.shape.n; });
+  ASSERT_GT(wide->shape.n, 32) << "a spec with room for narrower widths";
   SyntheticRanges tight = r;
-  tight.max_work = work_of(specs.front().shape);
-  for (std::int64_t n : other_feature_lengths(specs.front(), specs.front().shape.nnz, tight, 4))
-    EXPECT_LT(n, specs.front().shape.n);
+  tight.max_work = work_of(wide->shape);
+  const auto narrower = other_feature_lengths(*wide, wide->shape.nnz, tight, 4);
+  EXPECT_FALSE(narrower.empty());
+  for (std::int64_t n : narrower) EXPECT_LT(n, wide->shape.n);
 }
 
 // (m, nnz) of each sample: one graph per pair in these small random graphs.
@@ -90,6 +94,12 @@ TEST(PerfProfiler, EachSpmmGraphIsTimedAtSeveralFeatureLengths) {
     i = j;
   }
   EXPECT_LE(graphs, 15u) << "most graphs give more than one point";
+  // The fit holds out whole graphs: a held-out point whose graph it saw at another width would
+  // flatter the held-out error.
+  for (std::size_t i = 0; i < g3.size(); ++i)
+    for (std::size_t j = i + 1; j < g3.size() && g3[j] == g3[i]; ++j)
+      EXPECT_EQ(m3.samples[i].holdout, m3.samples[j].holdout) << "samples " << i << " and " << j;
+  EXPECT_GT(m3.stats.holdout, 0);
 
   o.spmm_widths_per_graph = 1;
   const ModelStore one = profile_device(sys.device("cpu0"), "test-cpu", o);
