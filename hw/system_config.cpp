@@ -234,8 +234,9 @@ SystemConfig load_system_config(const std::string& path) {
     cfg.devices.push_back(std::move(d));
   }
   // Unstated: what the devices can do. Emulated devices copy on their own engines beside the
-  // kernels; the CUDA, HIP and XRT backends still copy on the compute stream, and the CPU has no
-  // copies to overlap (serial).
+  // kernels; the CUDA and HIP backends copy on their own streams (one per direction), but until
+  // bench_gpu_overlap has measured that on real GPUs they are planned serial, as XRT is; the CPU
+  // has no copies to overlap (serial).
   const auto is = [&](const char* b) {
     return [b](const DeviceConfig& d) { return d.backend == b; };
   };

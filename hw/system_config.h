@@ -91,8 +91,9 @@ struct SystemConfig {
   // `transfers: serial | overlap`: whether copies block a device's kernels (the paper's timing,
   // which its testbed files state for reproduction) or run on the devices' copy engines beside
   // them, one per direction. Unstated: what the devices can do, overlap when the accelerators are
-  // emulated (beside the CPU), serial when a CUDA, HIP or XRT device is there (those backends
-  // still copy on the compute stream) or the CPU is alone.
+  // emulated (beside the CPU), serial when a CUDA, HIP or XRT device is there (the GPU backends
+  // copy on their own streams, one per direction, but how far that overlaps on real hardware is not
+  // measured yet: bench_gpu_overlap) or the CPU is alone.
   bool overlap_transfers = false;
   double jitter_sigma = 0.0;
   std::uint64_t jitter_seed = 1;

@@ -65,6 +65,7 @@ Backend cuda_backend() {
     info.power = dc.power;
     CudaOptions opt;
     opt.allow_p2p = dc.p2p;
+    opt.overlap_copies = sys.overlap_transfers;
     return std::make_unique<CudaDevice>(std::move(info), dc.ordinal, opt);
   };
   b.detect = [] { return detect_cuda_devices(); };

@@ -31,6 +31,7 @@ struct GpuOptions {
   int queues = 4;                             // streams (and vendor library handle sets)
   std::size_t staging_chunk_bytes = 8 << 20;  // per pinned staging slot (two slots per direction)
   bool allow_p2p = true;                      // the config's p2p flag
+  bool overlap_copies = false;                // the system's `transfers: overlap`
 };
 
 template <class Api>
@@ -52,8 +53,9 @@ class GpuDevice : public Device, public SpmmPlanCount {
   bool can_copy_peer(const GpuDevice& peer) const;
   // Host copies run on two staging streams, one per direction, beside the kernels' queues: with
   // at least two copy engines (the runtime's async engine count) host -> device and device -> host
-  // DMA proceed together, as `transfers: overlap` plans.
-  bool copies_overlap() const override { return copy_engines_ >= 2; }
+  // DMA proceed together. Said only when the system plans `transfers: overlap`, so that the
+  // transfer router and the planner's costs assume the same.
+  bool copies_overlap() const override { return options_.overlap_copies && copy_engines_ >= 2; }
 
  protected:
   GpuDevice(DeviceInfo info, int ordinal, GpuOptions options);

@@ -56,6 +56,7 @@ Backend hip_backend() {
     info.power = dc.power;
     HipOptions opt;
     opt.allow_p2p = dc.p2p;
+    opt.overlap_copies = sys.overlap_transfers;
     return std::make_unique<HipDevice>(std::move(info), dc.ordinal, opt);
   };
   b.detect = [] { return detect_hip_devices(); };

@@ -58,7 +58,7 @@ struct HipRuntime {
   static Error max_shared_memory_per_block(int* v, int ordinal) {
     return hipDeviceGetAttribute(v, hipDeviceAttributeMaxSharedMemoryPerBlock, ordinal);
   }
-  // Copy engines that run beside kernels (0 when the runtime does not say).
+  // Copy engines that run beside kernels (0: copies and kernels do not overlap).
   static Error async_engine_count(int* v, int ordinal) { return hipDeviceGetAttribute(v, hipDeviceAttributeAsyncEngineCount, ordinal); }
   static Error pci_bus_id(char* out, int len, int ordinal) { return hipDeviceGetPCIBusId(out, len, ordinal); }
   static Error memcpy_h2d_async(void* d, const void* h, std::size_t n, Stream s) {
