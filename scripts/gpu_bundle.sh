@@ -2,9 +2,9 @@
 # Packs what scripts/gpu_check.sh needs on a GPU machine that cannot install packages or reach a
 # package registry: builds the CUDA backend here (warnings as errors, the same flags as the check),
 # and writes build/gpu-bundle.tar.xz with the test, bench and app binaries (stripped, in the build
-# tree's layout), the Debian shared libraries they load that a CUDA machine need not have (the CUDA
-# libraries and the C/C++ runtime are left to the GPU machine), and the real graphs of
-# bench/validate_real_graphs.sh. On the GPU machine:
+# tree's layout; the check reads configs/ from the repository), the Debian shared libraries they
+# load that a CUDA machine need not have (the CUDA libraries and the C/C++ runtime are left to the
+# GPU machine), and the real graphs of bench/validate_real_graphs.sh. On the GPU machine:
 #
 #   bash scripts/gpu_check.sh --bundle build/gpu-bundle.tar.xz [--models]
 #
@@ -44,7 +44,6 @@ for g in debian-deps wordnet gcide; do
   fi
   cp "$graphs/$g.mtx" "$stage/graphs/"
 done
-cp -r configs "$stage/configs"
 tar -C "$stage" -cf - . | xz -T0 -6 > build/gpu-bundle.tar.xz
 echo "gpu_bundle: build/gpu-bundle.tar.xz, $(du -h build/gpu-bundle.tar.xz | cut -f1)"
 (cd "$stage" && du -sh lib tests bench apps graphs)

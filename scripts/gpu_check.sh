@@ -23,7 +23,7 @@ bundle=""
 models=0
 while (($#)); do
   case "$1" in
-    --bundle) bundle=$2; shift 2 ;;
+    --bundle) bundle=$(realpath "$2"); shift 2 ;;  # the script runs from the repository root
     --models) models=1; shift ;;
     *) echo "gpu_check: unknown argument '$1' (--bundle FILE, --models)" >&2; exit 2 ;;
   esac
@@ -107,12 +107,14 @@ if [ "$models" = 1 ]; then
   "$build/apps/dype-calibrate" --out "$cal" --base-model configs/devices/generic-cpu.yaml --max-mib 256 --reps 5 \
     --power-window 1
   gpu=$(awk '/name:/ {n=$NF} /backend: cuda|backend: hip/ {print n; exit}' "$cal/systems/calibrated.yaml")
+  [ -n "$gpu" ] || { echo "gpu_check: FAILED: dype-calibrate wrote no GPU into $cal/systems/calibrated.yaml"; exit 1; }
   graphs=$build/graphs
   [ -d "$graphs" ] || graphs=${GRAPHS:-/tmp/dype-real-graphs}
   for dev in "$gpu" cpu0; do
     budget=${MODELS_BUDGET:-60s}
     if [ "$dev" = cpu0 ]; then
-      budget=${CPU_BUDGET:-180}s
+      budget=${CPU_BUDGET:-180}
+      budget=${budget%s}s  # 180 and 180s alike
       [ "$budget" = 0s ] && continue
     fi
     echo "== $dev: SpMM and GEMM models (dype-profile run, $budget, measured)"
@@ -127,5 +129,5 @@ if [ "$models" = 1 ]; then
   done
 fi
 
-[ "$models" = 1 ] && echo "gpu_check: calibration and model stores in $cal"
+if [ "$models" = 1 ]; then echo "gpu_check: calibration and model stores in $cal"; fi
 echo "gpu_check: passed; every figure above is measured on the GPU named at the top"

@@ -9,6 +9,7 @@
 #include <gtest/gtest.h>
 
 #include <cstdint>
+#include <exception>
 #include <memory>
 #include <random>
 #include <span>
@@ -122,10 +123,25 @@ TEST_P(GpuDevice, CopiesBothWaysAtOnceKeepTheirData) {
   auto from = upload(*gpu, held);
   for (int round = 0; round < 3; ++round) {
     std::vector<float> down(held.size());
-    std::thread in([&] { gpu->copy_from_host(*into, bytes(up)); });
-    std::thread out([&] { gpu->copy_to_host(*from, std::as_writable_bytes(std::span<float>(down))); });
+    std::exception_ptr in_error, out_error;  // a throw inside a thread would end the whole binary
+    std::thread in([&] {
+      try {
+        gpu->copy_from_host(*into, bytes(up));
+      } catch (...) {
+        in_error = std::current_exception();
+      }
+    });
+    std::thread out([&] {
+      try {
+        gpu->copy_to_host(*from, std::as_writable_bytes(std::span<float>(down)));
+      } catch (...) {
+        out_error = std::current_exception();
+      }
+    });
     in.join();
     out.join();
+    ASSERT_NO_THROW(if (in_error) std::rethrow_exception(in_error)) << "copy in, round " << round;
+    ASSERT_NO_THROW(if (out_error) std::rethrow_exception(out_error)) << "copy out, round " << round;
     ASSERT_EQ(down, held) << "round " << round;
     ASSERT_EQ(download(*gpu, *into), up) << "round " << round;
   }

@@ -59,6 +59,7 @@ TEST_P(GpuSpmmShapes, ProfilerSweepMatchesCpu) {
   ranges.max_device_bytes = 0.8 * static_cast<double>(gpu->info().memory_bytes);
   const auto specs = perf::generate_specs(k::OpKind::spmm, ranges, kPoints, /*seed=*/1);
   const auto [first, last] = point_range();
+  ASSERT_LE(first, last) << "DYPE_SPMM_SHAPES must be FIRST-LAST within 1-" << kPoints;
   for (int i = first; i <= last; ++i) {
     const perf::InputSpec& spec = specs[static_cast<std::size_t>(i - 1)];
     const auto a = perf::materialise_csr(spec);
