@@ -4,6 +4,8 @@
 #include <cmath>
 #include <random>
 
+#include <tbb/parallel_for.h>
+
 #include "kernels/error.h"
 #include "perfmodel/features.h"
 
@@ -196,7 +198,6 @@ kernels::CsrI32 materialise_csr(const InputSpec& spec) {
   a.rows = s.m;
   a.cols = s.k;
   a.indptr.resize(rows + 1);
-  a.indices.reserve(static_cast<std::size_t>(s.nnz));
   // Power law: a Chung-Lu graph. Columns are drawn with the same weights as row degrees, so the
   // hubs are hubs in both directions, as in the symmetrised graphs GNNs take (A + A^T): most
   // gathers then hit a few hot rows of X, which decides how cache-friendly a real graph's SpMM is.
@@ -229,41 +230,69 @@ kernels::CsrI32 materialise_csr(const InputSpec& spec) {
   }
   const bool local = spec.local_share > 0 && spec.community > 0;
   const double row_to_col = static_cast<double>(s.k) / static_cast<double>(s.m);
-  std::size_t current_row = 0;
-  auto draw_col = [&]() -> std::int32_t {
-    if (local && rng.uniform() < spec.local_share) {
-      // Uniform within the row's community, wrapped at the ends of the id range.
-      const auto centre = static_cast<std::int64_t>(static_cast<double>(current_row) * row_to_col);
-      const std::int64_t c = centre - spec.community / 2 + rng.below(spec.community);
-      return static_cast<std::int32_t>(((c % s.k) + s.k) % s.k);
-    }
-    if (alias_prob.empty()) return static_cast<std::int32_t>(rng.below(s.k));
-    const auto i = static_cast<std::size_t>(rng.below(s.k));
-    return rng.uniform() < alias_prob[i] ? static_cast<std::int32_t>(i) : alias_idx[i];
+  // Rows are built in parallel blocks, each row from its own random stream (seeded by the spec and
+  // the row), so the graph is the same whatever the thread count; blocks are then joined in order.
+  // Building the graph, not timing it, took most of a GPU profile.
+  constexpr std::size_t kBlocks = 256;
+  const std::size_t block_rows = (rows + kBlocks - 1) / kBlocks;
+  struct Block {
+    std::vector<std::int32_t> indices;
+    std::vector<float> values;
+    std::vector<std::int32_t> lengths;
   };
-  std::vector<std::int32_t> row;
-  for (std::size_t i = 0; i < rows; ++i) {
-    current_row = i;
-    // Stochastic rounding keeps the expected total at nnz for fractional Pareto degrees.
-    auto deg = static_cast<std::int64_t>(want[i]);
-    if (rng.uniform() < want[i] - static_cast<double>(deg)) ++deg;
-    deg = std::min(deg, s.k);
-    const auto want_len = static_cast<std::size_t>(deg);
-    row.clear();
-    // Duplicates merge; hub columns repeat often, so top the row up a few rounds to keep nnz near
-    // the spec (a row nearly as long as k may stay a little short).
-    for (int round = 0; round < 8 && row.size() < want_len; ++round) {
-      const std::size_t have = row.size();
-      row.resize(want_len);
-      for (std::size_t j = have; j < want_len; ++j) row[j] = draw_col();
-      std::sort(row.begin(), row.end());
-      row.erase(std::unique(row.begin(), row.end()), row.end());
+  std::vector<Block> blocks((rows + block_rows - 1) / block_rows);
+  tbb::parallel_for(std::size_t{0}, blocks.size(), [&](std::size_t b) {
+    Block& out = blocks[b];
+    std::vector<std::int32_t> row;
+    const std::size_t r0 = b * block_rows, r1 = std::min(rows, r0 + block_rows);
+    for (std::size_t i = r0; i < r1; ++i) {
+      Rng rr{spec.seed ^ 0xA5A5A5A5DEADBEEFULL ^ (0xD1B54A32D192ED03ULL * (i + 1))};
+      auto draw_col = [&]() -> std::int32_t {
+        if (local && rr.uniform() < spec.local_share) {
+          // Uniform within the row's community, wrapped at the ends of the id range.
+          const auto centre = static_cast<std::int64_t>(static_cast<double>(i) * row_to_col);
+          const std::int64_t c = centre - spec.community / 2 + rr.below(spec.community);
+          return static_cast<std::int32_t>(((c % s.k) + s.k) % s.k);
+        }
+        if (alias_prob.empty()) return static_cast<std::int32_t>(rr.below(s.k));
+        const auto j = static_cast<std::size_t>(rr.below(s.k));
+        return rr.uniform() < alias_prob[j] ? static_cast<std::int32_t>(j) : alias_idx[j];
+      };
+      // Stochastic rounding keeps the expected total at nnz for fractional Pareto degrees.
+      auto deg = static_cast<std::int64_t>(want[i]);
+      if (rr.uniform() < want[i] - static_cast<double>(deg)) ++deg;
+      deg = std::min(deg, s.k);
+      const auto want_len = static_cast<std::size_t>(deg);
+      row.clear();
+      // Duplicates merge; hub columns repeat often, so top the row up a few rounds to keep nnz near
+      // the spec (a row nearly as long as k may stay a little short).
+      for (int round = 0; round < 8 && row.size() < want_len; ++round) {
+        const std::size_t have = row.size();
+        row.resize(want_len);
+        for (std::size_t j = have; j < want_len; ++j) row[j] = draw_col();
+        std::sort(row.begin(), row.end());
+        row.erase(std::unique(row.begin(), row.end()), row.end());
+      }
+      out.indices.insert(out.indices.end(), row.begin(), row.end());
+      for (std::size_t j = 0; j < row.size(); ++j) out.values.push_back(static_cast<float>(2.0 * rr.uniform() - 1.0));
+      out.lengths.push_back(static_cast<std::int32_t>(row.size()));
     }
-    a.indices.insert(a.indices.end(), row.begin(), row.end());
-    a.indptr[i + 1] = static_cast<std::int32_t>(a.indices.size());
+  });
+  std::size_t total = 0;
+  for (const Block& b : blocks) total += b.indices.size();
+  a.indices.reserve(total);
+  a.values.reserve(total);
+  std::size_t r = 0;
+  for (Block& b : blocks) {
+    for (std::int32_t len : b.lengths) {
+      a.indptr[r + 1] = a.indptr[r] + len;
+      ++r;
+    }
+    a.indices.insert(a.indices.end(), b.indices.begin(), b.indices.end());
+    a.values.insert(a.values.end(), b.values.begin(), b.values.end());
+    std::vector<std::int32_t>().swap(b.indices);  // release as we go: big graphs hold ~2x briefly
+    std::vector<float>().swap(b.values);
   }
-  a.values.resize(a.indices.size());
-  for (auto& v : a.values) v = static_cast<float>(2.0 * rng.uniform() - 1.0);
   return a;
 }
 
