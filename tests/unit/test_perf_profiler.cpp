@@ -7,6 +7,8 @@
 #include <tuple>
 #include <vector>
 
+#include <tbb/task_arena.h>
+
 #include "hw/system.h"
 #include "hw/system_config.h"
 #include "perfmodel/profiler.h"
@@ -60,6 +62,21 @@ TEST(PerfSynthetic, OtherFeatureLengthsAreNewAndWithinTheCaps) {
   const auto narrower = other_feature_lengths(*wide, wide->shape.nnz, tight, 4);
   EXPECT_FALSE(narrower.empty());
   for (std::int64_t n : narrower) EXPECT_LT(n, wide->shape.n);
+}
+
+// Rows are built in parallel, each from its own random stream: one thread or many, the same graph.
+TEST(PerfSynthetic, MaterialisedGraphDoesNotDependOnTheThreadCount) {
+  SyntheticRanges r = small_graphs();
+  r.rows_max = 60000;
+  r.community_share = 1.0;  // community draws use the row's position
+  for (const InputSpec& spec : generate_specs(OpKind::spmm, r, 6, 5)) {
+    const auto many = materialise_csr(spec);
+    kernels::CsrI32 one;
+    tbb::task_arena(1).execute([&] { one = materialise_csr(spec); });
+    EXPECT_EQ(one.indptr, many.indptr);
+    EXPECT_EQ(one.indices, many.indices);
+    EXPECT_EQ(one.values, many.values);
+  }
 }
 
 // (m, nnz) of each sample: one graph per pair in these small random graphs.
