@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "hw/emu/emu_device.h"
+#include "bench_gpu_common.h"
 #include "hw/system.h"
 #include "hw/system_config.h"
 #include "kernels/graph/builders.h"
@@ -25,52 +26,10 @@
 namespace {
 
 namespace hw = dype::hw;
+namespace bench = dype::bench;
+using bench::upload;
 namespace k = dype::kernels;
 
-struct Args {
-  int reps = 20;
-  std::int64_t nodes = 200000;
-  std::int64_t nnz = 4000000;
-  std::int64_t features = 128;
-  std::string system;  // "" = detect
-};
-
-Args parse(int argc, char** argv) {
-  Args a;
-  for (int i = 1; i < argc; i += 2) {
-    const std::string key = argv[i];
-    if (i + 1 >= argc) {
-      std::fprintf(stderr, "bench_gpu_overlap: %s needs a value\n", key.c_str());
-      std::exit(2);
-    }
-    if (key == "--system") {
-      a.system = argv[i + 1];
-      continue;
-    }
-    const long long v = std::atoll(argv[i + 1]);
-    if (v <= 0) {
-      std::fprintf(stderr, "bench_gpu_overlap: %s must be a positive integer, got '%s'\n", key.c_str(), argv[i + 1]);
-      std::exit(2);
-    }
-    if (key == "--reps") a.reps = static_cast<int>(v);
-    else if (key == "--nodes") a.nodes = v;
-    else if (key == "--nnz") a.nnz = v;
-    else if (key == "--features") a.features = v;
-    else {
-      std::fprintf(stderr, "bench_gpu_overlap: unknown option %s (--reps, --nodes, --nnz, --features, --system)\n",
-                   key.c_str());
-      std::exit(2);
-    }
-  }
-  return a;
-}
-
-template <typename T>
-hw::BufferPtr upload(hw::Device& d, const std::vector<T>& v) {
-  auto b = d.allocate(v.size() * sizeof(T));
-  d.copy_from_host(*b, std::as_bytes(std::span<const T>(v)));
-  return b;
-}
 
 double seconds_since(std::chrono::steady_clock::time_point t0) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
@@ -149,7 +108,8 @@ void overlap(const char* what, const Stream& a, const Stream& b, int reps, bool 
 }  // namespace
 
 int main(int argc, char** argv) {
-  const Args args = parse(argc, argv);
+  const bench::GpuBenchArgs args = bench::parse_gpu_bench_args(
+      argc, argv, "bench_gpu_overlap", {.reps = 20, .nodes = 200000, .nnz = 4000000, .features = 128, .system = ""});
   const hw::System sys = args.system.empty() ? hw::System::detect()
                                               : hw::System::from_config(hw::load_system_config(args.system));
   auto gpus = sys.devices_of(hw::DeviceKind::gpu);
