@@ -26,6 +26,9 @@ class Buffer {
   // return the storage.
   virtual std::span<std::byte> host_span() { return {}; }
   virtual std::span<const std::byte> host_span() const { return {}; }
+  // Whether the contents are host-visible storage here (cpu, emu data buffers). False for size-only
+  // buffers and also for every real GPU's: those hold data all the same, written by copies. Not
+  // the test for "should I write this buffer" (the profiler once skipped every GPU input on it).
   bool has_data() const { return !host_span().empty() || size_bytes_ == 0; }
 
   // Virtual-clock time at which the last write to this buffer completes: an operation reading it
