@@ -4,7 +4,7 @@
 # wordnet-base and dict-gcide when missing), optionally profiles the CPU for PROFILE_S seconds (all
 # kernels, as `dype-profile run` does by default), then runs `dype-profile validate` on each graph:
 # measured time (median of 3 interleaved rounds) beside each model's prediction for N = 16..512,
-# MAPE, and the MAPE left after 5 requests of online refinement.
+# MAPE, and the MAPE left after 5 requests of online refinement (against a fresh measurement).
 #
 #   bench/validate_real_graphs.sh [MODEL.json ...]     (default: profile first, into $OUT/profile.json)
 #
