@@ -58,6 +58,17 @@ struct PointBuffers {
 
 std::size_t fbytes(std::int64_t count) { return static_cast<std::size_t>(count) * sizeof(float); }
 
+// The graph's CSR buffers, the first three of `bufs`, sized for `shape` and filled from `a` (left
+// empty for size-only buffers, where `a` is too).
+void add_graph(hw::Device& dev, PointBuffers& bufs, const OpShape& shape, const kernels::CsrI32& a) {
+  auto& indptr = bufs.add(dev, sizeof(std::int32_t) * static_cast<std::size_t>(shape.m + 1));
+  auto& indices = bufs.add(dev, sizeof(std::int32_t) * static_cast<std::size_t>(shape.nnz));
+  auto& values = bufs.add(dev, fbytes(shape.nnz));
+  bufs.upload<std::int32_t>(dev, indptr, a.indptr);
+  bufs.upload<std::int32_t>(dev, indices, a.indices);
+  bufs.upload<float>(dev, values, a.values);
+}
+
 // X and Y for feature length `n` over the graph whose CSR buffers are the first three of `bufs`
 // (any other buffers there are freed first): the launch to time, `shape` updated to `n`.
 hw::KernelLaunch spmm_at_width(hw::Device& dev, PointBuffers& bufs, OpShape& shape, std::int64_t n) {
@@ -87,12 +98,7 @@ hw::KernelLaunch prepare(hw::Device& dev, const InputSpec& spec, bool timing_onl
         shape.degree_skew = kernels::degree_skew(a.indptr);
         shape.locality = kernels::gather_locality(a.indices, a.cols);
       }
-      auto& indptr = bufs.add(dev, sizeof(std::int32_t) * static_cast<std::size_t>(shape.m + 1));
-      auto& indices = bufs.add(dev, sizeof(std::int32_t) * static_cast<std::size_t>(shape.nnz));
-      auto& values = bufs.add(dev, fbytes(shape.nnz));
-      bufs.upload<std::int32_t>(dev, indptr, a.indptr);
-      bufs.upload<std::int32_t>(dev, indices, a.indices);
-      bufs.upload<float>(dev, values, a.values);
+      add_graph(dev, bufs, shape, a);
       return spmm_at_width(dev, bufs, shape, shape.n);
     }
     case OpKind::gemm: {
@@ -362,18 +368,15 @@ ModelStore profile_device(hw::Device& device, const std::string& device_model,
 
 TimingResult time_spmm(hw::Device& dev, const kernels::CsrI32& a, std::int64_t n,
                        const TimingPolicy& policy, ProfileClock clock) {
+  OpShape shape;
+  shape.kind = OpKind::spmm;
+  shape.m = a.rows;
+  shape.k = a.cols;
+  shape.nnz = a.nnz();
+  shape.degree_skew = kernels::degree_skew(a.indptr);
   PointBuffers bufs;
-  auto& indptr = bufs.add(dev, sizeof(std::int32_t) * a.indptr.size());
-  auto& indices = bufs.add(dev, sizeof(std::int32_t) * a.indices.size());
-  auto& values = bufs.add(dev, sizeof(float) * a.values.size());
-  auto& x = bufs.add(dev, fbytes(a.cols * n));
-  auto& y = bufs.add(dev, fbytes(a.rows * n));
-  bufs.upload<std::int32_t>(dev, indptr, a.indptr);
-  bufs.upload<std::int32_t>(dev, indices, a.indices);
-  bufs.upload<float>(dev, values, a.values);
-  bufs.fill(dev, x, 0.5f);
-  const auto launch = hw::KernelLaunch::spmm(indptr, indices, values, x, y, a.rows, a.cols, n,
-                                             a.nnz(), 4, kernels::degree_skew(a.indptr));
+  add_graph(dev, bufs, shape, a);
+  const auto launch = spmm_at_width(dev, bufs, shape, n);
   return time_repeated([&] { return timed_launch(dev, launch, clock); }, policy);
 }
 

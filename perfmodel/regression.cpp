@@ -3,7 +3,6 @@
 #include <algorithm>
 #include <cmath>
 #include <map>
-#include <numeric>
 #include <random>
 
 #include "kernels/error.h"
@@ -17,9 +16,6 @@ std::uint64_t input_key(OpShape shape) {
   if (shape.kind == kernels::OpKind::spmm) shape.n = 0;
   return shape_key(shape);
 }
-
-}  // namespace
-namespace {
 
 // Least squares restricted to the columns in `passive`; other entries are zero.
 Eigen::VectorXd solve_passive(const Eigen::MatrixXd& b, const Eigen::VectorXd& y,

@@ -59,7 +59,9 @@ struct CudaRuntime {
     return cudaDeviceGetAttribute(v, cudaDevAttrMaxSharedMemoryPerBlock, ordinal);
   }
   // Copy engines that run beside kernels (0: copies and kernels do not overlap).
-  static Error async_engine_count(int* v, int ordinal) { return cudaDeviceGetAttribute(v, cudaDevAttrAsyncEngineCount, ordinal); }
+  static Error async_engine_count(int* v, int ordinal) {
+    return cudaDeviceGetAttribute(v, cudaDevAttrAsyncEngineCount, ordinal);
+  }
   static Error pci_bus_id(char* out, int len, int ordinal) { return cudaDeviceGetPCIBusId(out, len, ordinal); }
   static Error memcpy_h2d_async(void* d, const void* h, std::size_t n, Stream s) {
     return cudaMemcpyAsync(d, h, n, cudaMemcpyHostToDevice, s);

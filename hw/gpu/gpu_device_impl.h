@@ -268,18 +268,14 @@ Event GpuDevice<Api>::do_copy_to_peer(const hw::Buffer& src, hw::Buffer& dst, co
       peers_enabled_.push_back(peer->ordinal());
     }
   }
-  Staging& st = staging(CopyDirection::outbound);
-  std::lock_guard lock(st.mutex);
-  Event e;
-  e.start_s = now_s();
   void* to = static_cast<std::byte*>(d.device_ptr()) + region.dst_offset;
   const void* from = static_cast<const std::byte*>(s.device_ptr()) + region.src_offset;
-  const typename Api::Error rc =
-      same ? Api::memcpy_d2d_async(to, from, region.bytes, st.stream)
-           : Api::memcpy_peer_async(to, peer->ordinal(), from, ordinal_, region.bytes, st.stream);
-  Api::check(name(), same ? Api::kMemcpyD2D : Api::kMemcpyPeer, rc);
-  Api::check(name(), Api::kStreamSynchronize, Api::stream_synchronize(st.stream));
-  e.end_s = now_s();
+  const Event e = copy_on_staging_stream(CopyDirection::outbound, [&](Stream stream) {
+    const typename Api::Error rc =
+        same ? Api::memcpy_d2d_async(to, from, region.bytes, stream)
+             : Api::memcpy_peer_async(to, peer->ordinal(), from, ordinal_, region.bytes, stream);
+    Api::check(name(), same ? Api::kMemcpyD2D : Api::kMemcpyPeer, rc);
+  });
   d.mark_written();
   return e;
 }
