@@ -2,6 +2,8 @@
 
 #include <filesystem>
 
+#include <yaml-cpp/yaml.h>
+
 #include "hw/config_parse.h"
 #include "hw/emu/emu_timing.h"
 #include "kernels/error.h"
@@ -10,8 +12,17 @@ namespace dype::hw {
 
 using kernels::OpKind;
 
+std::string_view to_string(ProfileSource source) {
+  switch (source) {
+    case ProfileSource::file: return "file";
+    case ProfileSource::known_product: return "known product";
+    case ProfileSource::detected: return "detected attributes";
+  }
+  return "unknown";
+}
+
 Link parse_link(const ConfigNode& node, const Link& defaults) {
-  node.expect_keys({"type", "generation", "lanes", "latency_us"});
+  node.expect_keys({"type", "generation", "lanes", "latency_us", "measured_gbps"});
   Link l = defaults;
   if (node.has("type")) {
     const auto t = node.child("type");
@@ -36,6 +47,7 @@ Link parse_link(const ConfigNode& node, const Link& defaults) {
     l.lanes = static_cast<int>(v);
   }
   l.latency_s = node.get_positive("latency_us", l.latency_s * 1e6, true) * 1e-6;
+  l.measured_bytes_per_s = node.get_positive("measured_gbps", l.measured_bytes_per_s / 1e9, true) * 1e9;
   return l;
 }
 
@@ -188,6 +200,45 @@ Bitstream load_bitstream(const std::string& path) {
     b.kernels.push_back(k);
   }
   return b;
+}
+
+std::string device_profile_yaml(const DeviceProfile& d) {
+  YAML::Node n;
+  n["id"] = d.id;
+  n["model"] = d.product;
+  n["kind"] = std::string(to_string(d.kind));
+  if (!d.memory_type.empty()) n["memory"]["type"] = d.memory_type;
+  n["memory"]["capacity_gib"] = static_cast<double>(d.memory_bytes) / 1073741824.0;
+  n["memory"]["bandwidth_gbps"] = d.memory_bandwidth_bytes_per_s / 1e9;
+  if (d.peak_fp32_flops > 0) n["compute"]["peak_fp32_tflops"] = d.peak_fp32_flops / 1e12;
+  if (d.cache_bytes > 0) n["compute"]["cache_mib"] = d.cache_bytes / 1048576.0;
+  if (d.saturation_outputs > 0) n["compute"]["saturation_outputs"] = d.saturation_outputs;
+  if (d.kind != DeviceKind::cpu) {
+    n["link"]["type"] = std::string(to_string(d.link.type));
+    n["link"]["generation"] = d.link.generation;
+    n["link"]["lanes"] = d.link.lanes;
+    n["link"]["latency_us"] = d.link.latency_s * 1e6;
+    if (d.link.measured_bytes_per_s > 0) n["link"]["measured_gbps"] = d.link.measured_bytes_per_s / 1e9;
+  }
+  n["power"]["idle_w"] = d.power.idle_w;
+  n["power"]["execute_w"] = d.power.execute_w;
+  n["power"]["transfer_w"] = d.power.transfer_w;
+  for (const auto& [op, p] : d.ops) {
+    YAML::Node o;
+    o["compute_efficiency"] = p.compute_efficiency;
+    o["memory_efficiency"] = p.memory_efficiency;
+    o["launch_overhead_us"] = p.launch_overhead_s * 1e6;
+    if (p.skew_penalty > 0) o["skew_penalty"] = p.skew_penalty;
+    if (p.wavefront > 0) o["wavefront"] = p.wavefront;
+    if (p.row_latency_s > 0) o["row_latency_us"] = p.row_latency_s * 1e6;
+    if (p.concurrent_rows > 0) o["concurrent_rows"] = p.concurrent_rows;
+    if (p.gather_bytes > 0) o["gather_bytes"] = p.gather_bytes;
+    n["ops"][std::string(kernels::to_string(op))] = o;
+  }
+  YAML::Emitter out;
+  out.SetDoublePrecision(10);
+  out << n;
+  return std::string(out.c_str()) + "\n";
 }
 
 double profile_kernel_time_s(const DeviceProfile& profile, const kernels::OpShape& shape, const std::string& device) {

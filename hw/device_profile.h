@@ -6,9 +6,11 @@
 // the fitted performance models (perf::KernelModel); a device's product name is
 // DeviceInfo::product.
 #include <cstddef>
+#include <cstdint>
 #include <map>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "hw/device.h"
@@ -31,8 +33,15 @@ struct OpModelParams {
   double gather_bytes = 0.0;      // transaction size a dense-row gather is rounded up to
 };
 
+// Where a profile's numbers come from: a file (configs/devices/*.yaml), a detected device's
+// attributes plus the known-products table (hw/detected_profile.h), or its attributes alone.
+enum class ProfileSource : std::uint8_t { file, known_product, detected };
+std::string_view to_string(ProfileSource source);
+
 struct DeviceProfile {
   std::string file;         // where it was loaded from ("" when built in code)
+  ProfileSource source = ProfileSource::file;
+  std::string estimated;    // detected profiles: the numbers that are assumptions, "" when none
   std::string id;           // "amd-mi210"
   std::string product;      // "AMD Instinct MI210"
   DeviceKind kind = DeviceKind::gpu;
@@ -74,6 +83,10 @@ struct Bitstream {
 // Load and validate; errors are InputError("<file>: <key path>", problem).
 DeviceProfile load_device_profile(const std::string& path);
 Bitstream load_bitstream(const std::string& path);
+
+// The profile as a configs/devices/*.yaml file that load_device_profile reads back (dype-calibrate
+// writes a detected GPU's, with its measured link and power).
+std::string device_profile_yaml(const DeviceProfile& profile);
 
 // The time `profile` models for `shape` on a device without an FPGA image (the roofline formulas
 // the emulator's clock uses too, hw/emu/emu_timing.h): how the planner times a device that has a

@@ -233,17 +233,13 @@ SystemConfig load_system_config(const std::string& path) {
     if (auto p = n.optional_child("power")) d.power = parse_power(*p, d.power);
     cfg.devices.push_back(std::move(d));
   }
-  // Unstated: what the devices can do. Emulated devices copy on their own engines beside the
-  // kernels; the CUDA and HIP backends copy on their own streams (one per direction), but until
-  // bench_gpu_overlap has measured that on real GPUs they are planned serial, as XRT is; the CPU
-  // has no copies to overlap (serial).
-  const auto is = [&](const char* b) {
-    return [b](const DeviceConfig& d) { return d.backend == b; };
-  };
-  const bool emulated = std::any_of(cfg.devices.begin(), cfg.devices.end(), is("emu")) &&
-                        std::all_of(cfg.devices.begin(), cfg.devices.end(),
-                                    [](const DeviceConfig& d) { return d.backend == "emu" || d.backend == "cpu"; });
-  cfg.overlap_transfers = overlap.value_or(emulated);
+  cfg.transfers_stated = overlap.has_value();
+  if (overlap) {
+    cfg.overlap_transfers = *overlap;
+    cfg.transfers_why = "stated in " + path;
+  } else {
+    settle_transfers(cfg);
+  }
   return cfg;
 }
 
@@ -258,7 +254,59 @@ SystemConfig detect_system_config() {
       cfg.devices.push_back(std::move(d));
     }
   }
+  settle_transfers(cfg);
   return cfg;
+}
+
+void apply_detected_profile(DeviceConfig& d, const AcceleratorAttributes& attributes, bool keep_link) {
+  d.copy_engines = attributes.copy_engines;
+  try {
+    DeviceProfile p = derive_device_profile(attributes);
+    d.kind = p.kind;
+    d.power = p.power;
+    if (!keep_link) d.link = p.link;
+    d.profile = std::move(p);
+    d.no_profile_why.clear();
+  } catch (const InputError& e) {
+    d.no_profile_why = e.what();
+    if (!keep_link && attributes.pcie_generation > 0 && attributes.pcie_lanes > 0) {
+      d.link.generation = attributes.pcie_generation;
+      d.link.lanes = attributes.pcie_lanes;
+    }
+  }
+}
+
+void settle_transfers(SystemConfig& cfg) {
+  if (cfg.transfers_stated) return;
+  std::string serial_why;
+  std::string overlap_why;
+  int accelerators = 0;
+  for (const DeviceConfig& d : cfg.devices) {
+    if (d.kind == DeviceKind::cpu) continue;
+    ++accelerators;
+    if (d.backend == "emu" || !cfg.remote_host(d.name).empty()) continue;  // remote: an emulated stand-in
+    if (d.backend == "xrt") {
+      if (serial_why.empty()) serial_why = d.name + " is a real FPGA (XRT copies are not run beside its kernels)";
+    } else if (d.copy_engines >= 2) {
+      if (overlap_why.empty())
+        overlap_why = d.name + " reports " + std::to_string(d.copy_engines) + " copy engines";
+    } else if (serial_why.empty()) {
+      serial_why = d.copy_engines == 0
+                       ? d.name + " reports no copy engine count"
+                       : d.name + " reports " + std::to_string(d.copy_engines) + " copy engine (two are needed: one per direction)";
+    }
+  }
+  if (accelerators == 0) {
+    cfg.overlap_transfers = false;
+    cfg.transfers_why = "the CPU alone has no copies to overlap";
+  } else if (!serial_why.empty()) {
+    cfg.overlap_transfers = false;
+    cfg.transfers_why = serial_why;
+  } else {
+    cfg.overlap_transfers = true;
+    cfg.transfers_why = overlap_why.empty() ? "emulated devices copy on their own engines"
+                                            : overlap_why + ": copies run beside kernels, one engine per direction";
+  }
 }
 
 }  // namespace dype::hw

@@ -25,6 +25,7 @@ double lane_bandwidth_bytes_per_s(LinkType type, int generation) {
 
 double Link::bandwidth_bytes_per_s() const {
   if (type == LinkType::host) return host_bandwidth_bytes_per_s;
+  if (measured_bytes_per_s > 0) return measured_bytes_per_s;
   return lane_bandwidth_bytes_per_s(type, generation) * lanes;
 }
 

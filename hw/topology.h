@@ -28,6 +28,10 @@ struct Link {
   // Per-direction bandwidth, bytes/s, from generation and lanes; for `host` the memory bandwidth.
   double bandwidth_bytes_per_s() const;
   double latency_s = 2e-6;  // per transfer leg (DMA setup + flight)
+  // What dype-calibrate measured per direction (pageable host memory, the slower direction), bytes/s;
+  // 0: the nominal figure from generation and lanes. A real GPU's copies reach a fraction of it
+  // (H200, PCIe 5.0 x16: 7-12 GB/s measured against 63 GB/s nominal).
+  double measured_bytes_per_s = 0.0;
   double host_bandwidth_bytes_per_s = 100e9;  // used when type == host
 };
 

@@ -32,6 +32,7 @@
 #include <yaml-cpp/yaml.h>
 
 #include "hw/device.h"
+#include "hw/device_profile.h"
 #include "hw/registry.h"
 #include "hw/system_config.h"
 #include "kernels/error.h"
@@ -186,6 +187,31 @@ nlohmann::json measure_device(hw::Device& dev, std::size_t max_bytes, int reps) 
     }
   }
   return j;
+}
+
+// A detected accelerator's profile with what measure_device found: the slower direction's copy rate
+// at the largest size as the link's measured bandwidth, the smallest copy's time as its latency,
+// idle and busy power from the device's energy counter, GEMM launch overhead.
+hw::DeviceProfile calibrated_profile(hw::DeviceProfile p, const nlohmann::json& j) {
+  const double up = j["h2d"].back()["gb_per_s"].get<double>(), down = j["d2h"].back()["gb_per_s"].get<double>();
+  p.link.measured_bytes_per_s = std::min(up, down) * 1e9;
+  p.link.latency_s = std::min(j["h2d"].front()["seconds"].get<double>(), j["d2h"].front()["seconds"].get<double>());
+  if (j.contains("idle_w") && j.contains("execute_w")) {
+    p.power.idle_w = j["idle_w"].get<double>();
+    p.power.execute_w = std::max(j["execute_w"].get<double>(), p.power.idle_w);
+    p.power.transfer_w = p.power.idle_w + 0.1 * (p.power.execute_w - p.power.idle_w);
+  }
+  if (j.contains("launch_overhead_s") && p.ops.count(kernels::OpKind::gemm))
+    p.ops[kernels::OpKind::gemm].launch_overhead_s = j["launch_overhead_s"].get<double>();
+  return p;
+}
+
+std::string calibrated_note(const hw::DeviceProfile& p, const nlohmann::json& j, const std::string& name) {
+  std::string note = name + " (" + p.product + "), profile from " + std::string(hw::to_string(p.source)) +
+                     "; measured here: link bandwidth and latency, GEMM launch overhead";
+  note += j.contains("idle_w") ? ", idle and busy power.\n" : "; power nominal (the device reports no energy).\n";
+  if (!p.estimated.empty()) note += "# Estimated: " + p.estimated + "\n";
+  return note;
 }
 
 // P2P against host-staged from a to b at sizes 4 KiB, x4, ... up to max_bytes (dype-eval's Figure 6
@@ -345,11 +371,13 @@ int main(int argc, char** argv) {
       }
     }
     if (accels.empty()) std::printf("accelerators: none detected by the compiled backends (cuda, xrt)\n");
+    std::vector<nlohmann::json> accel_reports;
     for (auto& d : accels) {
       auto j = measure_device(*d, max_bytes, reps);
       std::printf("%s: h2d %.2f GB/s, d2h %.2f GB/s at %zu MiB (measured)\n", d->name().c_str(),
                   j["h2d"].back()["gb_per_s"].get<double>(), j["d2h"].back()["gb_per_s"].get<double>(), max_mib);
       report["devices"].push_back(j);
+      accel_reports.push_back(j);
     }
     for (std::size_t i = 0; i < accels.size(); ++i)
       for (std::size_t k = 0; k < accels.size(); ++k)
@@ -384,11 +412,24 @@ int main(int argc, char** argv) {
     cpu["model"] = "devices/calibrated-cpu.yaml";
     cpu["schedulable"] = true;
     sys["devices"].push_back(cpu);
-    for (const auto& dc : accel_cfgs) {
+    for (std::size_t i = 0; i < accel_cfgs.size(); ++i) {
+      const hw::DeviceConfig& dc = accel_cfgs[i];
       YAML::Node d;
       d["name"] = dc.name;
       d["backend"] = dc.backend;
       d["ordinal"] = dc.ordinal;
+      if (dc.profile) {
+        // The detected profile under its product id (so --perfmodels finds <id>.json for it), with
+        // what was measured here in place of nominal figures.
+        const fs::path file = fs::path(out_dir) / "devices" / (dc.profile->id + ".yaml");
+        std::ofstream(file) << "# Written by dype-calibrate: " << calibrated_note(*dc.profile, accel_reports[i], dc.name)
+                            << hw::device_profile_yaml(calibrated_profile(*dc.profile, accel_reports[i]));
+        d["model"] = "devices/" + dc.profile->id + ".yaml";
+        std::printf("wrote %s (%s: profile %s, link and power measured where reported)\n", file.c_str(),
+                    dc.name.c_str(), dc.profile->id.c_str());
+      } else if (!dc.no_profile_why.empty()) {
+        std::printf("%s: no profile written: %s\n", dc.name.c_str(), dc.no_profile_why.c_str());
+      }
       sys["devices"].push_back(d);
     }
     const fs::path sys_file = fs::path(out_dir) / "systems" / "calibrated.yaml";

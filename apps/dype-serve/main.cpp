@@ -193,7 +193,9 @@ int main(int argc, char** argv) {
   app.add_flag("--builtin-models", builtin_models,
                "also serve the built-in seeded models gcn, gin and swin-transformer (random weights: demos and "
                "paper-scale timing)");
-  std::string perfmodels = std::string(DYPE_SOURCE_DIR) + "/configs/perfmodels";
+  // configs/ as every tool finds it ($DYPE_CONFIG_DIR, ./configs, the source tree's): a bundle
+  // unpacked on another machine and run from a checkout finds the shipped stores there.
+  std::string perfmodels = hw::default_config_dir() + "/perfmodels";
   auto* perfmodels_opt = app.add_option("--perfmodels", perfmodels,
                  "folder of fitted performance models (<device model>.json from dype-profile) to plan with; "
                  "'none': the devices' own models")
@@ -224,6 +226,13 @@ int main(int argc, char** argv) {
   app.add_option("--state-dir", ho.state_dir,
                  "keep the operator's changes (mode, drained devices, FPGA images) in DIR/state.json and the "
                  "refined performance models in DIR/refined/, and restore them at start");
+  app.add_option("--startup-profile-secs", so.startup_profile_s,
+                 "a real accelerator with no fitted performance models for its product (in --perfmodels, or kept "
+                 "in --state-dir by an earlier start) is timed on SpMM, GEMM and attention shapes for this long at "
+                 "start, and planned with the fitted result, kept in DIR/perfmodels/ (0: plan it from its device "
+                 "profile)")
+      ->check(CLI::Range(0.0, 3600.0))
+      ->capture_default_str();
   double refined_save_s = 300.0;
   app.add_option("--refined-save-secs", refined_save_s,
                  "with --state-dir: save the refined performance models this often, and at shutdown (0: only at "

@@ -4,6 +4,7 @@
 #include <string>
 #include <vector>
 
+#include "hw/detected_profile.h"
 #include "hw/registry.h"
 
 namespace dype::hw {
@@ -13,5 +14,9 @@ Backend cuda_backend();
 // The GPUs CUDA reports, as config entries gpu<i>; empty with `why` set when cudaGetDeviceCount
 // fails (no driver, no device, driver too old for this runtime).
 std::vector<DeviceConfig> detect_cuda_devices(std::string* why = nullptr);
+
+class Nvml;
+// What CUDA (cudaDeviceGetAttribute) and NVML (link, power limit; may be null) report about a GPU.
+AcceleratorAttributes cuda_attributes(int ordinal, const Nvml* nvml);
 
 }  // namespace dype::hw

@@ -22,6 +22,7 @@ struct Nvml::Api {
   HandleFn handle = nullptr;
   EnergyFn energy = nullptr;
   PowerFn power = nullptr;
+  PowerFn power_limit = nullptr;
   LinkFn link_gen = nullptr;
   LinkFn link_width = nullptr;
   std::optional<nvmlDevice> device(const std::string& pci_bus_id) const {
@@ -46,6 +47,7 @@ std::shared_ptr<Nvml> Nvml::load(std::string* why, const char* library) {
   n->api_->handle = reinterpret_cast<HandleFn>(sym("nvmlDeviceGetHandleByPciBusId_v2"));
   n->api_->energy = reinterpret_cast<EnergyFn>(sym("nvmlDeviceGetTotalEnergyConsumption"));
   n->api_->power = reinterpret_cast<PowerFn>(sym("nvmlDeviceGetPowerUsage"));
+  n->api_->power_limit = reinterpret_cast<PowerFn>(sym("nvmlDeviceGetEnforcedPowerLimit"));
   n->api_->link_gen = reinterpret_cast<LinkFn>(sym("nvmlDeviceGetCurrPcieLinkGeneration"));
   n->api_->link_width = reinterpret_cast<LinkFn>(sym("nvmlDeviceGetCurrPcieLinkWidth"));
   if (!n->api_->init || !n->api_->shutdown || !n->api_->handle) {
@@ -79,6 +81,14 @@ std::optional<double> Nvml::power_w(const std::string& pci_bus_id) const {
   auto d = api_->device(pci_bus_id);
   unsigned mw = 0;
   if (!d || api_->power(*d, &mw) != 0) return std::nullopt;
+  return mw * 1e-3;
+}
+
+std::optional<double> Nvml::power_limit_w(const std::string& pci_bus_id) const {
+  if (!api_->power_limit) return std::nullopt;
+  auto d = api_->device(pci_bus_id);
+  unsigned mw = 0;
+  if (!d || api_->power_limit(*d, &mw) != 0 || mw == 0) return std::nullopt;
   return mw * 1e-3;
 }
 

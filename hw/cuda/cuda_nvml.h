@@ -23,6 +23,9 @@ class Nvml {
   std::optional<double> total_energy_j(const std::string& pci_bus_id) const;
   // Instantaneous board power (nvmlDeviceGetPowerUsage), watts.
   std::optional<double> power_w(const std::string& pci_bus_id) const;
+  // The board power limit the driver enforces (nvmlDeviceGetEnforcedPowerLimit), watts: a detected
+  // GPU's busy power when its product is not in the known-products table.
+  std::optional<double> power_limit_w(const std::string& pci_bus_id) const;
   // PCIe link generation and width currently negotiated, for detected configs.
   std::optional<std::pair<int, int>> pcie_link(const std::string& pci_bus_id) const;
 

@@ -8,6 +8,38 @@
 
 namespace dype::hw {
 
+AcceleratorAttributes hip_attributes(int ordinal) {
+  AcceleratorAttributes a;
+  a.vendor = "amd";
+  const auto attribute = [ordinal](hipDeviceAttribute_t attr) {
+    int v = 0;
+    if (hipDeviceGetAttribute(&v, attr, ordinal) != hipSuccess) {
+      (void)hipGetLastError();
+      return 0;
+    }
+    return v;
+  };
+  hipDeviceProp_t p{};
+  if (hipGetDeviceProperties(&p, ordinal) == hipSuccess) {
+    a.product = p.name;
+    a.memory_bytes = p.totalGlobalMem;
+    const std::string arch = p.gcnArchName;  // "gfx90a:sramecc+:xnack-"
+    a.arch = arch.substr(0, arch.find(':'));
+  } else {
+    (void)hipGetLastError();
+  }
+  a.multiprocessors = attribute(hipDeviceAttributeMultiprocessorCount);
+  a.clock_khz = attribute(hipDeviceAttributeClockRate);
+  a.memory_clock_khz = attribute(hipDeviceAttributeMemoryClockRate);
+  a.memory_bus_bits = attribute(hipDeviceAttributeMemoryBusWidth);
+  a.l2_bytes = static_cast<std::size_t>(attribute(hipDeviceAttributeL2CacheSize));
+  a.max_threads_per_multiprocessor = attribute(hipDeviceAttributeMaxThreadsPerMultiProcessor);
+  // HIP answers this attribute on NVIDIA only; AMD GPUs have a DMA engine per direction (SDMA).
+  a.copy_engines = attribute(hipDeviceAttributeAsyncEngineCount);
+  if (a.copy_engines == 0) a.copy_engines = 2;
+  return a;
+}
+
 std::vector<DeviceConfig> detect_hip_devices(std::string* why) {
   int count = 0;
   const hipError_t rc = hipGetDeviceCount(&count);
@@ -29,6 +61,7 @@ std::vector<DeviceConfig> detect_hip_devices(std::string* why) {
     d.kind = DeviceKind::gpu;
     d.ordinal = i;
     d.link.type = LinkType::pcie;
+    apply_detected_profile(d, hip_attributes(i));
     for (int j = 0; j < count; ++j) {
       int can = 0;
       if (j != i && hipDeviceCanAccessPeer(&can, i, j) == hipSuccess && can) d.p2p = true;
@@ -52,7 +85,7 @@ Backend hip_backend() {
                                              : std::to_string(count) + " present") + ")");
     }
     DeviceInfo info = hip_device_info(dc.ordinal, dc.name);
-    if (dc.profile) info.product += " (model: " + dc.profile->product + ")";
+    if (dc.profile && dc.profile->source == ProfileSource::file) info.product += " (model: " + dc.profile->product + ")";
     info.power = dc.power;
     HipOptions opt;
     opt.allow_p2p = dc.p2p;
@@ -60,6 +93,14 @@ Backend hip_backend() {
     return std::make_unique<HipDevice>(std::move(info), dc.ordinal, opt);
   };
   b.detect = [] { return detect_hip_devices(); };
+  b.describe = [](const DeviceConfig& dc) -> std::optional<AcceleratorAttributes> {
+    int count = 0;
+    if (hipGetDeviceCount(&count) != hipSuccess || dc.ordinal < 0 || dc.ordinal >= count) {
+      (void)hipGetLastError();
+      return std::nullopt;
+    }
+    return hip_attributes(dc.ordinal);
+  };
   return b;
 }
 

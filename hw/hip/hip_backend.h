@@ -14,4 +14,7 @@ Backend hip_backend();
 // hipGetDeviceCount fails (no amdgpu driver / ROCk, no device) or reports none.
 std::vector<DeviceConfig> detect_hip_devices(std::string* why = nullptr);
 
+// What HIP reports about a GPU (hipDeviceGetAttribute, hipGetDeviceProperties).
+AcceleratorAttributes hip_attributes(int ordinal);
+
 }  // namespace dype::hw

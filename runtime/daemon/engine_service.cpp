@@ -39,7 +39,20 @@ EngineService::EngineService(EngineServiceOptions options) : options_(std::move(
   mode_ = options_.mode;
   utilisation_ = std::make_shared<UtilisationObserver>();
   options_.engine.observers.push_back(utilisation_);  // every engine, those loaded later too
-  stores_ = PerfModelPlanner::stores_for(*system_, options_.perfmodels_dir);
+  const hw::SystemConfig& sc = system_->config();
+  spdlog::info("transfers: {} ({})", sc.overlap_transfers ? "overlap" : "serial", sc.transfers_why);
+  PlanningStores found = load_planning_stores(
+      *system_, {.perfmodels_dir = options_.perfmodels_dir,
+                 .state_dir = options_.state_dir,
+                 .budget_s = options_.startup_profile_s,
+                 .log = [](const std::string& line) { spdlog::info("start-up measurement: {}", line); }});
+  for (const std::string& w : found.warnings) spdlog::warn("performance models: {}", w);
+  planning_ = describe_device_planning(*system_, found);
+  for (const DevicePlanning& p : planning_) {
+    if (p.warning) spdlog::warn("{}", p.summary());
+    else spdlog::info("{}", p.summary());
+  }
+  stores_ = std::move(found.stores);
   if (!options_.state_dir.empty() && !stores_.empty()) refined_ = std::make_unique<RefinedModelsDir>(options_.state_dir);
   // A model that cannot be planned on this system (a kernel no device runs) is reported and left
   // out; the others serve. Nothing to serve at all is an error.
@@ -286,7 +299,15 @@ nlohmann::json EngineService::choose_images(const std::string& model, double hor
   return out;
 }
 
-nlohmann::json EngineService::devices() const { return devices_->devices(); }
+nlohmann::json EngineService::devices() const {
+  nlohmann::json j = devices_->devices();
+  for (auto& d : j["devices"])
+    for (const DevicePlanning& p : planning_)
+      if (p.device == d.value("name", "")) d["planning"] = p.to_json();
+  const hw::SystemConfig& sc = system_->config();
+  j["transfers"] = {{"mode", sc.overlap_transfers ? "overlap" : "serial"}, {"why", sc.transfers_why}};
+  return j;
+}
 
 AdminHooks admin_hooks(EngineService& service) {
   AdminHooks h;

@@ -21,6 +21,7 @@
 #include "runtime/daemon/refined_models.h"
 #include "runtime/daemon/served_engine.h"
 #include "runtime/daemon/service.h"
+#include "runtime/device_planning.h"
 #include "runtime/engine.h"
 #include "runtime/host_directory.h"
 #include "runtime/planner.h"
@@ -52,6 +53,10 @@ struct EngineServiceOptions {
   // dype-serve --state-dir: each model's refined performance models are restored from
   // DIR/refined/<model>.json at start and saved there by save_refined() (refined_models.h).
   std::string state_dir;
+  // dype-serve --startup-profile-secs: a real accelerator with no fitted store for its device model
+  // (in perfmodels_dir, or kept in state_dir by an earlier start) is timed for this long at start
+  // and planned with the fitted result (runtime/startup_profile.h); 0: planned from its profile.
+  double startup_profile_s = 20;
   // Model repositories (runtime/repository/) the repository API loads from at run time; the
   // models served at start are `models` (repository_models() reads them from the same folders).
   std::vector<std::string> repositories;
@@ -191,6 +196,7 @@ class EngineService final : public InferenceService {
   // Calls `change` on every served model; returns how many said they changed (re-planned).
   int on_every_engine(const std::function<bool(Served&)>& change);
   std::vector<perf::ModelStore> stores_;  // fitted performance models, for every model's planner
+  std::vector<DevicePlanning> planning_;  // what each device is planned with (device_planning.h)
   std::shared_ptr<UtilisationObserver> utilisation_;  // on every engine: devices' busy time for /metrics
   std::unique_ptr<RefinedModelsDir> refined_;  // --state-dir with fitted models: refinements kept there
   mutable std::mutex save_mu_;                 // one save_refined at a time; refined_notes_

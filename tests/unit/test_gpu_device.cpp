@@ -79,9 +79,15 @@ class GpuDevice : public ::testing::TestWithParam<std::string> {
   const Gpus& found() const { return gpus(GetParam()); }
   // Skips unless `n` GPUs of this vendor are here.
   bool have(std::size_t n) const { return found().configs.size() >= n; }
-  std::unique_ptr<hw::Device> make(std::size_t i) const {
+  // As detection plans them: transfers settled from the GPUs' copy engines.
+  hw::SystemConfig detected() const {
     hw::SystemConfig sys;
-    return hw::find_backend(GetParam())->create(found().configs.at(i), sys);
+    sys.devices = found().configs;
+    hw::settle_transfers(sys);
+    return sys;
+  }
+  std::unique_ptr<hw::Device> make(std::size_t i) const {
+    return hw::find_backend(GetParam())->create(found().configs.at(i), detected());
   }
   std::string why_none() const {
     return "no " + GetParam() + " device" + (found().why.empty() ? "" : ": " + found().why);
@@ -98,6 +104,12 @@ TEST_P(GpuDevice, DetectionIsEmptyWithReasonOrListsGpus) {
   for (const auto& c : found().configs) {
     EXPECT_EQ(c.backend, GetParam());
     EXPECT_EQ(c.kind, hw::DeviceKind::gpu);
+    // Every detected GPU is plannable with no file written: a profile from its attributes.
+    ASSERT_TRUE(c.profile.has_value()) << c.name << ": " << c.no_profile_why;
+    std::printf("%s: profile %s (%s)%s%s, %.0f GB/s, %.1f TFLOP/s FP32, %d copy engines\n", c.name.c_str(),
+                c.profile->id.c_str(), std::string(hw::to_string(c.profile->source)).c_str(),
+                c.profile->estimated.empty() ? "" : "; estimated: ", c.profile->estimated.c_str(),
+                c.profile->memory_bandwidth_bytes_per_s / 1e9, c.profile->peak_fp32_flops / 1e12, c.copy_engines);
   }
 }
 
@@ -115,8 +127,9 @@ TEST_P(GpuDevice, CopyRoundTripAcrossStagingChunks) {
 TEST_P(GpuDevice, CopiesBothWaysAtOnceKeepTheirData) {
   if (!have(1)) GTEST_SKIP() << why_none();
   auto gpu = make(0);
+  const std::string why_not = "transfers: serial, because " + detected().transfers_why;
   std::printf("%s: copies beside kernels, one engine per direction: %s\n", gpu->name().c_str(),
-              gpu->copies_overlap() ? "yes" : "no (fewer than two copy engines reported)");
+              gpu->copies_overlap() ? "yes" : ("no (" + why_not + ")").c_str());
   // 20 MiB + a tail each: several staging chunks per copy, so the two directions interleave.
   const auto up = random_floats((20u << 20) / 4 + 5, 11), held = random_floats((20u << 20) / 4 + 9, 12);
   auto into = gpu->allocate(up.size() * 4);
