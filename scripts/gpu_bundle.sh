@@ -2,8 +2,9 @@
 # Packs what scripts/gpu_check.sh needs on a GPU machine that cannot install packages or reach a
 # package registry: builds the CUDA backend here (warnings as errors, the same flags as the check),
 # and writes build/gpu-bundle.tar.xz with the test, bench and app binaries (stripped, in the build
-# tree's layout; the check reads configs/ from the repository), the Debian shared libraries they
-# load that a CUDA machine need not have (the CUDA libraries and the C/C++ runtime are left to the
+# tree's layout; the check reads configs/ from the repository), dype-serve and dype-client for the
+# check's main job, the Debian shared libraries they load that a CUDA machine need not have (gRPC,
+# protobuf, yaml-cpp, spdlog, UCX, ...; the CUDA libraries and the C/C++ runtime are left to the
 # GPU machine), and the real graphs of bench/validate_real_graphs.sh. On the GPU machine:
 #
 #   bash scripts/gpu_check.sh --bundle build/gpu-bundle.tar.xz [--models]
@@ -17,7 +18,7 @@ stage=build/gpu-bundle
 targets=(tests/unit_test_device_conformance tests/unit_test_gpu_device tests/unit_test_cuda_launch_plan
          tests/unit_test_gpu_spmm_shapes
          tests/integration_test_gpu_pipeline bench/bench_gpu_kernels bench/bench_gpu_overlap apps/dype-calibrate
-         apps/dype-profile)
+         apps/dype-profile apps/dype-serve apps/dype-client)
 
 cmake -S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release -DDYPE_WERROR=ON -DDYPE_BUILD_BENCH=ON \
   -DDYPE_WITH_CUDA=ON -DDYPE_WITH_HIP=OFF -DDYPE_WITH_XRT=OFF >/dev/null

@@ -16,8 +16,14 @@
 #       and validates the host CPU the same way (CPU_BUDGET, default 180s; 0 skips it). The
 #       calibrated system file and the model stores (with their samples, for `dype-profile refit`
 #       elsewhere) are written to MODELS_OUT (default: a fresh folder under /tmp, printed).
+#
+# Both ways it then runs the main job (scripts/gpu_main_job.sh, about a minute): bare `dype-serve
+# --mode balanced` on this host serving a GCN 128 -> 128 -> 16 over the Debian dependency graph,
+# requests through `dype-client`; the check fails unless the daemon's plan uses the GPU, and, where
+# PyTorch Geometric imports in python3, unless dype's answer equals PyG's on the same GPU (1e-4).
 set -euo pipefail
 cd "$(dirname "$0")/.."
+host_ld_library_path=${LD_LIBRARY_PATH-}  # python (torch) runs with the machine's own libraries
 
 bundle=""
 models=0
@@ -66,8 +72,11 @@ else
   echo "== build ($vendor backend, $build)"
   cmake -S . -B "$build" "${flags[@]}" >/dev/null
   cmake --build "$build" -j "$(nproc)" --target unit_test_device_conformance unit_test_gpu_device unit_test_gpu_spmm_shapes \
-    "unit_test_${vendor}_launch_plan" integration_test_gpu_pipeline bench_gpu_kernels bench_gpu_overlap dype-calibrate dype-profile
+    "unit_test_${vendor}_launch_plan" integration_test_gpu_pipeline bench_gpu_kernels bench_gpu_overlap dype-calibrate dype-profile \
+    dype-serve dype-client
 fi
+graphs=$build/graphs
+[ -d "$graphs" ] || graphs=${GRAPHS:-/tmp/dype-real-graphs}
 
 echo "== conformance suite and $vendor tests on the real device"
 # The conformance suite on this vendor's GPU and the CPU it is checked against, the shared GPU
@@ -100,6 +109,18 @@ echo "== library kernels on the GPU vs dype's CPU kernels (measured)"
 echo "== copies beside kernels on the GPU (what transfers: overlap assumes; measured)"
 "$build/bench/bench_gpu_overlap"
 
+echo "== the main job: bare dype-serve --mode balanced on this host, GCN 128 -> 128 -> 16 on the Debian dependency graph"
+# A failure here fails the check at its end, after the model steps have run too (GPU time is
+# scarce). MAIN_JOB_SECS caps the step (it takes about a minute).
+main_job=0
+deps=$graphs/debian-deps.mtx
+if [ ! -s "$deps" ] && [ -z "$bundle" ]; then
+  mkdir -p "$graphs"
+  /usr/bin/python3 apps/dype-profile/real_graphs.py debian-deps "$deps" || echo "(could not write $deps)"
+fi
+MAIN_JOB_PYTHON_LD_LIBRARY_PATH=$host_ld_library_path timeout -k 10 "${MAIN_JOB_SECS:-150}" \
+  bash scripts/gpu_main_job.sh --bin "$build/apps" --graph "$deps" || main_job=1
+
 if [ "$models" = 1 ]; then
   echo "== calibration of the GPU (dype-calibrate, measured)"
   cal=${MODELS_OUT:-$(mktemp -d /tmp/dype-calibrated.XXXXXX)}
@@ -108,8 +129,6 @@ if [ "$models" = 1 ]; then
     --power-window 1
   gpu=$(awk '/name:/ {n=$NF} /backend: cuda|backend: hip/ {print n; exit}' "$cal/systems/calibrated.yaml")
   [ -n "$gpu" ] || { echo "gpu_check: FAILED: dype-calibrate wrote no GPU into $cal/systems/calibrated.yaml"; exit 1; }
-  graphs=$build/graphs
-  [ -d "$graphs" ] || graphs=${GRAPHS:-/tmp/dype-real-graphs}
   for dev in "$gpu" cpu0; do
     budget=${MODELS_BUDGET:-60s}
     if [ "$dev" = cpu0 ]; then
@@ -130,4 +149,8 @@ if [ "$models" = 1 ]; then
 fi
 
 if [ "$models" = 1 ]; then echo "gpu_check: calibration and model stores in $cal"; fi
+if [ "$main_job" != 0 ]; then
+  echo "gpu_check: FAILED: the main job (see '== the main job' above: the plan without the GPU, or answers unlike the reference's)"
+  exit 1
+fi
 echo "gpu_check: passed; every figure above is measured on the GPU named at the top"
