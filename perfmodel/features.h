@@ -62,8 +62,10 @@ struct FeatureSet {
   int size() const { return static_cast<int>(names.size()); }
 };
 
-// The default feature set for a kernel on a device class. Throws dype::Error when none exists.
-const FeatureSet& feature_set(OpKind kind, DeviceClass cls);
+// The default feature set for a kernel on a device class, and on a device of that backend
+// (hw::DeviceInfo::backend: "cuda", "hip", "emu", ...) where the library behind it has its own (SpMM
+// on CUDA: spmm.gpu.v4). Throws dype::Error when none exists.
+const FeatureSet& feature_set(OpKind kind, DeviceClass cls, std::string_view backend = {});
 // Lookup by stored id; nullptr when unknown.
 const FeatureSet* feature_set_by_id(std::string_view id);
 std::span<const FeatureSet> all_feature_sets();

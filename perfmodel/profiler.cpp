@@ -242,6 +242,9 @@ FeatureParams feature_params_for(const hw::Device& device) {
 
 SyntheticRanges default_ranges(DeviceClass cls, OpKind kind, bool modelled) {
   SyntheticRanges r;
+  // A GPU's SpMM runs aligned widths (N % 4 == 0) in float4s and others a float per lane, and GNN
+  // layers use aligned widths: half the profiled widths are multiples of 8, so the fit sees both.
+  if (cls == DeviceClass::gpu && kind == OpKind::spmm) r.aligned_feature_share = 0.5;
   if (modelled) {
     // Timing-only: every shape of the workloads, no memory needed.
     r.allow_timing_only = true;
@@ -353,7 +356,7 @@ ModelStore profile_device(hw::Device& device, const std::string& device_model,
     const double left = options.budget_s - reserve_s - since(t0);
     const double share = left / static_cast<double>(kinds.size() - i);  // unused time rolls over
     const auto samples = collect_samples(device, kinds[i], options, share, since(t0));
-    const FeatureSet& fs = feature_set(kinds[i], store.device_class);
+    const FeatureSet& fs = feature_set(kinds[i], store.device_class, device.info().backend);
     if (static_cast<int>(samples.size()) < fs.size() + 2) {
       throw Error("profiling " + std::string(kernels::to_string(kinds[i])) + " on " +
                   device.name() + ": only " + std::to_string(samples.size()) +

@@ -35,6 +35,16 @@ std::int64_t round_to(double v, std::int64_t multiple) {
   return std::max<std::int64_t>(multiple, static_cast<std::int64_t>(std::llround(v / multiple)) * multiple);
 }
 
+// A feature length log-uniform over the SpMM range; with probability aligned_feature_share rounded
+// to a multiple of feature_align. The extra draw happens only when the share is set, so ranges
+// without it draw the same specs as before.
+std::int64_t draw_feature_length(const SyntheticRanges& r, Rng& rng) {
+  const double v = rng.log_uniform(r.feature_min, r.feature_max);
+  if (r.aligned_feature_share > 0 && r.feature_align > 1 && rng.uniform() < r.aligned_feature_share)
+    return round_to(v, r.feature_align);
+  return static_cast<std::int64_t>(std::llround(v));
+}
+
 OpShape draw(OpKind kind, const SyntheticRanges& r, Rng& rng, InputSpec& spec) {
   OpShape s;
   s.kind = kind;
@@ -42,7 +52,7 @@ OpShape draw(OpKind kind, const SyntheticRanges& r, Rng& rng, InputSpec& spec) {
     case OpKind::spmm: {
       s.m = static_cast<std::int64_t>(std::llround(rng.log_uniform(r.rows_min, r.rows_max)));
       s.k = s.m;  // graph adjacency: square
-      s.n = static_cast<std::int64_t>(std::llround(rng.log_uniform(r.feature_min, r.feature_max)));
+      s.n = draw_feature_length(r, rng);
       // At least one nonzero per row on average: sparser graphs are not meaningful GNN inputs.
       const double dmin = std::max(r.density_min, 1.0 / static_cast<double>(s.m));
       const double dmax = std::max(dmin, r.density_max);
@@ -161,7 +171,7 @@ std::vector<std::int64_t> other_feature_lengths(const InputSpec& spec, std::int6
   for (int tries = 0; tries < kTriesEach * count && static_cast<int>(widths.size()) < count; ++tries) {
     OpShape s = spec.shape;
     s.nnz = nnz;
-    s.n = static_cast<std::int64_t>(std::llround(rng.log_uniform(ranges.feature_min, ranges.feature_max)));
+    s.n = draw_feature_length(ranges, rng);
     if (s.n == spec.shape.n || std::find(widths.begin(), widths.end(), s.n) != widths.end()) continue;
     if (work_of(s) > ranges.max_work || bytes_of(s) > ranges.max_bytes) continue;
     if (ranges.max_device_bytes > 0 && bytes_of(s) > ranges.max_device_bytes) continue;

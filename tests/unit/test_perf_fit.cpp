@@ -355,6 +355,54 @@ TEST(PerfFeatures, CpuSpmmV4ScalesGathersByTheGraphsLocality) {
   EXPECT_NEAR(local[6], random[6] * 0.25, random[6] * 1e-6);
 }
 
+// CUDA devices default to v4: passes of 128 columns when N % 4 == 0 (float4 lanes), of 32 otherwise;
+// gathers beyond a quarter of the L2 priced by the graph's own miss-ratio curve; Y beyond it.
+TEST(PerfFeatures, CudaSpmmV4PricesAlignedWidthsAndTheGraphsMisses) {
+  EXPECT_EQ(feature_set(OpKind::spmm, DeviceClass::gpu).id, "spmm.gpu.v3");  // other GPUs, emulated ones
+  EXPECT_EQ(feature_set(OpKind::spmm, DeviceClass::gpu, "hip").id, "spmm.gpu.v3");
+  EXPECT_EQ(feature_set(OpKind::gemm, DeviceClass::gpu, "cuda").id, "gemm.gpu.eq8");
+  const auto& fs = feature_set(OpKind::spmm, DeviceClass::gpu, "cuda");
+  ASSERT_EQ(fs.id, "spmm.gpu.v4");
+  EXPECT_EQ(fs.names[static_cast<std::size_t>(fs.size_feature)], "nnz*passes128");
+  FeatureParams p;
+  p.llc_bytes = 64.0 * 1024 * 1024;  // 16 MiB of it for X's gathers
+  OpShape s;
+  s.kind = OpKind::spmm;
+  s.m = s.k = 1 << 14;
+  s.nnz = 1 << 18;
+  s.n = 128;  // X and Y are 8 MiB: no misses
+  double f[kMaxFeatures];
+  fs.compute(s, p, f);
+  EXPECT_DOUBLE_EQ(f[0], 1.0);
+  EXPECT_DOUBLE_EQ(f[1], 1.0 * (1 << 18));  // one 128-column pass per nonzero
+  EXPECT_DOUBLE_EQ(f[2], 1.0 * (1 << 14));  // one pass per row
+  EXPECT_DOUBLE_EQ(f[3], 0.0);
+  EXPECT_DOUBLE_EQ(f[4], 0.0);
+  EXPECT_DOUBLE_EQ(f[5], 0.0);
+  s.n = 130;  // not a multiple of 4: a float per lane, 5 passes of 32 columns per row
+  fs.compute(s, p, f);
+  EXPECT_DOUBLE_EQ(f[1], 2.0 * (1 << 18));
+  EXPECT_DOUBLE_EQ(f[2], 5.0 * (1 << 14));
+  s.n = 16;  // the small-N floor: a whole pass whatever the width
+  fs.compute(s, p, f);
+  EXPECT_DOUBLE_EQ(f[1], 1.0 * (1 << 18));
+  EXPECT_DOUBLE_EQ(f[2], 1.0 * (1 << 14));
+  // X and Y of 1 << 20 rows x 64 floats are 256 MiB: 1 - 16/256 of Y beyond L2; the gathers miss
+  // as the curve says at 16 MiB / 256 B = 64k rows (random ids: 1 - 64k / 1M).
+  s.m = s.k = 1 << 20;
+  s.nnz = 1 << 22;
+  s.n = 64;
+  fs.compute(s, p, f);
+  const double random_miss = 1.0 - 65536.0 / (1 << 20);
+  EXPECT_NEAR(f[4], (1 << 22) * random_miss, 1.0);
+  EXPECT_NEAR(f[3], 64.0 * (1 << 22) * random_miss, 64.0);
+  EXPECT_NEAR(f[5], 64.0 * (1 << 20) * (1.0 - 16.0 / 256), 1e-3);
+  s.locality = kernels::GatherLocality::uniform(s.k, s.nnz);
+  for (float& m : s.locality.miss) m *= 0.5f;  // a graph that misses half as often
+  fs.compute(s, p, f);
+  EXPECT_NEAR(f[4], (1 << 22) * random_miss * 0.5, 1.0);
+}
+
 TEST(PerfFeatures, CpuGemmBlocksFollowTheThreadCount) {
   const auto& fs = feature_set(OpKind::gemm, DeviceClass::cpu);
   EXPECT_EQ(fs.id, "gemm.cpu.v3");

@@ -64,6 +64,31 @@ TEST(PerfSynthetic, OtherFeatureLengthsAreNewAndWithinTheCaps) {
   for (std::int64_t n : narrower) EXPECT_LT(n, wide->shape.n);
 }
 
+// GPU SpMM profiles time half their widths at multiples of 8 (what GNN layers run, and what a GPU
+// moves in float4s); other ranges draw the widths they always did.
+TEST(PerfSynthetic, AlignedWidthShareRoundsFeatureLengths) {
+  SyntheticRanges r = small_graphs();
+  const auto plain = generate_specs(OpKind::spmm, r, 200, 7);
+  r.aligned_feature_share = 0.5;
+  const auto specs = generate_specs(OpKind::spmm, r, 200, 7);
+  EXPECT_EQ(generate_specs(OpKind::spmm, r, 200, 7)[17].shape.n, specs[17].shape.n);  // deterministic
+  int aligned = 0, plain_aligned = 0, others = 0, others_aligned = 0;
+  for (std::size_t i = 0; i < specs.size(); ++i) {
+    aligned += specs[i].shape.n % 8 == 0;
+    plain_aligned += plain[i].shape.n % 8 == 0;
+    for (std::int64_t n : other_feature_lengths(specs[i], specs[i].shape.nnz, r, 2)) {
+      ++others;
+      others_aligned += n % 8 == 0;
+    }
+  }
+  EXPECT_GT(aligned, 80);   // ~50% + 1/8 of the rest
+  EXPECT_LT(aligned, 150);
+  EXPECT_LT(plain_aligned, 50);  // ~1/8
+  EXPECT_GT(others_aligned, others / 3);
+  EXPECT_EQ(default_ranges(DeviceClass::gpu, OpKind::spmm, false).aligned_feature_share, 0.5);
+  EXPECT_EQ(default_ranges(DeviceClass::cpu, OpKind::spmm, false).aligned_feature_share, 0.0);
+}
+
 // Rows are built in parallel, each from its own random stream: one thread or many, the same graph.
 TEST(PerfSynthetic, MaterialisedGraphDoesNotDependOnTheThreadCount) {
   SyntheticRanges r = small_graphs();
