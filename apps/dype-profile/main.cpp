@@ -4,12 +4,16 @@
 //   dype-profile run --system configs/systems/paper-testbed-pcie4.yaml --device gpu0   (modelled)
 //   dype-profile show configs/perfmodels/generic-cpu.json --plot cpu.svg
 //   dype-profile validate configs/perfmodels/generic-cpu.json --graph g.mtx --device cpu0
+//   dype-profile validate configs/perfmodels/nvidia-h200.json --graph g.mtx --measured g.csv  (no device)
+//   dype-profile refit gpu0.json --feature-set spmm.gpu.v4 --device-model nvidia-h200 --out h200.json
 //
-// Figures from emulated devices are labelled "modelled", from real runs "measured".
+// Figures from emulated devices are labelled "modelled", from real runs "measured". Exit status: 0,
+// 2 on bad input (a file, an option's value: the message names it), 1 on other failures.
 #include <CLI/CLI.hpp>
 
 #include <algorithm>
 #include <chrono>
+#include <cstdlib>
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
@@ -27,6 +31,7 @@
 #include "kernels/graph/characteristics.h"
 #include "kernels/graph/mtx_reader.h"
 #include "kernels/graph/snap_reader.h"
+#include "perfmodel/measured_times.h"
 #include "perfmodel/model_store.h"
 #include "perfmodel/plot.h"
 #include "perfmodel/profiler.h"
@@ -173,7 +178,9 @@ int main(int argc, char** argv) {
   run->add_option("--device", device, "device name in the system")->capture_default_str();
   run->add_option("--kernels", kernels_list, "comma-separated kernels")->capture_default_str();
   run->add_option("--budget", budget, "wall-clock budget (e.g. 120s, 3m)")->capture_default_str();
-  run->add_option("--out", out, "output .json (default configs/perfmodels/<device model>.json)");
+  run->add_option("--out", out,
+                  "output .json, or a folder for <device model>.json in it (default configs/perfmodels/<device "
+                  "model>.json)");
   run->add_option("--plot", plot, "also write a predicted-vs-measured SVG");
   run->add_option("--seed", seed, "synthetic input seed")->capture_default_str();
   run->add_option("--max-points", max_points, "points per kernel at most")->capture_default_str();
@@ -194,10 +201,12 @@ int main(int argc, char** argv) {
   show->add_option("model", model_file, "model store .json")->required();
   show->add_option("--plot", plot, "write a predicted-vs-measured SVG");
 
-  std::string graph;
+  std::vector<std::string> graphs;
+  std::vector<std::string> measured_files;
   std::string feature_lens = "16,32,64,128,256,512";
   auto* validate = app.add_subcommand(
-      "validate", "time SpMM on a real graph the fit never saw and compare with the model");
+      "validate", "time SpMM on a real graph the fit never saw and compare with the model (or, with --measured, "
+                  "compare with times measured elsewhere: no device needed)");
   std::vector<std::string> validate_models;
   int refine_requests = 5;
   validate->add_option("model", validate_models, "model store .json (several: each one's prediction side by side)")
@@ -206,7 +215,11 @@ int main(int argc, char** argv) {
                        "requests (one launch per N each) fed to online refinement before the second error")
       ->check(CLI::Range(0, 1000))
       ->capture_default_str();
-  validate->add_option("--graph", graph, "graph file (.mtx or SNAP edge list)")->required();
+  validate->add_option("--graph", graphs, "graph file (.mtx or SNAP edge list); repeat for several graphs")->required();
+  validate->add_option("--measured", measured_files,
+                       "CSV of SpMM times measured elsewhere for the --graph at the same position (columns "
+                       "N,measured_ms): compares the model with them instead of timing on a device; give one "
+                       "per --graph");
   validate->add_option("--system", system_file, "system config")->capture_default_str();
   validate->add_option("--device", device, "device name in the system")->capture_default_str();
   validate->add_option("--feature-lens", feature_lens, "comma-separated N")->capture_default_str();
@@ -230,6 +243,14 @@ int main(int argc, char** argv) {
   refit->add_option("--feature-set", feature_set_id, "feature set id (dype-profile show lists the current one)")
       ->required();
   refit->add_option("--out", out, "where to write the store (default: over the input)");
+  std::string refit_device_model;
+  double refit_llc_bytes = 0;
+  refit->add_option("--device-model", refit_device_model,
+                    "device model id to store (the device profile id the planner loads it for, e.g. nvidia-h200)");
+  refit->add_option("--llc-bytes", refit_llc_bytes,
+                    "the device's last-level cache in bytes, for the refitted kernel's features (a store profiled "
+                    "before the device's cache size was known carries a default)")
+      ->check(CLI::PositiveNumber);
 
   CLI11_PARSE(app, argc, argv);
   try {
@@ -276,7 +297,13 @@ int main(int argc, char** argv) {
         std::snprintf(c, sizeof c, "load average %.2f -> %.2f, %u hardware threads", load0, load_average(), hw_threads);
         st.conditions = c;
       }
-      const fs::path path = out.empty() ? perf::ModelStore::default_path(DYPE_SOURCE_DIR, key) : fs::path(out);
+      // --out DIR (an existing folder, or a path ending in '/'): DIR/<device model>.json, the name
+      // dype-serve --perfmodels DIR looks for.
+      const bool to_dir = !out.empty() && (out.back() == '/' || fs::is_directory(out));
+      const fs::path path = out.empty() ? perf::ModelStore::default_path(DYPE_SOURCE_DIR, key)
+                            : to_dir    ? fs::path(out) / (key + ".json")
+                                        : fs::path(out);
+      if (to_dir) fs::create_directories(out);
       st.save(path);
       std::printf("profiled in %.1f s (budget %s); wrote %s\n\n", took, budget.c_str(), path.string().c_str());
       print_store(st);
@@ -295,8 +322,12 @@ int main(int argc, char** argv) {
                                               std::string(perf::to_string(st.device_class)) + " devices");
       std::vector<perf::Sample> samples;
       for (const auto& x : old.samples) samples.push_back({x.shape, x.seconds});
-      const perf::FitResult fit = perf::fit_model(*fs, old.params, samples);
-      st.models.insert_or_assign(*kind, perf::KernelModel(*fs, old.params, fit, samples));
+      if (samples.empty()) throw InputError(model_file, "the " + refit_kernel + " model keeps no samples to refit");
+      perf::FeatureParams params = old.params;
+      if (refit_llc_bytes > 0) params.llc_bytes = refit_llc_bytes;
+      const perf::FitResult fit = perf::fit_model(*fs, params, samples);
+      st.models.insert_or_assign(*kind, perf::KernelModel(*fs, params, fit, samples));
+      if (!refit_device_model.empty()) st.device_model = refit_device_model;
       const fs::path path = out.empty() ? fs::path(model_file) : fs::path(out);
       st.save(path);
       std::printf("refitted %s with %s; wrote %s\n\n", refit_kernel.c_str(), feature_set_id.c_str(), path.string().c_str());
@@ -310,6 +341,40 @@ int main(int argc, char** argv) {
       return 0;
     }
     if (*validate) {
+      if (!measured_files.empty()) {
+        // Times measured elsewhere: no device, the stores' own device models are taken as given.
+        if (measured_files.size() != graphs.size())
+          throw InputError("--measured", std::to_string(measured_files.size()) + " files for " +
+                                             std::to_string(graphs.size()) + " --graph (give one per graph, in order)");
+        std::vector<std::vector<perf::MeasuredTime>> times;
+        for (const auto& f : measured_files) times.push_back(perf::read_measured_times(f));  // all checked first
+        std::vector<perf::ModelStore> stores;
+        std::vector<std::string> names;
+        for (const auto& file : validate_models) {
+          stores.push_back(perf::ModelStore::load(file));
+          const std::string fid(stores.back().at(OpKind::spmm).features->id);
+          std::printf("model %s: device model %s, spmm feature set %s (times %s)\n", file.c_str(),
+                      stores.back().device_model.c_str(), fid.c_str(), label(stores.back()).c_str());
+          names.push_back(fid);
+        }
+        if (names.size() == 1) names[0] = "predicted";
+        std::vector<std::vector<double>> mapes;
+        for (std::size_t g = 0; g < graphs.size(); ++g) {
+          std::printf("\n");
+          mapes.push_back(profile_app::validate_measured(load_graph(graphs[g]), graphs[g], times[g], measured_files[g],
+                                                         stores, names));
+        }
+        if (graphs.size() > 1) {
+          std::printf("\nMAPE per graph (times measured elsewhere):\n");
+          for (std::size_t g = 0; g < graphs.size(); ++g) {
+            std::printf("  %-40s", graphs[g].c_str());
+            for (std::size_t m = 0; m < stores.size(); ++m)
+              std::printf("  %s %s", names[m].c_str(), pct(mapes[g][m]).c_str());
+            std::printf("\n");
+          }
+        }
+        return 0;
+      }
       hw::System sys = hw::System::from_config(hw::load_system_config(system_file));
       hw::Device& dev = sys.device(device);
       const std::string key = device_model_key(sys, device);
@@ -326,13 +391,25 @@ int main(int argc, char** argv) {
       vo.feature_lens.clear();
       std::stringstream ss(feature_lens);
       std::string item;
-      while (std::getline(ss, item, ',')) vo.feature_lens.push_back(std::stoll(item));
+      while (std::getline(ss, item, ',')) {
+        char* end = nullptr;
+        const long long n = std::strtoll(item.c_str(), &end, 10);
+        if (item.empty() || end != item.c_str() + item.size() || n <= 0)
+          throw InputError("--feature-lens", "'" + item + "' is not a feature length > 0");
+        vo.feature_lens.push_back(n);
+      }
       vo.rounds = rounds;
       vo.refine_requests = refine_requests;
       vo.clock = clock == "wall" ? perf::ProfileClock::wall : perf::ProfileClock::cpu_time;
-      profile_app::validate_graph(dev, load_graph(graph), graph, stores, names, vo);
+      for (std::size_t g = 0; g < graphs.size(); ++g) {
+        if (g > 0) std::printf("\n");
+        profile_app::validate_graph(dev, load_graph(graphs[g]), graphs[g], stores, names, vo);
+      }
       return 0;
     }
+  } catch (const InputError& e) {
+    std::fprintf(stderr, "dype-profile: %s\n", e.what());
+    return 2;
   } catch (const std::exception& e) {
     std::fprintf(stderr, "dype-profile: %s\n", e.what());
     return 1;

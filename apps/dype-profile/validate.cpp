@@ -4,6 +4,7 @@
 #include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <functional>
 
 #include "kernels/graph/characteristics.h"
 #include "kernels/graph/gather_locality.h"
@@ -24,12 +25,8 @@ double median(std::vector<double> v) {
   return v[v.size() / 2];
 }
 
-}  // namespace
-
-void validate_graph(hw::Device& dev, const kernels::CsrI32& a, const std::string& graph_name,
-                    const std::vector<perf::ModelStore>& stores, const std::vector<std::string>& names,
-                    const ValidateOptions& opt) {
-  const double skew = kernels::degree_skew(a.indptr);
+// Prints the graph's size, skew and gather miss-ratio curve; returns the curve.
+kernels::GatherLocality describe_graph(const kernels::CsrI32& a, const std::string& graph_name, double skew) {
   const auto t0 = std::chrono::steady_clock::now();
   const kernels::GatherLocality locality = kernels::gather_locality(a.indices, a.cols);
   const double locality_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
@@ -43,18 +40,81 @@ void validate_graph(hw::Device& dev, const kernels::CsrI32& a, const std::string
     std::printf("  %.0f: %.3f (%.3f)", kernels::GatherLocality::rows(i), locality.miss[l], random.miss[l]);
   }
   std::printf("\n");
+  return locality;
+}
 
-  auto shape_for = [&](std::int64_t n) {
-    kernels::OpShape s;
-    s.kind = OpKind::spmm;
-    s.m = a.rows;
-    s.k = a.cols;
-    s.n = n;
-    s.nnz = a.nnz();
-    s.degree_skew = skew;
-    s.locality = locality;
-    return s;
-  };
+kernels::OpShape spmm_shape(const kernels::CsrI32& a, std::int64_t n, double skew, const kernels::GatherLocality& loc) {
+  kernels::OpShape s;
+  s.kind = OpKind::spmm;
+  s.m = a.rows;
+  s.k = a.cols;
+  s.n = n;
+  s.nnz = a.nnz();
+  s.degree_skew = skew;
+  s.locality = loc;
+  return s;
+}
+
+// The table: per N the measured time, then each store's prediction and its error. Returns the
+// predictions, one vector per store.
+std::vector<std::vector<double>> print_table(const std::vector<perf::ModelStore>& stores,
+                                             const std::vector<std::string>& names,
+                                             const std::vector<std::int64_t>& ns, const std::vector<double>& measured,
+                                             const std::function<kernels::OpShape(std::int64_t)>& shape_for) {
+  std::printf("%6s %12s", "N", "measured_ms");
+  for (const auto& name : names) std::printf(" %14s %7s", (name + "_ms").c_str(), "APE");
+  std::printf("\n");
+  std::vector<std::vector<double>> predicted(stores.size());
+  for (std::size_t i = 0; i < ns.size(); ++i) {
+    std::printf("%6lld %12.4f", static_cast<long long>(ns[i]), measured[i] * 1e3);
+    bool extrapolated = false;
+    for (std::size_t m = 0; m < stores.size(); ++m) {
+      const perf::Prediction p = stores[m].at(OpKind::spmm).predict(shape_for(ns[i]));
+      predicted[m].push_back(p.seconds);
+      extrapolated = extrapolated || p.extrapolated;
+      std::printf(" %14.4f %7s", p.seconds * 1e3, pct(std::abs(p.seconds - measured[i]) / measured[i]).c_str());
+    }
+    std::printf("%s\n", extrapolated ? "  (extrapolated)" : "");
+  }
+  return predicted;
+}
+
+}  // namespace
+
+std::vector<double> validate_measured(const kernels::CsrI32& a, const std::string& graph_name,
+                                      const std::vector<perf::MeasuredTime>& times, const std::string& source,
+                                      const std::vector<perf::ModelStore>& stores,
+                                      const std::vector<std::string>& names) {
+  const double skew = kernels::degree_skew(a.indptr);
+  const kernels::GatherLocality locality = describe_graph(a, graph_name, skew);
+  std::vector<std::int64_t> ns;
+  std::vector<double> measured;
+  for (const auto& t : times) {
+    ns.push_back(t.n);
+    measured.push_back(t.seconds);
+  }
+  std::printf("measured times: %s (taken elsewhere, not timed here)\n", source.c_str());
+  const auto predicted =
+      print_table(stores, names, ns, measured, [&](std::int64_t n) { return spmm_shape(a, n, skew, locality); });
+  std::vector<double> mapes;
+  for (std::size_t m = 0; m < stores.size(); ++m) {
+    const auto acc = perf::evaluate(predicted[m], measured);
+    const std::string fid(stores[m].at(OpKind::spmm).features->id);
+    const std::string what = names[m] == fid ? fid : names[m] + " (" + fid + ")";
+    std::printf("%s of %s on %s: MAPE %s (max %s, %d points, times measured elsewhere)\n", what.c_str(),
+                stores[m].device_model.c_str(), graph_name.c_str(), pct(acc.mape).c_str(), pct(acc.max_ape).c_str(),
+                acc.n);
+    mapes.push_back(acc.mape);
+  }
+  return mapes;
+}
+
+void validate_graph(hw::Device& dev, const kernels::CsrI32& a, const std::string& graph_name,
+                    const std::vector<perf::ModelStore>& stores, const std::vector<std::string>& names,
+                    const ValidateOptions& opt) {
+  const double skew = kernels::degree_skew(a.indptr);
+  const kernels::GatherLocality locality = describe_graph(a, graph_name, skew);
+  auto shape_for = [&](std::int64_t n) { return spmm_shape(a, n, skew, locality); };
   auto time_once = [&](std::int64_t n) { return perf::time_spmm(dev, a, n, {}, opt.clock).median_s; };
 
   // Rounds interleave the feature lengths so a slow minute on a shared machine hits each N once.
@@ -68,22 +128,7 @@ void validate_graph(hw::Device& dev, const kernels::CsrI32& a, const std::string
     return m;
   };
   const std::vector<double> measured = measure();
-
-  std::printf("%6s %12s", "N", "measured_ms");
-  for (const auto& name : names) std::printf(" %14s %7s", (name + "_ms").c_str(), "APE");
-  std::printf("\n");
-  std::vector<std::vector<double>> predicted(stores.size());
-  for (std::size_t i = 0; i < nn; ++i) {
-    std::printf("%6lld %12.4f", static_cast<long long>(opt.feature_lens[i]), measured[i] * 1e3);
-    bool extrapolated = false;
-    for (std::size_t m = 0; m < stores.size(); ++m) {
-      const perf::Prediction p = stores[m].at(OpKind::spmm).predict(shape_for(opt.feature_lens[i]));
-      predicted[m].push_back(p.seconds);
-      extrapolated = extrapolated || p.extrapolated;
-      std::printf(" %14.4f %7s", p.seconds * 1e3, pct(std::abs(p.seconds - measured[i]) / measured[i]).c_str());
-    }
-    std::printf("%s\n", extrapolated ? "  (extrapolated)" : "");
-  }
+  const std::vector<std::vector<double>> predicted = print_table(stores, names, opt.feature_lens, measured, shape_for);
 
   // Online refinement as the daemon runs it: each request launches SpMM once per N (a GNN's layers
   // at their widths) and refines the model with that launch's own time.

@@ -1,12 +1,14 @@
 #pragma once
 // dype-profile validate: SpMM on a real graph the fit never saw, timed on the device, beside each
-// model's prediction, and the error left after online refinement has seen a few requests.
+// model's prediction, and the error left after online refinement has seen a few requests; or, with
+// times measured elsewhere (--measured), each model's prediction beside them, no device needed.
 #include <cstdint>
 #include <string>
 #include <vector>
 
 #include "hw/device.h"
 #include "kernels/csr.h"
+#include "perfmodel/measured_times.h"
 #include "perfmodel/model_store.h"
 #include "perfmodel/profiler.h"
 
@@ -24,5 +26,11 @@ struct ValidateOptions {
 void validate_graph(hw::Device& device, const kernels::CsrI32& graph, const std::string& graph_name,
                     const std::vector<perf::ModelStore>& stores, const std::vector<std::string>& names,
                     const ValidateOptions& options);
+
+// Prints the graph's characteristics, then per measured N the measured time and each store's
+// prediction, then each store's MAPE on the graph; returns those MAPEs (fractions), one per store.
+std::vector<double> validate_measured(const kernels::CsrI32& graph, const std::string& graph_name,
+                                      const std::vector<perf::MeasuredTime>& measured, const std::string& source,
+                                      const std::vector<perf::ModelStore>& stores, const std::vector<std::string>& names);
 
 }  // namespace dype::profile_app

@@ -1,0 +1,144 @@
+// dype-profile as an operator runs it without the device: `refit` renames a store's device model and
+// sets its cache size, `validate --measured` compares a store with SpMM times measured elsewhere
+// (one or several graphs), and a malformed CSV is refused with exit 2 naming file, line and field.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+#include "../test_run_cli.h"
+#include "../test_temp_dir.h"
+#include "kernels/graph/builders.h"
+#include "kernels/graph/characteristics.h"
+#include "kernels/graph/gather_locality.h"
+#include "kernels/graph/mtx_reader.h"
+#include "perfmodel/model_store.h"
+
+namespace dype {
+namespace {
+
+namespace fs = std::filesystem;
+using kernels::OpKind;
+
+const std::string kProfile = std::string(DYPE_BINARY_DIR) + "/apps/dype-profile";
+const std::string kSystem = std::string(DYPE_SOURCE_DIR) + "/configs/systems/paper-testbed-pcie4.yaml";
+
+struct Files {
+  fs::path dir, store, graph;
+};
+
+// An emulated GPU's SpMM store (timing-only: quick) refitted as a CUDA device's, and a small graph.
+const Files& files() {
+  static const Files f = [] {
+    Files x;
+    x.dir = test::process_temp_dir("dype_profile_cli");
+    const fs::path emu = x.dir / "emu.json";
+    const auto run = test::run_cli(kProfile, "run --system " + kSystem + " --device gpu0 --kernels spmm --budget 5s "
+                                             "--max-points 60 --quiet --out " + emu.string());
+    EXPECT_EQ(run.status, 0) << run.out;
+    x.store = x.dir / "my-gpu.json";
+    const auto refit = test::run_cli(kProfile, "refit " + emu.string() + " --feature-set spmm.gpu.v4 "
+                                               "--device-model my-gpu --llc-bytes 4194304 --out " + x.store.string());
+    EXPECT_EQ(refit.status, 0) << refit.out;
+    x.graph = x.dir / "ring.mtx";
+    std::ofstream g(x.graph);
+    g << "%%MatrixMarket matrix coordinate pattern general\n3000 3000 6000\n";
+    for (int i = 1; i <= 3000; ++i) g << i << " " << (i % 3000) + 1 << "\n" << i << " " << ((i * 7) % 3000) + 1 << "\n";
+    return x;
+  }();
+  return f;
+}
+
+fs::path write(const std::string& name, const std::string& text) {
+  const fs::path p = files().dir / name;
+  std::ofstream(p) << text;
+  return p;
+}
+
+TEST(DypeProfileCli, RefitSetsTheDeviceModelAndCache) {
+  const auto j = nlohmann::json::parse(std::ifstream(files().store));
+  EXPECT_EQ(j["device_model"], "my-gpu");
+  EXPECT_EQ(j["models"]["spmm"]["feature_set"], "spmm.gpu.v4");
+  EXPECT_EQ(j["models"]["spmm"]["params"]["llc_bytes"], 4194304.0);
+  EXPECT_EQ(j["models"]["spmm"]["samples"].size(), 60u);  // samples kept
+  EXPECT_EQ(j["provenance"], "modelled");
+  const auto bad = test::run_cli(kProfile, "refit " + files().store.string() + " --feature-set spmm.cpu.v4 --out " +
+                                               (files().dir / "x.json").string());
+  EXPECT_EQ(bad.status, 2) << bad.out;
+  EXPECT_NE(bad.out.find("--feature-set: 'spmm.cpu.v4' is not a spmm set for gpu devices"), std::string::npos)
+      << bad.out;
+}
+
+TEST(DypeProfileCli, ValidateAgainstMeasuredTimesNeedsNoDevice) {
+  const fs::path csv = write("ring.csv", "N,measured_ms\n16,0.05\n128,0.08\n");
+  const auto r = test::run_cli(kProfile, "validate " + files().store.string() + " --graph " + files().graph.string() +
+                                             " --measured " + csv.string());
+  ASSERT_EQ(r.status, 0) << r.out;
+  // The MAPE printed is the store's own prediction against the file's times.
+  const perf::ModelStore st = perf::ModelStore::load(files().store);
+  const auto a = kernels::to_csr<std::int32_t>(kernels::read_mtx(files().graph.string(), {.read_values = false}),
+                                               {.duplicates = kernels::DuplicateEdges::max, .symmetrize = true});
+  double ape = 0;
+  for (auto [n, ms] : {std::pair{16, 0.05}, std::pair{128, 0.08}}) {
+    kernels::OpShape s;
+    s.kind = OpKind::spmm;
+    s.m = a.rows;
+    s.k = a.cols;
+    s.n = n;
+    s.nnz = a.nnz();
+    s.degree_skew = kernels::degree_skew(a.indptr);
+    s.locality = kernels::gather_locality(a.indices, a.cols);
+    ape += std::abs(st.at(OpKind::spmm).predict(s).seconds - ms * 1e-3) / (ms * 1e-3) / 2;
+  }
+  char want[64];
+  std::snprintf(want, sizeof want, "MAPE %.1f%%", ape * 100);
+  EXPECT_NE(r.out.find(std::string("predicted (spmm.gpu.v4) of my-gpu on ") + files().graph.string() + ": " + want),
+            std::string::npos)
+      << want << "\n" << r.out;
+  EXPECT_NE(r.out.find("   128       0.0800"), std::string::npos) << r.out;
+  EXPECT_EQ(r.out.find("MAPE per graph"), std::string::npos);  // one graph: no summary
+
+  // Several graphs, each with its own times: a summary line per graph.
+  const fs::path csv2 = write("ring2.csv", "N,measured_ms\n32,0.06\n");
+  const auto two = test::run_cli(kProfile, "validate " + files().store.string() + " --graph " + files().graph.string() +
+                                               " --measured " + csv.string() + " --graph " + files().graph.string() +
+                                               " --measured " + csv2.string());
+  ASSERT_EQ(two.status, 0) << two.out;
+  EXPECT_NE(two.out.find("MAPE per graph"), std::string::npos) << two.out;
+  EXPECT_NE(two.out.find("measured times: " + csv2.string()), std::string::npos) << two.out;
+}
+
+TEST(DypeProfileCli, BadMeasuredTimesExitTwoNamingFileLineAndField) {
+  const std::string base = "validate " + files().store.string() + " --graph " + files().graph.string() + " --measured ";
+  struct Case {
+    std::string text, message;
+  };
+  const Case cases[] = {
+      {"N,measured_ms\n16,0.05\n32,slow\n", ":3: field 'measured_ms' is 'slow', not a number"},
+      {"N,time_ms\n16,0.05\n", ":1: header has no column 'measured_ms'"},
+      {"N,measured_ms\n0,0.05\n", ":2: field 'N' is '0', expected a whole number > 0"},
+      {"", ": empty: expected a header N,measured_ms"},
+  };
+  int i = 0;
+  for (const Case& c : cases) {
+    const fs::path csv = write("bad" + std::to_string(i++) + ".csv", c.text);
+    const auto r = test::run_cli(kProfile, base + csv.string());
+    EXPECT_EQ(r.status, 2) << r.out;
+    EXPECT_NE(r.out.find(csv.string() + c.message), std::string::npos) << r.out;
+  }
+  const auto missing = test::run_cli(kProfile, base + (files().dir / "none.csv").string());
+  EXPECT_EQ(missing.status, 2) << missing.out;
+  // One --measured per --graph.
+  const fs::path ok = write("ok.csv", "N,measured_ms\n16,0.05\n");
+  const auto uneven = test::run_cli(kProfile, base + ok.string() + " --graph " + files().graph.string());
+  EXPECT_EQ(uneven.status, 2) << uneven.out;
+  EXPECT_NE(uneven.out.find("--measured: 1 files for 2 --graph"), std::string::npos) << uneven.out;
+}
+
+}  // namespace
+}  // namespace dype
