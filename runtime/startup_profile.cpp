@@ -84,18 +84,15 @@ PlanningStores load_planning_stores(const hw::System& system, const StartupProfi
     if (!options.perfmodels_dir.empty()) {
       const fs::path file = fs::path(options.perfmodels_dir) / (id + ".json");
       if (fs::exists(file, ec)) {
-        try {
-          perf::ModelStore s = perf::ModelStore::load(file, id);
-          if (real && s.provenance == "modelled") {
-            out.warnings.push_back(file.string() + " was fitted on an emulated " + id + ", not used for the real " +
-                                   d->name());
-          } else {
-            out.origin[id] = {StoreOrigin::Kind::fitted, file.string()};
-            out.stores.push_back(std::move(s));
-            continue;
-          }
-        } catch (const Error& e) {
-          out.warnings.push_back(std::string("fitted store not used: ") + e.what());
+        // A damaged store the operator put there is an error naming it (ModelStore::load throws).
+        perf::ModelStore s = perf::ModelStore::load(file, id);
+        if (real && s.provenance == "modelled") {
+          out.warnings.push_back(file.string() + " was fitted on an emulated " + id + ", not used for the real " +
+                                 d->name());
+        } else {
+          out.origin[id] = {StoreOrigin::Kind::fitted, file.string()};
+          out.stores.push_back(std::move(s));
+          continue;
         }
       }
     }

@@ -47,9 +47,10 @@ struct PlanningStores {
   std::vector<std::string> warnings;          // what could not be used or measured, and why
 };
 
-// Reads, reuses or measures as above. Never throws for a store or a measurement that fails: that
-// is a warning and the device falls back to its profile. InputError for a perfmodels dir that is
-// not a directory, or a state dir that cannot be written.
+// Reads, reuses or measures as above. A kept store that cannot be read is measured again, and a
+// measurement that fails is a warning (the device falls back to its profile). InputError for a
+// perfmodels dir that is not a directory, a damaged fitted store in it (naming the file), or a
+// state dir that cannot be written.
 PlanningStores load_planning_stores(const hw::System& system, const StartupProfileOptions& options);
 
 }  // namespace dype::rt
