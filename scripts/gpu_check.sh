@@ -14,8 +14,12 @@
 #       GPU (dype-calibrate), profiles its SpMM and GEMM models (dype-profile run, MODELS_BUDGET,
 #       default 60s) and validates SpMM against the bundle's real graphs on the GPU, then profiles
 #       and validates the host CPU the same way (CPU_BUDGET, default 180s; 0 skips it). The
-#       calibrated system file and the model stores (with their samples, for `dype-profile refit`
-#       elsewhere) are written to MODELS_OUT (default: a fresh folder under /tmp, printed).
+#       calibrated system file and device profile (systems/, devices/<product id>.yaml), the model
+#       stores (perfmodels/<product id>.json with their samples, for `dype-profile refit` and
+#       `dype-serve --perfmodels` elsewhere) and each real graph's measured SpMM times
+#       (real-graphs/<device>/<graph>.csv, for `dype-profile validate --measured`) are written to
+#       MODELS_OUT (default: a fresh folder under /tmp, printed). A GPU whose product has a shipped
+#       store (configs/perfmodels/<id>.json) is validated with that store too.
 #
 # Both ways it then runs the main job (scripts/gpu_main_job.sh, about a minute): bare `dype-serve
 # --mode balanced` on this host serving a GCN 128 -> 128 -> 16 over the Debian dependency graph,
@@ -137,13 +141,21 @@ if [ "$models" = 1 ]; then
       [ "$budget" = 0s ] && continue
     fi
     echo "== $dev: SpMM and GEMM models (dype-profile run, $budget, measured)"
+    # Into $cal/perfmodels/<profile id>.json: the name dype-serve --perfmodels looks for.
     "$build/apps/dype-profile" run --system "$cal/systems/calibrated.yaml" --device "$dev" --kernels spmm,gemm \
-      --budget "$budget" --out "$cal/$dev.json" --quiet
+      --budget "$budget" --out "$cal/perfmodels/" --quiet
+    # shellcheck disable=SC2012  # the newest store is the one just written; ids have no odd characters
+    store=$(ls -t "$cal"/perfmodels/*.json | head -1)
+    echo "($dev: store $store)"
+    # The shipped store of this product, when there is one, beside the fresh profile.
+    shipped="configs/perfmodels/$(basename "$store")"
+    [ -s "$shipped" ] && [ "$dev" != cpu0 ] || shipped=""
     for g in debian-deps wordnet gcide; do
       [ -s "$graphs/$g.mtx" ] || { echo "($g.mtx not found in $graphs: skipped)"; continue; }
-      echo "-- $dev: SpMM on $g (real graph, never profiled; measured vs the model)"
-      "$build/apps/dype-profile" validate "$cal/$dev.json" --graph "$graphs/$g.mtx" \
-        --system "$cal/systems/calibrated.yaml" --device "$dev"
+      echo "-- $dev: SpMM on $g (real graph, never profiled; measured vs the model${shipped:+ and the shipped $shipped})"
+      # The measured times are kept as CSVs for `dype-profile validate --measured` on any machine.
+      "$build/apps/dype-profile" validate "$store" ${shipped:+"$shipped"} --graph "$graphs/$g.mtx" \
+        --system "$cal/systems/calibrated.yaml" --device "$dev" --save-measured "$cal/real-graphs/$dev"
     done
   done
 fi

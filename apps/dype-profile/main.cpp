@@ -162,7 +162,7 @@ int main(int argc, char** argv) {
   CLI::App app{"dype-profile: fit, show and check kernel performance models"};
   app.require_subcommand(1);
 
-  std::string system_file = std::string(DYPE_SOURCE_DIR) + "/configs/systems/local.yaml";
+  std::string system_file;  // empty: this host as dype-serve detects it (the CPU and any GPU)
   std::string device = "cpu0";
   std::string kernels_list = "spmm,gemm,window_attention";
   std::string budget = "120s";
@@ -174,7 +174,7 @@ int main(int argc, char** argv) {
   bool quiet = false;
   std::string clock = "wall";
   auto* run = app.add_subcommand("run", "profile a device and write its model store");
-  run->add_option("--system", system_file, "system config")->capture_default_str();
+  run->add_option("--system", system_file, "system config (default: detect this host: cpu0 and gpu0.. as dype-serve does)");
   run->add_option("--device", device, "device name in the system")->capture_default_str();
   run->add_option("--kernels", kernels_list, "comma-separated kernels")->capture_default_str();
   run->add_option("--budget", budget, "wall-clock budget (e.g. 120s, 3m)")->capture_default_str();
@@ -220,7 +220,11 @@ int main(int argc, char** argv) {
                        "CSV of SpMM times measured elsewhere for the --graph at the same position (columns "
                        "N,measured_ms): compares the model with them instead of timing on a device; give one "
                        "per --graph");
-  validate->add_option("--system", system_file, "system config")->capture_default_str();
+  validate->add_option("--system", system_file, "system config (default: detect this host)");
+  std::string save_measured;
+  validate->add_option("--save-measured", save_measured,
+                       "folder: also write each graph's measured times as <graph>.csv (N,measured_ms), the CSV "
+                       "--measured reads elsewhere");
   validate->add_option("--device", device, "device name in the system")->capture_default_str();
   validate->add_option("--feature-lens", feature_lens, "comma-separated N")->capture_default_str();
   validate->add_option("--clock", clock, "cpu or wall (use the clock the model was profiled with)")
@@ -255,7 +259,7 @@ int main(int argc, char** argv) {
   CLI11_PARSE(app, argc, argv);
   try {
     if (*run) {
-      hw::System sys = hw::System::from_config(hw::load_system_config(system_file));
+      hw::System sys = system_file.empty() ? hw::System::detect() : hw::System::from_config(hw::load_system_config(system_file));
       hw::Device& dev = sys.device(device);
       const std::string key = device_model_key(sys, device);
       perf::ProfileOptions opt;
@@ -375,7 +379,7 @@ int main(int argc, char** argv) {
         }
         return 0;
       }
-      hw::System sys = hw::System::from_config(hw::load_system_config(system_file));
+      hw::System sys = system_file.empty() ? hw::System::detect() : hw::System::from_config(hw::load_system_config(system_file));
       hw::Device& dev = sys.device(device);
       const std::string key = device_model_key(sys, device);
       std::vector<perf::ModelStore> stores;
@@ -401,8 +405,11 @@ int main(int argc, char** argv) {
       vo.rounds = rounds;
       vo.refine_requests = refine_requests;
       vo.clock = clock == "wall" ? perf::ProfileClock::wall : perf::ProfileClock::cpu_time;
+      if (!save_measured.empty()) fs::create_directories(save_measured);
       for (std::size_t g = 0; g < graphs.size(); ++g) {
         if (g > 0) std::printf("\n");
+        if (!save_measured.empty())
+          vo.save_measured_csv = (fs::path(save_measured) / (fs::path(graphs[g]).stem().string() + ".csv")).string();
         profile_app::validate_graph(dev, load_graph(graphs[g]), graphs[g], stores, names, vo);
       }
       return 0;

@@ -19,6 +19,9 @@ struct ValidateOptions {
   int rounds = 3;           // timings per N, interleaved; the median is the measured time
   int refine_requests = 5;  // requests fed to online refinement (one launch per N each)
   perf::ProfileClock clock = perf::ProfileClock::wall;
+  // --save-measured: the measured times are also written here as N,measured_ms (the CSV --measured
+  // reads), so a machine without the device can check a store against them later. "": not written.
+  std::string save_measured_csv = "";
 };
 
 // Prints the graph's characteristics, then per N the measured time and each store's prediction,

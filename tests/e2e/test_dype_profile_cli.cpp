@@ -142,3 +142,35 @@ TEST(DypeProfileCli, BadMeasuredTimesExitTwoNamingFileLineAndField) {
 
 }  // namespace
 }  // namespace dype
+
+namespace dype {
+namespace {
+
+// A validation on a device keeps what it measured (--save-measured DIR: <graph>.csv), and that CSV is
+// what --measured reads: a store can be checked against it later on a machine without the device.
+TEST(DypeProfileCli, ValidateSavesItsMeasuredTimesForMeasuredLater) {
+  const fs::path dir = files().dir / "saved";
+  fs::remove_all(dir);
+  const fs::path emu = files().dir / "emu.json";  // the emulated MI210's store, gpu0 of kSystem
+  const auto timed = test::run_cli(kProfile, "validate " + emu.string() + " --graph " + files().graph.string() +
+                                                 " --system " + kSystem + " --device gpu0 --feature-lens 16,64 "
+                                                 "--rounds 1 --refine-requests 1 --save-measured " + dir.string());
+  ASSERT_EQ(timed.status, 0) << timed.out;
+  const fs::path csv = dir / "ring.csv";
+  ASSERT_TRUE(fs::exists(csv)) << timed.out;
+  std::ifstream in(csv);
+  std::string header, row16, row64;
+  std::getline(in, header);
+  std::getline(in, row16);
+  std::getline(in, row64);
+  EXPECT_EQ(header, "N,measured_ms");
+  EXPECT_EQ(row16.rfind("16,", 0), 0u) << row16;
+  EXPECT_EQ(row64.rfind("64,", 0), 0u) << row64;
+  const auto later = test::run_cli(kProfile, "validate " + emu.string() + " --graph " + files().graph.string() +
+                                                 " --measured " + csv.string());
+  EXPECT_EQ(later.status, 0) << later.out;
+  EXPECT_NE(later.out.find("times measured elsewhere"), std::string::npos) << later.out;
+}
+
+}  // namespace
+}  // namespace dype
