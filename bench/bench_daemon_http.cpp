@@ -19,7 +19,8 @@
 //             thread (the HTTP handler's thread is identified), which is where payload copies land.
 //
 //   bench_daemon_http [--only overhead|large] [--requests 2000] [--nodes 1000] [--edges 10000]
-//                     [--large-mb 100] [--system configs/systems/paper-testbed-pcie4.yaml]
+//                     [--large-mb 100] [--system configs/systems/paper-testbed-pcie4.yaml] [--json FILE]
+// --json: the overhead section's medians and p99s per variant also as JSON (bench/run_all.sh).
 // All times are measured on this CPU (wall clock); emulated devices compute on the CPU too.
 #include <algorithm>
 #include <atomic>
@@ -181,7 +182,7 @@ InferResponse response_of(const httplib::Result& r) {
 }
 
 void overhead(InferenceService& service, HttpServer& http, GraphRegistry& graphs, int requests, std::int64_t nodes,
-              std::int64_t edges) {
+              std::int64_t edges, json& out) {
   const std::int64_t f = service.model("gcn").model->spec().in_features;
   const kernels::EdgeList el = kernels::generate_uniform(nodes, edges, 7);
   const Tensor x = Tensor::from_f32("x", {nodes, f}, kernels::generate_features(nodes, f, 7));
@@ -194,11 +195,13 @@ void overhead(InferenceService& service, HttpServer& http, GraphRegistry& graphs
 
   struct Variant {
     const char* name;
+    const char* key;  // in --json
     EncodedBody body;
   };
   std::vector<Variant> variants;
-  variants.push_back({"whole graph per request (x + edge_index)", encode_infer_request("", {x, ei}, {}, true, true)});
-  variants.push_back({"registered graph (x + parameters.graph_id)",
+  variants.push_back({"whole graph per request (x + edge_index)", "whole_graph",
+                      encode_infer_request("", {x, ei}, {}, true, true)});
+  variants.push_back({"registered graph (x + parameters.graph_id)", "registered_graph",
                       encode_infer_request("", {x}, {{"graph_id", gid}}, true, true)});
   for (const Variant& v : variants) {
     std::vector<double> client, server, engine, over_server, over_client, server_cpu, receive, queue, parse, build, rest;
@@ -246,7 +249,15 @@ void overhead(InferenceService& service, HttpServer& http, GraphRegistry& graphs
                 pct(over_server, 0.5), pct(over_server, 0.5) <= 100.0 ? "MET" : "NOT MET", pct(over_server, 0.5) / 100.0,
                 pct(over_client, 0.5), pct(over_client, 0.5) <= 100.0 ? "MET" : "NOT MET", pct(server_cpu, 0.5),
                 pct(server_cpu, 0.5) <= 100.0 ? "MET" : "NOT MET");
+    out[v.key] = {{"nodes", nodes}, {"edges", el.num_edges()}, {"features", f}, {"requests", requests},
+                  {"request_bytes", v.body.body.size()},
+                  {"client_rtt_us_median", pct(client, 0.5)}, {"client_rtt_us_p99", pct(client, 0.99)},
+                  {"server_us_median", pct(server, 0.5)}, {"engine_us_median", pct(engine, 0.5)},
+                  {"overhead_us_median", pct(over_server, 0.5)}, {"overhead_us_p99", pct(over_server, 0.99)},
+                  {"rtt_minus_engine_us_median", pct(over_client, 0.5)},
+                  {"server_cpu_us_median", pct(server_cpu, 0.5)}, {"target_overhead_us", 100.0}};
   }
+  out["load_average_after"] = loadavg();
   std::printf("  load average after: %s\n", loadavg().c_str());
 }
 
@@ -337,6 +348,7 @@ int main(int argc, char** argv) {
     const std::int64_t nodes = std::stoll(arg(argc, argv, "--nodes", "1000"));
     const std::int64_t edges = std::stoll(arg(argc, argv, "--edges", "10000"));
     const double large_mb = std::stod(arg(argc, argv, "--large-mb", "100"));
+    const std::string json_path = arg(argc, argv, "--json", "");
     rt::retain_freed_host_memory();  // as dype-serve does
     EngineServiceOptions so;
     so.system_config = arg(argc, argv, "--system", std::string(DYPE_SOURCE_DIR) + "/configs/systems/paper-testbed-pcie4.yaml");
@@ -356,9 +368,15 @@ int main(int argc, char** argv) {
     ho.max_request_bytes = 1u << 30;
     HttpServer http(tagging, graphs, metrics, ho);
     http.start();
-    if (only.empty() || only == "overhead") overhead(tagging, http, graphs, requests, nodes, edges);
+    json out = json::object();
+    if (only.empty() || only == "overhead") overhead(tagging, http, graphs, requests, nodes, edges, out["overhead"]);
     if (only.empty() || only == "large") large(service, tagging, http, graphs, large_mb);
     http.stop();
+    if (!json_path.empty()) {
+      std::ofstream f(json_path);
+      f << out.dump(2) << "\n";
+      if (!f) throw Error("cannot write " + json_path);
+    }
     return 0;
   } catch (const std::exception& e) {
     std::fprintf(stderr, "bench_daemon_http: %s\n", e.what());

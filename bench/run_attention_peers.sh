@@ -9,6 +9,8 @@
 # Prints dype's time, thread counts, peak RSS and scratch per seq_len (memory must grow linearly),
 # each peer's time and max abs diff vs dype, and one ratio line per peer with PASS/FAIL against
 # the targets (>= 4x chunked, >= 20x dense). Exits non-zero if a peer is missing or any check fails.
+# Each figure is also one line "RESULT name=.. value=.. unit=.. kind=.. better=.. peer=.. target=.."
+# (bench/run_all.sh collects them).
 set -euo pipefail
 
 root=$(cd "$(dirname "$0")/.." && pwd)
@@ -57,7 +59,8 @@ for seq in $seq_lens; do
 done
 
 # Linear memory: scratch per thread must not grow with seq_len; peak RSS grows with the inputs.
-"$python" - "$tmp" $seq_lens <<'EOF' || status=1
+read -r -a seq_list <<<"$seq_lens"
+"$python" - "$tmp" "${seq_list[@]}" <<'EOF' || status=1
 import json, sys
 tmp, seqs = sys.argv[1], [int(s) for s in sys.argv[2:]]
 rows = [json.load(open(f"{tmp}/seq{s}/dype.json")) for s in seqs]
@@ -70,8 +73,14 @@ if len(rows) >= 2:
     grow = b["seq_len"] / a["seq_len"]
     rss = b["peak_rss_bytes"] / a["peak_rss_bytes"]
     ok = b["scratch_bytes_per_thread"] <= a["scratch_bytes_per_thread"] and rss <= grow * 1.1
+    scratch = b["scratch_bytes_per_thread"] / a["scratch_bytes_per_thread"]
     print(f"memory linear in seq_len: seq_len x{grow:g} -> peak RSS x{rss:.2f}, scratch "
-          f"x{b['scratch_bytes_per_thread'] / a['scratch_bytes_per_thread']:.2f} {'PASS' if ok else 'FAIL'}")
+          f"x{scratch:.2f} {'PASS' if ok else 'FAIL'}")
+    # Machine-readable (bench/run_all.sh collects these lines).
+    print(f"RESULT name=peak_rss_growth_seq{a['seq_len']}_to_{b['seq_len']} value={rss:.4g} unit=x kind=ratio "
+          f"better=lower peer=seq_len_growth target={grow * 1.1:g}")
+    print(f"RESULT name=scratch_growth_seq{a['seq_len']}_to_{b['seq_len']} value={scratch:.4g} unit=x kind=ratio "
+          f"better=lower peer=- target=1")
     sys.exit(0 if ok else 1)
 EOF
 exit $status

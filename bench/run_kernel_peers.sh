@@ -9,7 +9,9 @@
 # All figures are measured (medians of REPS repetitions). Build: release preset, its own build dir.
 #
 #   bench/run_kernel_peers.sh [BUILD_DIR]        (default build/kernel-peers)
-#   Env: THREADS (2), REPS (7)
+#   Env: THREADS (2), REPS (7), NO_BUILD=1 (use BUILD_DIR's binaries as they are)
+# Besides the prose, each figure is one line "RESULT name=.. value=.. unit=.. kind=ratio|absolute
+# better=higher|lower peer=.. target=.." (bench/run_all.sh collects them).
 # Exits non-zero if a peer is missing (never skips one silently) or a target is missed.
 set -euo pipefail
 
@@ -31,9 +33,11 @@ if [[ -z "$python" ]]; then
   exit 3
 fi
 
-echo "== building bench_spmm bench_gemm (release) in $build"
-cmake --preset release -B "$build" >/dev/null
-cmake --build "$build" -j2 --target bench_spmm bench_gemm >/dev/null
+if [[ "${NO_BUILD:-0}" != 1 ]]; then
+  echo "== building bench_spmm bench_gemm (release) in $build"
+  cmake --preset release -B "$build" >/dev/null
+  cmake --build "$build" -j2 --target bench_spmm bench_gemm >/dev/null
+fi
 
 # Every threading runtime pinned to the same count: oneTBB via --threads, OpenMP (oneDNN sgemm,
 # torch), OpenBLAS (torch's BLAS).
@@ -73,23 +77,31 @@ def torch_ms(name):
 spmm, gemm = medians("spmm.json"), medians("gemm.json")
 failed = []
 
-def ratio(label, ours_ms, peer_ms, target):
+def result(name, value, unit, kind, peer="-", target="-", better="higher"):
+    # One machine-readable line per figure (bench/run_all.sh collects them); the prose stays.
+    print(f"RESULT name={name} value={value:.6g} unit={unit} kind={kind} better={better} peer={peer} target={target}")
+
+def ratio(label, ours_ms, peer_ms, target, name, peer):
     r = peer_ms / ours_ms
     ok = r >= target
     if not ok:
         failed.append(label)
     print(f"{label}: {r:.2f}x (target >= {target}x) {'PASS' if ok else 'FAIL'}")
+    result(name, r, "x", "ratio", peer, target)
 
 dram = spmm["BM_dram_read/real_time"]
 print(f"DRAM read bandwidth (1 GiB streaming sum, measured): {dram['GBps']:.1f} GB/s")
+result("dram_read_GBps", dram["GBps"], "GB/s", "absolute")
 for arg, name in (("0", "uniform"), ("1", "rmat")):
     ours = spmm[f"BM_spmm_dype/{arg}/real_time"]
     eig = spmm[f"BM_spmm_eigen/{arg}/real_time"]
     print(f"spmm {name}: dype {ours['real_time']:.2f} ms ({ours['gathered_GBps']:.1f} GB/s gathered, "
           f"{ours.get('label', '')}), "
           f"eigen {eig['real_time']:.2f} ms, torch {torch_ms(name):.2f} ms (medians, measured)")
-    ratio(f"spmm {name} vs torch", ours["real_time"], torch_ms(name), 3.0)
-    ratio(f"spmm {name} vs eigen", ours["real_time"], eig["real_time"], 1.3)
+    result(f"spmm_{name}_ms", ours["real_time"], "ms", "absolute", better="lower")
+    result(f"spmm_{name}_gathered_GBps", ours["gathered_GBps"], "GB/s", "absolute")
+    ratio(f"spmm {name} vs torch", ours["real_time"], torch_ms(name), 3.0, f"spmm_{name}_vs_torch", "torch.mm(csr)")
+    ratio(f"spmm {name} vs eigen", ours["real_time"], eig["real_time"], 1.3, f"spmm_{name}_vs_eigen", "eigen")
 ours = gemm["BM_gemm_dype/real_time"]
 plain = gemm["BM_gemm_dype_plain/real_time"]
 sg = gemm["BM_gemm_dnnl_sgemm/real_time"]
@@ -100,10 +112,15 @@ print(f"gemm 100000x128x128: dype {ours['real_time']:.2f} ms ({ours['GFLOPs']:.1
       f"torch {torch_ms('gemm'):.2f} ms (medians, measured)")
 # Like for like: dnnl_sgemm has no epilogue, so the target compares dype's plain GEMM with it; the
 # fused bias+ReLU GEMM (what the GNN layers run) is printed beside it.
-ratio("gemm (no epilogue) vs dnnl_sgemm", plain["real_time"], sg["real_time"], 0.95)
+result("gemm_ms", ours["real_time"], "ms", "absolute", better="lower")
+ratio("gemm (no epilogue) vs dnnl_sgemm", plain["real_time"], sg["real_time"], 0.95,
+      "gemm_plain_vs_dnnl_sgemm", "dnnl_sgemm")
 print(f"gemm (bias+relu fused) vs dnnl_sgemm (no epilogue; information): "
       f"{sg['real_time'] / ours['real_time']:.2f}x")
-ratio("gemm (bias+relu) vs eigen (bias+relu)", ours["real_time"], eig["real_time"], 1.3)
+result("gemm_fused_vs_dnnl_sgemm", sg["real_time"] / ours["real_time"], "x", "ratio", "dnnl_sgemm(no_epilogue)")
+ratio("gemm (bias+relu) vs eigen (bias+relu)", ours["real_time"], eig["real_time"], 1.3,
+      "gemm_fused_vs_eigen", "eigen")
 print(f"gemm vs torch (information): {torch_ms('gemm') / ours['real_time']:.2f}x")
+result("gemm_fused_vs_torch", torch_ms("gemm") / ours["real_time"], "x", "ratio", "torch.addmm+relu")
 sys.exit(1 if failed else 0)
 PY

@@ -7,7 +7,10 @@
 # path, the ratios (target dype >= 2x PyTorch), and dype's answer checked against PyTorch's (1e-4).
 #
 #   bench/run_model_peers.sh [BUILD_DIR]        (default build/kernel-peers)
-#   Env: THREADS (2), REPS (5), GRAPH (default: the Debian dependency graph, written to /tmp)
+#   Env: THREADS (2), REPS (5), GRAPH (default: the Debian dependency graph, written to /tmp),
+#        FAMILIES ("gcn sage gin"), NO_BUILD=1 (use BUILD_DIR's binaries as they are)
+# Besides the prose, each ratio and answer check is one "RESULT name=.. value=.. ..." line
+# (bench/run_all.sh collects them).
 set -euo pipefail
 
 root=$(cd "$(dirname "$0")/.." && pwd)
@@ -17,9 +20,11 @@ reps=${REPS:-5}
 python=/usr/bin/python3
 "$python" -c "import torch, numpy" 2>/dev/null || { echo "run_model_peers: peer missing: python3-torch (scripts/setup.sh)" >&2; exit 3; }
 
-echo "== building bench_model_inference (release) in $build"
-cmake --preset release -B "$build" >/dev/null
-cmake --build "$build" -j2 --target bench_model_inference >/dev/null
+if [[ "${NO_BUILD:-0}" != 1 ]]; then
+  echo "== building bench_model_inference (release) in $build"
+  cmake --preset release -B "$build" >/dev/null
+  cmake --build "$build" -j2 --target bench_model_inference >/dev/null
+fi
 export OMP_NUM_THREADS=$threads OPENBLAS_NUM_THREADS=$threads MKL_NUM_THREADS=$threads
 # The same heap policy for the peer as dype sets for itself (runtime/host_memory.h): large freed
 # blocks stay in the heap for reuse instead of being unmapped and faulted in again next call.
@@ -30,19 +35,24 @@ graph=${GRAPH:-/tmp/dype-debian-deps.mtx}
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 status=0
-for family in gcn sage gin; do
+for family in ${FAMILIES:-gcn sage gin}; do
   echo "== $family on $(basename "$graph"), 128 -> 128 -> 16, $threads threads"
   torch_out=$(GLIBC_TUNABLES=$tunables "$python" "$root/bench/peers/gnn_torch.py" "$graph" "$family" "$work" "$family" 128 128 16 2 "$threads" "$reps")
-  echo "$torch_out" | sed 's/^/  /'
+  echo "  ${torch_out//$'\n'/$'\n'  }"
   dype_out=$("$build/bench/bench_model_inference" --repo "$work" --model "$family" --graph "$graph" \
     --features "$work/x.npy" --expect "$work/$family.torch.npy" --reps "$reps") || status=1
   echo "  $dype_out"
   d=$(sed -E 's/.*median_ms=([0-9.]+).*/\1/' <<<"$dype_out")
+  err=$(sed -E 's/.*rel_err_vs_torch=([-0-9.e+]+).*/\1/' <<<"$dype_out")
+  echo "RESULT name=${family}_ms value=$d unit=ms kind=absolute better=lower peer=- target=-"
+  echo "RESULT name=${family}_rel_err_vs_torch value=$err unit=rel kind=absolute better=lower peer=torch target=1e-4"
   for way in gather csr; do
     t=$(grep "torch $family $way" <<<"$torch_out" | sed -E 's/.*median_ms=([0-9.]+).*/\1/')
     ratio=$(awk -v a="$t" -v b="$d" 'BEGIN { printf "%.2f", a / b }')
     verdict=$(awk -v r="$ratio" 'BEGIN { print (r >= 2.0) ? "met" : "MISSED" }')
     echo "  dype / torch ($way): ${ratio}x (target >= 2x: $verdict)"
+    echo "RESULT name=${family}_vs_torch_$way value=$(awk -v a="$t" -v b="$d" 'BEGIN { printf "%.4g", a / b }')" \
+         "unit=x kind=ratio better=higher peer=torch-$way target=2"
     [[ $verdict == met ]] || status=1
   done
 done

@@ -6,7 +6,9 @@
 #
 #   bench/run_transformer_peers.sh [BUILD_DIR]        (default build/kernel-peers)
 #   Env: THREADS (2), REPS (5), SEQ (4096), WINDOW (256), D_MODEL (512), HEADS (8), FFN (2048),
-#        LAYERS (2)
+#        LAYERS (2), NO_BUILD=1 (use BUILD_DIR's binaries as they are)
+# Besides the prose, each ratio and answer check is one "RESULT name=.. value=.. ..." line
+# (bench/run_all.sh collects them).
 set -euo pipefail
 
 root=$(cd "$(dirname "$0")/.." && pwd)
@@ -22,9 +24,11 @@ layers=${LAYERS:-2}
 python=/usr/bin/python3
 "$python" -c "import torch, numpy" 2>/dev/null || { echo "run_transformer_peers: peer missing: python3-torch (scripts/setup.sh)" >&2; exit 3; }
 
-echo "== building bench_model_inference (release) in $build"
-cmake --preset release -B "$build" >/dev/null
-cmake --build "$build" -j2 --target bench_model_inference >/dev/null
+if [[ "${NO_BUILD:-0}" != 1 ]]; then
+  echo "== building bench_model_inference (release) in $build"
+  cmake --preset release -B "$build" >/dev/null
+  cmake --build "$build" -j2 --target bench_model_inference >/dev/null
+fi
 export OMP_NUM_THREADS=$threads OPENBLAS_NUM_THREADS=$threads MKL_NUM_THREADS=$threads
 # The same heap policy for the peer as dype sets for itself (runtime/host_memory.h): large freed
 # blocks stay in the heap for reuse instead of being unmapped and faulted in again next call.
@@ -38,7 +42,7 @@ for norm_first in 0 1; do
   echo "== transformer $name: d_model $d, $heads heads, ffn $ffn, $layers layers, seq_len $seq, window $window, $threads threads"
   torch_out=$(GLIBC_TUNABLES=$tunables "$python" "$root/bench/peers/transformer_torch.py" "$work" "$name" "$d" "$heads" "$ffn" "$layers" \
     "$seq" "$window" "$norm_first" "$threads" "$reps")
-  echo "$torch_out" | sed 's/^/  /'
+  echo "  ${torch_out//$'\n'/$'\n'  }"
   dype_out=$("$build/bench/bench_model_inference" --repo "$work" --model "$name" --tokens "$work/x.npy" \
     --window "$window" --expect "$work/$name.torch.npy" --reps "$reps") || status=1
   echo "  $dype_out"
@@ -47,6 +51,12 @@ for norm_first in 0 1; do
   ratio=$(awk -v a="$t_ms" -v b="$d_ms" 'BEGIN { printf "%.2f", a / b }')
   verdict=$(awk -v r="$ratio" 'BEGIN { print (r >= 3.0) ? "met" : "MISSED" }')
   echo "  dype / torch: ${ratio}x (target >= 3x: $verdict)"
+  err=$(sed -E 's/.*rel_err_vs_torch=([-0-9.e+]+).*/\1/' <<<"$dype_out")
+  echo "RESULT name=transformer_${name}_seq${seq}_ms value=$d_ms unit=ms kind=absolute better=lower peer=- target=-"
+  echo "RESULT name=transformer_${name}_seq${seq}_rel_err_vs_torch value=$err unit=rel kind=absolute better=lower" \
+       "peer=torch target=1e-4"
+  echo "RESULT name=transformer_${name}_seq${seq}_vs_torch value=$(awk -v a="$t_ms" -v b="$d_ms" 'BEGIN { printf "%.4g", a / b }')" \
+       "unit=x kind=ratio better=higher peer=torch-band-mask target=3"
   [[ $verdict == met ]] || status=1
 done
 exit $status

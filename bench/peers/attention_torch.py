@@ -4,7 +4,8 @@
 Reads the inputs and dype's output that `bench_attention --peer-data=DIR` wrote (raw FP32
 [seq_len, heads*head_dim] q/k/v/out plus dype.json with dype's timings), runs two PyTorch
 implementations of the same attention on the same inputs, checks their outputs against dype's
-(max abs diff), and prints the speed ratios with PASS/FAIL against the targets.
+(max abs diff), and prints the speed ratios with PASS/FAIL against the targets, each also as one
+machine-readable "RESULT name=.. value=.. unit=.. kind=.. better=.. peer=.. target=.." line.
 
 Peers:
   chunked  Longformer's sliding-chunks attention (Beltagy et al. 2020, longformer/sliding_chunks.py,
@@ -151,6 +152,7 @@ def main():
           f"isa={meta['isa']}); seq_len={L} window={w} head_dim={D} heads={H}")
     print(f"dype median: {meta['median_s'] * 1e3:.2f} ms wall, {meta['cpu_median_s'] * 1e3:.2f} ms CPU "
           f"(measured)")
+    print(f"RESULT name=seq{L}_ms value={meta['median_s'] * 1e3:.6g} unit=ms kind=absolute better=lower peer=- target=-")
 
     ok = True
     targets = {"chunked": args.chunked_target, "dense": args.dense_target}
@@ -176,6 +178,11 @@ def main():
         print(f"  (CPU-time ratio dype vs torch {peer}: {ct / meta['cpu_median_s']:.2f}x)")
         print(f"ratio dype vs torch {peer} (seq_len={L}): {ratio:.2f}x (target >= {targets[peer]:g}x) "
               f"{'PASS' if passed else 'FAIL'}")
+        # Machine-readable (bench/run_all.sh collects these lines).
+        print(f"RESULT name=seq{L}_vs_torch_{peer} value={ratio:.6g} unit=x kind=ratio better=higher "
+              f"peer=torch-{peer} target={targets[peer]:g}")
+        print(f"RESULT name=seq{L}_max_abs_diff_vs_torch_{peer} value={diff:.3g} unit=abs kind=absolute "
+              f"better=lower peer=torch-{peer} target={args.tolerance:g}")
     return 0 if ok else 1
 
 
