@@ -1,0 +1,101 @@
+#!/usr/bin/env bash
+# The serving data path: what a client of dype-serve waits for beyond the model's own work. A GCN
+# 128 -> 128 -> 16 (seeded, written by bench/peers/gnn_torch.py as a model repository entry) on
+# Debian's package dependency graph (~68k nodes, ~300k edges):
+#   in process  bench_model_inference: dype's CPU kernels called directly, median of REPS
+#   gRPC        dype-client stream over one ModelStreamInfer stream to bare dype-serve (this host
+#               detected), the graph registered once, one request in flight: the client's p50
+#   HTTP        the same over HTTP/1.1 keep-alive
+# and the ratios in-process / client p50 (1.0: the wire, the daemon and the pipeline add nothing).
+# All figures are measured; client and daemon share this machine's cores.
+#
+#   bench/run_serving_path.sh [BUILD_DIR]        (default build/kernel-peers; needs
+#                                                 bench_model_inference, dype-serve, dype-client)
+#   Env: THREADS (2), REPS (5), REQUESTS (100 per protocol), GRAPH (default: the Debian
+#        dependency graph, written to /tmp)
+# Each figure is also one line "RESULT name=.. value=.. unit=.. kind=.. better=.. peer=.. target=.."
+# (bench/run_all.sh collects them). Exits non-zero when a step fails.
+set -euo pipefail
+
+root=$(cd "$(dirname "$0")/.." && pwd)
+build=${1:-$root/build/kernel-peers}
+threads=${THREADS:-2}
+reps=${REPS:-5}
+requests=${REQUESTS:-100}
+python=/usr/bin/python3
+"$python" -c "import torch, numpy" 2>/dev/null ||
+  { echo "run_serving_path: python3-torch missing (it writes the model; scripts/setup.sh)" >&2; exit 3; }
+for b in bench/bench_model_inference apps/dype-serve apps/dype-client; do
+  [[ -x "$build/$b" ]] || { echo "run_serving_path: $build/$b not built" >&2; exit 2; }
+done
+export OMP_NUM_THREADS=$threads OPENBLAS_NUM_THREADS=$threads MKL_NUM_THREADS=$threads
+
+graph=${GRAPH:-/tmp/dype-debian-deps.mtx}
+[[ -s "$graph" ]] || "$python" "$root/apps/dype-profile/real_graphs.py" debian-deps "$graph"
+work=$(mktemp -d)
+pid=""
+# shellcheck disable=SC2317  # run by the EXIT trap (shellcheck 0.9 calls it unreachable)
+cleanup() {
+  if [[ -n "$pid" ]] && kill -0 "$pid" 2>/dev/null; then
+    kill -TERM "$pid" 2>/dev/null || true
+    wait "$pid" 2>/dev/null || true
+  fi
+  rm -rf "$work"
+}
+trap cleanup EXIT
+mkdir -p "$work/repo" "$work/graphs" "$work/state"
+ln -s "$(realpath "$graph")" "$work/graphs/$(basename "$graph")"
+
+echo "== serving data path: gcn 128 -> 128 -> 16 on $(basename "$graph"), $threads threads, $(uptime)"
+# The model repository entry and features (one timing rep of the peer; its times are not used).
+"$python" "$root/bench/peers/gnn_torch.py" "$graph" gcn "$work/repo" gcn 128 128 16 2 "$threads" 1 >/dev/null
+rm -f "$work/repo/gcn.torch.npy"
+mv "$work/repo/x.npy" "$work/x.npy"
+
+in_proc=$("$build/bench/bench_model_inference" --repo "$work/repo" --model gcn --graph "$graph" \
+  --features "$work/x.npy" --reps "$reps")
+echo "  in process: $in_proc"
+in_ms=$(sed -E 's/.*median_ms=([0-9.]+).*/\1/' <<<"$in_proc")
+echo "RESULT name=gcn_in_process_ms value=$in_ms unit=ms kind=absolute better=lower peer=- target=-"
+
+"$build/apps/dype-serve" --mode perf --model-repository "$work/repo" --state-dir "$work/state" \
+  --http-port 0 --grpc-port 0 --metrics-port 0 --port-file "$work/ports.json" --exit-timeout 10 \
+  >"$work/serve.log" 2>&1 &
+pid=$!
+for _ in $(seq 1 300); do
+  [[ -s "$work/ports.json" ]] && break
+  kill -0 "$pid" 2>/dev/null || { sed 's/^/  serve| /' "$work/serve.log"; echo "dype-serve exited while starting" >&2; exit 1; }
+  sleep 0.2
+done
+[[ -s "$work/ports.json" ]] || { sed 's/^/  serve| /' "$work/serve.log"; echo "dype-serve did not start in 60 s" >&2; exit 1; }
+port() { sed -n "s/.*\"$1\": *\([0-9]*\).*/\1/p" "$work/ports.json"; }
+
+status=0
+for protocol in grpc http; do
+  log="$work/$protocol.log"
+  if ! timeout 600 "$build/apps/dype-client" --protocol "$protocol" --http-port "$(port http)" \
+      --grpc-port "$(port grpc)" --metrics-port "$(port metrics)" stream --model gcn --dir "$work/graphs" \
+      --per-file "$requests" --requests "$requests" --concurrency 1 >"$log" 2>&1; then
+    sed 's/^/  client| /' "$log"
+    echo "run_serving_path: the $protocol stream failed" >&2
+    status=1
+    continue
+  fi
+  summary=$(grep '^summary' "$log")
+  echo "  $protocol: $summary"
+  p50=$(sed -n 's/^summary.* p50 \([0-9.e+-]*\) ms.*/\1/p' <<<"$summary")
+  p99=$(sed -n 's/^summary.* p99 \([0-9.e+-]*\) ms.*/\1/p' <<<"$summary")
+  if [[ -z "$p50" ]]; then
+    echo "run_serving_path: no p50 in the $protocol summary" >&2
+    status=1
+    continue
+  fi
+  echo "RESULT name=gcn_${protocol}_p50_ms value=$p50 unit=ms kind=absolute better=lower peer=- target=-"
+  echo "RESULT name=gcn_${protocol}_p99_ms value=$p99 unit=ms kind=absolute better=lower peer=- target=-"
+  r=$(awk -v a="$in_ms" -v b="$p50" 'BEGIN { printf "%.4g", a / b }')
+  echo "  in process / $protocol client p50: ${r}x (measured)"
+  echo "RESULT name=gcn_${protocol}_p50_vs_in_process value=$r unit=x kind=ratio better=higher" \
+       "peer=in-process target=-"
+done
+echo "  dype-serve's plan: $(grep -m1 -i 'plan' "$work/serve.log" || echo unknown)"
+exit $status
