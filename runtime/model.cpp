@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <memory>
 #include <span>
 
 #include "kernels/cpu/norm.h"
@@ -340,36 +341,61 @@ void validate_request(const Model& model, const Request& r) {
   }
 }
 
+namespace {
+
+// A tensor of the reference chain: the request's input, borrowed (never copied), or a kernel's
+// output. SpMM and GEMM overwrite their whole output, so theirs is allocated without the zero fill
+// (on a full graph that is tens of MB a step, filled on one thread before the kernel ran).
+struct Activation {
+  std::int64_t rows = 0, cols = 0;
+  std::unique_ptr<float[]> owned;
+  const float* at = nullptr;
+
+  static Activation borrow(const HostTensor& t) { return {t.rows, t.cols, nullptr, t.data.data()}; }
+  static Activation allocate(std::int64_t rows, std::int64_t cols, bool overwritten) {
+    const auto n = static_cast<std::size_t>(rows * cols);
+    Activation a{rows, cols, overwritten ? std::make_unique_for_overwrite<float[]>(n) : std::make_unique<float[]>(n), nullptr};
+    a.at = a.owned.get();
+    return a;
+  }
+  std::size_t size() const { return static_cast<std::size_t>(rows * cols); }
+  std::span<const float> in() const { return {at, size()}; }
+  std::span<float> out() { return {owned.get(), size()}; }
+};
+
+}  // namespace
+
 HostTensor reference_forward(const Model& model, const Request& r) {
   validate_request(model, r);
   if (r.input().size_only) throw InputError("request.x", "reference needs real data");
-  std::vector<HostTensor> act{r.input()};
+  std::vector<Activation> act;
+  act.push_back(Activation::borrow(r.input()));
   for (const Step& s : model.steps()) {
     const std::int64_t rows = act[0].rows;
-    std::vector<HostTensor> next;
+    std::vector<Activation> next;
     if (s.op == OpKind::spmm) {
       const Graph& g = *r.graph();
       kernels::CsrView<std::int32_t> a{g.csr_rows(), g.nodes, g.indptr, g.indices, g.values};
-      HostTensor y = HostTensor::zeros(rows, s.out_cols);  // [csr_rows x in_cols] is [rows x out_cols]
-      kernels::cpu::spmm(a, act[0].data, s.in_cols, y.data);
+      Activation y = Activation::allocate(rows, s.out_cols, true);  // [csr_rows x in_cols] is [rows x out_cols]
+      kernels::cpu::spmm(a, act[0].in(), s.in_cols, y.out());
       next.push_back(std::move(y));
     } else if (s.op == OpKind::window_attention) {
-      HostTensor y = HostTensor::zeros(rows, s.out_cols);
-      kernels::cpu::window_attention(act[0].data, act[1].data, act[2].data, y.data,
+      Activation y = Activation::allocate(rows, s.out_cols, false);
+      kernels::cpu::window_attention(act[0].in(), act[1].in(), act[2].in(), y.out(),
                                      {rows, model.spec().heads, model.spec().d_model / model.spec().heads, r.window()});
       next.push_back(std::move(y));
     } else if (s.op == OpKind::layer_norm) {
-      HostTensor y = HostTensor::zeros(rows, s.out_cols);
-      kernels::cpu::layer_norm_rows(act[0].data, model.weight(s.weights[0]).data, model.weight(s.weights[1]).data,
-                                    y.data, rows, s.out_cols, model.spec().layer_norm_eps);
+      Activation y = Activation::allocate(rows, s.out_cols, false);
+      kernels::cpu::layer_norm_rows(act[0].in(), model.weight(s.weights[0]).data, model.weight(s.weights[1]).data,
+                                    y.out(), rows, s.out_cols, model.spec().layer_norm_eps);
       next.push_back(std::move(y));
     } else {
       std::span<const float> residual;
-      if (s.residual == Residual::add) residual = act.back().data;
+      if (s.residual == Residual::add) residual = act.back().in();
       for (int o = 0; o < s.launches(); ++o) {
-        HostTensor y = HostTensor::zeros(rows, s.out_cols);
-        kernels::cpu::gemm(act[0].data, model.weight(s.weights[2 * o]).data, model.weight(s.weights[2 * o + 1]).data,
-                           y.data, {rows, s.in_cols, s.out_cols}, s.epilogue, residual);
+        Activation y = Activation::allocate(rows, s.out_cols, true);
+        kernels::cpu::gemm(act[0].in(), model.weight(s.weights[2 * o]).data, model.weight(s.weights[2 * o + 1]).data,
+                           y.out(), {rows, s.in_cols, s.out_cols}, s.epilogue, residual);
         next.push_back(std::move(y));
       }
     }
@@ -378,7 +404,8 @@ HostTensor reference_forward(const Model& model, const Request& r) {
     if (s.residual == Residual::pass) next.push_back(std::move(act.back()));
     act = std::move(next);
   }
-  return std::move(act[0]);
+  const Activation& y = act[0];
+  return make_tensor(y.rows, y.cols, std::vector<float>(y.at, y.at + y.size()));
 }
 
 double relative_error(const HostTensor& a, const HostTensor& b) {
