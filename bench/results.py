@@ -5,10 +5,11 @@
         RESULT lines from a benchmark's own JSON output (Google Benchmark's --benchmark_out for
         bench_scheduler; --json of bench_runtime, bench_prediction, bench_daemon_http).
     results.py record --logs DIR --suites FILE --out RUN.json [--notes TEXT] [--threads N]
-                      [--started ISO] [--seconds S] [--load-start L] [--reruns FILE]
+                      [--started ISO] [--seconds S] [--load-start L] [--load-end L] [--reruns FILE]
         One run's JSON from the suites' logs: every "RESULT name=.. value=.. unit=.. kind=..
         better=.. peer=.. target=.." line of DIR/<suite>.log, each suite's exit status (FILE: lines
-        "suite rc seconds basis") and the machine. With --reruns (lines "suite metric"), each listed
+        "suite rc seconds basis"), the machine, and the commit and changed files noted in
+        DIR/git-head.txt and DIR/git-status.txt when the run started. With --reruns (lines "suite metric"), each listed
         metric takes its value from DIR/<suite>.rerun.log and keeps the first as first_value.
     results.py table RUN.json [--md docs/benchmarks.md] [--plot docs/benchmarks-history.png]
         The run's table as Markdown (stdout, or --md), and with --plot each ratio metric over the
@@ -182,9 +183,23 @@ def cpu_model():
 
 def git(*a):
     try:
-        return subprocess.run(["git", "-C", ROOT, *a], capture_output=True, text=True, check=True).stdout.strip()
+        return subprocess.run(["git", "-C", ROOT, *a], capture_output=True, text=True, check=True).stdout
     except (OSError, subprocess.CalledProcessError):
         return ""
+
+
+def git_state(logs):
+    """The commit and the tracked files changed in the tree: as run_all.sh noted them when the run
+    started (DIR/git-head.txt, DIR/git-status.txt; others may commit while it runs), else now."""
+    head_file, status_file = os.path.join(logs, "git-head.txt"), os.path.join(logs, "git-status.txt")
+    if os.path.exists(head_file) and os.path.exists(status_file):
+        with open(head_file) as f:
+            head = f.read().strip()
+        with open(status_file) as f:
+            status = f.read()
+    else:
+        head, status = git("rev-parse", "HEAD").strip(), git("status", "--porcelain", "--untracked-files=no")
+    return head, [line[3:] for line in status.splitlines() if len(line) > 3]
 
 
 def met(value, target, higher):
@@ -257,6 +272,8 @@ def cmd_record(args):
         suites.append({"name": suite, "status": status, "exit_code": rc, "seconds": float(seconds),
                        "basis": basis, "metrics": len(found), "log": os.path.relpath(log, ROOT)})
         metrics += found
+    head, changed = git_state(args.logs)
+    load_end = args.load_end or " ".join(open("/proc/loadavg").read().split()[:3])
     run = {
         "schema": SCHEMA,
         "host": platform.node(),
@@ -264,13 +281,13 @@ def cmd_record(args):
         "cpus": os.cpu_count(),
         "threads": args.threads,
         "date": args.started or datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
-        "git_commit": git("rev-parse", "HEAD"),
-        "git_dirty": bool(git("status", "--porcelain", "--untracked-files=no")),
-        # Tracked files that differ from the commit when the run was recorded (a shared tree).
-        "git_changed_paths": [line[3:] for line in git("status", "--porcelain", "--untracked-files=no").splitlines()],
+        "git_commit": head,
+        "git_dirty": bool(changed),
+        # Tracked files that differed from the commit when the run started (a shared tree).
+        "git_changed_paths": changed,
         "notes": args.notes,
         "duration_s": args.seconds,
-        "load_average": {"start": args.load_start, "end": " ".join(open("/proc/loadavg").read().split()[:3])},
+        "load_average": {"start": args.load_start, "end": load_end},
         "suites": suites,
         "metrics": metrics,
     }
@@ -424,6 +441,9 @@ def plot(runs, path):
 
 def cmd_table(args):
     run = load_run(args.run)
+    for path in (args.md, args.plot):
+        if path:
+            os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
     plot_name = None
     if args.plot:
         runs = recorded_runs(run["cpu_model"])
@@ -456,6 +476,7 @@ def main():
     r.add_argument("--started", default="")
     r.add_argument("--seconds", type=float, default=None)
     r.add_argument("--load-start", default="")
+    r.add_argument("--load-end", default="", help="default: now")
     r.add_argument("--reruns", default="")
     t = sub.add_parser("table")
     t.add_argument("run")

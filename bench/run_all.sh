@@ -118,6 +118,9 @@ fi
 logs=$build/run_all-logs/$stamp
 mkdir -p "$logs"
 load_start=$(cut -d' ' -f1-3 /proc/loadavg)
+# The commit and the changed tracked files as the build sees them (others may commit meanwhile).
+git -C "$root" rev-parse HEAD >"$logs/git-head.txt" 2>/dev/null
+git -C "$root" status --porcelain --untracked-files=no >"$logs/git-status.txt" 2>/dev/null
 t0=$SECONDS
 echo "== run_all: ${suites[*]}; build $build; threads $threads; logs $logs"
 echo "   $(uptime)"
