@@ -4,7 +4,7 @@
     python3 bench/compare.py AFTER.json [BEFORE.json] [--tolerance 0.10] [--flagged-out FILE]
 
 Without BEFORE, the last run recorded under bench/results/runs/ on a similar machine (the same CPU
-model string from /proc/cpuinfo) and dated before AFTER. Prints each metric before -> after.
+model string from /proc/cpuinfo, run with the same thread count) and dated before AFTER. Prints each metric before -> after.
 
 - ratio metrics (against a peer, or modelled and dimensionless) are compared across the two runs:
   one that moved the wrong way by more than the tolerance (relative; default 10%) is flagged, and
@@ -25,10 +25,12 @@ from results import fmt, load_run, recorded_runs  # noqa: E402
 
 
 def previous_run(after):
-    """The last recorded run on the same CPU model dated before `after` (not `after` itself)."""
+    """The last recorded run on the same CPU model with the same thread count, dated before `after`
+    (not `after` itself)."""
     same = os.path.realpath(after["_path"])
     earlier = [r for r in recorded_runs(after.get("cpu_model"))
-               if os.path.realpath(r["_path"]) != same and r.get("date", "") < after.get("date", "")]
+               if os.path.realpath(r["_path"]) != same and r.get("date", "") < after.get("date", "")
+               and r.get("threads") == after.get("threads")]
     return earlier[-1] if earlier else None
 
 
@@ -99,7 +101,8 @@ def main():
     if args.flagged_out:
         open(args.flagged_out, "w").close()
     if before is None:
-        print(f"compare: no earlier run recorded on CPU model '{after.get('cpu_model')}': nothing to compare with")
+        print(f"compare: no earlier run recorded on CPU model '{after.get('cpu_model')}' with {after.get('threads')} "
+              "threads: nothing to compare with")
         return 0
     if before.get("cpu_model") != after.get("cpu_model"):
         print(f"compare: note: CPU models differ ('{before.get('cpu_model')}' -> '{after.get('cpu_model')}')")
