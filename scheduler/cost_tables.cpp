@@ -100,12 +100,15 @@ CostTables::CostTables(const SystemSpec& system, const CostModel& model, const S
   // A stage that waits for its input can stop waiting when it takes an earlier kernel (the gap
   // before its first exchange grows): no monotonic ranges then.
   if (!wait_.empty()) ranges_grow_ = false;
+  // Every range against both one-kernel extensions (ranges that end at the last kernel too: they
+  // still extend to the left).
   for (int first = 0; first < n_ && ranges_grow_; ++first) {
-    for (int last = first; last + 1 < n_ && ranges_grow_; ++last) {
+    for (int last = first; last < n_ && ranges_grow_; ++last) {
       for (std::size_t kc = 0; kc < kcs_; ++kc) {
         const int k = static_cast<int>(kc);
         auto shrinks = [&](auto&& f) {
-          return f(first, last + 1, k) < f(first, last, k) || (first > 0 && f(first - 1, last, k) < f(first, last, k));
+          return (last + 1 < n_ && f(first, last + 1, k) < f(first, last, k)) ||
+                 (first > 0 && f(first - 1, last, k) < f(first, last, k));
         };
         const auto c = [&](int a, int b, int g) { return compute(a, b, g); };
         const auto so = [&](int a, int b, int g) { return solo(a, b, g); };

@@ -120,6 +120,22 @@ TEST(SchedSolver, ExactMatchesBruteForceWhenStagesOnlyGrow) {
   EXPECT_GT(checked, 3000);
 }
 
+// ranges_grow() compares every range with both of its one-kernel extensions, those of ranges that
+// end at the chain's last kernel too: here kernel 1 alone is slower than kernels 0-1 together, so
+// stages do not only grow (a solver bounding the period by kernel 1's time alone would miss the
+// one-stage plan).
+TEST(SchedSolver, RangesGrowLooksAtEveryExtension) {
+  SystemSpec sys;
+  sys.kinds = {{.name = "gpu", .letter = 'G', .count = 1, .power = {40, 300, 60}, .link_bw_bytes_per_s = 1e9}};
+  TableCostModel m({1}, 2);
+  m.set_compute(0, 0, {0, 1}, 1.0);
+  m.set_compute(0, 1, {0, 1}, 2.0);
+  m.set_compute(1, 1, {0, 1}, 3.0);
+  EXPECT_FALSE(CostTables(sys, m).ranges_grow());
+  m.set_compute(1, 1, {0, 1}, 1.5);
+  EXPECT_TRUE(CostTables(sys, m).ranges_grow());
+}
+
 
 // Every objective (with random caps) solved exactly on `tables` against the brute-force best;
 // `each` sees every plan found. Returns how many solves were compared.
