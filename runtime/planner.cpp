@@ -355,6 +355,11 @@ double RuntimeCostModel::transfer_in_s(int k, sched::DeviceGroup from, sched::De
   return handoff(k, from, to).in_s;
 }
 
+sched::CostModel::Sides RuntimeCostModel::transfer_sides(int k, sched::DeviceGroup from, sched::DeviceGroup to) const {
+  const Handoff h = handoff(k, from, to);
+  return {h.out_s, h.in_s};
+}
+
 std::optional<rt::RouteCost> RuntimeCostModel::routed(int k, const std::vector<int>& from, const std::vector<int>& to) const {
   const kernels::OpKind op = model_.step(k).op;
   if (row_local(op) || rows_ <= 0 || from.empty() || to.empty()) return std::nullopt;

@@ -117,6 +117,7 @@ class RuntimeCostModel : public sched::CostModel {
   // Each side's own time: what the transfer engine occupies the sending and receiving devices for.
   double transfer_out_s(int k, sched::DeviceGroup from, sched::DeviceGroup to) const override;
   double transfer_in_s(int k, sched::DeviceGroup from, sched::DeviceGroup to) const override;
+  Sides transfer_sides(int k, sched::DeviceGroup from, sched::DeviceGroup to) const override;  // one route
   // The request's upload to a first stage and the result's download from a last stage (inside
   // compute_time_s of the ranges at the chain's ends).
   double host_input_s(sched::DeviceGroup g) const override { return group(g).upload_s; }

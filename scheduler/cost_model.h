@@ -51,6 +51,14 @@ class CostModel {
   // both stages.
   virtual double transfer_out_s(int k, DeviceGroup from, DeviceGroup to) const { return transfer_time_s(k, from, to); }
   virtual double transfer_in_s(int k, DeviceGroup from, DeviceGroup to) const { return transfer_time_s(k, from, to); }
+  // Both sides at once (what CostTables asks for): a model that works out one route for both
+  // overrides it; the default asks each side.
+  struct Sides {
+    double out_s = 0.0, in_s = 0.0;
+  };
+  virtual Sides transfer_sides(int k, DeviceGroup from, DeviceGroup to) const {
+    return {transfer_out_s(k, from, to), transfer_in_s(k, from, to)};
+  }
   // The request's input from host memory to a first stage on `group`, and the result back from a
   // last stage on it, where the model counts them (RuntimeCostModel: part of those stages'
   // compute_time_s, reported apart so the dumped tables show them); 0 when the model has none.

@@ -131,8 +131,9 @@ CostTables::CostTables(const SystemSpec& system, const CostModel& model, const S
     for (std::size_t a = 0; a < kcs_; ++a) {
       for (std::size_t b = 0; b < kcs_; ++b) {
         const std::size_t i = (static_cast<std::size_t>(k) * kcs_ + a) * kcs_ + b;
-        xout_[i] = model.transfer_out_s(k, kc_group_[a], kc_group_[b]);
-        xin_[i] = model.transfer_in_s(k, kc_group_[a], kc_group_[b]);
+        const CostModel::Sides x = model.transfer_sides(k, kc_group_[a], kc_group_[b]);
+        xout_[i] = x.out_s;
+        xin_[i] = x.in_s;
       }
     }
   }

@@ -61,6 +61,7 @@ class FoldedCostModel : public CostModel {
   double transfer_time_s(int k, DeviceGroup from, DeviceGroup to) const override;
   double transfer_out_s(int k, DeviceGroup from, DeviceGroup to) const override;
   double transfer_in_s(int k, DeviceGroup from, DeviceGroup to) const override;
+  Sides transfer_sides(int k, DeviceGroup from, DeviceGroup to) const override;
   // Once per request: the input reaches round 0's first stage, the result leaves the last round.
   double host_input_s(DeviceGroup g) const override { return base_.host_input_s(g); }
   double host_output_s(DeviceGroup g) const override { return base_.host_output_s(g); }
@@ -72,6 +73,7 @@ class FoldedCostModel : public CostModel {
   // occupies the last stage (out) and the first (in).
   double handoff_out_s(DeviceGroup from, DeviceGroup to) const;
   double handoff_in_s(DeviceGroup from, DeviceGroup to) const;
+  Sides handoff_sides(DeviceGroup from, DeviceGroup to) const;  // both at once
 
  private:
   const CostModel& base_;

@@ -103,6 +103,16 @@ double FoldedCostModel::transfer_in_s(int k, DeviceGroup from, DeviceGroup to) c
   return t;
 }
 
+CostModel::Sides FoldedCostModel::transfer_sides(int k, DeviceGroup from, DeviceGroup to) const {
+  Sides t;
+  for (int r = 0; r < shape_.rounds; ++r) {
+    const Sides x = base_.transfer_sides(k + r * shape_.round_kernels, from, to);
+    t.out_s += x.out_s;
+    t.in_s += x.in_s;
+  }
+  return t;
+}
+
 Footprint FoldedCostModel::footprint(int first, int last, DeviceGroup group) const {
   Footprint f;
   for (int r = 0; r < shape_.rounds; ++r)
@@ -136,6 +146,16 @@ double FoldedCostModel::handoff_in_s(DeviceGroup from, DeviceGroup to) const {
   return t;
 }
 
+CostModel::Sides FoldedCostModel::handoff_sides(DeviceGroup from, DeviceGroup to) const {
+  Sides t;
+  for (int r = 1; r < shape_.rounds; ++r) {
+    const Sides x = base_.transfer_sides(r * shape_.round_kernels - 1, from, to);
+    t.out_s += x.out_s;
+    t.in_s += x.in_s;
+  }
+  return t;
+}
+
 namespace {
 
 // The round's allowed kinds: kernel k of the round may run on a kind when every round's allows it.
@@ -153,8 +173,9 @@ SpaceLimits fold_limits(const SpaceLimits& limits, Shape shape) {
 // receiving side on the first stage, its sending side on the last.
 void pin_ends(CostTables& t, const FoldedCostModel& folded, int kf, int kl) {
   std::vector<double> entry(static_cast<std::size_t>(t.num_kc()), kInf), exit = entry;
-  entry[static_cast<std::size_t>(kf)] = folded.handoff_in_s(t.group(kl), t.group(kf));
-  exit[static_cast<std::size_t>(kl)] = folded.handoff_out_s(t.group(kl), t.group(kf));
+  const CostModel::Sides h = folded.handoff_sides(t.group(kl), t.group(kf));
+  entry[static_cast<std::size_t>(kf)] = h.in_s;
+  exit[static_cast<std::size_t>(kl)] = h.out_s;
   t.set_ends(std::move(entry), std::move(exit));
 }
 
