@@ -7,6 +7,12 @@
 namespace dype::sched {
 
 CostTables::CostTables(const SystemSpec& system, const CostModel& model, const SpaceLimits& limits)
+    : CostTables(system, model, limits, false) {}
+
+CostTables::CostTables(const SystemSpec& system, const CostModel& model, const SpaceLimits& limits, LazyTransfers)
+    : CostTables(system, model, limits, true) {}
+
+CostTables::CostTables(const SystemSpec& system, const CostModel& model, const SpaceLimits& limits, bool lazy)
     : n_(model.num_kernels()) {
   system.validate();
   const int kinds = static_cast<int>(system.kinds.size());
@@ -127,6 +133,12 @@ CostTables::CostTables(const SystemSpec& system, const CostModel& model, const S
   }
   xout_.assign(n > 1 ? (n - 1) * kcs_ * kcs_ : 0, 0.0);
   xin_.assign(xout_.size(), 0.0);
+  if (lazy) {
+    lazy_ = true;
+    model_ = &model;
+    known_.assign(xout_.size(), 0);
+    return;
+  }
   for (int k = 0; k + 1 < n_; ++k) {
     for (std::size_t a = 0; a < kcs_; ++a) {
       for (std::size_t b = 0; b < kcs_; ++b) {
@@ -139,6 +151,19 @@ CostTables::CostTables(const SystemSpec& system, const CostModel& model, const S
   }
 }
 
+void CostTables::ask(std::size_t i) const {
+  if (known_[i]) return;
+  const std::size_t k = i / (kcs_ * kcs_), a = i / kcs_ % kcs_, b = i % kcs_;
+  const CostModel::Sides x = model_->transfer_sides(static_cast<int>(k), kc_group_[a], kc_group_[b]);
+  xout_[i] = x.out_s;
+  xin_[i] = x.in_s;
+  known_[i] = 1;
+}
+
+void CostTables::materialise() const {
+  for (std::size_t i = 0; i < known_.size(); ++i) ask(i);
+}
+
 void CostTables::set_ends(std::vector<double> entry, std::vector<double> exit) {
   if ((!entry.empty() && entry.size() != kcs_) || (!exit.empty() && exit.size() != kcs_)) {
     throw Error("CostTables::set_ends: one entry per (kind, count) group expected");
@@ -149,7 +174,11 @@ void CostTables::set_ends(std::vector<double> entry, std::vector<double> exit) {
 
 CostTables CostTables::sub_chain(int first, int last) const {
   if (first < 0 || last >= n_ || first > last) throw Error("CostTables::sub_chain: bad kernel range");
+  materialise();
   CostTables s = *this;
+  s.lazy_ = false;  // every hand-off known: an eager table
+  s.known_.clear();
+  s.model_ = nullptr;
   s.n_ = last - first + 1;
   const auto n = static_cast<std::size_t>(n_), m = static_cast<std::size_t>(s.n_);
   const auto ranges = [&](const auto& v) {

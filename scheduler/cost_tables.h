@@ -26,6 +26,11 @@ struct SpaceLimits {
 class CostTables {
  public:
   CostTables(const SystemSpec& system, const CostModel& model, const SpaceLimits& limits = {});
+  // The same numbers, with each hand-off asked of `model` only when first read (solve_shapes(): a
+  // solve skipped by its bound reads none, a bounded period check a few): `model` must outlive
+  // these tables and every copy of them, and reading them is not thread-safe.
+  struct LazyTransfers {};
+  CostTables(const SystemSpec& system, const CostModel& model, const SpaceLimits& limits, LazyTransfers);
 
   int num_kernels() const { return n_; }
   int num_kinds() const { return static_cast<int>(max_count_.size()); }
@@ -124,10 +129,14 @@ class CostTables {
   // Output of kernel k (0 <= k < n - 1) moved from stage group kc_from to kc_to: the time it
   // occupies the sending stage (out) and the receiving one (in); CostModel::transfer_out_s/_in_s.
   double transfer_out(int k, int kc_from, int kc_to) const {
-    return xout_[(static_cast<std::size_t>(k) * kcs_ + kc_from) * kcs_ + kc_to];
+    const std::size_t i = (static_cast<std::size_t>(k) * kcs_ + kc_from) * kcs_ + kc_to;
+    if (lazy_ && !known_[i]) [[unlikely]] ask(i);
+    return xout_[i];
   }
   double transfer_in(int k, int kc_from, int kc_to) const {
-    return xin_[(static_cast<std::size_t>(k) * kcs_ + kc_from) * kcs_ + kc_to];
+    const std::size_t i = (static_cast<std::size_t>(k) * kcs_ + kc_from) * kcs_ + kc_to;
+    if (lazy_ && !known_[i]) [[unlikely]] ask(i);
+    return xin_[i];
   }
 
   // True when a stage never gets faster by taking one more kernel on either side (compute(a, b + 1)
@@ -174,6 +183,9 @@ class CostTables {
 
  private:
   CostTables() = default;
+  CostTables(const SystemSpec& system, const CostModel& model, const SpaceLimits& limits, bool lazy);
+  void ask(std::size_t i) const;  // hand-off i of a lazy table, from its model when not known yet
+  void materialise() const;       // every hand-off of a lazy table
   int n_ = 0;
   std::size_t kcs_ = 0;
   bool ranges_grow_ = true;
@@ -194,7 +206,10 @@ class CostTables {
   };
   std::vector<Wait> wait_;          // like compute_; empty when no range waits (or serial)
   bool overlap_ = false;
-  std::vector<double> xout_, xin_;  // (n - 1) * kcs * kcs each
+  mutable std::vector<double> xout_, xin_;  // (n - 1) * kcs * kcs each
+  bool lazy_ = false;                        // hand-offs asked when first read
+  mutable std::vector<char> known_;          // lazy tables: which hand-offs were asked
+  const CostModel* model_ = nullptr;         // lazy tables: where the others come from
   std::vector<double> entry_, exit_;  // per kc; empty = 0
   std::vector<double> host_in_, host_out_;  // per kc: CostModel::host_input_s / host_output_s (dump only)
   std::vector<double> short_;         // like compute_; empty when no range is short of memory

@@ -88,9 +88,21 @@ SpaceLimits coordinator_recurrence(const SystemSpec& system);
 // and Plan::round_kernels say which). limits.allowed_kinds, when given, is per kernel of the whole
 // chain. Without shapes this is solve(system, model, objective, solver, limits). Balanced holds
 // every shape to the fastest period over all of them; the Pareto front stays flat.
+// The search (shape_search.cpp) skips every solve (the flat one, a shape's end pair) that a sound
+// bound shows cannot beat the plan it already has, so the plan is the one a solve of every end
+// pair gives (ShapeSearch::skip = false runs them all, the exhaustive search tests compare with).
+struct ShapeSearch {
+  // Plans whose score (period for perf, latency for latency, energy otherwise) is above it are of
+  // no use to the caller (image choice: another image assignment's plan already wins), so solves
+  // whose plans all score above it are skipped too; when that leaves no plan the result is an
+  // empty Plan (no stages) instead of an InfeasibleError. Whenever the exhaustive search's plan
+  // scores at most score_limit, it is the plan returned.
+  double score_limit = kInf;
+  bool skip = true;  // false: every solve runs and score_limit is ignored
+};
 Plan solve_shapes(const SystemSpec& system, const CostModel& model, const std::vector<Shape>& shapes,
                   const ObjectiveSpec& objective, SolverKind solver = SolverKind::exact,
-                  const SpaceLimits& limits = {});
+                  const SpaceLimits& limits = {}, const ShapeSearch& search = {});
 
 // The Pareto front (throughput up, energy down, devices down; solver.h's pareto_front) over the
 // flat chain and every shape in `shapes`, sorted by period.

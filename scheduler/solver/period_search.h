@@ -32,6 +32,8 @@ class PeriodSearch {
 
   // The fastest plan with period <= hi_bound (not ok when there is none).
   Found run(double hi_bound);
+  // Whether some plan has period <= p_max (one check; what solve_shapes() prunes with).
+  bool feasible(double p_max) { return check(p_max).ok; }
   int checks() const { return checks_; }
 
  private:

@@ -1,5 +1,6 @@
-// Layer-recurrent solves (recurrent.h): the flat chain and every recurrent shape, each shape once
-// per (first group, last group) pair with the hand-off pinned to the ends, the best kept.
+// Layer-recurrent plans (recurrent.h): the shapes, the folded cost model, the folded tables with
+// their ends pinned, the Pareto front over every shape and the brute force. The search itself,
+// solve_shapes(), is in shape_search.cpp.
 #include "scheduler/recurrent.h"
 
 #include <algorithm>
@@ -14,6 +15,7 @@
 #include "scheduler/solver/format.h"
 #include "scheduler/solver/objective.h"
 #include "scheduler/solver/paper.h"
+#include "scheduler/solver/recurrent_tables.h"
 
 namespace dype::sched {
 
@@ -156,9 +158,8 @@ CostModel::Sides FoldedCostModel::handoff_sides(DeviceGroup from, DeviceGroup to
   return t;
 }
 
-namespace {
+namespace detail {
 
-// The round's allowed kinds: kernel k of the round may run on a kind when every round's allows it.
 SpaceLimits fold_limits(const SpaceLimits& limits, Shape shape) {
   SpaceLimits out;
   out.max_count = limits.max_count;
@@ -169,8 +170,6 @@ SpaceLimits fold_limits(const SpaceLimits& limits, Shape shape) {
   return out;
 }
 
-// Pins the ends of `t` to the pair (kf first, kl last) with the hand-off H(kl -> kf): its
-// receiving side on the first stage, its sending side on the last.
 void pin_ends(CostTables& t, const FoldedCostModel& folded, int kf, int kl) {
   std::vector<double> entry(static_cast<std::size_t>(t.num_kc()), kInf), exit = entry;
   const CostModel::Sides h = folded.handoff_sides(t.group(kl), t.group(kf));
@@ -179,162 +178,13 @@ void pin_ends(CostTables& t, const FoldedCostModel& folded, int kf, int kl) {
   t.set_ends(std::move(entry), std::move(exit));
 }
 
-// One candidate: the stages, the tables they are priced on (ends pinned), the shape.
-struct Candidate {
-  detail::Found found;
-  Shape shape;
-  std::optional<CostTables> tables;  // recurrent: a copy with its ends pinned
-  detail::Caps caps;
-};
-
-// a better than b for the objective: score, then the other figure, then fewer devices, then the
-// simpler shape (flat, then fewer rounds).
-bool better(const Candidate& a, const Candidate& b, Objective o) {
-  const Figures &x = a.found.fig, &y = b.found.fig;
-  const double s1 = detail::score(x, o), s2 = detail::score(y, o);
-  const double tol = 1e-12 * std::max(std::abs(s1), std::abs(s2));
-  if (s1 < s2 - tol) return true;
-  if (s1 > s2 + tol) return false;
-  // perf and latency break ties by energy, the energy objectives by period.
-  const bool by_energy = o == Objective::perf || o == Objective::latency;
-  const double o1 = by_energy ? x.energy : x.period, o2 = by_energy ? y.energy : y.period;
-  const double tol2 = 1e-12 * std::max(std::abs(o1), std::abs(o2));
-  if (o1 < o2 - tol2) return true;
-  if (o1 > o2 + tol2) return false;
-  if (x.devices != y.devices) return x.devices < y.devices;
-  return a.shape.rounds < b.shape.rounds;
-}
-
-detail::Found run(const CostTables& t, const ObjectiveSpec& o, SolverKind solver, detail::Caps& caps,
-                  detail::PassLog* log = nullptr) {
-  return detail::run_solver(t, o, solver, caps, log);
-}
-
-// Runs `o` on the flat tables and every shape's end pairs; calls keep() with each plan found.
-// InfeasibleErrors (qos targets) are skipped; the first one is returned when nothing was found.
-template <class Keep>
-std::optional<InfeasibleError> each_solve(const CostTables& flat, const std::vector<CostTables>& folded_tables,
-                                          const std::vector<FoldedCostModel>& folded, const std::vector<Shape>& shapes,
-                                          const ObjectiveSpec& o, SolverKind solver, Keep keep) {
-  std::optional<InfeasibleError> first_error;
-  auto attempt = [&](const CostTables& t, Shape shape) {
-    detail::Caps caps;
-    try {
-      detail::Found f = run(t, o, solver, caps);
-      if (f.ok) keep(std::move(f), shape, t, caps);
-    } catch (const InfeasibleError& e) {
-      if (!first_error) first_error = e;
-    }
-  };
-  attempt(flat, {1, flat.num_kernels()});
-  for (std::size_t i = 0; i < shapes.size(); ++i) {
-    CostTables t = folded_tables[i];
-    for (int kf = 0; kf < t.num_kc(); ++kf) {
-      for (int kl = 0; kl < t.num_kc(); ++kl) {
-        pin_ends(t, folded[i], kf, kl);
-        attempt(t, shapes[i]);
-      }
-    }
-  }
-  return first_error;
-}
-
-}  // namespace
+}  // namespace detail
 
 SpaceLimits coordinator_recurrence(const SystemSpec& system) {
   SpaceLimits l;
   for (std::size_t t = 0; t < system.kinds.size() && t < 32; ++t)
     if (system.kinds[t].host_index > 0) l.recurrent_kinds &= ~(1u << t);
   return l;
-}
-
-Plan solve_shapes(const SystemSpec& system, const CostModel& model, const std::vector<Shape>& shapes,
-                  const ObjectiveSpec& objective, SolverKind solver, const SpaceLimits& limits) {
-  if (shapes.empty()) return solve(system, model, objective, solver, limits);
-  const auto start = std::chrono::steady_clock::now();
-  detail::check_objective(objective);
-  const CostTables flat(system, model, limits);
-  detail::require_schedulable(flat);
-  std::vector<FoldedCostModel> folded;
-  std::vector<CostTables> folded_tables;
-  for (const Shape& s : shapes) {
-    folded.emplace_back(model, s);
-    folded_tables.emplace_back(system, folded.back(), fold_limits(limits, s));
-  }
-
-  std::optional<Candidate> best;
-  const Objective goal = objective.objective;
-  auto keep = [&](detail::Found f, Shape shape, const CostTables& t, const detail::Caps& caps) {
-    // One-stage recurrent plans are the flat ones (priced here with a hand-off they do not make).
-    if (shape.rounds > 1 && f.stages.size() < 2) return;
-    Candidate c{std::move(f), shape, std::nullopt, caps};
-    if (best && !better(c, *best, goal == Objective::balanced ? Objective::energy : goal)) return;
-    if (shape.rounds > 1) c.tables.emplace(t);
-    best = std::move(c);
-  };
-  ObjectiveSpec o = objective;
-  if (goal == Objective::balanced) {
-    // Every shape is held to the fastest period over all of them: a qos run per shape with that
-    // throughput floor is the balanced objective.
-    std::optional<Candidate> fastest;
-    each_solve(flat, folded_tables, folded, shapes, {.objective = Objective::perf}, solver,
-               [&](detail::Found f, Shape shape, const CostTables&, const detail::Caps&) {
-                 if (shape.rounds > 1 && f.stages.size() < 2) return;
-                 Candidate c{std::move(f), shape, std::nullopt, {}};
-                 if (!fastest || better(c, *fastest, Objective::perf)) fastest = std::move(c);
-               });
-    if (!fastest) throw InfeasibleError("no feasible schedule: the available devices cannot form a pipeline");
-    o = {.objective = Objective::qos,
-         .balance_ratio = objective.balance_ratio,
-         .min_throughput_per_s = objective.balance_ratio / fastest->found.fig.period};
-  }
-  const auto error = each_solve(flat, folded_tables, folded, shapes, o, solver, keep);
-  if (!best) {
-    if (error && !shapes.empty() && o.min_throughput_per_s > 0) {
-      // Each shape's solve diagnosed its own tables; a throughput floor out of reach is said with
-      // the fastest plan over every shape, not the first shape's.
-      double fastest = kInf;
-      each_solve(flat, folded_tables, folded, shapes, {.objective = Objective::perf}, solver,
-                 [&](detail::Found f, Shape shape, const CostTables&, const detail::Caps&) {
-                   if (shape.rounds > 1 && f.stages.size() < 2) return;
-                   fastest = std::min(fastest, f.fig.period);
-                 });
-      if (!within(fastest, 1.0 / o.min_throughput_per_s))
-        throw InfeasibleError(std::string(to_string(goal)) + ": min throughput " +
-                              detail::fmt(o.min_throughput_per_s, "/s") + " infeasible: best achievable " +
-                              detail::fmt(fastest < kInf ? 1.0 / fastest : 0.0, "/s") +
-                              " over flat and layer-recurrent plans");
-    }
-    if (error) throw *error;
-    throw InfeasibleError("no feasible schedule: the available devices cannot form a pipeline");
-  }
-  const CostTables& t = best->tables ? *best->tables : flat;
-  Plan plan = evaluate(best->found.stages, t);
-  plan.objective = to_string(goal);
-  plan.solver = to_string(solver);
-  plan.score = detail::score(plan.period_s, plan.energy_j, plan.latency_s, goal);
-  if (best->shape.rounds > 1) {
-    plan.rounds = best->shape.rounds;
-    plan.round_kernels = best->shape.round_kernels;
-    plan.mnemonic = "(" + plan.mnemonic + ")x" + std::to_string(plan.rounds);
-  }
-  // The winner's own passes, run again with a log (one solve on small tables).
-  detail::PassLog log;
-  detail::Caps caps;
-  run(t, o, solver, caps, &log);
-  std::string searched = "flat";
-  for (const Shape& s : shapes) searched += ", x" + std::to_string(s.rounds);
-  plan.passes.push_back({.number = 0,
-                         .name = "shapes: flat, and recurrent per end-group pair",
-                         .method = "each shape",
-                         .found = true,
-                         .period_s = plan.period_s,
-                         .energy_j = plan.energy_j,
-                         .work = searched});
-  for (SolverPass& p : log.take()) plan.passes.push_back(std::move(p));
-  detail::explain_with(plan, t, goal, best->caps);
-  plan.solve_time_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-  return plan;
 }
 
 std::vector<Plan> pareto_front_shapes(const SystemSpec& system, const CostModel& model, const std::vector<Shape>& shapes) {
@@ -344,7 +194,7 @@ std::vector<Plan> pareto_front_shapes(const SystemSpec& system, const CostModel&
     CostTables t(system, folded);
     for (int kf = 0; kf < t.num_kc(); ++kf) {
       for (int kl = 0; kl < t.num_kc(); ++kl) {
-        pin_ends(t, folded, kf, kl);
+        detail::pin_ends(t, folded, kf, kl);
         std::vector<Plan> front;
         try {
           front = pareto_front(t);
@@ -382,7 +232,7 @@ Plan evaluate_recurrent(const std::vector<StageSpec>& stages, const SystemSpec& 
   if (shape.rounds <= 1) return evaluate(stages, CostTables(system, model));
   const FoldedCostModel folded(model, shape);
   CostTables t(system, folded);
-  if (stages.size() >= 2) pin_ends(t, folded, stages.front().kc, stages.back().kc);
+  if (stages.size() >= 2) detail::pin_ends(t, folded, stages.front().kc, stages.back().kc);
   Plan p = evaluate(stages, t);
   p.rounds = shape.rounds;
   p.round_kernels = shape.round_kernels;
@@ -400,7 +250,7 @@ std::vector<EnumeratedShapePlan> enumerate_shape_plans(const SystemSpec& system,
     CostTables t(system, folded);
     for (auto& p : enumerate_plans(t)) {
       if (p.stages.size() < 2) continue;  // the flat one-stage plans
-      pin_ends(t, folded, p.stages.front().kc, p.stages.back().kc);
+      detail::pin_ends(t, folded, p.stages.front().kc, p.stages.back().kc);
       const Figures f = figures(p.stages, t);
       out.push_back({{p.stages, f.period, f.latency, f.energy, f.devices}, s});
     }
