@@ -92,29 +92,54 @@ ReloadCost reload_cost(const FpgaImages& images, const ImageAssignment& a) {
   return c;
 }
 
+double reload_penalty(const ReloadCost& cost, double horizon, double p_exec_w, sched::Objective objective) {
+  // A reload's pause holds requests up once: spread over the horizon, for the period as for the
+  // latency.
+  if (objective == sched::Objective::perf || objective == sched::Objective::latency) return cost.pause_s / horizon;
+  return cost.device_seconds * p_exec_w / horizon;
+}
+
 double amortised_score(const sched::Plan& plan, const ReloadCost& cost, double horizon, double p_exec_w,
                        sched::Objective objective) {
-  if (objective == sched::Objective::perf) return plan.period_s + cost.pause_s / horizon;
-  // A reload's pause holds requests up once: spread over the horizon, as for the period.
-  if (objective == sched::Objective::latency) return plan.latency_s + cost.pause_s / horizon;
-  return plan.energy_j + cost.device_seconds * p_exec_w / horizon;
+  const double own = objective == sched::Objective::perf      ? plan.period_s
+                     : objective == sched::Objective::latency ? plan.latency_s
+                                                              : plan.energy_j;
+  return own + reload_penalty(cost, horizon, p_exec_w, objective);
 }
 
 ImageChoice choose_images(const FpgaImages& images, const std::vector<ImageAssignment>& assignments,
                           const std::function<sched::Plan(std::size_t)>& plan_for, double horizon, double p_exec_w,
                           sched::Objective objective) {
+  return choose_images(
+      images, assignments, [&](std::size_t i, double) { return std::optional<sched::Plan>(plan_for(i)); }, horizon,
+      p_exec_w, objective);
+}
+
+ImageChoice choose_images(const FpgaImages& images, const std::vector<ImageAssignment>& assignments,
+                          const std::function<std::optional<sched::Plan>(std::size_t, double)>& plan_for,
+                          double horizon, double p_exec_w, sched::Objective objective) {
   std::optional<ImageChoice> best;
   std::optional<sched::InfeasibleError> error;
   for (std::size_t i = 0; i < assignments.size(); ++i) {
     ImageChoice c;
+    c.index = i;
+    c.cost = reload_cost(images, assignments[i]);
+    // What i's plan must score to win (the test below): under the best's amortised score, or up
+    // to it on a tie when i reloads fewer FPGAs.
+    double limit = sched::kInf;
+    if (best) {
+      const double tol = 1e-12 * best->score;
+      limit = (c.cost.reloads < best->cost.reloads ? best->score + tol : best->score - tol) -
+              reload_penalty(c.cost, horizon, p_exec_w, objective);
+    }
     try {
-      c.plan = plan_for(i);
+      std::optional<sched::Plan> plan = plan_for(i, limit);
+      if (!plan) continue;  // nothing within the limit: cannot win
+      c.plan = std::move(*plan);
     } catch (const sched::InfeasibleError& e) {
       if (!error) error = e;
       continue;
     }
-    c.index = i;
-    c.cost = reload_cost(images, assignments[i]);
     c.score = amortised_score(c.plan, c.cost, horizon, p_exec_w, objective);
     const double tol = best ? 1e-12 * best->score : 0.0;
     if (!best || c.score < best->score - tol || (c.score <= best->score + tol && c.cost.reloads < best->cost.reloads))
@@ -125,6 +150,27 @@ ImageChoice choose_images(const FpgaImages& images, const std::vector<ImageAssig
     throw sched::InfeasibleError("no image assignment gives a plan");
   }
   return std::move(*best);
+}
+
+ImageChoice choose_images_for(const FpgaImages& images, const std::vector<ImageAssignment>& assignments,
+                              const AssignmentSolve& solve, const sched::ObjectiveSpec& objective, double horizon,
+                              double p_exec_w) {
+  sched::ObjectiveSpec each = objective;
+  if (objective.objective == sched::Objective::balanced) {
+    double fastest = sched::kInf;
+    for (std::size_t i = 0; i < assignments.size(); ++i) {
+      try {
+        if (const auto p = solve(i, {.objective = sched::Objective::perf}, fastest))
+          fastest = std::min(fastest, p->period_s);
+      } catch (const sched::InfeasibleError&) {
+      }
+    }
+    each = {.objective = sched::Objective::qos, .balance_ratio = objective.balance_ratio,
+            .min_throughput_per_s = objective.balance_ratio / fastest};
+  }
+  return choose_images(
+      images, assignments, [&](std::size_t i, double score_limit) { return solve(i, each, score_limit); }, horizon,
+      p_exec_w, objective.objective);
 }
 
 std::string describe(const FpgaImages& images, const ImageAssignment& a) {

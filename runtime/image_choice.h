@@ -16,6 +16,7 @@
 //   const auto images = rt::candidate_images(cfg);         // 2 images for 3 U280s: 4 assignments
 //   for (const auto& a : rt::image_assignments(images)) { ... load_schedule_inputs(..., &a) ... }
 #include <functional>
+#include <optional>
 #include <set>
 #include <string>
 #include <vector>
@@ -57,9 +58,10 @@ struct ReloadCost {
 ReloadCost reload_cost(const FpgaImages& images, const ImageAssignment& a);
 
 // The plan's objective score with the reload amortised over `horizon` requests (p_exec_w: an
-// FPGA's power while it reconfigures).
+// FPGA's power while it reconfigures): its own score plus reload_penalty().
 double amortised_score(const sched::Plan& plan, const ReloadCost& cost, double horizon, double p_exec_w,
                        sched::Objective objective);
+double reload_penalty(const ReloadCost& cost, double horizon, double p_exec_w, sched::Objective objective);
 
 // The assignment whose plan has the best amortised score; on a tie, the one with fewer reloads.
 // plan_for(i): the plan for assignment i, InfeasibleError when it has none (the first such error
@@ -73,6 +75,27 @@ struct ImageChoice {
 ImageChoice choose_images(const FpgaImages& images, const std::vector<ImageAssignment>& assignments,
                           const std::function<sched::Plan(std::size_t)>& plan_for, double horizon, double p_exec_w,
                           sched::Objective objective);
+// The same, telling plan_for(i, score_limit) what assignment i's plan must score at most (its own
+// score, before the reload is added) to win against the best assignment so far: kInf for the
+// first, then the best's amortised score less i's reload penalty (ties within 1e-12 go to fewer
+// reloads, as above). plan_for may return nullopt when no plan of assignment i scores at most the
+// limit (sched::solve_shapes' score_limit), and need not solve that assignment in full; the
+// choice is the one above whenever every plan it returns is the plan without the limit or one
+// scoring above the limit.
+ImageChoice choose_images(const FpgaImages& images, const std::vector<ImageAssignment>& assignments,
+                          const std::function<std::optional<sched::Plan>(std::size_t, double)>& plan_for,
+                          double horizon, double p_exec_w, sched::Objective objective);
+
+// DyPe's choice for `objective` over every assignment, as dype-schedule and dype-eval make it
+// (PlanningCase): balanced holds every assignment to the fastest period over all of them (a qos
+// solve with that throughput floor; only the fastest period counts, so each perf solve is held to
+// the fastest so far), then choose_images() above ranks the objective's amortised score.
+// solve(i, objective, score_limit): assignment i's plan, as plan_for above.
+using AssignmentSolve =
+    std::function<std::optional<sched::Plan>(std::size_t, const sched::ObjectiveSpec&, double score_limit)>;
+ImageChoice choose_images_for(const FpgaImages& images, const std::vector<ImageAssignment>& assignments,
+                              const AssignmentSolve& solve, const sched::ObjectiveSpec& objective, double horizon,
+                              double p_exec_w);
 
 // "2 x u280-sextans-gemm + 1 x u280-sextans-swat".
 std::string describe(const FpgaImages& images, const ImageAssignment& a);

@@ -51,12 +51,15 @@ PlanningCase::PlanningCase(CaseSpec spec) : spec_(std::move(spec)) {
   if (!spec_.flat_only) shapes_ = sched::recurrent_shapes(loaded().workload);
 }
 
-sched::Plan PlanningCase::plan_on(std::size_t i, const sched::ObjectiveSpec& objective, sched::SolverKind solver,
-                                  const std::string& baseline) const {
+std::optional<sched::Plan> PlanningCase::plan_on(std::size_t i, const sched::ObjectiveSpec& objective,
+                                                 sched::SolverKind solver, const std::string& baseline,
+                                                 double score_limit) const {
   const ScheduleInputs& si = systems_.at(i);
-  if (baseline.empty()) return sched::solve_shapes(si.system, *si.model, shapes_, objective, solver,
-                                                     sched::coordinator_recurrence(si.system));
-  return sched::baseline(baseline, si.system, *si.model, si.workload, objective);
+  if (!baseline.empty()) return sched::baseline(baseline, si.system, *si.model, si.workload, objective);
+  sched::Plan p = sched::solve_shapes(si.system, *si.model, shapes_, objective, solver,
+                                      sched::coordinator_recurrence(si.system), {.score_limit = score_limit});
+  if (p.empty()) return std::nullopt;  // every plan scores above the limit
+  return p;
 }
 
 CasePlan PlanningCase::plan(const sched::ObjectiveSpec& objective, sched::SolverKind solver,
@@ -71,31 +74,24 @@ CasePlan PlanningCase::plan(const sched::ObjectiveSpec& objective, sched::Solver
   }
   CasePlan out;
   if (assignments_.empty()) {
-    out.plan = plan_on(0, objective, solver, baseline);
+    out.plan = *plan_on(0, objective, solver, baseline);
     return out;
   }
   const sched::SystemSpec& sys = loaded().system;
   const int fpga = sys.kind_index("fpga");
   const double p_exec = fpga >= 0 ? sys.kinds[static_cast<std::size_t>(fpga)].power.exec_w : 0.0;
-  sched::ObjectiveSpec each = objective;
-  if (objective.objective == sched::Objective::balanced && baseline.empty()) {
-    // Balanced holds every assignment to the fastest period over all of them.
-    double fastest = sched::kInf;
-    for (std::size_t i = 0; i < systems_.size(); ++i) {
-      try {
-        fastest = std::min(fastest, plan_on(i, {.objective = sched::Objective::perf}, solver, "").period_s);
-      } catch (const sched::InfeasibleError&) {
-      }
-    }
-    each = {.objective = sched::Objective::qos, .balance_ratio = objective.balance_ratio,
-            .min_throughput_per_s = objective.balance_ratio / fastest};
-  }
   const auto choose = [&] {
+    if (baseline.empty())
+      return choose_images_for(
+          images_, assignments_,
+          [&](std::size_t i, const sched::ObjectiveSpec& o, double score_limit) {
+            return plan_on(i, o, solver, "", score_limit);
+          },
+          objective, spec_.reload_horizon, p_exec);
+    // theoretical-additive is a throughput sum: its images are the ones that give the most.
     return choose_images(
-        images_, assignments_, [&](std::size_t i) { return plan_on(i, each, solver, baseline); }, spec_.reload_horizon,
-        p_exec,
-        // theoretical-additive is a throughput sum: its images are the ones that give the most.
-        baseline == "theoretical-additive" ? sched::Objective::perf : objective.objective);
+        images_, assignments_, [&](std::size_t i) { return *plan_on(i, objective, solver, baseline); },
+        spec_.reload_horizon, p_exec, baseline == "theoretical-additive" ? sched::Objective::perf : objective.objective);
   };
   std::optional<ImageChoice> chosen;
   try {
@@ -107,7 +103,7 @@ CasePlan PlanningCase::plan(const sched::ObjectiveSpec& objective, sched::Solver
     double fastest = sched::kInf;
     for (std::size_t i = 0; i < systems_.size(); ++i) {
       try {
-        fastest = std::min(fastest, plan_on(i, {.objective = sched::Objective::perf}, solver, "").period_s);
+        fastest = std::min(fastest, plan_on(i, {.objective = sched::Objective::perf}, solver, "")->period_s);
       } catch (const sched::InfeasibleError&) {
       }
     }

@@ -60,8 +60,10 @@ class PlanningCase {
   const CaseSpec& spec() const { return spec_; }
 
  private:
-  sched::Plan plan_on(std::size_t i, const sched::ObjectiveSpec& objective, sched::SolverKind solver,
-                      const std::string& baseline) const;
+  // score_limit (DyPe's plans only): nullopt when no plan of assignment i scores at most it
+  // (sched::solve_shapes' score_limit).
+  std::optional<sched::Plan> plan_on(std::size_t i, const sched::ObjectiveSpec& objective, sched::SolverKind solver,
+                                     const std::string& baseline, double score_limit = sched::kInf) const;
 
   CaseSpec spec_;
   FpgaImages images_;

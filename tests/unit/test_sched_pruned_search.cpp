@@ -1,9 +1,10 @@
 // The pruned search against the exhaustive one. solve_shapes() skips the solves (flat, and each
-// recurrent shape's end pairs) that a bound shows cannot beat the plan it has; it must give
-// exactly the plan the search without skipping gives (ShapeSearch::skip = false), on random small
-// instances for every objective: recurrent models on 1-3 kinds (serial and overlapping transfers,
-// sided hand-offs, the exact and the paper's solver). The bound itself is checked against every
-// plan's figures.
+// recurrent shape's end pairs) that a bound shows cannot beat the plan it has, and image choice
+// tells each assignment's search what it must score to win; both must give exactly the plan the
+// search without skipping gives (ShapeSearch::skip = false, every assignment solved in full), on
+// random small instances for every objective: recurrent models on 1-3 kinds (serial and
+// overlapping transfers, sided hand-offs, the exact and the paper's solver), and systems whose
+// FPGAs choose among several images. The bound itself is checked against every plan's figures.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -14,6 +15,10 @@
 #include <string>
 #include <vector>
 
+#include "hw/system_config.h"
+#include "kernels/graph/generators.h"
+#include "runtime/image_choice.h"
+#include "runtime/planning_case.h"
 #include "scheduler/recurrent.h"
 #include "scheduler/solver/score_bound.h"
 #include "../test_sched_instances.h"
@@ -305,6 +310,154 @@ TEST(SchedPrunedSearch, BoundsHoldForEveryPlan) {
     }
   }
   std::printf("%d tables, %d plan scores above their bound\n", tables, plans);
+}
+
+// Systems whose FPGAs choose among 2-3 images (each runs some of the ops), beside 0-2 GPUs: every
+// assignment is a system with one kind per image, priced alike wherever it has the same group
+// (so assignments tie, and ties go to fewer reloads). The choice with limits (choose_images_for
+// over solve_shapes with score_limit, as PlanningCase makes it) equals the exhaustive one.
+TEST(SchedPrunedSearch, ImageChoiceMatchesTheExhaustiveSearch) {
+  std::mt19937_64 rng(4242);
+  std::uniform_real_distribution<double> u01(0.0, 1.0);
+  int checked = 0, won_by_reload = 0, cut = 0;
+  for (int inst = 0; inst < 160; ++inst) {
+    const int images = std::uniform_int_distribution<int>(2, 3)(rng);
+    const int gpus = std::uniform_int_distribution<int>(0, 2)(rng);
+    // Identity 0: the GPU; 1..images: the FPGA images (more of them unsupported).
+    const Catalogue cat = random_catalogue(rng, images + 1, 0.35);
+    rt::FpgaImages fpgas;
+    fpgas.devices = std::uniform_int_distribution<int>(1, 3)(rng);
+    fpgas.board = "board";
+    int left = fpgas.devices;
+    for (int i = 0; i < images; ++i) {
+      rt::ImageOption opt;
+      opt.bitstream.name = "img" + std::to_string(i);
+      opt.bitstream.load_time_s = 0.05 + 2.0 * u01(rng);
+      opt.loaded = i + 1 == images ? left : std::uniform_int_distribution<int>(0, left)(rng);
+      left -= opt.loaded;
+      fpgas.options.push_back(opt);
+    }
+    const auto assignments = rt::image_assignments(fpgas);
+    std::vector<SystemSpec> systems;
+    std::vector<std::unique_ptr<CatalogueModel>> models;
+    for (const auto& a : assignments) {
+      SystemSpec sys;
+      std::vector<int> ids;
+      if (gpus > 0) sys.kinds.push_back(kind("gpu", 'G', gpus, cat.power[0])), ids.push_back(0);
+      for (int i = 0; i < images; ++i) {
+        if (a[static_cast<std::size_t>(i)] == 0) continue;
+        sys.kinds.push_back(kind("fpga:img" + std::to_string(i), 'F', a[static_cast<std::size_t>(i)],
+                                 cat.power[static_cast<std::size_t>(i) + 1]));
+        ids.push_back(i + 1);
+      }
+      systems.push_back(sys);
+      models.push_back(std::make_unique<CatalogueModel>(cat, ids));
+    }
+    const auto shapes = shapes_of(cat);
+    const double p_exec = 10 + 90 * u01(rng);
+    const auto exhaustive = [&](std::size_t i, const ObjectiveSpec& o, double) -> std::optional<Plan> {
+      return solve_shapes(systems[i], *models[i], shapes, o, SolverKind::exact, {}, {.skip = false});
+    };
+    const auto pruned = [&](std::size_t i, const ObjectiveSpec& o, double limit) -> std::optional<Plan> {
+      Plan p = solve_shapes(systems[i], *models[i], shapes, o, SolverKind::exact, {}, {.score_limit = limit});
+      if (p.empty()) {
+        ++cut;
+        return std::nullopt;
+      }
+      return p;
+    };
+    // Targets from the fastest period and least latency over every assignment.
+    double fastest = kInf, quickest = kInf;
+    for (std::size_t i = 0; i < assignments.size(); ++i) {
+      try {
+        fastest = std::min(fastest, exhaustive(i, {.objective = Objective::perf}, kInf)->period_s);
+        quickest = std::min(quickest, exhaustive(i, {.objective = Objective::latency}, kInf)->latency_s);
+      } catch (const InfeasibleError&) {
+      }
+    }
+    for (const double horizon : {1.0, 1e3, 1e7}) {
+      for (const Objective o : kObjectives) {
+        const ObjectiveSpec spec = random_spec(o, fastest, quickest, rng);
+        const auto choose = [&](const rt::AssignmentSolve& solve) {
+          try {
+            const rt::ImageChoice c = rt::choose_images_for(fpgas, assignments, solve, spec, horizon, p_exec);
+            char buf[64];
+            std::snprintf(buf, sizeof buf, "assignment %zu score %a reloads %d: ", c.index, c.score, c.cost.reloads);
+            return buf + everything(c.plan);
+          } catch (const InfeasibleError& e) {
+            return std::string("infeasible: ") + e.what();
+          }
+        };
+        const std::string want = choose(exhaustive);
+        ASSERT_EQ(choose(pruned), want) << "instance " << inst << " " << to_string(o) << " horizon " << horizon;
+        won_by_reload += want.find("reloads 0:") == std::string::npos && want.rfind("assignment", 0) == 0;
+        ++checked;
+      }
+    }
+  }
+  std::printf("%d image choices equal the exhaustive search's (%d reload an FPGA; %d assignments cut short)\n", checked,
+              won_by_reload, cut);
+  EXPECT_GT(won_by_reload, 0);
+  EXPECT_GT(cut, 0);
+}
+
+// dype-schedule's planning (PlanningCase: the runtime cost model, every image assignment of the
+// paper testbeds' U280s, the recurrent shapes) against the same choice over exhaustive searches,
+// for GCN and GIN on the paper's datasets and every objective.
+TEST(SchedPrunedSearch, PaperTestbedsMatchTheExhaustiveSearch) {
+  std::mt19937_64 rng(9);
+  int checked = 0;
+  for (const char* system : {"paper-testbed-pcie4.yaml", "paper-testbed-pcie5.yaml", "paper-testbed-cxl3.yaml"}) {
+    const std::string file = std::string(DYPE_SOURCE_DIR) + "/configs/systems/" + system;
+    const rt::FpgaImages images = rt::candidate_images(hw::load_system_config(file));
+    const auto assignments = rt::image_assignments(images);
+    ASSERT_GT(assignments.size(), 1u) << system;
+    for (const char* model : {"gcn.yaml", "gin.yaml"}) {
+      for (const auto d : {kernels::PaperDataset::s1, kernels::PaperDataset::s2, kernels::PaperDataset::s3,
+                           kernels::PaperDataset::s4}) {
+        const kernels::GraphShape g = kernels::paper_shape(d);
+        const rt::PlanningCase c({.system_file = file,
+                                  .model = load_model_config(std::string(DYPE_SOURCE_DIR) + "/configs/models/" + model),
+                                  .input = {.nodes = g.nodes, .nnz = g.edges, .feature_len = g.feature_len},
+                                  .perfmodels_dir = std::string(DYPE_SOURCE_DIR) + "/configs/perfmodels",
+                                  .transfers = std::nullopt});
+        ASSERT_EQ(c.assignments(), assignments.size());
+        const auto exhaustive = [&](std::size_t i, const ObjectiveSpec& o, double) -> std::optional<Plan> {
+          const rt::ScheduleInputs& si = c.inputs(i);
+          return solve_shapes(si.system, *si.model, c.shapes(), o, SolverKind::exact, coordinator_recurrence(si.system),
+                              {.skip = false});
+        };
+        const SystemSpec& sys = c.loaded().system;
+        const double p_exec = sys.kinds[static_cast<std::size_t>(sys.kind_index("fpga"))].power.exec_w;
+        double fastest = kInf, quickest = kInf;
+        for (std::size_t i = 0; i < assignments.size(); ++i) {
+          fastest = std::min(fastest, exhaustive(i, {.objective = Objective::perf}, kInf)->period_s);
+          quickest = std::min(quickest, exhaustive(i, {.objective = Objective::latency}, kInf)->latency_s);
+        }
+        for (const Objective o : kObjectives) {
+          const ObjectiveSpec spec = random_spec(o, fastest, quickest, rng);
+          std::string want, got;
+          try {
+            const rt::ImageChoice w = rt::choose_images_for(images, assignments, exhaustive, spec, 1000, p_exec);
+            want = std::to_string(w.index) + " " + everything(w.plan);
+          } catch (const InfeasibleError&) {
+            want = "infeasible";
+          }
+          try {
+            const rt::CasePlan p = c.plan(spec);
+            Plan plan = p.plan;
+            plan.objective = to_string(o == Objective::balanced ? Objective::qos : o);  // as choose_images_for's
+            got = std::to_string(p.assignment) + " " + everything(plan);
+          } catch (const InfeasibleError&) {
+            got = "infeasible";
+          }
+          EXPECT_EQ(got, want) << system << " " << model << " " << g.name << " " << to_string(o);
+          ++checked;
+        }
+      }
+    }
+  }
+  std::printf("%d PlanningCase plans equal the exhaustive search's\n", checked);
 }
 
 }  // namespace
