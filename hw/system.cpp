@@ -15,6 +15,7 @@ System System::from_config(const SystemConfig& config) {
   bool described = false;
   for (DeviceConfig& dc : s.config_.devices) {
     if (!config.remote_host(dc.name).empty()) continue;
+    if (dc.profile && dc.copy_engines > 0) continue;  // detection already asked (System::detect)
     const Backend* backend = find_backend(dc.backend);
     if (!backend || !backend->describe) continue;
     const auto attrs = backend->describe(dc);

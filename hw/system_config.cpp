@@ -1,7 +1,6 @@
 #include "hw/system_config.h"
 
 #include <cstdlib>
-#include <algorithm>
 #include <filesystem>
 #include <optional>
 #include <set>

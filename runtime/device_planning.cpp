@@ -5,6 +5,7 @@
 #include "hw/device_profile.h"
 #include "runtime/perf_planner.h"
 #include "runtime/planner.h"
+#include "runtime/planning_kinds.h"
 
 namespace dype::rt {
 
@@ -89,7 +90,7 @@ std::vector<DevicePlanning> describe_device_planning(const hw::System& system, c
       (src == "none" ? untimed : timed) += 1;
       p.kernel_times[std::string(kernels::to_string(op))] = src;
     }
-    const bool schedulable = !cfg || cfg->schedulable;
+    const bool schedulable = usable(system, d, {});
     if (!schedulable) {
       p.why_not = "schedulable: false in the system file";
     } else if (timed == 0) {

@@ -7,6 +7,7 @@
 #include "kernels/error.h"
 #include "perfmodel/profiler.h"
 #include "runtime/perf_planner.h"
+#include "runtime/planning_kinds.h"
 
 namespace dype::rt {
 
@@ -24,11 +25,6 @@ std::string describe(const StoreOrigin& origin) {
 }
 
 namespace {
-
-bool schedulable(const hw::System& system, const hw::Device& d) {
-  const hw::DeviceConfig* cfg = system.config().find(d.name());
-  return !cfg || cfg->schedulable;
-}
 
 // Times each kernel the device runs in its share of the budget; a kernel that gets too few points
 // is left out (a warning), the others are kept.
@@ -109,7 +105,7 @@ PlanningStores load_planning_stores(const hw::System& system, const StartupProfi
       }
     }
     const bool wanted = (real || options.measure_modelled) && (d->kind() != hw::DeviceKind::cpu || options.measure_cpu) &&
-                        !d->reconfigurable() && schedulable(system, *d);
+                        !d->reconfigurable() && usable(system, d, {});
     if (!wanted || options.budget_s <= 0) continue;
     if (options.log)
       options.log(d->name() + " (" + id + "): no fitted performance models; timing SpMM, GEMM and attention shapes for " +
