@@ -50,8 +50,8 @@
 #include "kernels/graph/generators.h"
 #include "runtime/daemon/batching_service.h"
 #include "runtime/daemon/engine_service.h"
-#include "runtime/daemon/grpc_server.h"
-#include "runtime/daemon/http_server.h"
+#include "runtime/daemon/grpc/grpc_server.h"
+#include "runtime/daemon/http/http_server.h"
 #include "runtime/daemon/proto/grpc_service.grpc.pb.h"
 #include "bench/bench_common.h"
 

@@ -42,10 +42,10 @@
 
 #include "kernels/graph/generators.h"
 #include "runtime/daemon/engine_service.h"
-#include "runtime/daemon/http_server.h"
-#include "runtime/daemon/request_builder.h"
+#include "runtime/daemon/http/http_server.h"
+#include "runtime/daemon/kserve/request_builder.h"
 #include "runtime/host_memory.h"
-#include "runtime/daemon/tensor.h"
+#include "runtime/daemon/kserve/tensor.h"
 #include "bench/bench_common.h"
 
 // After the project headers: httplib pulls in <resolv.h>, whose _res macro breaks Eigen headers

@@ -24,9 +24,9 @@
 
 #include "kernels/graph/generators.h"
 #include "runtime/daemon/engine_service.h"
-#include "runtime/daemon/http_server.h"
-#include "runtime/daemon/tensor.h"
-#include "runtime/daemon/tls.h"
+#include "runtime/daemon/http/http_server.h"
+#include "runtime/daemon/kserve/tensor.h"
+#include "runtime/daemon/http/tls.h"
 #include "runtime/host_memory.h"
 #include "bench/bench_common.h"
 

@@ -23,8 +23,8 @@
 
 #include <nlohmann/json.hpp>
 
-#include "runtime/daemon/json_depth.h"
-#include "runtime/daemon/tensor.h"
+#include "runtime/daemon/kserve/json_depth.h"
+#include "runtime/daemon/kserve/tensor.h"
 
 using namespace dype::rt::daemon;
 using json = nlohmann::json;

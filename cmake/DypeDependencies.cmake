@@ -4,7 +4,7 @@ find_package(TBB REQUIRED)
 find_package(Eigen3 3.4 REQUIRED NO_MODULE)
 find_package(yaml-cpp REQUIRED)
 find_package(nlohmann_json 3.10 REQUIRED)
-# Infer request bodies are parsed with simdjson's On-Demand API (runtime/daemon/tensor_parse.cpp).
+# Infer request bodies are parsed with simdjson's On-Demand API (runtime/daemon/kserve/tensor_parse.cpp).
 find_package(simdjson 3.0 REQUIRED CONFIG)
 find_package(CLI11 REQUIRED)
 find_package(spdlog REQUIRED)

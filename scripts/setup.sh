@@ -7,7 +7,7 @@ packages=(
   build-essential cmake ninja-build pkg-config git curl
   libtbb-dev libeigen3-dev libgtest-dev libgmock-dev libbenchmark-dev libdnnl-dev
   libyaml-cpp-dev nlohmann-json3-dev libcli11-dev libspdlog-dev libfmt-dev
-  libsimdjson-dev  # infer request bodies parsed without a document tree (runtime/daemon/tensor_parse.cpp)
+  libsimdjson-dev  # infer request bodies parsed without a document tree (runtime/daemon/kserve/tensor_parse.cpp)
   libucx-dev  # activations between hosts over UCX (runtime/remote/)
   libssl-dev openssl  # dype-serve --tls-cert (HTTPS, gRPC over TLS), dype-client --tls-ca; the CLI makes the tests' certificates
   libboost-dev libcpp-httplib-dev libgrpc++-dev libprotobuf-dev protobuf-compiler protobuf-compiler-grpc

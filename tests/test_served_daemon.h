@@ -8,8 +8,8 @@
 #include <memory>
 
 #include "runtime/daemon/engine_service.h"
-#include "runtime/daemon/grpc_server.h"
-#include "runtime/daemon/http_server.h"
+#include "runtime/daemon/grpc/grpc_server.h"
+#include "runtime/daemon/http/http_server.h"
 
 namespace dype::test {
 

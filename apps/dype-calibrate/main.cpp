@@ -37,7 +37,7 @@
 #include "hw/system_config.h"
 #include "kernels/error.h"
 #ifdef DYPE_HAVE_REMOTE
-#include "runtime/daemon/admin.h"
+#include "runtime/daemon/admin/admin.h"
 #include "runtime/remote/path_probe.h"
 #endif
 

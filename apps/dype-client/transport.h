@@ -12,7 +12,7 @@
 #include <nlohmann/json.hpp>
 
 #include "kernels/graph/edge_list.h"
-#include "runtime/daemon/tensor.h"
+#include "runtime/daemon/kserve/tensor.h"
 
 namespace httplib {
 class Client;

@@ -28,16 +28,16 @@
 
 #include "runtime/daemon/batching_service.h"
 #include "runtime/daemon/engine_service.h"
-#include "runtime/daemon/grpc_server.h"
-#include "runtime/daemon/http_server.h"
+#include "runtime/daemon/grpc/grpc_server.h"
+#include "runtime/daemon/http/http_server.h"
 #include "runtime/daemon/repository_models.h"
-#include "runtime/daemon/tls.h"
+#include "runtime/daemon/http/tls.h"
 #include "runtime/host_memory.h"
 #include "runtime/observer.h"
 #ifdef DYPE_HAVE_REMOTE
 #include "hw/system_config.h"
 #include "runtime/remote/remote_stages.h"
-#include "runtime/daemon/host_join.h"
+#include "runtime/daemon/admin/host_join.h"
 #include "runtime/remote/stage_server.h"
 #endif
 

@@ -16,8 +16,8 @@
 #include <vector>
 
 #include "hw/system.h"
-#include "runtime/daemon/admin.h"
-#include "runtime/daemon/device_admin.h"
+#include "runtime/daemon/admin/admin.h"
+#include "runtime/daemon/admin/device_admin.h"
 #include "runtime/daemon/refined_models.h"
 #include "runtime/daemon/served_engine.h"
 #include "runtime/daemon/service.h"

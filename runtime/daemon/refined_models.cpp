@@ -13,7 +13,7 @@
 #include <nlohmann/json.hpp>
 
 #include "kernels/error.h"
-#include "runtime/daemon/atomic_file.h"
+#include "runtime/daemon/admin/atomic_file.h"
 
 namespace dype::rt::daemon {
 namespace {

@@ -9,10 +9,10 @@
 #include <grpcpp/grpcpp.h>
 #include <gtest/gtest.h>
 
-#include "runtime/daemon/admin.h"
+#include "runtime/daemon/admin/admin.h"
 #include "runtime/daemon/engine_service.h"
-#include "runtime/daemon/grpc_server.h"
-#include "runtime/daemon/http_server.h"
+#include "runtime/daemon/grpc/grpc_server.h"
+#include "runtime/daemon/http/http_server.h"
 #include "runtime/daemon/proto/dype_admin.grpc.pb.h"
 #include "runtime/daemon/proto/grpc_service.grpc.pb.h"
 #include "runtime/daemon/proto/health.grpc.pb.h"

@@ -15,8 +15,8 @@
 
 #include "runtime/daemon/batching_service.h"
 #include "runtime/daemon/engine_service.h"
-#include "runtime/daemon/grpc_server.h"
-#include "runtime/daemon/http_server.h"
+#include "runtime/daemon/grpc/grpc_server.h"
+#include "runtime/daemon/http/http_server.h"
 #include "runtime/daemon/proto/grpc_service.grpc.pb.h"
 
 using namespace dype;

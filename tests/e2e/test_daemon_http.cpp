@@ -21,8 +21,8 @@
 #include "hw/emu/emu_device.h"
 #include "runtime/daemon/engine_service.h"
 #include "runtime/daemon/errors.h"
-#include "runtime/daemon/http_server.h"
-#include "runtime/daemon/tensor.h"
+#include "runtime/daemon/http/http_server.h"
+#include "runtime/daemon/kserve/tensor.h"
 #include "../test_raw_http.h"
 #include "../test_replan_counts.h"
 

@@ -12,8 +12,8 @@
 
 #include "hw/emu/emu_device.h"
 #include "runtime/daemon/engine_service.h"
-#include "runtime/daemon/http_server.h"
-#include "runtime/daemon/tensor.h"
+#include "runtime/daemon/http/http_server.h"
+#include "runtime/daemon/kserve/tensor.h"
 #include "runtime/model.h"
 
 // After the project headers: httplib pulls in <resolv.h>, whose _res macro breaks Eigen headers.

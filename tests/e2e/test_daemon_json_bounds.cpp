@@ -14,8 +14,8 @@
 #include <gtest/gtest.h>
 
 #include "runtime/daemon/engine_service.h"
-#include "runtime/daemon/http_server.h"
-#include "runtime/daemon/tensor.h"
+#include "runtime/daemon/http/http_server.h"
+#include "runtime/daemon/kserve/tensor.h"
 #include "../test_raw_http.h"
 
 using namespace dype;

@@ -14,11 +14,11 @@
 #include <gtest/gtest.h>
 
 #include "runtime/daemon/engine_service.h"
-#include "runtime/daemon/grpc_server.h"
-#include "runtime/daemon/http_server.h"
+#include "runtime/daemon/grpc/grpc_server.h"
+#include "runtime/daemon/http/http_server.h"
 #include "runtime/daemon/proto/grpc_service.grpc.pb.h"
-#include "runtime/daemon/tensor.h"
-#include "runtime/daemon/tls.h"
+#include "runtime/daemon/kserve/tensor.h"
+#include "runtime/daemon/http/tls.h"
 #include "../test_raw_http.h"
 #include "../test_tls_certs.h"
 

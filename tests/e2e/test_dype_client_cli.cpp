@@ -13,9 +13,9 @@
 #include "../test_temp_dir.h"
 #include "../test_tls_certs.h"
 #include "runtime/daemon/engine_service.h"
-#include "runtime/daemon/grpc_server.h"
-#include "runtime/daemon/http_server.h"
-#include "runtime/daemon/tls.h"
+#include "runtime/daemon/grpc/grpc_server.h"
+#include "runtime/daemon/http/http_server.h"
+#include "runtime/daemon/http/tls.h"
 #include "kernels/graph/mtx_reader.h"
 
 using namespace dype;

@@ -17,7 +17,7 @@
 #include "kernels/graph/mtx_reader.h"
 #include "runtime/daemon/proto/grpc_service.grpc.pb.h"
 #include "runtime/daemon/repository_models.h"
-#include "runtime/daemon/tensor.h"
+#include "runtime/daemon/kserve/tensor.h"
 #include "runtime/repository/model_repository.h"
 
 #include <httplib.h>  // after the project headers (its <resolv.h> breaks Eigen parsed later)

@@ -15,7 +15,7 @@
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
-#include "runtime/daemon/http_transport.h"
+#include "runtime/daemon/http/http_transport.h"
 #include "../test_raw_http.h"
 
 #include <httplib.h>

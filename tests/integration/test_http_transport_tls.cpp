@@ -20,8 +20,8 @@
 #include <nlohmann/json.hpp>
 
 #include "kernels/error.h"
-#include "runtime/daemon/http_transport.h"
-#include "runtime/daemon/tls.h"
+#include "runtime/daemon/http/http_transport.h"
+#include "runtime/daemon/http/tls.h"
 #include "../test_raw_http.h"
 #include "../test_tls_certs.h"
 

@@ -1,4 +1,4 @@
-// The HTTP workers' receive buffer (runtime/daemon/body_buffer.h): kept between requests, grows
+// The HTTP workers' receive buffer (runtime/daemon/http/body_buffer.h): kept between requests, grows
 // without losing what it holds, freed above the keep limit, one per thread.
 #include <string>
 #include <string_view>
@@ -6,7 +6,7 @@
 
 #include <gtest/gtest.h>
 
-#include "runtime/daemon/body_buffer.h"
+#include "runtime/daemon/http/body_buffer.h"
 
 using namespace dype::rt::daemon;
 

@@ -5,7 +5,7 @@
 #include <string>
 
 #include "kernels/error.h"
-#include "runtime/daemon/json_depth.h"
+#include "runtime/daemon/kserve/json_depth.h"
 
 namespace dype::rt::daemon {
 namespace {

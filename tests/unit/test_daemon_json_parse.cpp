@@ -10,7 +10,7 @@
 
 #include "kernels/error.h"
 #include "runtime/daemon/errors.h"
-#include "runtime/daemon/tensor.h"
+#include "runtime/daemon/kserve/tensor.h"
 
 using namespace dype;
 using namespace dype::rt::daemon;

@@ -7,7 +7,7 @@
 
 #include "../test_temp_dir.h"
 #include "kernels/error.h"
-#include "runtime/daemon/operator_state.h"
+#include "runtime/daemon/admin/operator_state.h"
 
 namespace dype::rt::daemon {
 namespace {

@@ -1,4 +1,4 @@
-// The server times an HTTP infer response reports (runtime/daemon/request_timing.h): placeholders
+// The server times an HTTP infer response reports (runtime/daemon/kserve/request_timing.h): placeholders
 // in the encoded header are overwritten in place, right-aligned, so the JSON stays valid and the
 // body keeps its length.
 #include <string>
@@ -7,8 +7,8 @@
 #include <nlohmann/json.hpp>
 
 #include "kernels/error.h"
-#include "runtime/daemon/request_timing.h"
-#include "runtime/daemon/tensor.h"
+#include "runtime/daemon/kserve/request_timing.h"
+#include "runtime/daemon/kserve/tensor.h"
 
 using namespace dype;
 using namespace dype::rt::daemon;

@@ -1,4 +1,4 @@
-// WorkerPool (runtime/daemon/worker_pool.h): every task posted runs once; threads grow while tasks
+// WorkerPool (runtime/daemon/grpc/worker_pool.h): every task posted runs once; threads grow while tasks
 // block, never beyond the bound, and idle ones leave down to the minimum; the destructor runs
 // what was posted.
 #include <atomic>
@@ -8,7 +8,7 @@
 
 #include <gtest/gtest.h>
 
-#include "runtime/daemon/worker_pool.h"
+#include "runtime/daemon/grpc/worker_pool.h"
 
 using dype::rt::daemon::WorkerPool;
 

@@ -1,0 +1,108 @@
+#include "runtime/daemon/grpc/grpc_codec.h"
+
+#include "runtime/daemon/errors.h"
+#include "runtime/daemon/proto/grpc_service.pb.h"
+
+namespace dype::rt::daemon {
+namespace {
+
+namespace pb = inference;
+
+nlohmann::json param_json(const pb::InferParameter& p) {
+  switch (p.parameter_choice_case()) {
+    case pb::InferParameter::kBoolParam:
+      return p.bool_param();
+    case pb::InferParameter::kInt64Param:
+      return p.int64_param();
+    case pb::InferParameter::kStringParam:
+      return p.string_param();
+    case pb::InferParameter::kDoubleParam:
+      return p.double_param();
+    case pb::InferParameter::kUint64Param:
+      return p.uint64_param();
+    default:
+      return nullptr;
+  }
+}
+
+template <typename T, typename R>
+void append_raw(std::string& raw, const R& values) {
+  for (const auto& v : values) {
+    const T t = static_cast<T>(v);
+    raw.append(reinterpret_cast<const char*>(&t), sizeof(T));
+  }
+}
+
+}  // namespace
+
+grpc::Status status_of(std::exception_ptr ep, std::string& reason) {
+  ErrorAnswer answer = answer_for(ep);
+  reason = answer.reason;
+  return {answer.grpc_code, std::move(answer.message)};
+}
+
+InferRequest from_proto(const pb::ModelInferRequest& r) {
+  InferRequest in;
+  in.id = r.id();
+  for (const auto& [k, v] : r.parameters()) in.parameters[k] = param_json(v);
+  if (r.raw_input_contents_size() > 0 && r.raw_input_contents_size() != r.inputs_size())
+    throw InputError("raw_input_contents", std::to_string(r.raw_input_contents_size()) +
+                                               " entries for " + std::to_string(r.inputs_size()) +
+                                               " inputs");
+  for (int i = 0; i < r.inputs_size(); ++i) {
+    const auto& t = r.inputs(i);
+    Tensor x;
+    x.name = t.name();
+    x.datatype = t.datatype();
+    x.shape.assign(t.shape().begin(), t.shape().end());
+    const std::string where = "inputs['" + x.name + "']";
+    for (const Tensor& prev : in.inputs)
+      if (prev.name == x.name) throw InputError(where, "given twice");
+    const std::size_t esize = datatype_size(x.datatype, where + ".datatype");
+    std::int64_t n = 1;
+    for (std::size_t d = 0; d < x.shape.size(); ++d) {
+      if (x.shape[d] < 0)
+        throw InputError(where + ".shape[" + std::to_string(d) + "]", "is negative");
+      if (x.shape[d] != 0 && n > (std::int64_t{1} << 40) / x.shape[d])
+        throw InputError(where + ".shape", "too many elements");
+      n *= x.shape[d];
+    }
+    if (r.raw_input_contents_size() > 0) {
+      if (t.has_contents()) throw InputError(where, "has contents and raw_input_contents");
+      x.view = std::string_view(r.raw_input_contents(i));  // in place: the request outlives `in`
+    } else if (x.datatype == "FP32") {
+      append_raw<float>(x.raw, t.contents().fp32_contents());
+    } else if (x.datatype == "INT64") {
+      append_raw<std::int64_t>(x.raw, t.contents().int64_contents());
+    } else if (x.datatype == "INT32") {
+      append_raw<std::int32_t>(x.raw, t.contents().int_contents());
+    } else if (x.datatype == "FP64") {
+      append_raw<double>(x.raw, t.contents().fp64_contents());
+    } else {
+      throw InputError(where + ".datatype", x.datatype + " is accepted only as raw_input_contents");
+    }
+    if (x.bytes().size() != static_cast<std::size_t>(n) * esize)
+      throw InputError(where, std::to_string(x.bytes().size()) + " data bytes, " + x.datatype +
+                                  " of " + std::to_string(n) + " elements needs " +
+                                  std::to_string(static_cast<std::size_t>(n) * esize));
+    in.inputs.push_back(std::move(x));
+  }
+  for (const auto& o : r.outputs()) in.outputs.push_back({o.name(), true});
+  return in;
+}
+
+void to_proto(const std::string& model, std::int64_t version, const std::string& id,
+              const std::vector<Tensor>& outputs, pb::ModelInferResponse& resp) {
+  resp.set_model_name(model);
+  resp.set_model_version(std::to_string(version));
+  resp.set_id(id);
+  for (const Tensor& t : outputs) {
+    auto* o = resp.add_outputs();
+    o->set_name(t.name);
+    o->set_datatype(t.datatype);
+    for (std::int64_t d : t.shape) o->add_shape(d);
+    resp.add_raw_output_contents(std::string(t.bytes()));
+  }
+}
+
+}  // namespace dype::rt::daemon

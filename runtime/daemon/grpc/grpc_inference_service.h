@@ -1,0 +1,119 @@
+#pragma once
+// inference.GRPCInferenceService (KServe v2 / Triton). RPCs that never wait on the engine (health,
+// metadata) are callbacks answered on gRPC's threads; ModelInfer and ModelStreamInfer are callbacks
+// whose blocking part (building and submitting a request, which waits for room in the engine, and
+// waiting for the engine's answer) runs on the front end's WorkerPool, so a stream holds no thread
+// while idle; the repository RPCs, which load models, stay on gRPC's synchronous threads. The
+// stream reactor is grpc_infer_stream.cpp's.
+#include <chrono>
+#include <condition_variable>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <unordered_set>
+
+#include <grpcpp/grpcpp.h>
+
+#include "runtime/daemon/admin/admin.h"
+#include "runtime/daemon/admission.h"
+#include "runtime/daemon/graph_registry.h"
+#include "runtime/daemon/grpc/worker_pool.h"
+#include "runtime/daemon/metrics.h"
+#include "runtime/daemon/proto/grpc_service.grpc.pb.h"
+#include "runtime/daemon/service.h"
+
+namespace dype::rt::daemon {
+
+namespace pb = inference;
+using GrpcClock = std::chrono::steady_clock;
+using InferCallbacks = pb::GRPCInferenceService::WithCallbackMethod_ServerLive<
+    pb::GRPCInferenceService::WithCallbackMethod_ServerReady<pb::GRPCInferenceService::WithCallbackMethod_ModelReady<
+        pb::GRPCInferenceService::WithCallbackMethod_ServerMetadata<
+            pb::GRPCInferenceService::WithCallbackMethod_ModelMetadata<pb::GRPCInferenceService::WithCallbackMethod_ModelInfer<
+                pb::GRPCInferenceService::WithCallbackMethod_ModelStreamInfer<pb::GRPCInferenceService::Service>>>>>>>;
+using InferStreamReactor = grpc::ServerBidiReactor<pb::ModelInferRequest, pb::ModelStreamInferResponse>;
+
+class InferStream;  // one ModelStreamInfer stream (grpc_infer_stream.cpp)
+
+struct GrpcInferenceService final : public InferCallbacks {
+  InferenceService& service;
+  GraphRegistry& graphs;
+  Metrics& metrics;
+  AdmissionControl& admission;
+  AdminApi* admin;  // the repository RPCs' token check and calls (grpc_repository.h); may be null
+  std::string infer_token;  // non-empty: ModelInfer and ModelStreamInfer need it
+  std::size_t max_streams = 4096;  // ModelStreamInfer streams open at once; more: RESOURCE_EXHAUSTED
+  std::size_t max_workers = 64;    // WorkerPool bound
+  std::unique_ptr<WorkerPool> pool;  // created by start(); outlives the server
+  std::unique_ptr<grpc::Server> server;
+  std::mutex streams_mu;
+  std::condition_variable streams_cv;  // a stream closed
+  std::unordered_set<InferStream*> streams;  // open, not yet done
+  bool stopping = false;
+
+  GrpcInferenceService(InferenceService& s, GraphRegistry& g, Metrics& m, AdmissionControl& a, AdminApi* ad)
+      : service(s), graphs(g), metrics(m), admission(a), admin(ad) {}
+
+  // UNAUTHENTICATED unless the "authorization" metadata carries the inference token (when set).
+  grpc::Status check_token(const grpc::ServerContextBase& ctx) const {
+    if (infer_token.empty()) return grpc::Status::OK;
+    std::string auth;
+    const auto& md = ctx.client_metadata();
+    if (auto it = md.find("authorization"); it != md.end()) auth.assign(it->second.data(), it->second.size());
+    try {
+      check_infer_token(auth, infer_token);
+    } catch (const Unauthorized& e) {
+      return grpc::Status(grpc::StatusCode::UNAUTHENTICATED, e.what());
+    }
+    return grpc::Status::OK;
+  }
+
+  grpc::Status RepositoryIndex(grpc::ServerContext* c, const pb::RepositoryIndexRequest* q,
+                               pb::RepositoryIndexResponse* r) override;
+  grpc::Status RepositoryModelLoad(grpc::ServerContext* c, const pb::RepositoryModelLoadRequest* q,
+                                   pb::RepositoryModelLoadResponse*) override;
+  grpc::Status RepositoryModelUnload(grpc::ServerContext* c, const pb::RepositoryModelUnloadRequest* q,
+                                     pb::RepositoryModelUnloadResponse*) override;
+  // Requests for a model loaded while serving are counted under its name, not "unknown".
+  void served_changed();
+
+  // The client's gRPC deadline on the steady clock (none when it set none).
+  static std::optional<GrpcClock::time_point> steady_deadline(const grpc::ServerContextBase& ctx);
+
+  // One request start to finish (on the pool: it waits for the engine); the reason goes to the metrics.
+  grpc::Status infer_one(const pb::ModelInferRequest& req, pb::ModelInferResponse& resp,
+                         std::optional<GrpcClock::time_point> deadline = std::nullopt);
+
+  using Ctx = grpc::CallbackServerContext;
+  static grpc::ServerUnaryReactor* answer_now(Ctx* ctx, grpc::Status st) {
+    grpc::ServerUnaryReactor* reactor = ctx->DefaultReactor();
+    reactor->Finish(std::move(st));
+    return reactor;
+  }
+
+  grpc::ServerUnaryReactor* ServerLive(Ctx* c, const pb::ServerLiveRequest*, pb::ServerLiveResponse* r) override;
+  grpc::ServerUnaryReactor* ServerReady(Ctx* c, const pb::ServerReadyRequest*, pb::ServerReadyResponse* r) override;
+  grpc::ServerUnaryReactor* ModelReady(Ctx* c, const pb::ModelReadyRequest* q, pb::ModelReadyResponse* r) override;
+  grpc::ServerUnaryReactor* ServerMetadata(Ctx* c, const pb::ServerMetadataRequest*,
+                                           pb::ServerMetadataResponse* r) override;
+  grpc::ServerUnaryReactor* ModelMetadata(Ctx* c, const pb::ModelMetadataRequest* q,
+                                          pb::ModelMetadataResponse* r) override;
+  // Checked on gRPC's thread; parsed, run and waited for on the pool, which finishes the call.
+  grpc::ServerUnaryReactor* ModelInfer(Ctx* ctx, const pb::ModelInferRequest* q, pb::ModelInferResponse* r) override;
+  InferStreamReactor* ModelStreamInfer(Ctx* ctx) override;
+
+  // Shutdown begins: new streams are refused, idle ones end now, busy ones once answered.
+  void begin_stop();
+  // Waits (up to timeout_s) until every stream is done.
+  bool wait_streams_closed(double timeout_s) {
+    std::unique_lock lock(streams_mu);
+    return streams_cv.wait_for(lock, std::chrono::duration<double>(timeout_s), [this] { return streams.empty(); });
+  }
+  std::size_t streams_open() {
+    std::lock_guard lock(streams_mu);
+    return streams.size();
+  }
+};
+
+}  // namespace dype::rt::daemon
