@@ -20,16 +20,18 @@ struct ServedDaemon {
   std::unique_ptr<rt::daemon::HttpServer> http;
   std::unique_ptr<rt::daemon::GrpcServer> grpc;
 
-  explicit ServedDaemon(rt::daemon::EngineServiceOptions options) {
+  explicit ServedDaemon(rt::daemon::EngineServiceOptions options, bool allow_client_shm = false) {
     service = std::make_unique<rt::daemon::EngineService>(std::move(options));
     rt::daemon::ServerOptions so;
     so.host = "127.0.0.1";
     so.http_port = 0;
     so.metrics_port = -1;
+    so.allow_client_shm = allow_client_shm;
     http = std::make_unique<rt::daemon::HttpServer>(*service, graphs, metrics, so);
     http->start();
     grpc = std::make_unique<rt::daemon::GrpcServer>(*service, graphs, metrics, http->admission(), "127.0.0.1", 0,
                                                     64u << 20, nullptr);
+    grpc->set_shared_memory(&http->shared_memory());
     grpc->start();
   }
   ~ServedDaemon() {

@@ -217,6 +217,10 @@ int main(int argc, char** argv) {
   app.add_option("--infer-token-file", infer_token_file,
                  "file holding an inference token: infer and graph requests (HTTP Authorization: Bearer, gRPC "
                  "'authorization' metadata) must carry it (open without it)");
+  app.add_flag("--allow-client-shm", ho.allow_client_shm,
+               "accept the KServe/Triton shared-memory extensions: clients register system (and, on CUDA builds, "
+               "CUDA) shared-memory regions and name them in inputs and outputs instead of sending the bytes "
+               "(off by default; a region belongs to the client that registered it)");
   std::string tls_cert, tls_key;
   app.add_option("--tls-cert", tls_cert,
                  "PEM certificate (chain, leaf first) to serve HTTP as HTTPS and gRPC over TLS (TLS 1.2+), with "
@@ -416,6 +420,7 @@ int main(int argc, char** argv) {
       grpc = std::make_unique<GrpcServer>(batched, graphs, metrics, http.admission(), ho.host, grpc_port,
                                           ho.max_request_bytes, &http.admin());
       grpc->set_infer_token(ho.infer_token);
+      grpc->set_shared_memory(&http.shared_memory());
       grpc->set_max_streams(grpc_max_streams);
       if (ho.tls) grpc->set_tls(*ho.tls);
       // Workers that wait for the engine each hold an admitted request: --max-queue bounds them.

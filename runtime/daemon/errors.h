@@ -46,8 +46,13 @@ class Unauthorized : public Error {
   using Error::Error;
 };
 
-// An operator change failed part-way and was undone (previous bitstream and plans restored):
-// 409 / ABORTED.
+// Allowed to no one (shared memory while dype-serve runs without --allow-client-shm) or not to
+// this client (another owner's region): 403 / PERMISSION_DENIED.
+class Forbidden : public Error {
+ public:
+  using Error::Error;
+};
+
 // A request's deadline (parameters.timeout, a gRPC deadline) passed before its answer: 504 /
 // DEADLINE_EXCEEDED.
 class DeadlineExceeded : public Error {
@@ -55,6 +60,8 @@ class DeadlineExceeded : public Error {
   using Error::Error;
 };
 
+// An operator change failed part-way and was undone (previous bitstream and plans restored):
+// 409 / ABORTED.
 class RolledBack : public Error {
  public:
   using Error::Error;

@@ -1,5 +1,7 @@
 #include "runtime/daemon/grpc/grpc_codec.h"
 
+#include <cstdint>
+
 #include "runtime/daemon/errors.h"
 #include "runtime/daemon/proto/grpc_service.pb.h"
 
@@ -33,6 +35,27 @@ void append_raw(std::string& raw, const R& values) {
   }
 }
 
+// Triton's shared-memory parameters among a tensor's parameters (wrong types marked).
+SharedMemoryParams shared_memory_params(const google::protobuf::Map<std::string, pb::InferParameter>& params) {
+  SharedMemoryParams shm;
+  for (const auto& [k, v] : params) {
+    if (k == "shared_memory_region") {
+      if (v.parameter_choice_case() == pb::InferParameter::kStringParam) shm.region = v.string_param();
+      else shm.region_bad = true;
+      continue;
+    }
+    std::optional<std::int64_t>* slot = k == "shared_memory_byte_size" ? &shm.byte_size
+                                        : k == "shared_memory_offset"  ? &shm.offset
+                                                                       : nullptr;
+    if (!slot) continue;
+    if (v.parameter_choice_case() == pb::InferParameter::kInt64Param) *slot = v.int64_param();
+    else if (v.parameter_choice_case() == pb::InferParameter::kUint64Param)
+      *slot = v.uint64_param() > static_cast<std::uint64_t>(INT64_MAX) ? -1 : static_cast<std::int64_t>(v.uint64_param());
+    else (k == "shared_memory_byte_size" ? shm.byte_size_bad : shm.offset_bad) = true;
+  }
+  return shm;
+}
+
 }  // namespace
 
 grpc::Status status_of(std::exception_ptr ep, std::string& reason) {
@@ -45,10 +68,13 @@ InferRequest from_proto(const pb::ModelInferRequest& r) {
   InferRequest in;
   in.id = r.id();
   for (const auto& [k, v] : r.parameters()) in.parameters[k] = param_json(v);
-  if (r.raw_input_contents_size() > 0 && r.raw_input_contents_size() != r.inputs_size())
-    throw InputError("raw_input_contents", std::to_string(r.raw_input_contents_size()) +
-                                               " entries for " + std::to_string(r.inputs_size()) +
-                                               " inputs");
+  // raw_input_contents: one entry for each input whose data is not in shared memory, in order.
+  int in_memory = 0;
+  for (const auto& t : r.inputs()) in_memory += t.parameters().count("shared_memory_region") ? 0 : 1;
+  if (r.raw_input_contents_size() > 0 && r.raw_input_contents_size() != in_memory)
+    throw InputError("raw_input_contents", std::to_string(r.raw_input_contents_size()) + " entries for " +
+                                               std::to_string(in_memory) + " inputs not in shared memory");
+  int raw_i = 0;
   for (int i = 0; i < r.inputs_size(); ++i) {
     const auto& t = r.inputs(i);
     Tensor x;
@@ -59,6 +85,7 @@ InferRequest from_proto(const pb::ModelInferRequest& r) {
     for (const Tensor& prev : in.inputs)
       if (prev.name == x.name) throw InputError(where, "given twice");
     const std::size_t esize = datatype_size(x.datatype, where + ".datatype");
+    x.shared_memory = shared_memory_ref(shared_memory_params(t.parameters()), where);
     std::int64_t n = 1;
     for (std::size_t d = 0; d < x.shape.size(); ++d) {
       if (x.shape[d] < 0)
@@ -67,9 +94,15 @@ InferRequest from_proto(const pb::ModelInferRequest& r) {
         throw InputError(where + ".shape", "too many elements");
       n *= x.shape[d];
     }
+    if (x.shared_memory) {
+      if (t.has_contents()) throw InputError(where, "has contents and parameters.shared_memory_region");
+      check_shared_memory_size(*x.shared_memory, static_cast<std::size_t>(n) * esize, x.datatype, x.shape, where);
+      in.inputs.push_back(std::move(x));
+      continue;
+    }
     if (r.raw_input_contents_size() > 0) {
       if (t.has_contents()) throw InputError(where, "has contents and raw_input_contents");
-      x.view = std::string_view(r.raw_input_contents(i));  // in place: the request outlives `in`
+      x.view = std::string_view(r.raw_input_contents(raw_i++));  // in place: the request outlives `in`
     } else if (x.datatype == "FP32") {
       append_raw<float>(x.raw, t.contents().fp32_contents());
     } else if (x.datatype == "INT64") {
@@ -87,7 +120,11 @@ InferRequest from_proto(const pb::ModelInferRequest& r) {
                                   std::to_string(static_cast<std::size_t>(n) * esize));
     in.inputs.push_back(std::move(x));
   }
-  for (const auto& o : r.outputs()) in.outputs.push_back({o.name(), true});
+  for (int i = 0; i < r.outputs_size(); ++i) {
+    const auto& o = r.outputs(i);
+    in.outputs.push_back(
+        {o.name(), true, shared_memory_ref(shared_memory_params(o.parameters()), "outputs[" + std::to_string(i) + "]")});
+  }
   return in;
 }
 
@@ -101,6 +138,14 @@ void to_proto(const std::string& model, std::int64_t version, const std::string&
     o->set_name(t.name);
     o->set_datatype(t.datatype);
     for (std::int64_t d : t.shape) o->add_shape(d);
+    if (t.shared_memory) {
+      // Written into the region: the parameters say where, and its raw entry stays empty so that
+      // raw_output_contents[i] is still outputs[i]'s.
+      auto& p = *o->mutable_parameters();
+      p["shared_memory_region"].set_string_param(t.shared_memory->region);
+      p["shared_memory_byte_size"].set_int64_param(static_cast<std::int64_t>(t.shared_memory->byte_size));
+      p["shared_memory_offset"].set_int64_param(static_cast<std::int64_t>(t.shared_memory->offset));
+    }
     resp.add_raw_output_contents(std::string(t.bytes()));
   }
 }

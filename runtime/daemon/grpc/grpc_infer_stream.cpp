@@ -41,7 +41,7 @@ class RefusedStream final : public StreamBase {
 class InferStream final : public StreamBase {
  public:
   static constexpr std::size_t kWindow = 8;
-  explicit InferStream(GrpcInferenceService& impl) : s_(impl) {}
+  InferStream(GrpcInferenceService& impl, std::string owner) : s_(impl), owner_(std::move(owner)) {}
   void start() {
     advance([] {});
   }
@@ -101,6 +101,7 @@ class InferStream final : public StreamBase {
     std::shared_ptr<Reply> reply;  // taken by try_infer: answered through this, `y` unused
     std::future<HostTensor> y;
     std::vector<std::string> outputs;  // the names to answer with
+    std::vector<RequestedOutput> requested;  // as asked for: those bound for shared memory carry a sink
     std::exception_ptr error;          // refused before reaching the engine
     pb::ModelStreamInferResponse out;  // the answer, written once every earlier one is
   };
@@ -212,7 +213,9 @@ class InferStream final : public StreamBase {
       check_version(it.model, req_.model_version(), it.version);
       it.ticket = std::make_unique<AdmissionControl::Ticket>(s_.admission);
       // The engine's request owns copies of what it needs, so `req_` can be reused at once.
-      const InferRequest in = from_proto(req_);
+      InferRequest in = from_proto(req_);
+      s_.bind_regions(in, owner_);
+      it.requested = in.outputs;
       if (const auto timeout = request_timeout(in)) it.deadline = it.t0 + *timeout;
       Request request = prepare_infer(s_.service, s_.graphs, it.model, in, &it.outputs,
                                       cancel_token(it.deadline, stream_cancel_));
@@ -305,7 +308,9 @@ class InferStream final : public StreamBase {
         y = await_answer(it.y, it.deadline);
       }
       engine_s = std::chrono::duration<double>(Clock::now() - it.submitted).count();
-      to_proto(it.model, it.version, it.id, output_tensors(y, it.outputs, /*view=*/true),
+      std::vector<Tensor> outputs = output_tensors(y, it.outputs, /*view=*/true);
+      deliver_outputs(outputs, it.requested);
+      to_proto(it.model, it.version, it.id, outputs,
                *out.mutable_infer_response());
       (*out.mutable_infer_response()->mutable_parameters())["dype_engine_time_us"].set_double_param(
           engine_s * 1e6);
@@ -325,6 +330,7 @@ class InferStream final : public StreamBase {
   }
 
   GrpcInferenceService& s_;
+  const std::string owner_;  // whom the stream's shared-memory regions must belong to
   pb::ModelInferRequest req_;  // the read in progress, then the request being submitted
   std::mutex mu_;
   std::deque<Item> items_;    // read, in arrival order; the front is the next to write
@@ -360,7 +366,7 @@ InferStreamReactor* GrpcInferenceService::ModelStreamInfer(Ctx* ctx) {
                                     std::to_string(max_streams) +
                                     ", dype-serve --grpc-max-streams); retry later"});
     }
-    stream = new InferStream(*this);
+    stream = new InferStream(*this, owner_of(*ctx));
     streams.insert(stream);
   }
   stream->start();

@@ -2,6 +2,7 @@
 
 #include <set>
 
+#include "hw/device_ipc_memory.h"
 #include "runtime/daemon/errors.h"
 #include "runtime/daemon/grpc/grpc_codec.h"
 #include "runtime/daemon/grpc/grpc_repository.h"
@@ -48,7 +49,7 @@ std::optional<GrpcClock::time_point> GrpcInferenceService::steady_deadline(
 
 grpc::Status GrpcInferenceService::infer_one(const pb::ModelInferRequest& req,
                                              pb::ModelInferResponse& resp,
-                                             std::optional<GrpcClock::time_point> deadline) {
+                                             const std::string& owner, std::optional<GrpcClock::time_point> deadline) {
   const auto t0 = GrpcClock::now();
   std::string reason = "ok";
   grpc::Status st = grpc::Status::OK;
@@ -56,7 +57,8 @@ grpc::Status GrpcInferenceService::infer_one(const pb::ModelInferRequest& req,
     std::int64_t version = service.model(req.model_name()).version;
     check_version(req.model_name(), req.model_version(), version);
     AdmissionControl::Ticket ticket(admission);
-    const InferRequest in = from_proto(req);
+    InferRequest in = from_proto(req);
+    bind_regions(in, owner);
     double engine_s = 0.0;
     const std::vector<Tensor> outputs =
         run_infer(service, graphs, req.model_name(), in, &engine_s, &version, deadline);
@@ -103,8 +105,9 @@ grpc::ServerUnaryReactor* GrpcInferenceService::ServerMetadata(Ctx* c,
   r->set_name("dype");
   r->set_version("0.1.0");
   for (const char* e :
-       {"binary_tensor_data", "model_repository", "dype_graphs", "dype_admin", "dype_plan"})
+       {"binary_tensor_data", "model_repository", "dype_graphs", "dype_admin", "dype_plan", "system_shared_memory"})
     r->add_extensions(e);
+  if (hw::cuda_ipc_built()) r->add_extensions("cuda_shared_memory");
   return answer_now(c, grpc::Status::OK);
 }
 
@@ -141,8 +144,8 @@ grpc::ServerUnaryReactor* GrpcInferenceService::ModelInfer(Ctx* ctx, const pb::M
     return answer_now(ctx, std::move(st));
   }
   grpc::ServerUnaryReactor* reactor = ctx->DefaultReactor();
-  pool->post([this, reactor, q, r, deadline = steady_deadline(*ctx)] {
-    reactor->Finish(infer_one(*q, *r, deadline));
+  pool->post([this, reactor, q, r, owner = owner_of(*ctx), deadline = steady_deadline(*ctx)] {
+    reactor->Finish(infer_one(*q, *r, owner, deadline));
   });
   return reactor;
 }

@@ -22,6 +22,7 @@
 #include "runtime/daemon/metrics.h"
 #include "runtime/daemon/proto/grpc_service.grpc.pb.h"
 #include "runtime/daemon/service.h"
+#include "runtime/daemon/shm/shared_memory_registry.h"
 
 namespace dype::rt::daemon {
 
@@ -42,6 +43,7 @@ struct GrpcInferenceService final : public InferCallbacks {
   Metrics& metrics;
   AdmissionControl& admission;
   AdminApi* admin;  // the repository RPCs' token check and calls (grpc_repository.h); may be null
+  SharedMemoryRegistry* shm = nullptr;  // the regions requests may name (none: refused)
   std::string infer_token;  // non-empty: ModelInfer and ModelStreamInfer need it
   std::size_t max_streams = 4096;  // ModelStreamInfer streams open at once; more: RESOURCE_EXHAUSTED
   std::size_t max_workers = 64;    // WorkerPool bound
@@ -75,6 +77,25 @@ struct GrpcInferenceService final : public InferCallbacks {
                                    pb::RepositoryModelLoadResponse*) override;
   grpc::Status RepositoryModelUnload(grpc::ServerContext* c, const pb::RepositoryModelUnloadRequest* q,
                                      pb::RepositoryModelUnloadResponse*) override;
+  // The shared-memory extensions (grpc_shared_memory.cpp): the infer token applies.
+  grpc::Status SystemSharedMemoryStatus(grpc::ServerContext* c, const pb::SystemSharedMemoryStatusRequest* q,
+                                        pb::SystemSharedMemoryStatusResponse* r) override;
+  grpc::Status SystemSharedMemoryRegister(grpc::ServerContext* c, const pb::SystemSharedMemoryRegisterRequest* q,
+                                          pb::SystemSharedMemoryRegisterResponse* r) override;
+  grpc::Status SystemSharedMemoryUnregister(grpc::ServerContext* c, const pb::SystemSharedMemoryUnregisterRequest* q,
+                                            pb::SystemSharedMemoryUnregisterResponse* r) override;
+  grpc::Status CudaSharedMemoryStatus(grpc::ServerContext* c, const pb::CudaSharedMemoryStatusRequest* q,
+                                      pb::CudaSharedMemoryStatusResponse* r) override;
+  grpc::Status CudaSharedMemoryRegister(grpc::ServerContext* c, const pb::CudaSharedMemoryRegisterRequest* q,
+                                        pb::CudaSharedMemoryRegisterResponse* r) override;
+  grpc::Status CudaSharedMemoryUnregister(grpc::ServerContext* c, const pb::CudaSharedMemoryUnregisterRequest* q,
+                                          pb::CudaSharedMemoryUnregisterResponse* r) override;
+  // The client a region belongs to, as the HTTP front end names it: the "dype-graph-owner"
+  // metadata's key, else the peer's IP address.
+  static std::string owner_of(const grpc::ServerContextBase& ctx);
+  // Binds the request's shared-memory tensors for `owner` (nothing when it names none).
+  void bind_regions(InferRequest& in, const std::string& owner) const;
+
   // Requests for a model loaded while serving are counted under its name, not "unknown".
   void served_changed();
 
@@ -82,7 +103,7 @@ struct GrpcInferenceService final : public InferCallbacks {
   static std::optional<GrpcClock::time_point> steady_deadline(const grpc::ServerContextBase& ctx);
 
   // One request start to finish (on the pool: it waits for the engine); the reason goes to the metrics.
-  grpc::Status infer_one(const pb::ModelInferRequest& req, pb::ModelInferResponse& resp,
+  grpc::Status infer_one(const pb::ModelInferRequest& req, pb::ModelInferResponse& resp, const std::string& owner,
                          std::optional<GrpcClock::time_point> deadline = std::nullopt);
 
   using Ctx = grpc::CallbackServerContext;

@@ -37,6 +37,7 @@ void GrpcServer::set_max_streams(std::size_t n) {
 void GrpcServer::set_max_workers(std::size_t n) {
   impl_->max_workers = std::max<std::size_t>(1, n);
 }
+void GrpcServer::set_shared_memory(SharedMemoryRegistry* registry) { impl_->shm = registry; }
 void GrpcServer::set_tls(TlsIdentity identity) {
   tls_ = std::move(identity);
 }

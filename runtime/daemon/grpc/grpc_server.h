@@ -32,6 +32,7 @@ class Service;
 namespace dype::rt::daemon {
 
 struct GrpcInferenceService;
+class SharedMemoryRegistry;
 
 class GrpcServer {
  public:
@@ -62,6 +63,9 @@ class GrpcServer {
   // Before start(): serve over TLS (grpc::SslServerCredentials with this certificate and key; no
   // client certificate asked for) instead of plain text.
   void set_tls(TlsIdentity identity);
+  // Before start(): the shared-memory regions requests may name (the HTTP server's, so both front
+  // ends share them); none: requests naming shared memory are refused.
+  void set_shared_memory(SharedMemoryRegistry* registry);
   // ModelStreamInfer streams open now.
   std::size_t streams_open() const;
 

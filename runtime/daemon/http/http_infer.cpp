@@ -21,6 +21,7 @@
 #include "runtime/daemon/kserve/request_builder.h"
 #include "runtime/daemon/kserve/request_timing.h"
 #include "runtime/daemon/kserve/tensor.h"
+#include "runtime/daemon/shm/shared_memory_registry.h"
 
 namespace dype::rt::daemon {
 
@@ -140,8 +141,9 @@ void HttpRoutes::answer_infer(const Req& req, Res& res, const std::string& model
   check_infer_token(req.get_header_value("Authorization"), options_.infer_token);
   std::int64_t version = check_infer_target(req, model);
   AdmissionControl::Ticket admitted(admission_);
-  const InferRequest in = parse_infer_request(req.body, header_length(req, req.body.size()), /*borrow_binary=*/true,
-                                              req.body_readable_past_end);
+  InferRequest in = parse_infer_request(req.body, header_length(req, req.body.size()), /*borrow_binary=*/true,
+                                        req.body_readable_past_end);
+  if (names_shared_memory(in)) bind_shared_memory(in, shm_, graph_owner(req).id());
   times.parsed = Clock::now();
   std::vector<std::string> names;
   std::optional<Clock::time_point> deadline;
@@ -156,7 +158,8 @@ void HttpRoutes::answer_infer(const Req& req, Res& res, const std::string& model
 void HttpRoutes::encode_infer(Res& res, const std::string& model, std::int64_t version, const InferRequest& in,
                               const std::vector<std::string>& names, HostTensor answer, const InferTimes& times) const {
   auto y = std::make_shared<const HostTensor>(std::move(answer));
-  const std::vector<Tensor> outputs = output_tensors(*y, names, /*view=*/true);
+  std::vector<Tensor> outputs = output_tensors(*y, names, /*view=*/true);
+  deliver_outputs(outputs, in.outputs);  // those asked for in shared memory: written there, sent without data
   const std::vector<bool> binary = binary_flags(in, outputs);
   std::shared_ptr<const std::string> owned;
   std::string_view data;
@@ -205,7 +208,7 @@ bool HttpRoutes::start_infer(const Req& req, const std::shared_ptr<InferCall>& c
   call->ticket.emplace(admission_);
   call->in = parse_infer_request(req.body, header_length(req, req.body.size()), /*borrow_binary=*/true,
                                  req.body_readable_past_end);
-  if (!all_binary(call->in)) {
+  if (!all_binary(call->in) || names_shared_memory(call->in)) {
     call->ticket.reset();
     return false;
   }

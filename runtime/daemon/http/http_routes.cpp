@@ -3,6 +3,7 @@
 #include <set>
 #include <charconv>
 
+#include "hw/device_ipc_memory.h"
 #include "runtime/daemon/errors.h"
 #include "runtime/daemon/http/http_answer.h"
 #include "runtime/daemon/kserve/json_depth.h"
@@ -23,30 +24,6 @@ json tensor_specs(const std::vector<TensorSpec>& specs) {
 
 json graph_json(const GraphSummary& g) {
   return {{"id", g.id}, {"nodes", g.nodes}, {"edges", g.edges}, {"bytes", g.bytes}, {"idle_s", g.idle_s}};
-}
-
-// The caller as the graph registry knows it: the Dype-Graph-Owner key it chose, and its address.
-GraphOwner graph_owner(const HttpRequest& req) {
-  GraphOwner o{req.get_header_value("Dype-Graph-Owner"), req.peer};
-  if (req.header_count("Dype-Graph-Owner") > 1) throw InputError("Dype-Graph-Owner", "sent more than once");
-  if (req.has_header("Dype-Graph-Owner")) {
-    if (o.key.empty() || o.key.size() > 256) throw InputError("Dype-Graph-Owner", "must be 1 to 256 characters");
-    for (const char c : o.key)
-      if (c < 0x21 || c > 0x7e) throw InputError("Dype-Graph-Owner", "must be printable ASCII without spaces");
-  }
-  return o;
-}
-
-json body_json(const HttpRequest& req) {
-  if (req.body.empty()) return json::object();
-  check_json_depth(req.body, "request body");
-  try {
-    json j = json::parse(req.body);
-    if (!j.is_object()) throw InputError("request body", "must be a JSON object");
-    return j;
-  } catch (const json::parse_error& e) {
-    throw InputError("request body", std::string("malformed JSON: ") + e.what());
-  }
 }
 
 std::string string_field(const json& j, const char* key) {
@@ -78,6 +55,30 @@ std::optional<std::string> model_param(const HttpRequest& req) {
 }
 
 }  // namespace
+
+// The caller as the graph registry knows it: the Dype-Graph-Owner key it chose, and its address.
+GraphOwner graph_owner(const HttpRequest& req) {
+  GraphOwner o{req.get_header_value("Dype-Graph-Owner"), req.peer};
+  if (req.header_count("Dype-Graph-Owner") > 1) throw InputError("Dype-Graph-Owner", "sent more than once");
+  if (req.has_header("Dype-Graph-Owner")) {
+    if (o.key.empty() || o.key.size() > 256) throw InputError("Dype-Graph-Owner", "must be 1 to 256 characters");
+    for (const char c : o.key)
+      if (c < 0x21 || c > 0x7e) throw InputError("Dype-Graph-Owner", "must be printable ASCII without spaces");
+  }
+  return o;
+}
+
+json body_json(const HttpRequest& req) {
+  if (req.body.empty()) return json::object();
+  check_json_depth(req.body, "request body");
+  try {
+    json j = json::parse(req.body);
+    if (!j.is_object()) throw InputError("request body", "must be a JSON object");
+    return j;
+  } catch (const json::parse_error& e) {
+    throw InputError("request body", std::string("malformed JSON: ") + e.what());
+  }
+}
 
 std::optional<std::size_t> header_length(const HttpRequest& req, std::size_t body_size) {
   if (!req.has_header("Inference-Header-Content-Length")) return std::nullopt;
@@ -124,6 +125,7 @@ void HttpRoutes::add_to(HttpRouter& r) {
   r.add("POST", "/v2/dype/admin/bitstreams/unload", route(&HttpRoutes::post_admin_unload_bitstream));
   r.add("POST", "/v2/dype/admin/images", route(&HttpRoutes::post_admin_images));
   r.add("GET", "/v2/dype/admin/graphs", route(&HttpRoutes::get_admin_graphs));
+  add_shared_memory_to(r);
   r.add("POST", "/v2/repository/index", route(&HttpRoutes::post_repository_index));
   r.add("POST", "/v2/repository/models/([^/]+)/load", route(&HttpRoutes::post_repository_load));
   r.add("POST", "/v2/repository/models/([^/]+)/unload", route(&HttpRoutes::post_repository_unload));
@@ -142,8 +144,10 @@ void HttpRoutes::get_ready(const Req&, Res& res) const {
 }
 
 void HttpRoutes::get_server_metadata(const Req&, Res& res) const {
-  send_json(res, 200, {{"name", "dype"}, {"version", "0.1.0"},
-                       {"extensions", {"binary_tensor_data", "model_repository", "dype_graphs", "dype_admin", "dype_plan"}}});
+  json extensions = {"binary_tensor_data", "model_repository", "dype_graphs", "dype_admin", "dype_plan",
+                     "system_shared_memory"};
+  if (hw::cuda_ipc_built()) extensions.push_back("cuda_shared_memory");
+  send_json(res, 200, {{"name", "dype"}, {"version", "0.1.0"}, {"extensions", extensions}});
 }
 
 void HttpRoutes::get_models(const Req&, Res& res) const {

@@ -31,6 +31,14 @@ namespace dype::rt::daemon {
 struct InferTimes;
 struct InferCall;
 
+class SharedMemoryRegistry;
+
+// The caller as the graph registry (and the shared-memory regions) know it: the Dype-Graph-Owner
+// key it chose, and its address. InputError for a malformed key.
+GraphOwner graph_owner(const HttpRequest& req);
+// A JSON object body (an empty body: {}); InputError naming the body otherwise.
+nlohmann::json body_json(const HttpRequest& req);
+
 class HttpRoutes {
  public:
   HttpRoutes(InferenceService& service, GraphRegistry& graphs, Metrics& metrics, const ServerOptions& options,
@@ -50,6 +58,8 @@ class HttpRoutes {
   void add_to(HttpRouter& router);
   // GET /metrics.
   void add_metrics_to(HttpRouter& router);
+  // The shared-memory regions infer requests may name (none: shared memory is refused).
+  void set_shared_memory(SharedMemoryRegistry* shm) { shm_ = shm; }
   // The transport whose connection counters /metrics reports (may stay unset).
   void set_transport(const HttpTransport* transport) { transport_ = transport; }
 
@@ -80,6 +90,14 @@ class HttpRoutes {
                     const std::vector<std::string>& names, HostTensor y, const InferTimes& times) const;
   void record_infer(const std::string& model, const std::string& reason, const InferTimes& times);
   std::int64_t check_infer_target(const Req& req, const std::string& model) const;
+
+  // The system and CUDA shared-memory extensions (http_shared_memory.cpp).
+  void add_shared_memory_to(HttpRouter& router);
+  void get_shm_status(const Req& req, Res& res, bool cuda);
+  void post_shm_register(const Req& req, Res& res, bool cuda);
+  void post_shm_unregister(const Req& req, Res& res, bool cuda);
+  // The client a region belongs to (graph_owner's id); with the infer token checked.
+  std::string shm_owner(const Req& req) const;
 
   // Graph registration.
   void post_graph(const Req& req, Res& res);
@@ -116,6 +134,7 @@ class HttpRoutes {
   AdmissionControl& admission_;
   AdminApi& admin_;
   const HttpTransport* transport_ = nullptr;
+  SharedMemoryRegistry* shm_ = nullptr;
 };
 
 // The Inference-Header-Content-Length header, checked against the body's size (InputError).

@@ -11,7 +11,9 @@ HttpServer::HttpServer(InferenceService& service, GraphRegistry& graphs, Metrics
     : options_(std::move(options)),
       admission_(options_.max_queue, metrics),
       admin_(service, std::move(hooks), options_.admin_token, options_.bitstream_dir),
+      shm_(std::make_unique<SharedMemoryRegistry>(options_.allow_client_shm)),
       routes_(std::make_unique<HttpRoutes>(service, graphs, metrics, options_, admission_, admin_)) {
+  routes_->set_shared_memory(shm_.get());
   if (!options_.state_dir.empty()) admin_.keep_state_in(std::make_shared<OperatorStateFile>(options_.state_dir));
   const TransportOptions t{.io_threads = options_.io_threads,
                            .workers = options_.threads,

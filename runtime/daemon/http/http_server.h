@@ -43,6 +43,7 @@
 #include "runtime/daemon/metrics.h"
 #include "runtime/daemon/service.h"
 #include "runtime/daemon/http/server_options.h"
+#include "runtime/daemon/shm/shared_memory_registry.h"
 #include "runtime/daemon/http/tls.h"
 
 namespace dype::rt::daemon {
@@ -67,6 +68,8 @@ class HttpServer {
   AdmissionControl& admission() { return admission_; }
   // Shared with the gRPC front end's admin service (one token, one call at a time).
   AdminApi& admin() { return admin_; }
+  // The shared-memory regions, shared with the gRPC front end (off unless allow_client_shm).
+  SharedMemoryRegistry& shared_memory() { return *shm_; }
 
   void begin_shutdown();
   // True when every admitted request was answered within timeout_s.
@@ -85,6 +88,7 @@ class HttpServer {
   int http_port_ = -1, metrics_port_ = -1;
   AdmissionControl admission_;
   AdminApi admin_;
+  std::unique_ptr<SharedMemoryRegistry> shm_;
   std::unique_ptr<HttpRoutes> routes_;  // refers to options_, admission_ and admin_ above
 };
 

@@ -25,6 +25,7 @@ struct ServerOptions {
   double header_timeout_s = 10.0;              // request line and headers must arrive within this
   double body_timeout_s = 60.0;                // the body must arrive (the response be taken) within this
   std::string admin_token;                     // empty: admin API refuses every call (401)
+  bool allow_client_shm = false;               // the shared-memory extensions (--allow-client-shm)
   std::string infer_token;                     // non-empty: infer and graph routes need it (401)
   std::string bitstream_dir;                   // admin bitstream paths must resolve inside it
   std::string state_dir;                       // operator state kept across restarts (empty: not kept)

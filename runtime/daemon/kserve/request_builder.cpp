@@ -155,6 +155,7 @@ Request prepare_infer(InferenceService& service, GraphRegistry& graphs, const st
     for (const TensorSpec& t : info.outputs) names.push_back(t.name);
   if (outputs) *outputs = std::move(names);
   Request request = build_request(*info.model, in, graphs);
+  check_inputs_read(in);
   request.set_cancel(std::move(cancel));
   return request;
 }
@@ -189,7 +190,8 @@ std::vector<Tensor> output_tensors(const HostTensor& y, const std::vector<std::s
       out.push_back(Tensor::from_i64("predictions", {y.rows}, best));
     } else if (view) {
       out.push_back(Tensor{"y", "FP32", {y.rows, y.cols}, {},
-                           std::string_view(reinterpret_cast<const char*>(y.data.data()), y.data.size() * sizeof(float))});
+                           std::string_view(reinterpret_cast<const char*>(y.data.data()), y.data.size() * sizeof(float)),
+                           std::nullopt});
     } else {
       out.push_back(Tensor::from_f32("y", {y.rows, y.cols}, y.data));
     }
@@ -224,7 +226,35 @@ std::vector<Tensor> run_infer(InferenceService& service, GraphRegistry& graphs, 
   std::future<HostTensor> answer = submit_infer(service, graphs, model, in, &t0, version, &names, cancel_token(deadline));
   HostTensor y = await_answer(answer, deadline);
   if (engine_seconds) *engine_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-  return output_tensors(y, names, /*view=*/false);
+  // Viewed first, so an output bound for shared memory is copied once, into its region; the rest
+  // then take their bytes, as y goes with this call.
+  std::vector<Tensor> outputs = output_tensors(y, names, /*view=*/true);
+  deliver_outputs(outputs, in.outputs);
+  for (Tensor& t : outputs)
+    if (t.view && !t.shared_memory) {
+      t.raw.assign(*t.view);
+      t.view.reset();
+    }
+  return outputs;
+}
+
+void check_inputs_read(const InferRequest& request) {
+  for (const auto& [where, held] : request.held) held->check_read(where);
+}
+
+void deliver_outputs(std::vector<Tensor>& outputs, const std::vector<RequestedOutput>& requested) {
+  for (Tensor& t : outputs) {
+    for (std::size_t i = 0; i < requested.size(); ++i) {
+      const RequestedOutput& o = requested[i];
+      if (o.name != t.name || !o.sink) continue;
+      o.sink->write(t.bytes(), "outputs[" + std::to_string(i) + "]");
+      SharedMemoryRef ref = *o.shared_memory;
+      ref.byte_size = t.bytes().size();
+      t.shared_memory = std::move(ref);
+      t.raw.clear();
+      t.view = std::string_view();
+    }
+  }
 }
 
 }  // namespace dype::rt::daemon

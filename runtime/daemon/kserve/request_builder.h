@@ -66,4 +66,13 @@ std::shared_ptr<const CancelToken> cancel_token(std::optional<std::chrono::stead
 // y's data (Tensor::view) instead of copying it; y must outlive it.
 std::vector<Tensor> output_tensors(const HostTensor& y, const std::vector<std::string>& names, bool view);
 
+// After the request was built from `request`: InputError when memory an input viewed in place (a
+// shared-memory region) shrank while it was read (InferRequest::held).
+void check_inputs_read(const InferRequest& request);
+
+// Writes each output asked for in shared memory (RequestedOutput::sink) into its region and leaves
+// it without data, its shared_memory set, so the response carries the parameters instead of the
+// bytes. InputError naming the output when its region cannot hold it.
+void deliver_outputs(std::vector<Tensor>& outputs, const std::vector<RequestedOutput>& requested);
+
 }  // namespace dype::rt::daemon

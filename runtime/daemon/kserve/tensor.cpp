@@ -242,7 +242,7 @@ void append_data(std::string& b, const Tensor& t, const std::string& where, std:
 // parameters, shape.
 void append_tensor(std::string& b, const Tensor& t, bool binary, const char* field, std::size_t max_bytes) {
   b += '{';
-  if (!binary) {
+  if (!binary && !t.shared_memory) {
     b += "\"data\":";
     append_data(b, t, std::string(field) + "['" + t.name + "']", max_bytes);
     b += ',';
@@ -251,7 +251,16 @@ void append_tensor(std::string& b, const Tensor& t, bool binary, const char* fie
   append_string(b, t.datatype);
   b += ",\"name\":";
   append_string(b, t.name);
-  if (binary) {
+  if (t.shared_memory) {
+    // Its bytes are in the region (Triton's shared-memory extension): the parameters say where.
+    b += ",\"parameters\":{\"shared_memory_byte_size\":";
+    append_int(b, t.shared_memory->byte_size);
+    b += ",\"shared_memory_offset\":";
+    append_int(b, t.shared_memory->offset);
+    b += ",\"shared_memory_region\":";
+    append_string(b, t.shared_memory->region);
+    b += '}';
+  } else if (binary) {
     b += ",\"parameters\":{\"binary_data_size\":";
     append_int(b, static_cast<std::uint64_t>(t.bytes().size()));
     b += '}';
@@ -273,7 +282,7 @@ void append_tensors(EncodedBody& out, const char* field, const std::vector<Tenso
   b += "\":[";
   bool any_binary = false;
   for (std::size_t i = 0; i < tensors.size(); ++i) {
-    const bool bin = i < binary.size() && binary[i];
+    const bool bin = i < binary.size() && binary[i] && !tensors[i].shared_memory;
     any_binary = any_binary || bin;
     if (i) b += ',';
     append_tensor(b, tensors[i], bin, field, max_bytes);
@@ -294,10 +303,10 @@ void finish(EncodedBody& out, std::size_t max_bytes) {
 void append_binary(EncodedBody& out, const std::vector<Tensor>& tensors, const std::vector<bool>& binary) {
   std::size_t bin_size = 0;
   for (std::size_t i = 0; i < tensors.size(); ++i)
-    if (i < binary.size() && binary[i]) bin_size += tensors[i].bytes().size();
+    if (i < binary.size() && binary[i] && !tensors[i].shared_memory) bin_size += tensors[i].bytes().size();
   out.body.reserve(out.body.size() + bin_size);
   for (std::size_t i = 0; i < tensors.size(); ++i)
-    if (i < binary.size() && binary[i]) out.body += tensors[i].bytes();
+    if (i < binary.size() && binary[i] && !tensors[i].shared_memory) out.body += tensors[i].bytes();
 }
 
 }  // namespace
@@ -364,6 +373,28 @@ EncodedBody encode_infer_request(const std::string& id, const std::vector<Tensor
   finish(out, unbounded);
   append_binary(out, inputs, flags);
   return out;
+}
+
+std::optional<SharedMemoryRef> shared_memory_ref(const SharedMemoryParams& p, const std::string& where) {
+  if (!p.region && !p.byte_size && !p.offset && !p.region_bad && !p.byte_size_bad && !p.offset_bad) return std::nullopt;
+  const std::string at = where + ".parameters.";
+  if (p.region_bad || (p.region && p.region->empty()))
+    throw InputError(at + "shared_memory_region", "must be a non-empty string (a registered region's name)");
+  if (p.byte_size_bad || (p.byte_size && *p.byte_size < 0))
+    throw InputError(at + "shared_memory_byte_size", "must be an integer >= 0");
+  if (p.offset_bad || (p.offset && *p.offset < 0)) throw InputError(at + "shared_memory_offset", "must be an integer >= 0");
+  if (!p.region) throw InputError(at + "shared_memory_region", "missing: shared_memory_byte_size/offset name no region");
+  if (!p.byte_size) throw InputError(at + "shared_memory_byte_size", "missing: a shared-memory tensor needs its size");
+  return SharedMemoryRef{*p.region, static_cast<std::uint64_t>(p.offset.value_or(0)),
+                         static_cast<std::uint64_t>(*p.byte_size)};
+}
+
+void check_shared_memory_size(const SharedMemoryRef& ref, std::size_t want, const std::string& datatype,
+                              const std::vector<std::int64_t>& shape, const std::string& where) {
+  if (ref.byte_size != want)
+    throw InputError(where + ".parameters.shared_memory_byte_size",
+                     std::to_string(ref.byte_size) + " bytes, but " + datatype + " " + shape_text(shape) + " needs " +
+                         std::to_string(want));
 }
 
 }  // namespace dype::rt::daemon

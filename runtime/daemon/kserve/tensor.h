@@ -19,6 +19,7 @@
 // written number by number into the body, refused (TooLarge, 413) past max_json_bytes.
 #include <cstddef>
 #include <cstdint>
+#include <memory>
 #include <optional>
 #include <span>
 #include <string>
@@ -44,6 +45,43 @@ inline constexpr std::size_t kJsonReadPaddingBytes = 64;
 // The default bound on a response's JSON encoding (dype-serve --max-response-bytes).
 inline constexpr std::size_t kDefaultMaxResponseBytes = std::size_t{256} << 20;
 
+// The shared-memory parameters of an input or a requested output (Triton's shared-memory
+// extension): the region's name and where in it the tensor's bytes lie.
+struct SharedMemoryRef {
+  std::string region;
+  std::uint64_t offset = 0;
+  std::uint64_t byte_size = 0;
+};
+
+// Memory a request's tensors view in place (a registered region, shm/): kept mapped while the
+// request is built, and checked once read (a region whose object shrank meanwhile is refused, as
+// an InputError naming `where`).
+struct HeldMemory {
+  virtual ~HeldMemory() = default;
+  virtual void check_read(const std::string& where) const = 0;
+};
+
+// Where an output goes instead of the response (a registered region, shm/): write() copies the
+// output's bytes there, or throws InputError naming `where`.
+struct OutputSink {
+  virtual ~OutputSink() = default;
+  virtual void write(std::string_view bytes, const std::string& where) const = 0;
+};
+
+// Triton's shared-memory parameters of one tensor as a request gave them (a wrong type marked).
+struct SharedMemoryParams {
+  std::optional<std::string> region;
+  std::optional<std::int64_t> byte_size, offset;
+  bool region_bad = false, byte_size_bad = false, offset_bad = false;
+};
+// None given: nullopt. Else shared_memory_region (a non-empty string) and shared_memory_byte_size
+// (an integer >= 0) are both needed, shared_memory_offset (>= 0) defaults to 0; InputError naming
+// `where`.parameters.<key> otherwise.
+std::optional<SharedMemoryRef> shared_memory_ref(const SharedMemoryParams& params, const std::string& where);
+// An input's byte_size must be exactly its shape times its datatype's size.
+void check_shared_memory_size(const SharedMemoryRef& ref, std::size_t want, const std::string& datatype,
+                              const std::vector<std::int64_t>& shape, const std::string& where);
+
 struct Tensor {
   std::string name;
   std::string datatype;              // KServe name: FP32, INT64, ...
@@ -52,6 +90,9 @@ struct Tensor {
   // When set, the element bytes instead: a slice of a request body the caller keeps alive
   // (parse_infer_request with borrow_binary), so a large binary tensor is not copied to get here.
   std::optional<std::string_view> view = std::nullopt;
+  // Input: its bytes are in this region (bound by bind_shared_memory, which sets `view`). Output:
+  // its bytes were written there, and the response carries these parameters instead of data.
+  std::optional<SharedMemoryRef> shared_memory = std::nullopt;
 
   std::string_view bytes() const { return view ? *view : std::string_view(raw); }
   std::int64_t elements() const;
@@ -71,6 +112,8 @@ struct Tensor {
 struct RequestedOutput {
   std::string name;
   bool binary = false;
+  std::optional<SharedMemoryRef> shared_memory = std::nullopt;
+  std::shared_ptr<const OutputSink> sink = nullptr;  // set by bind_shared_memory
 };
 
 struct InferRequest {
@@ -78,6 +121,8 @@ struct InferRequest {
   std::vector<Tensor> inputs;
   nlohmann::json parameters = nlohmann::json::object();
   std::vector<RequestedOutput> outputs;  // empty: all outputs
+  // What shared-memory inputs view, with the field each was named in (bind_shared_memory).
+  std::vector<std::pair<std::string, std::shared_ptr<const HeldMemory>>> held;
   bool binary_output = false;            // parameters.binary_data_output
 
   const Tensor* find(std::string_view name) const;

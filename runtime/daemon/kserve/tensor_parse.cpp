@@ -46,6 +46,7 @@ struct TensorFields {
   std::string shape_error_at, shape_error;  // the first bad dimension
   std::optional<std::int64_t> binary_size;
   bool binary_size_bad = false;
+  SharedMemoryParams shm;
   bool has_data = false, data_done = false;
 };
 
@@ -88,6 +89,29 @@ void read_shape(od::value v, TensorFields& f) {
   }
 }
 
+// One of Triton's shared-memory parameters (`key`) into `shm`; false for any other key. A value of
+// the wrong type is kept as such, for shared_memory_ref to name.
+bool read_shared_memory_param(std::string_view key, od::value v, SharedMemoryParams& shm) {
+  if (key == "shared_memory_region") {
+    std::string_view s;
+    if (v.get_string().get(s)) shm.region_bad = true;
+    else shm.region = std::string(s);
+    return true;
+  }
+  std::optional<std::int64_t>* slot = key == "shared_memory_byte_size" ? &shm.byte_size
+                                      : key == "shared_memory_offset"  ? &shm.offset
+                                                                       : nullptr;
+  if (!slot) return false;
+  od::number n;
+  if (v.get_number().get(n) || n.get_number_type() == od::number_type::floating_point_number) {
+    (key == "shared_memory_byte_size" ? shm.byte_size_bad : shm.offset_bad) = true;
+    return true;
+  }
+  if (n.get_number_type() == od::number_type::unsigned_integer) *slot = -1;  // past int64: refused as negative
+  else *slot = n.get_int64();
+  return true;
+}
+
 void read_tensor_parameters(od::value v, TensorFields& f) {
   od::object o;
   if (v.get_object().get(o)) {
@@ -97,7 +121,9 @@ void read_tensor_parameters(od::value v, TensorFields& f) {
   f.parameters = TensorFields::State::ok;
   for (auto m : o) {
     od::field field = ok(std::move(m));
-    if (ok(field.unescaped_key()) != "binary_data_size") {
+    const std::string_view key = ok(field.unescaped_key());
+    if (read_shared_memory_param(key, field.value(), f.shm)) continue;
+    if (key != "binary_data_size") {
       skip_bounded(field.value(), 5);
       continue;
     }
@@ -199,7 +225,12 @@ Tensor read_tensor(od::object obj, const std::string& field, std::size_t i, std:
   x.shape = f.dims;
   check_parameters(f, p);
   const std::size_t want = static_cast<std::size_t>(p.elements) * p.esize;
-  if (f.binary_size) {
+  x.shared_memory = shared_memory_ref(f.shm, p.where);
+  if (x.shared_memory) {
+    if (f.has_data) throw InputError(p.where, "has both data and parameters.shared_memory_region");
+    if (f.binary_size) throw InputError(p.where, "has both parameters.binary_data_size and shared_memory_region");
+    check_shared_memory_size(*x.shared_memory, want, x.datatype, x.shape, p.where);
+  } else if (f.binary_size) {
     if (f.has_data) throw InputError(p.where, "has both data and parameters.binary_data_size");
     if (static_cast<std::size_t>(*f.binary_size) != want)
       throw InputError(p.where + ".parameters.binary_data_size",
@@ -317,6 +348,7 @@ InferRequest parse_infer_request(std::string_view body, std::optional<std::size_
     struct Output {
       std::string name;
       std::optional<bool> binary;
+      std::optional<SharedMemoryRef> shared_memory;
     };
     std::vector<Output> outputs;
     bool has_outputs = false;
@@ -345,6 +377,7 @@ InferRequest parse_infer_request(std::string_view body, std::optional<std::size_
           od::object obj;
           if (o.get_object().get(obj)) throw InputError(where + ".name", "missing or not a string");
           Output out;
+          SharedMemoryParams shm;
           TensorFields::State name = TensorFields::State::absent;
           for (auto om : obj) {
             od::field f = ok(std::move(om));
@@ -354,7 +387,9 @@ InferRequest parse_infer_request(std::string_view body, std::optional<std::size_
             } else if (k == "parameters" && ok(f.value().type()) == od::json_type::object) {
               for (auto pm : ok(f.value().get_object())) {
                 od::field p = ok(std::move(pm));
-                if (ok(p.unescaped_key()) != "binary_data") {
+                const std::string_view pk = ok(p.unescaped_key());
+                if (read_shared_memory_param(pk, p.value(), shm)) continue;
+                if (pk != "binary_data") {
                   skip_bounded(p.value(), 5);
                   continue;
                 }
@@ -367,6 +402,7 @@ InferRequest parse_infer_request(std::string_view body, std::optional<std::size_
             }
           }
           if (name != TensorFields::State::ok) throw InputError(where + ".name", "missing or not a string");
+          out.shared_memory = shared_memory_ref(shm, where);
           outputs.push_back(std::move(out));
         }
       } else {
@@ -380,7 +416,11 @@ InferRequest parse_infer_request(std::string_view body, std::optional<std::size_
     }
     if (!has_inputs) throw InputError("inputs", "missing");
     if (has_outputs)
-      for (Output& o : outputs) r.outputs.push_back({std::move(o.name), o.binary.value_or(r.binary_output)});
+      for (Output& o : outputs) {
+        // An output written to shared memory has no data in the response, binary or JSON.
+        const bool binary = !o.shared_memory && o.binary.value_or(r.binary_output);
+        r.outputs.push_back({std::move(o.name), binary, std::move(o.shared_memory)});
+      }
     return r;
   });
 }

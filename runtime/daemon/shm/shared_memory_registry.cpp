@@ -1,0 +1,294 @@
+#include "runtime/daemon/shm/shared_memory_registry.h"
+
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+
+#include "hw/device_ipc_memory.h"
+#include "runtime/daemon/errors.h"
+#include "runtime/daemon/shm/guarded_mapping.h"
+
+namespace dype::rt::daemon {
+namespace {
+
+using Kind = SharedMemoryRegion::Kind;
+
+const char* kind_name(Kind k) {
+  return k == Kind::system ? "system" : "CUDA";
+}
+
+void check_name(const std::string& name) {
+  if (name.empty() || name.size() > 256)
+    throw InputError("name", "a region's name must be 1 to 256 characters");
+  for (const char c : name)
+    if (c < 0x21 || c > 0x7e)
+      throw InputError("name", "a region's name must be printable ASCII without spaces");
+}
+
+std::uint64_t object_size(int fd) {
+  struct stat st {};
+  if (fstat(fd, &st) != 0) return 0;
+  return static_cast<std::uint64_t>(st.st_size);
+}
+
+// An input's bytes as the request views them, held until the request is built.
+class HeldRegion final : public HeldMemory {
+ public:
+  HeldRegion(std::shared_ptr<const SharedMemoryRegion> region, std::uint64_t end)
+      : region_(std::move(region)), end_(end) {}
+  void check_read(const std::string& where) const override {
+    if (!region_->mapping->intact() || object_size(region_->fd) < end_)
+      throw InputError(where,
+                       "region '" + region_->name + "' shrank while it was read (its object '" +
+                           region_->key +
+                           "' was truncated): the request is refused; register the region again");
+  }
+
+ private:
+  std::shared_ptr<const SharedMemoryRegion> region_;
+  std::uint64_t end_;  // the object's bytes the input needs
+};
+
+class RegionSink final : public OutputSink {
+ public:
+  RegionSink(std::shared_ptr<const SharedMemoryRegion> region, SharedMemoryRef ref)
+      : region_(std::move(region)), ref_(std::move(ref)) {}
+  void write(std::string_view bytes, const std::string& where) const override {
+    if (bytes.size() > ref_.byte_size)
+      throw InputError(where + ".parameters.shared_memory_byte_size",
+                       std::to_string(ref_.byte_size) + " bytes cannot hold the output's " +
+                           std::to_string(bytes.size()));
+    if (region_->kind == Kind::cuda) {
+      region_->device->write(ref_.offset, bytes.data(), bytes.size());
+      return;
+    }
+    const std::uint64_t end = region_->offset + ref_.offset + bytes.size();
+    if (!region_->mapping->intact() || object_size(region_->fd) < end)
+      throw InputError(
+          where, "region '" + region_->name + "': its object '" + region_->key + "' was truncated");
+    std::memcpy(region_->mapping->data() + ref_.offset, bytes.data(), bytes.size());
+    if (!region_->mapping->intact())
+      throw InputError(where, "region '" + region_->name + "' shrank while the output was written");
+  }
+
+ private:
+  std::shared_ptr<const SharedMemoryRegion> region_;
+  SharedMemoryRef ref_;
+};
+
+}  // namespace
+
+SharedMemoryRegistry::SharedMemoryRegistry(bool allowed, std::size_t max_regions)
+    : allowed_(allowed), max_regions_(max_regions) {}
+
+SharedMemoryRegistry::~SharedMemoryRegistry() = default;
+
+void SharedMemoryRegistry::check_allowed() const {
+  if (!allowed_)
+    throw Forbidden(
+        "shared memory is off: dype-serve accepts client shared-memory regions only with "
+        "--allow-client-shm");
+}
+
+void SharedMemoryRegistry::register_system(const std::string& name, const std::string& key,
+                                           std::uint64_t offset, std::uint64_t byte_size,
+                                           const std::string& owner) {
+  check_allowed();
+  check_name(name);
+  if (key.size() < 2 || key.size() > 255 || key[0] != '/' || key.find('/', 1) != std::string::npos)
+    throw InputError(
+        "key",
+        "'" + key +
+            "' is not a shared-memory object name (\"/name\", as shm_open takes, no other '/')");
+  if (byte_size == 0) throw InputError("byte_size", "must be at least 1");
+  if (offset > (std::uint64_t{1} << 48) || byte_size > (std::uint64_t{1} << 40))
+    throw InputError(offset > (std::uint64_t{1} << 48) ? "offset" : "byte_size", "is too large");
+  auto region = std::make_shared<SharedMemoryRegion>();
+  region->name = name;
+  region->kind = Kind::system;
+  region->owner = owner;
+  region->key = key;
+  region->offset = offset;
+  region->byte_size = byte_size;
+  const int fd = shm_open(key.c_str(), O_RDWR, 0);
+  if (fd < 0)
+    throw InputError("key", "'" + key + "' is not a shared-memory object this server can open: " +
+                                std::strerror(errno));
+  region->fd = fd;
+  region->fd_closer = std::shared_ptr<const void>(nullptr, [fd](const void*) { close(fd); });
+  struct stat st {};
+  if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode))
+    throw InputError("key", "'" + key + "' is not a shared-memory object");
+  if (static_cast<std::uint64_t>(st.st_size) < offset + byte_size)
+    throw InputError("byte_size", "offset " + std::to_string(offset) + " + byte_size " +
+                                      std::to_string(byte_size) + " runs past the end of '" + key +
+                                      "' (" + std::to_string(st.st_size) + " bytes)");
+  region->mapping = std::make_shared<const GuardedMapping>(fd, offset, byte_size, /*writable=*/true,
+                                                           "key '" + key + "'");
+  {
+    std::lock_guard lock(mu_);
+    if (regions_.count(name))
+      throw InputError("name",
+                       "a region named '" + name + "' is already registered; unregister it first");
+    if (regions_.size() >= max_regions_)
+      throw InputError(
+          "name", "the server holds its limit of " + std::to_string(max_regions_) + " regions");
+    regions_[name] = std::move(region);
+  }
+}
+
+void SharedMemoryRegistry::register_cuda(const std::string& name, std::string_view raw_handle,
+                                         std::int64_t device_id, std::uint64_t byte_size,
+                                         const std::string& owner) {
+  check_allowed();
+  check_name(name);
+  if (byte_size == 0) throw InputError("byte_size", "must be at least 1");
+  if (!hw::cuda_ipc_built())
+    throw NotSupported("CUDA shared memory: this dype-serve was built without CUDA");
+  if (device_id < 0 || device_id > 1024)
+    throw InputError("device_id", "must be a CUDA device index");
+  {
+    std::lock_guard lock(mu_);
+    if (regions_.count(name))
+      throw InputError("name",
+                       "a region named '" + name + "' is already registered; unregister it first");
+  }
+  auto region = std::make_shared<SharedMemoryRegion>();
+  region->name = name;
+  region->kind = Kind::cuda;
+  region->owner = owner;
+  region->byte_size = byte_size;
+  region->device_id = device_id;
+  region->device = hw::open_cuda_ipc_memory(raw_handle, static_cast<int>(device_id), byte_size);
+  std::lock_guard lock(mu_);
+  if (regions_.count(name))
+    throw InputError("name",
+                     "a region named '" + name + "' is already registered; unregister it first");
+  if (regions_.size() >= max_regions_)
+    throw InputError("name",
+                     "the server holds its limit of " + std::to_string(max_regions_) + " regions");
+  regions_[name] = std::move(region);
+}
+
+void SharedMemoryRegistry::unregister(Kind kind, const std::optional<std::string>& name,
+                                      const std::string& owner) {
+  check_allowed();
+  std::vector<std::shared_ptr<const SharedMemoryRegion>> dropped;  // released outside the lock
+  std::lock_guard lock(mu_);
+  if (name) {
+    auto it = regions_.find(*name);
+    if (it == regions_.end() || it->second->kind != kind)
+      throw NotFound(std::string("no ") + kind_name(kind) + " shared-memory region named '" +
+                     *name + "'");
+    if (it->second->owner != owner)
+      throw Forbidden("region '" + *name + "' belongs to another client");
+    dropped.push_back(std::move(it->second));
+    regions_.erase(it);
+    return;
+  }
+  for (auto it = regions_.begin(); it != regions_.end();) {
+    if (it->second->kind == kind && it->second->owner == owner) {
+      dropped.push_back(std::move(it->second));
+      it = regions_.erase(it);
+    } else {
+      ++it;
+    }
+  }
+}
+
+std::vector<SharedMemoryRegion> SharedMemoryRegistry::status(Kind kind,
+                                                             const std::optional<std::string>& name,
+                                                             const std::string& owner) const {
+  check_allowed();
+  std::lock_guard lock(mu_);
+  std::vector<SharedMemoryRegion> out;
+  for (const auto& [n, r] : regions_) {
+    if (r->kind != kind || r->owner != owner || (name && n != *name)) continue;
+    SharedMemoryRegion s = *r;
+    s.mapping = nullptr;
+    s.device = nullptr;
+    s.fd = -1;
+    s.fd_closer = nullptr;
+    out.push_back(std::move(s));
+  }
+  if (name && out.empty())
+    throw NotFound(std::string("no ") + kind_name(kind) + " shared-memory region named '" + *name +
+                   "'");
+  return out;
+}
+
+std::shared_ptr<const SharedMemoryRegion> SharedMemoryRegistry::use(
+    const SharedMemoryRef& ref, const std::string& owner, const std::string& where) const {
+  check_allowed();
+  std::shared_ptr<const SharedMemoryRegion> r;
+  {
+    std::lock_guard lock(mu_);
+    auto it = regions_.find(ref.region);
+    if (it == regions_.end())
+      throw NotFound(where + ".parameters.shared_memory_region: no region named '" + ref.region +
+                     "' is registered");
+    r = it->second;
+  }
+  if (r->owner != owner)
+    throw Forbidden(where + ": region '" + ref.region + "' belongs to another client");
+  if (ref.offset > r->byte_size || ref.byte_size > r->byte_size - ref.offset)
+    throw InputError(where + ".parameters.shared_memory_offset",
+                     "offset " + std::to_string(ref.offset) + " + byte_size " +
+                         std::to_string(ref.byte_size) + " runs past region '" + ref.region +
+                         "' (" + std::to_string(r->byte_size) + " bytes)");
+  if (r->kind == Kind::system &&
+      (!r->mapping->intact() || object_size(r->fd) < r->offset + ref.offset + ref.byte_size))
+    throw InputError(where, "region '" + ref.region + "': its object '" + r->key + "' now holds " +
+                                std::to_string(object_size(r->fd)) +
+                                " bytes, fewer than the region (truncated after "
+                                "it was registered); register it again");
+  return r;
+}
+
+bool names_shared_memory(const InferRequest& request) {
+  for (const Tensor& t : request.inputs)
+    if (t.shared_memory) return true;
+  for (const RequestedOutput& o : request.outputs)
+    if (o.shared_memory) return true;
+  return false;
+}
+
+void bind_shared_memory(InferRequest& request, const SharedMemoryRegistry* registry,
+                        const std::string& owner) {
+  auto check = [&] {
+    if (!registry)
+      throw Forbidden("shared memory is off: this front end takes no shared-memory regions");
+    registry->check_allowed();
+  };
+  for (std::size_t i = 0; i < request.inputs.size(); ++i) {
+    Tensor& t = request.inputs[i];
+    if (!t.shared_memory) continue;
+    check();
+    const std::string where = "inputs['" + t.name + "']";
+    auto r = registry->use(*t.shared_memory, owner, where);
+    if (r->kind == Kind::cuda) {
+      t.raw.resize(t.shared_memory->byte_size);  // the one copy: device to host
+      r->device->read(t.shared_memory->offset, t.raw.data(), t.raw.size());
+      t.view.reset();
+      continue;
+    }
+    t.view =
+        std::string_view(r->mapping->data() + t.shared_memory->offset, t.shared_memory->byte_size);
+    const std::uint64_t end = r->offset + t.shared_memory->offset + t.shared_memory->byte_size;
+    request.held.emplace_back(where, std::make_shared<HeldRegion>(std::move(r), end));
+  }
+  for (std::size_t i = 0; i < request.outputs.size(); ++i) {
+    RequestedOutput& o = request.outputs[i];
+    if (!o.shared_memory) continue;
+    check();
+    const std::string where = "outputs[" + std::to_string(i) + "]";
+    o.sink = std::make_shared<RegionSink>(registry->use(*o.shared_memory, owner, where),
+                                          *o.shared_memory);
+  }
+}
+
+}  // namespace dype::rt::daemon
