@@ -1,6 +1,8 @@
 #include "infer.h"
 
 #include <algorithm>
+#include <cstring>
+#include <memory>
 #include <chrono>
 #include <cmath>
 #include <iostream>
@@ -10,6 +12,7 @@
 #include "kernels/graph/generators.h"
 #include "runtime/repository/npy.h"
 #include "runtime/repository/safetensors.h"
+#include "shm_region.h"
 #include "workload.h"
 
 namespace dype::client {
@@ -90,9 +93,24 @@ int run_infer(Transport& t, const InferOptions& o) {
     }
     for (Tensor& g : graph_tensors(el)) in.push_back(std::move(g));
   }
+  // --shm: x is written into a region of this client's and y asked for into another, so neither
+  // travels through the protocol; y is read back from its region.
+  std::unique_ptr<ClientRegion> x_region, y_region;
+  std::vector<rt::daemon::RequestedOutput> outputs;
+  if (o.shm) {
+    if (info.out_columns <= 0) throw InputError("--shm", "model '" + o.model + "' answers no output y to place in a region");
+    const Tensor x = std::move(in.front());
+    x_region = std::make_unique<ClientRegion>(t, "x", x.bytes().size());
+    std::memcpy(x_region->data(), x.bytes().data(), x.bytes().size());
+    in.front() = x_region->tensor("x", "FP32", x.shape);
+    y_region = std::make_unique<ClientRegion>(t, "y", static_cast<std::size_t>(rows) * info.out_columns * sizeof(float));
+    outputs.push_back(y_region->output("y"));
+  }
   const auto t0 = std::chrono::steady_clock::now();
-  const rt::daemon::InferResponse r = t.infer(o.model, in, params);
+  rt::daemon::InferResponse r = t.infer(o.model, in, params, outputs);
   const double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+  for (Tensor& out : r.outputs)
+    if (out.shared_memory && y_region) out.raw.assign(y_region->data() + out.shared_memory->offset, out.shared_memory->byte_size);
   const Tensor* y = nullptr;
   const Tensor* predictions = nullptr;
   for (const Tensor& t : r.outputs) {

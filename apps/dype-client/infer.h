@@ -20,6 +20,7 @@ struct InferOptions {
   std::int64_t nodes = 1000, edges = 8000, seq_len = 256, window = -1;  // window -1: the model's default
   std::uint64_t seed = 1;
   std::string protocol_name = "http";
+  bool shm = false;  // x and y through system shared-memory regions instead of the protocol
 };
 
 // Returns the exit status (0); throws dype::Error on bad inputs or a refused request.

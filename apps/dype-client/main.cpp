@@ -19,6 +19,7 @@
 #include <chrono>
 #include <cmath>
 #include <csignal>
+#include <cstring>
 #include <fstream>
 #include <iostream>
 #include <map>
@@ -36,11 +37,13 @@
 #include "runtime/daemon/admin/admin.h"
 #include "runtime/daemon/http/tls.h"
 #include "infer.h"
+#include "shm_region.h"
 #include "transport.h"
 #include "workload.h"
 
 using namespace dype;
 using namespace dype::client;
+using rt::daemon::RequestedOutput;
 using rt::daemon::Tensor;
 using json = nlohmann::json;
 using Clock = std::chrono::steady_clock;
@@ -79,12 +82,18 @@ struct RegisteredGraphs {
 };
 
 int run_stream(const Endpoint& ep, Protocol protocol, const std::string& model, std::vector<PhaseSpec> specs,
-               int requests, int per_file, double rate, int concurrency, bool whole_graphs, std::uint64_t seed) {
+               int requests, int per_file, double rate, int concurrency, bool whole_graphs, bool shm,
+               std::uint64_t seed) {
   if (concurrency < 1) throw InputError("--concurrency", "must be at least 1, got " + std::to_string(concurrency));
   if (requests < 1) throw InputError("--requests", "must be at least 1, got " + std::to_string(requests));
   if (rate < 0) throw InputError("--rate", "must not be negative");
-  const ModelInfo info = make_transport(protocol, ep, false)->model_info(model);
+  const std::unique_ptr<Transport> control = make_transport(protocol, ep, false);
+  const ModelInfo info = control->model_info(model);
+  if (shm && info.out_columns <= 0) throw InputError("--shm", "model '" + model + "' answers no output y to place in a region");
   RegisteredGraphs registered{ep, {}};
+  // --shm: each phase's x in a region of its own, written once; each worker's y into its own.
+  std::vector<std::unique_ptr<ClientRegion>> regions;
+  std::int64_t max_rows = 0;
   std::vector<Phase> phases;
   for (std::size_t i = 0; i < specs.size(); ++i) {
     Phase p{std::move(specs[i]), {}, json::object(), ""};
@@ -103,6 +112,13 @@ int run_stream(const Endpoint& ep, Protocol protocol, const std::string& model, 
         registered.ids.push_back(p.graph_id);
         p.params["graph_id"] = p.graph_id;
       }
+    }
+    max_rows = std::max(max_rows, p.inputs.front().shape[0]);
+    if (shm) {
+      const Tensor x = std::move(p.inputs.front());
+      regions.push_back(std::make_unique<ClientRegion>(*control, "x" + std::to_string(i), x.bytes().size()));
+      std::memcpy(regions.back()->data(), x.bytes().data(), x.bytes().size());
+      p.inputs.front() = regions.back()->tensor("x", "FP32", x.shape);
     }
     std::cout << "phase " << i << " from request " << s.at << ": " << s.source
               << (p.graph_id.empty() ? "" : ", registered as " + p.graph_id) << "\n";
@@ -126,7 +142,16 @@ int run_stream(const Endpoint& ep, Protocol protocol, const std::string& model, 
   std::map<std::string, int> errors;
   const long epoch0 = plan_epoch(ep, model);
   const auto start = Clock::now();
+  std::vector<std::vector<RequestedOutput>> worker_outputs(static_cast<std::size_t>(concurrency));
+  if (shm)
+    for (int w = 0; w < concurrency; ++w) {
+      regions.push_back(std::make_unique<ClientRegion>(*control, "y" + std::to_string(w),
+                                                       static_cast<std::size_t>(max_rows * info.out_columns) * sizeof(float)));
+      worker_outputs[static_cast<std::size_t>(w)].push_back(regions.back()->output("y"));
+    }
+  std::atomic<int> worker_ids{0};
   auto worker = [&] {
+    const std::vector<RequestedOutput>& outputs = worker_outputs[static_cast<std::size_t>(worker_ids.fetch_add(1))];
     std::unique_ptr<Transport> t;
     for (int i; (i = next.fetch_add(1)) < requests;) {
       if (rate > 0) std::this_thread::sleep_until(start + std::chrono::duration<double>(i / rate));
@@ -134,7 +159,7 @@ int run_stream(const Endpoint& ep, Protocol protocol, const std::string& model, 
       const auto t0 = Clock::now();
       try {
         if (!t) t = make_transport(protocol, ep, /*streaming=*/true);
-        t->infer(model, p.inputs, p.params);
+        t->infer(model, p.inputs, p.params, outputs);
         std::lock_guard lock(mu);
         lat_ms.push_back(std::chrono::duration<double, std::milli>(Clock::now() - t0).count());
         ++ok;
@@ -340,6 +365,9 @@ int main(int argc, char** argv) {
   infer->add_option("--seq-len", io.seq_len, "transformer: tokens (generated x)");
   infer->add_option("--window", io.window, "transformer: attention window (default: the model's own)");
   infer->add_option("--seed", io.seed);
+  infer->add_flag("--shm", io.shm,
+                  "send x and receive y through system shared-memory regions this client creates and registers "
+                  "(dype-serve --allow-client-shm) instead of the protocol");
 
   auto* stream = app.add_subcommand("stream", "a stream of requests: a drift schedule or a directory of graph files");
   int requests = 0, concurrency = 4, per_file = 50;
@@ -356,6 +384,10 @@ int main(int argc, char** argv) {
       ->excludes(drift_opt);
   stream->add_option("--per-file", per_file, "requests per graph file with --dir");
   stream->add_flag("--whole-graphs", whole_graphs, "send the graph with every request instead of registering it once");
+  bool shm = false;
+  stream->add_flag("--shm", shm,
+                   "x and y through system shared-memory regions (dype-serve --allow-client-shm): each phase's x "
+                   "written once into a region, each worker's y answered into its own");
   stream->add_option("--seed", seed);
 
   auto* graphs = app.add_subcommand("graphs", "the graphs this client (--graph-owner, else this address) registered");
@@ -396,7 +428,7 @@ int main(int argc, char** argv) {
         specs = drift_phases(drift, make_transport(protocol, ep, false)->model_info(model).transformer, seed);
       }
       if (requests == 0) requests = from_dir ? per_file * static_cast<int>(specs.size()) : 200;
-      return run_stream(ep, protocol, model, std::move(specs), requests, from_dir ? per_file : 0, rate, concurrency, whole_graphs, seed);
+      return run_stream(ep, protocol, model, std::move(specs), requests, from_dir ? per_file : 0, rate, concurrency, whole_graphs, shm, seed);
     }
     if (*graphs) {
       if (graphs_action == "delete") {

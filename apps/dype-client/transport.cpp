@@ -12,6 +12,7 @@ namespace dype::client {
 
 using json = nlohmann::json;
 using rt::daemon::InferResponse;
+using rt::daemon::RequestedOutput;
 using rt::daemon::Tensor;
 
 std::string http_error(httplib::Error error) {
@@ -54,8 +55,15 @@ class HttpTransport final : public Transport {
  public:
   explicit HttpTransport(const Endpoint& e) : c_(http_client(e, e.http_port)) {}
 
-  InferResponse infer(const std::string& model, const std::vector<Tensor>& inputs, const json& params) override {
-    const rt::daemon::EncodedBody b = rt::daemon::encode_infer_request("", inputs, params, true, true);
+  void post_json(const std::string& path, const json& body) {
+    auto r = c_->Post(path.c_str(), body.dump(), "application/json");
+    if (!r) throw Error("no response from server: " + http_error(r.error()));
+    if (r->status != 200) throw Error("HTTP " + std::to_string(r->status) + ": " + r->body);
+  }
+
+  InferResponse infer(const std::string& model, const std::vector<Tensor>& inputs, const json& params,
+                      const std::vector<RequestedOutput>& outputs) override {
+    const rt::daemon::EncodedBody b = rt::daemon::encode_infer_request("", inputs, params, true, true, outputs);
     const httplib::Headers h{{"Inference-Header-Content-Length", std::to_string(*b.header_length)}};
     auto r = c_->Post(("/v2/models/" + model + "/infer").c_str(), h, b.body, "application/octet-stream");
     if (!r) throw Error("no response from server: " + http_error(r.error()));
@@ -68,7 +76,17 @@ class HttpTransport final : public Transport {
 
   ModelInfo model_info(const std::string& model) override {
     const json m = get_json(*c_, "/v2/models/" + model);
-    return {m.value("platform", "") == "dype_transformer", m.at("inputs").at(0).at("shape").at(1).get<int>()};
+    int out_columns = 0;
+    for (const json& o : m.at("outputs"))
+      if (o.at("name") == "y") out_columns = o.at("shape").at(1).get<int>();
+    return {m.value("platform", "") == "dype_transformer", m.at("inputs").at(0).at("shape").at(1).get<int>(), out_columns};
+  }
+
+  void register_region(const std::string& name, const std::string& key, std::uint64_t byte_size) override {
+    post_json("/v2/systemsharedmemory/region/" + name + "/register", {{"key", key}, {"offset", 0}, {"byte_size", byte_size}});
+  }
+  void unregister_region(const std::string& name) override {
+    post_json("/v2/systemsharedmemory/region/" + name + "/unregister", json::object());
   }
 
  private:
@@ -96,7 +114,15 @@ json from_param(const inference::InferParameter& p) {
   }
 }
 
-inference::ModelInferRequest to_request(const std::string& model, const std::vector<Tensor>& inputs, const json& params) {
+void set_shared_memory(google::protobuf::Map<std::string, inference::InferParameter>& p,
+                       const rt::daemon::SharedMemoryRef& ref) {
+  p["shared_memory_region"].set_string_param(ref.region);
+  p["shared_memory_offset"].set_int64_param(static_cast<std::int64_t>(ref.offset));
+  p["shared_memory_byte_size"].set_int64_param(static_cast<std::int64_t>(ref.byte_size));
+}
+
+inference::ModelInferRequest to_request(const std::string& model, const std::vector<Tensor>& inputs, const json& params,
+                                        const std::vector<RequestedOutput>& outputs) {
   inference::ModelInferRequest r;
   r.set_model_name(model);
   for (const Tensor& t : inputs) {
@@ -104,7 +130,13 @@ inference::ModelInferRequest to_request(const std::string& model, const std::vec
     in->set_name(t.name);
     in->set_datatype(t.datatype);
     for (std::int64_t d : t.shape) in->add_shape(d);
-    r.add_raw_input_contents(std::string(t.bytes()));
+    if (t.shared_memory) set_shared_memory(*in->mutable_parameters(), *t.shared_memory);
+    else r.add_raw_input_contents(std::string(t.bytes()));
+  }
+  for (const RequestedOutput& o : outputs) {
+    auto* out = r.add_outputs();
+    out->set_name(o.name);
+    if (o.shared_memory) set_shared_memory(*out->mutable_parameters(), *o.shared_memory);
   }
   for (const auto& [k, v] : params.items()) (*r.mutable_parameters())[k] = to_param(v);
   return r;
@@ -124,6 +156,17 @@ InferResponse from_response(const inference::ModelInferResponse& r) {
     t.name = o.name();
     t.datatype = o.datatype();
     t.shape.assign(o.shape().begin(), o.shape().end());
+    if (auto it = o.parameters().find("shared_memory_region"); it != o.parameters().end()) {
+      // In the client's region: the caller reads it there.
+      const auto& p = o.parameters();
+      t.shared_memory = rt::daemon::SharedMemoryRef{
+          it->second.string_param(),
+          p.count("shared_memory_offset") ? static_cast<std::uint64_t>(p.at("shared_memory_offset").int64_param()) : 0,
+          p.count("shared_memory_byte_size") ? static_cast<std::uint64_t>(p.at("shared_memory_byte_size").int64_param())
+                                             : 0};
+      out.outputs.push_back(std::move(t));
+      continue;
+    }
     t.raw = r.raw_output_contents(i);
     const std::size_t want = static_cast<std::size_t>(t.elements()) * rt::daemon::datatype_size(t.datatype, "outputs[" + std::to_string(i) + "]");
     if (t.raw.size() != want)
@@ -140,7 +183,7 @@ std::string grpc_error(const grpc::Status& s) {
 
 class GrpcTransport final : public Transport {
  public:
-  GrpcTransport(const Endpoint& e, bool streaming) : streaming_(streaming), token_(e.token) {
+  GrpcTransport(const Endpoint& e, bool streaming) : streaming_(streaming), token_(e.token), owner_(e.graph_owner) {
     grpc::ChannelArguments args;
     args.SetMaxReceiveMessageSize(-1);
     args.SetMaxSendMessageSize(-1);
@@ -155,8 +198,9 @@ class GrpcTransport final : public Transport {
   }
   ~GrpcTransport() override { close_stream(); }
 
-  InferResponse infer(const std::string& model, const std::vector<Tensor>& inputs, const json& params) override {
-    const inference::ModelInferRequest q = to_request(model, inputs, params);
+  InferResponse infer(const std::string& model, const std::vector<Tensor>& inputs, const json& params,
+                      const std::vector<RequestedOutput>& outputs) override {
+    const inference::ModelInferRequest q = to_request(model, inputs, params, outputs);
     if (!streaming_) {
       grpc::ClientContext ctx;
       authorize(ctx);
@@ -188,7 +232,29 @@ class GrpcTransport final : public Transport {
     const grpc::Status s = stub_->ModelMetadata(&ctx, q, &r);
     if (!s.ok()) throw Error(grpc_error(s));
     if (r.inputs_size() == 0 || r.inputs(0).shape_size() < 2) throw Error("model '" + model + "' metadata: no input x [rows, features]");
-    return {r.platform() == "dype_transformer", static_cast<int>(r.inputs(0).shape(1))};
+    int out_columns = 0;
+    for (const auto& o : r.outputs())
+      if (o.name() == "y" && o.shape_size() == 2) out_columns = static_cast<int>(o.shape(1));
+    return {r.platform() == "dype_transformer", static_cast<int>(r.inputs(0).shape(1)), out_columns};
+  }
+
+  void register_region(const std::string& name, const std::string& key, std::uint64_t byte_size) override {
+    grpc::ClientContext ctx;
+    authorize(ctx);
+    inference::SystemSharedMemoryRegisterRequest q;
+    q.set_name(name);
+    q.set_key(key);
+    q.set_byte_size(byte_size);
+    inference::SystemSharedMemoryRegisterResponse r;
+    if (const grpc::Status s = stub_->SystemSharedMemoryRegister(&ctx, q, &r); !s.ok()) throw Error(grpc_error(s));
+  }
+  void unregister_region(const std::string& name) override {
+    grpc::ClientContext ctx;
+    authorize(ctx);
+    inference::SystemSharedMemoryUnregisterRequest q;
+    q.set_name(name);
+    inference::SystemSharedMemoryUnregisterResponse r;
+    if (const grpc::Status s = stub_->SystemSharedMemoryUnregister(&ctx, q, &r); !s.ok()) throw Error(grpc_error(s));
   }
 
  private:
@@ -205,8 +271,10 @@ class GrpcTransport final : public Transport {
   std::unique_ptr<inference::GRPCInferenceService::Stub> stub_;
   std::unique_ptr<grpc::ClientContext> ctx_;
   std::string token_;
+  std::string owner_;  // Dype-Graph-Owner's gRPC twin: whose shared-memory regions these are
   void authorize(grpc::ClientContext& ctx) const {
     if (!token_.empty()) ctx.AddMetadata("authorization", "Bearer " + token_);
+    if (!owner_.empty()) ctx.AddMetadata("dype-graph-owner", owner_);
   }
   std::unique_ptr<grpc::ClientReaderWriter<inference::ModelInferRequest, inference::ModelStreamInferResponse>> stream_;
 };

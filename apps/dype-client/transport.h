@@ -46,16 +46,24 @@ enum class Protocol { http, grpc };
 // What the client needs from a model's metadata.
 struct ModelInfo {
   bool transformer = false;
-  int features = 0;  // columns of input x
+  int features = 0;     // columns of input x
+  int out_columns = 0;  // columns of output y (0: the model answers no y)
 };
 
 class Transport {
  public:
   virtual ~Transport() = default;
   // One inference; throws dype::Error with the server's message (and status) on failure.
+  // `outputs`: those asked for (none: every output, in the response); an output in shared memory
+  // comes back with its shared_memory set and no bytes.
   virtual rt::daemon::InferResponse infer(const std::string& model, const std::vector<rt::daemon::Tensor>& inputs,
-                                          const nlohmann::json& parameters) = 0;
+                                          const nlohmann::json& parameters,
+                                          const std::vector<rt::daemon::RequestedOutput>& outputs = {}) = 0;
   virtual ModelInfo model_info(const std::string& model) = 0;
+  // The system shared-memory extension (dype-serve --allow-client-shm): register a region of the
+  // POSIX shared-memory object `key`, and unregister it.
+  virtual void register_region(const std::string& name, const std::string& key, std::uint64_t byte_size) = 0;
+  virtual void unregister_region(const std::string& name) = 0;
 };
 
 // The graph as request tensors: edge_index INT64 [2, E], plus edge_weight FP32 [E] when weighted.

@@ -42,9 +42,11 @@ class DypeClientCli : public ::testing::Test {
     ServerOptions so;
     so.http_port = 0;
     so.metrics_port = 0;
+    so.allow_client_shm = true;
     http_ = std::make_unique<HttpServer>(*service_, graphs_, metrics_, so);
     http_->start();
     grpc_ = std::make_unique<GrpcServer>(*service_, graphs_, metrics_, http_->admission(), "127.0.0.1", 0);
+    grpc_->set_shared_memory(&http_->shared_memory());
     grpc_->start();
     ports_ = "--http-port " + std::to_string(http_->http_port()) + " --grpc-port " + std::to_string(grpc_->port()) +
              " --metrics-port " + std::to_string(http_->metrics_port());
@@ -90,6 +92,26 @@ TEST_F(DypeClientCli, InferIsTheSameOverHttpAndGrpc) {
   EXPECT_NE(checksum_of(h.out), "(none)") << h.out;
   EXPECT_EQ(checksum_of(h.out), checksum_of(r.out)) << h.out << r.out;
   EXPECT_NE(h.out.find("shape [6, 16]"), std::string::npos) << h.out;
+}
+
+// --shm: x and y through regions the client creates and registers; the same answer as through
+// the protocol, over HTTP and gRPC, unary and streamed, and nothing left in /dev/shm or registered.
+TEST_F(DypeClientCli, SharedMemoryGivesTheSameAnswerAndCleansUp) {
+  const fs::path g = graph_dir("shm") / "a.mtx";
+  const Result plain = run(ports_ + " infer --model gcn --mtx " + g.string());
+  ASSERT_EQ(plain.status, 0) << plain.out;
+  for (const char* protocol : {"http", "grpc"}) {
+    const Result r = run(ports_ + " --protocol " + protocol + " infer --shm --model gcn --mtx " + g.string());
+    ASSERT_EQ(r.status, 0) << r.out;
+    EXPECT_EQ(checksum_of(r.out), checksum_of(plain.out)) << r.out;
+  }
+  const Result s = run(ports_ + " --protocol grpc stream --shm --model gcn --dir " + graph_dir("shm-stream").string() +
+                       " --per-file 3 --concurrency 2");
+  ASSERT_EQ(s.status, 0) << s.out;
+  EXPECT_NE(s.out.find("9 ok, 0 failed"), std::string::npos) << s.out;
+  EXPECT_TRUE(http_->shared_memory().status(SharedMemoryRegion::Kind::system, std::nullopt, "address 127.0.0.1").empty());
+  for (const auto& e : fs::directory_iterator("/dev/shm"))
+    EXPECT_EQ(e.path().filename().string().rfind("dype-client-", 0), std::string::npos) << e.path();
 }
 
 // The user's own features (.npy written by numpy, or .safetensors) go in, the output comes back

@@ -61,18 +61,22 @@ TEST(GuardedMapping, TruncatedObjectReadsZerosAndIsMarkedInsteadOfKilling) {
 
 TEST(GuardedMappingDeathTest, AFaultOutsideGuardedMappingsKeepsItsDefaultAction) {
   GTEST_FLAG_SET(death_test_style, "threadsafe");
+  // Anonymous memory files: a dying child leaves nothing behind in /dev/shm.
   const long page = sysconf(_SC_PAGESIZE);
-  Object guarded("dype-guard-g", static_cast<std::size_t>(page));
-  GuardedMapping g(guarded.fd, 0, static_cast<std::size_t>(page), true, "test");  // installs the handler
+  const int guarded = memfd_create("dype-guard", 0);
+  ASSERT_EQ(ftruncate(guarded, page), 0);
+  GuardedMapping g(guarded, 0, static_cast<std::size_t>(page), true, "test");  // installs the handler
   EXPECT_DEATH(
       {
-        Object o("dype-guard-raw", static_cast<std::size_t>(2 * page));
-        char* p = static_cast<char*>(mmap(nullptr, 2 * page, PROT_READ, MAP_SHARED, o.fd, 0));
-        ASSERT_EQ(ftruncate(o.fd, 0), 0);
+        const int fd = memfd_create("dype-unguarded", 0);
+        ASSERT_EQ(ftruncate(fd, 2 * page), 0);
+        char* p = static_cast<char*>(mmap(nullptr, 2 * page, PROT_READ, MAP_SHARED, fd, 0));
+        ASSERT_EQ(ftruncate(fd, 0), 0);
         volatile char c = p[page];
         (void)c;
       },
       "");
+  close(guarded);
 }
 
 TEST(SharedMemoryRegistry, UnregisteredWhileARequestHoldsItStaysMappedForThatRequest) {

@@ -352,7 +352,8 @@ EncodedBody encode_infer_response(const ResponseHeader& h, const std::vector<Ten
 }
 
 EncodedBody encode_infer_request(const std::string& id, const std::vector<Tensor>& inputs,
-                                 const nlohmann::json& parameters, bool binary, bool binary_output) {
+                                 const nlohmann::json& parameters, bool binary, bool binary_output,
+                                 const std::vector<RequestedOutput>& outputs) {
   json params = parameters.is_object() ? parameters : json::object();
   if (binary_output) params["binary_data_output"] = true;
   const std::vector<bool> flags(inputs.size(), binary);
@@ -366,6 +367,19 @@ EncodedBody encode_infer_request(const std::string& id, const std::vector<Tensor
     b += ',';
   }
   append_tensors(out, "inputs", inputs, flags, unbounded);
+  if (!outputs.empty()) {
+    json asked = json::array();
+    for (const RequestedOutput& o : outputs) {
+      json p = {{"binary_data", o.binary}};
+      if (o.shared_memory)
+        p = {{"shared_memory_region", o.shared_memory->region},
+             {"shared_memory_offset", o.shared_memory->offset},
+             {"shared_memory_byte_size", o.shared_memory->byte_size}};
+      asked.push_back({{"name", o.name}, {"parameters", p}});
+    }
+    b += ",\"outputs\":";
+    b += asked.dump();
+  }
   if (!params.empty()) {
     b += ",\"parameters\":";
     append_parameters(b, params);

@@ -167,8 +167,10 @@ EncodedBody encode_infer_response_header(const ResponseHeader& header, const std
 // A double as encode_infer_response_header writes it (shortest round-trip form; null when not finite).
 std::string json_number_text(double v);
 // The client side: same body format as a request (inputs in binary when binary is true).
+// `outputs`, when given, are the outputs asked for (a shared_memory one names its region).
 EncodedBody encode_infer_request(const std::string& id, const std::vector<Tensor>& inputs,
-                                 const nlohmann::json& parameters, bool binary, bool binary_output);
+                                 const nlohmann::json& parameters, bool binary, bool binary_output,
+                                 const std::vector<RequestedOutput>& outputs = {});
 // Client side: parse a response body (outputs + parameters) in either form.
 struct InferResponse {
   std::string model_name;
