@@ -19,6 +19,7 @@ packages=(
   # (tests/scripts/pyg_reference.py), and the example models are trained on networkx's karate club.
   python3-torch python3-networkx
   python3-matplotlib  # dype-eval's plots (scripts/plot_eval.py)
+  python3-grpcio python3-grpc-tools  # the KServe protocol client example and its test (examples/python/)
   # Debian's PyTorch does its dense math through whichever libblas.so.3 is installed; without this
   # it is netlib's reference BLAS (measured 30-60x slower here), which would make every PyTorch peer
   # in bench/ a straw man. OpenBLAS takes over the alternative when installed.

@@ -36,6 +36,7 @@
 #include "kernels/graph/snap_reader.h"
 #include "runtime/daemon/admin/admin.h"
 #include "runtime/daemon/http/tls.h"
+#include "runtime/host_memory.h"
 #include "infer.h"
 #include "shm_region.h"
 #include "transport.h"
@@ -330,6 +331,9 @@ int main(int argc, char** argv) {
   // A server that closes a TLS connection is an error from the call, not SIGPIPE: cpp-httplib writes
   // TLS records through OpenSSL's socket BIO, which does not ask the kernel to hold the signal back.
   std::signal(SIGPIPE, SIG_IGN);
+  // A request body of tens of MB is built for every request: reuse the heap's pages instead of
+  // faulting in fresh ones each time (runtime/host_memory.h).
+  dype::rt::retain_freed_host_memory();
   CLI::App app{"dype-client: talk to dype-serve"};
   app.require_subcommand(1);
   Endpoint ep;

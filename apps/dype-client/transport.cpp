@@ -64,8 +64,10 @@ class HttpTransport final : public Transport {
   InferResponse infer(const std::string& model, const std::vector<Tensor>& inputs, const json& params,
                       const std::vector<RequestedOutput>& outputs) override {
     const rt::daemon::EncodedBody b = rt::daemon::encode_infer_request("", inputs, params, true, true, outputs);
-    const httplib::Headers h{{"Inference-Header-Content-Length", std::to_string(*b.header_length)}};
-    auto r = c_->Post(("/v2/models/" + model + "/infer").c_str(), h, b.body, "application/octet-stream");
+    // No binary section when every tensor is in shared memory: then the body is plain JSON.
+    httplib::Headers h;
+    if (b.header_length) h.emplace("Inference-Header-Content-Length", std::to_string(*b.header_length));
+    auto r = c_->Post(("/v2/models/" + model + "/infer").c_str(), h, b.body, b.content_type.c_str());
     if (!r) throw Error("no response from server: " + http_error(r.error()));
     if (r->status != 200) throw Error("HTTP " + std::to_string(r->status) + ": " + r->body);
     std::optional<std::size_t> hl;

@@ -26,6 +26,7 @@ constexpr Row kErrorTable[] = {
     {is<TooLarge>, 413, StatusCode::RESOURCE_EXHAUSTED, "too_large"},
     {is<Unauthorized>, 401, StatusCode::UNAUTHENTICATED, "unauthorized"},
     {is<Forbidden>, 403, StatusCode::PERMISSION_DENIED, "forbidden"},
+    {is<AlreadyExists>, 409, StatusCode::ALREADY_EXISTS, "already_exists"},
     {is<RolledBack>, 409, StatusCode::ABORTED, "rolled_back"},
     {is<DeadlineExceeded>, 504, StatusCode::DEADLINE_EXCEEDED, "deadline_exceeded"},
     {is<NotSupported>, 501, StatusCode::UNIMPLEMENTED, "not_supported"},

@@ -53,6 +53,13 @@ class Forbidden : public Error {
   using Error::Error;
 };
 
+// A name already taken (a shared-memory region registered twice): 409 / ALREADY_EXISTS, as Triton
+// answers it.
+class AlreadyExists : public Error {
+ public:
+  using Error::Error;
+};
+
 // A request's deadline (parameters.timeout, a gRPC deadline) passed before its answer: 504 /
 // DEADLINE_EXCEEDED.
 class DeadlineExceeded : public Error {

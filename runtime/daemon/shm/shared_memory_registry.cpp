@@ -132,8 +132,7 @@ void SharedMemoryRegistry::register_system(const std::string& name, const std::s
   {
     std::lock_guard lock(mu_);
     if (regions_.count(name))
-      throw InputError("name",
-                       "a region named '" + name + "' is already registered; unregister it first");
+      throw AlreadyExists("a shared-memory region named '" + name + "' is already registered; unregister it first");
     if (regions_.size() >= max_regions_)
       throw InputError(
           "name", "the server holds its limit of " + std::to_string(max_regions_) + " regions");
@@ -154,8 +153,7 @@ void SharedMemoryRegistry::register_cuda(const std::string& name, std::string_vi
   {
     std::lock_guard lock(mu_);
     if (regions_.count(name))
-      throw InputError("name",
-                       "a region named '" + name + "' is already registered; unregister it first");
+      throw AlreadyExists("a shared-memory region named '" + name + "' is already registered; unregister it first");
   }
   auto region = std::make_shared<SharedMemoryRegion>();
   region->name = name;
@@ -166,8 +164,7 @@ void SharedMemoryRegistry::register_cuda(const std::string& name, std::string_vi
   region->device = hw::open_cuda_ipc_memory(raw_handle, static_cast<int>(device_id), byte_size);
   std::lock_guard lock(mu_);
   if (regions_.count(name))
-    throw InputError("name",
-                     "a region named '" + name + "' is already registered; unregister it first");
+    throw AlreadyExists("a shared-memory region named '" + name + "' is already registered; unregister it first");
   if (regions_.size() >= max_regions_)
     throw InputError("name",
                      "the server holds its limit of " + std::to_string(max_regions_) + " regions");
@@ -180,10 +177,9 @@ void SharedMemoryRegistry::unregister(Kind kind, const std::optional<std::string
   std::vector<std::shared_ptr<const SharedMemoryRegion>> dropped;  // released outside the lock
   std::lock_guard lock(mu_);
   if (name) {
+    // An unknown name is nothing to do, as in Triton (clients unregister "just in case").
     auto it = regions_.find(*name);
-    if (it == regions_.end() || it->second->kind != kind)
-      throw NotFound(std::string("no ") + kind_name(kind) + " shared-memory region named '" +
-                     *name + "'");
+    if (it == regions_.end() || it->second->kind != kind) return;
     if (it->second->owner != owner)
       throw Forbidden("region '" + *name + "' belongs to another client");
     dropped.push_back(std::move(it->second));

@@ -64,13 +64,14 @@ class SharedMemoryRegistry {
   void check_allowed() const;
 
   // InputError naming the field for a bad name, key, size or offset, a key that is not a shared-
-  // memory object, an object too small, a name already registered; Forbidden when off.
+  // memory object, an object too small; AlreadyExists for a name already registered; Forbidden
+  // when off.
   void register_system(const std::string& name, const std::string& key, std::uint64_t offset,
                        std::uint64_t byte_size, const std::string& owner);
   void register_cuda(const std::string& name, std::string_view raw_handle, std::int64_t device_id,
                      std::uint64_t byte_size, const std::string& owner);
-  // One region (NotFound when the owner has none of that name) or, given nullopt, every region of
-  // that kind the owner has.
+  // One region (none of that name: nothing to do, as in Triton; another owner's: Forbidden) or,
+  // given nullopt, every region of that kind the owner has.
   void unregister(SharedMemoryRegion::Kind kind, const std::optional<std::string>& name,
                   const std::string& owner);
   // The owner's regions of that kind, by name; one (NotFound) when `name` is given.

@@ -1,0 +1,55 @@
+// A KServe v2 / Triton client dype did not write: examples/python/kserve_shm_client.py, its stubs
+// generated from the published runtime/daemon/proto/grpc_service.proto by Debian's grpc_tools,
+// against dype-serve as an operator runs it (--allow-client-shm). x and y travel through a POSIX
+// shared-memory object, the answer equals the one sent as raw contents, and two bad uses get their
+// gRPC codes (an unknown region NOT_FOUND, a byte size not matching the shape INVALID_ARGUMENT).
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+#include "../test_run_cli.h"
+#include "../test_serve_process.h"
+#include "../test_temp_dir.h"
+
+namespace {
+
+namespace fs = std::filesystem;
+using dype::test::read_all;
+
+const std::string kPython = "/usr/bin/python3";  // Debian's, where python3-grpcio and python3-grpc-tools install
+const std::string kClient = std::string(DYPE_SOURCE_DIR) + "/examples/python/kserve_shm_client.py";
+
+TEST(KservePythonClient, SharedMemoryExampleAgreesWithRawContents) {
+  if (!fs::exists(kPython)) GTEST_SKIP() << kPython << " is not installed";
+  const auto probe = dype::test::run_cli(kPython, "-c 'import grpc, grpc_tools.protoc, numpy'");
+  if (probe.status != 0)
+    GTEST_SKIP() << kPython << " cannot import grpc, grpc_tools and numpy (Debian's python3-grpcio, "
+                 << "python3-grpc-tools, python3-numpy: scripts/setup.sh):\n"
+                 << probe.out;
+
+  const fs::path dir = dype::test::process_temp_dir("dype_kserve_python");
+  const fs::path ports = dir / "ports.json", log = dir / "serve.log";
+  const std::string src = DYPE_SOURCE_DIR;
+  dype::test::Children children;
+  const pid_t pid = dype::test::spawn_serve({"--system", src + "/configs/systems/paper-testbed-pcie4.yaml",
+                                             "--builtin-models", "--no-warmup", "--allow-client-shm", "--http-port",
+                                             "0", "--grpc-port", "0", "--metrics-port", "-1"},
+                                            log, ports);
+  children.pids.push_back(pid);
+  ASSERT_TRUE(fs::exists(ports)) << "no port file after 60 s:\n" << read_all(log);
+  const int grpc_port = nlohmann::json::parse(read_all(ports))["grpc"].get<int>();
+  ASSERT_GT(grpc_port, 0) << read_all(ports);
+
+  const auto client = dype::test::run_cli(kPython, kClient + " --grpc-port " + std::to_string(grpc_port));
+  EXPECT_EQ(client.status, 0) << client.out << "\ndype-serve's log:\n" << read_all(log);
+  EXPECT_NE(client.out.find("kserve_shm_client: ok"), std::string::npos) << client.out;
+  EXPECT_NE(client.out.find("unknown region: NOT_FOUND"), std::string::npos) << client.out;
+  EXPECT_NE(client.out.find("byte_size not matching shape and datatype: INVALID_ARGUMENT"), std::string::npos)
+      << client.out;
+  EXPECT_EQ(children.stop(pid), 0) << read_all(log);
+}
+
+}  // namespace
