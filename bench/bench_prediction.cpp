@@ -32,7 +32,7 @@
 #include "runtime/host_memory.h"
 #include "runtime/observer.h"
 #include "runtime/pipeline.h"
-#include "runtime/planner.h"
+#include "runtime/planning/planner.h"
 #include "scheduler/cost_tables.h"
 #include "scheduler/solver.h"
 

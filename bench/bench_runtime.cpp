@@ -45,8 +45,8 @@
 #include "kernels/graph/generators.h"
 #include "runtime/engine.h"
 #include "runtime/host_memory.h"
-#include "runtime/perf_planner.h"
-#include "runtime/planner.h"
+#include "runtime/planning/perf_planner.h"
+#include "runtime/planning/planner.h"
 #include "scheduler/solver.h"
 
 using namespace dype;

@@ -18,7 +18,7 @@
 #include <string>
 
 #include "kernels/graph/generators.h"
-#include "runtime/planning_case.h"
+#include "runtime/planning/planning_case.h"
 #include "scheduler/solver.h"
 
 namespace {

@@ -45,15 +45,15 @@
 #include <utility>
 #include <vector>
 
-#include "runtime/drift.h"
+#include "runtime/planning/drift.h"
 #include "runtime/energy_observer.h"
 #include "runtime/fault_recovery.h"
 #include "runtime/model.h"
 #include "runtime/observer.h"
 #include "runtime/pipeline.h"
-#include "runtime/planner.h"
+#include "runtime/planning/planner.h"
 #include "runtime/reorder_buffer.h"
-#include "runtime/replan_controller.h"
+#include "runtime/planning/replan_controller.h"
 
 namespace dype::rt {
 

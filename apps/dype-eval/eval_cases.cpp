@@ -9,7 +9,7 @@
 
 #include "kernels/error.h"
 #include "kernels/graph/generators.h"
-#include "runtime/planning_case.h"
+#include "runtime/planning/planning_case.h"
 #include "scheduler/baselines.h"
 #include "scheduler/cost_tables.h"
 #include "scheduler/recurrent.h"

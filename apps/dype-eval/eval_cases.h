@@ -10,7 +10,7 @@
 #include <string>
 #include <vector>
 
-#include "runtime/schedule_inputs.h"
+#include "runtime/planning/schedule_inputs.h"
 #include "scheduler/plan.h"
 #include "scheduler/workload.h"
 

@@ -10,7 +10,7 @@
 
 #include "kernels/error.h"
 
-#include "runtime/planning_case.h"
+#include "runtime/planning/planning_case.h"
 #include "sections.h"
 
 namespace dype::eval {

@@ -31,7 +31,7 @@
 #include "kernels/graph/mtx_reader.h"
 #include "kernels/graph/snap_reader.h"
 #include "hw/system_config.h"
-#include "runtime/planning_case.h"
+#include "runtime/planning/planning_case.h"
 #include "scheduler/baselines.h"
 #include "scheduler/cost_tables.h"
 #include "scheduler/recurrent.h"

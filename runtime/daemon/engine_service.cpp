@@ -12,7 +12,7 @@
 #include "scheduler/solver.h"
 #include "runtime/daemon/engine_metrics.h"
 #include "runtime/daemon/errors.h"
-#include "runtime/perf_planner.h"
+#include "runtime/planning/perf_planner.h"
 
 namespace dype::rt::daemon {
 

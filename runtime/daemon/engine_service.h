@@ -21,10 +21,10 @@
 #include "runtime/daemon/refined_models.h"
 #include "runtime/daemon/served_engine.h"
 #include "runtime/daemon/service.h"
-#include "runtime/device_planning.h"
+#include "runtime/planning/device_planning.h"
 #include "runtime/engine.h"
 #include "runtime/host_directory.h"
-#include "runtime/planner.h"
+#include "runtime/planning/planner.h"
 #include "runtime/utilisation_observer.h"
 #include "perfmodel/model_store.h"
 
@@ -55,7 +55,7 @@ struct EngineServiceOptions {
   std::string state_dir;
   // dype-serve --startup-profile-secs: a real accelerator with no fitted store for its device model
   // (in perfmodels_dir, or kept in state_dir by an earlier start) is timed for this long at start
-  // and planned with the fitted result (runtime/startup_profile.h); 0: planned from its profile.
+  // and planned with the fitted result (runtime/planning/startup_profile.h); 0: planned from its profile.
   double startup_profile_s = 20;
   // Model repositories (runtime/repository/) the repository API loads from at run time; the
   // models served at start are `models` (repository_models() reads them from the same folders).

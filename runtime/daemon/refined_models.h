@@ -1,6 +1,6 @@
 #pragma once
 // Refined performance models kept across restarts. Each served model refines its own copy of the
-// fitted models online (runtime/perf_planner.h); dype-serve --state-dir saves those copies at
+// fitted models online (runtime/planning/perf_planner.h); dype-serve --state-dir saves those copies at
 // shutdown and every few minutes to DIR/refined/<model>.json, one file per model written
 // atomically, with the host they were refined on. At start they replace the fitted models they
 // refine, so a restarted daemon plans with what it had learnt:

@@ -13,9 +13,9 @@
 #include "hw/detected_profile.h"
 #include "hw/system.h"
 #include "hw/system_config.h"
-#include "runtime/device_planning.h"
-#include "runtime/perf_planner.h"
-#include "runtime/startup_profile.h"
+#include "runtime/planning/device_planning.h"
+#include "runtime/planning/perf_planner.h"
+#include "runtime/planning/startup_profile.h"
 #include "../test_temp_dir.h"
 
 namespace dype::rt {

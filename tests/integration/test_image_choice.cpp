@@ -8,8 +8,8 @@
 
 #include "hw/system_config.h"
 #include "kernels/graph/generators.h"
-#include "runtime/image_choice.h"
-#include "runtime/schedule_inputs.h"
+#include "runtime/planning/image_choice.h"
+#include "runtime/planning/schedule_inputs.h"
 #include "scheduler/recurrent.h"
 
 namespace dype::rt {

@@ -6,7 +6,7 @@
 #include <cmath>
 #include <random>
 
-#include "runtime/schedule_inputs.h"
+#include "runtime/planning/schedule_inputs.h"
 #include "scheduler/recurrent.h"
 
 namespace dype::sched {

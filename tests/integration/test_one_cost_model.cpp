@@ -11,9 +11,9 @@
 
 #include "hw/system_config.h"
 #include "kernels/graph/generators.h"
-#include "runtime/perf_planner.h"
-#include "runtime/schedule_inputs.h"
-#include "runtime/schedule_runtime.h"
+#include "runtime/planning/perf_planner.h"
+#include "runtime/planning/schedule_inputs.h"
+#include "runtime/planning/schedule_runtime.h"
 #include "scheduler/recurrent.h"
 #include "scheduler/solver.h"
 

@@ -9,7 +9,7 @@
 #include <vector>
 
 #include "kernels/graph/generators.h"
-#include "runtime/schedule_inputs.h"
+#include "runtime/planning/schedule_inputs.h"
 #include "scheduler/baselines.h"
 #include "scheduler/cost_tables.h"
 #include "scheduler/solver.h"

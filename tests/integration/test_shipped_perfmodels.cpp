@@ -12,7 +12,7 @@
 #include "hw/system.h"
 #include "hw/system_config.h"
 #include "perfmodel/model_store.h"
-#include "runtime/perf_planner.h"
+#include "runtime/planning/perf_planner.h"
 #include "../test_temp_dir.h"
 
 namespace dype {

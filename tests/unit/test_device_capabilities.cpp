@@ -11,8 +11,8 @@
 #include "hw/system.h"
 #include "hw/system_config.h"
 #include "kernels/op.h"
-#include "runtime/perf_planner.h"
-#include "runtime/planner.h"
+#include "runtime/planning/perf_planner.h"
+#include "runtime/planning/planner.h"
 
 namespace dype::hw {
 namespace {

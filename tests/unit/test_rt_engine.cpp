@@ -15,9 +15,9 @@
 
 #include "hw/emu/emu_device.h"
 #include "kernels/graph/generators.h"
-#include "runtime/drift.h"
+#include "runtime/planning/drift.h"
 #include "runtime/engine.h"
-#include "runtime/planner.h"
+#include "runtime/planning/planner.h"
 #include "test_rt_common.h"
 
 namespace dype::rt {

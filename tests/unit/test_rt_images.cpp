@@ -6,9 +6,9 @@
 #include <set>
 
 #include "hw/device_profile.h"
-#include "runtime/image_planner.h"
-#include "runtime/planner.h"
-#include "runtime/planning_kinds.h"
+#include "runtime/planning/image_planner.h"
+#include "runtime/planning/planner.h"
+#include "runtime/planning/planning_kinds.h"
 #include "scheduler/cost_tables.h"
 #include "scheduler/recurrent.h"
 #include "test_rt_common.h"

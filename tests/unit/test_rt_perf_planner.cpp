@@ -6,7 +6,7 @@
 #include "hw/emu/emu_device.h"
 #include "perfmodel/profiler.h"
 #include "runtime/engine.h"
-#include "runtime/perf_planner.h"
+#include "runtime/planning/perf_planner.h"
 #include "test_rt_common.h"
 
 namespace dype::rt {

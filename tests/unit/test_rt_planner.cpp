@@ -6,9 +6,9 @@
 
 #include <algorithm>
 
-#include "runtime/drift.h"
+#include "runtime/planning/drift.h"
 #include "runtime/pipeline.h"
-#include "runtime/planner.h"
+#include "runtime/planning/planner.h"
 #include "scheduler/cost_tables.h"
 #include "scheduler/solver.h"
 #include "test_rt_common.h"

@@ -8,7 +8,7 @@
 #include <thread>
 
 #include "runtime/engine.h"
-#include "runtime/planner.h"
+#include "runtime/planning/planner.h"
 #include "scheduler/recurrent.h"
 #include "test_rt_common.h"
 #include "../test_rt_requests.h"

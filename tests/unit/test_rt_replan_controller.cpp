@@ -8,7 +8,7 @@
 #include <stdexcept>
 
 #include "kernels/error.h"
-#include "runtime/replan_controller.h"
+#include "runtime/planning/replan_controller.h"
 
 namespace dype::rt {
 namespace {

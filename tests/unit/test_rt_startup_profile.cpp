@@ -1,15 +1,15 @@
-// The daemon's start-up measurement (runtime/startup_profile.h): a device model with no fitted store
+// The daemon's start-up measurement (runtime/planning/startup_profile.h): a device model with no fitted store
 // is timed at start, fitted, kept in the state dir under its profile id and reused by the next
 // start; a fitted store wins; a store fitted on an emulated device is not used for a real one. And
-// what each device then says it is planned with (runtime/device_planning.h).
+// what each device then says it is planned with (runtime/planning/device_planning.h).
 #include <gtest/gtest.h>
 
 #include <chrono>
 #include <filesystem>
 
 #include "hw/system_config.h"
-#include "runtime/device_planning.h"
-#include "runtime/startup_profile.h"
+#include "runtime/planning/device_planning.h"
+#include "runtime/planning/startup_profile.h"
 #include "test_rt_common.h"
 #include "../test_temp_dir.h"
 

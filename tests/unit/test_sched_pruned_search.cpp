@@ -17,8 +17,8 @@
 
 #include "hw/system_config.h"
 #include "kernels/graph/generators.h"
-#include "runtime/image_choice.h"
-#include "runtime/planning_case.h"
+#include "runtime/planning/image_choice.h"
+#include "runtime/planning/planning_case.h"
 #include "scheduler/recurrent.h"
 #include "scheduler/solver/score_bound.h"
 #include "../test_sched_instances.h"

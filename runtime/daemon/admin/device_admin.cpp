@@ -4,8 +4,8 @@
 
 #include "hw/device_profile.h"
 #include "hw/event.h"
-#include "runtime/image_planner.h"
-#include "runtime/perf_planner.h"
+#include "runtime/planning/image_planner.h"
+#include "runtime/planning/perf_planner.h"
 #include "runtime/daemon/errors.h"
 
 namespace dype::rt::daemon {

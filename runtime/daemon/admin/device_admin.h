@@ -22,7 +22,7 @@
 
 #include "hw/system.h"
 #include "runtime/host_directory.h"
-#include "runtime/planner.h"
+#include "runtime/planning/planner.h"
 #include "runtime/daemon/served_engine.h"
 
 namespace dype::rt::daemon {

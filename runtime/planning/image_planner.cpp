@@ -1,10 +1,10 @@
-#include "runtime/image_planner.h"
+#include "runtime/planning/image_planner.h"
 
 #include <algorithm>
 #include <filesystem>
 
 #include "kernels/error.h"
-#include "runtime/planning_kinds.h"
+#include "runtime/planning/planning_kinds.h"
 
 namespace dype::rt {
 

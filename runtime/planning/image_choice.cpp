@@ -1,4 +1,4 @@
-#include "runtime/image_choice.h"
+#include "runtime/planning/image_choice.h"
 
 #include <algorithm>
 #include <filesystem>

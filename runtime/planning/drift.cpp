@@ -1,4 +1,4 @@
-#include "runtime/drift.h"
+#include "runtime/planning/drift.h"
 
 #include <array>
 #include <cmath>

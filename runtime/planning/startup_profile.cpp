@@ -1,4 +1,4 @@
-#include "runtime/startup_profile.h"
+#include "runtime/planning/startup_profile.h"
 
 #include <cstdio>
 #include <filesystem>
@@ -6,8 +6,8 @@
 
 #include "kernels/error.h"
 #include "perfmodel/profiler.h"
-#include "runtime/perf_planner.h"
-#include "runtime/planning_kinds.h"
+#include "runtime/planning/perf_planner.h"
+#include "runtime/planning/planning_kinds.h"
 
 namespace dype::rt {
 

@@ -11,7 +11,7 @@
 #include <nlohmann/json.hpp>
 
 #include "hw/system.h"
-#include "runtime/startup_profile.h"
+#include "runtime/planning/startup_profile.h"
 
 namespace dype::rt {
 

@@ -29,10 +29,10 @@
 #include <string>
 #include <utility>
 
-#include "runtime/drift.h"
+#include "runtime/planning/drift.h"
 #include "runtime/observer.h"
 #include "runtime/pipeline.h"
-#include "runtime/planner.h"
+#include "runtime/planning/planner.h"
 
 namespace dype::rt {
 

@@ -1,4 +1,4 @@
-#include "runtime/schedule_inputs.h"
+#include "runtime/planning/schedule_inputs.h"
 
 #include <cmath>
 #include <filesystem>
@@ -12,9 +12,9 @@
 #include "hw/system_config.h"
 #include "kernels/error.h"
 #include "perfmodel/model_store.h"
-#include "runtime/perf_planner.h"
-#include "runtime/planner.h"
-#include "runtime/schedule_runtime.h"
+#include "runtime/planning/perf_planner.h"
+#include "runtime/planning/planner.h"
+#include "runtime/planning/schedule_runtime.h"
 
 namespace dype::rt {
 

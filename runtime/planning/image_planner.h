@@ -15,8 +15,8 @@
 #include <vector>
 
 #include "hw/system.h"
-#include "runtime/image_choice.h"
-#include "runtime/planner.h"
+#include "runtime/planning/image_choice.h"
+#include "runtime/planning/planner.h"
 
 namespace dype::rt {
 

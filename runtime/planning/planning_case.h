@@ -16,8 +16,8 @@
 #include <string>
 #include <vector>
 
-#include "runtime/image_choice.h"
-#include "runtime/schedule_inputs.h"
+#include "runtime/planning/image_choice.h"
+#include "runtime/planning/schedule_inputs.h"
 #include "scheduler/recurrent.h"
 #include "scheduler/solver.h"
 

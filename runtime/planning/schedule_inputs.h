@@ -18,7 +18,8 @@
 #include <optional>
 #include <string>
 
-#include "runtime/image_choice.h"
+#include "runtime/planning/image_choice.h"
+#include "runtime/planning/schedule_runtime.h"
 #include "runtime/model.h"
 #include "scheduler/cost_model.h"
 #include "scheduler/system.h"
@@ -35,16 +36,6 @@ namespace dype::rt {
 //    an all-gather before a multi-device SpMM, one transfer time X charged to both stages).
 enum class CostModelChoice { additive, runtime };
 
-struct RuntimeParts;  // the system, model and planner a runtime cost model prices against
-
-struct ScheduleInputs {
-  sched::SystemSpec system;
-  sched::Workload workload;
-  std::shared_ptr<RuntimeParts> runtime;    // before `model`, which refers to it
-  std::unique_ptr<sched::CostModel> model;
-  std::string cost_source;  // where kernel times come from, for reports
-};
-
 // Throws InputError naming the file and key (or the characteristic) on bad input.
 // perfmodels_dir: for a device inventory, kernel times come from the fitted performance models
 // found there (<device model>.json from dype-profile) where they cover the kernel, the device
@@ -59,9 +50,5 @@ ScheduleInputs load_schedule_inputs(const std::string& system_file, const sched:
                                     const sched::InputCharacteristics& input, const std::string& perfmodels_dir = "",
                                     const FpgaImages* images = nullptr, const ImageAssignment* assignment = nullptr,
                                     CostModelChoice cost_model = CostModelChoice::additive);
-
-// The runtime model a config stands for (timing-only weights), when its kernel chain is one the
-// runtime runs with the same kernels and widths; nullopt otherwise (schedule_runtime.cpp).
-std::optional<ModelSpec> runtime_model_spec(const sched::ModelConfig& config, const sched::InputCharacteristics& input);
 
 }  // namespace dype::rt

@@ -1,4 +1,4 @@
-#include "runtime/planning_case.h"
+#include "runtime/planning/planning_case.h"
 
 #include <algorithm>
 #include <cstdio>

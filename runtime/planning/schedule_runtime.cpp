@@ -1,4 +1,4 @@
-#include "runtime/schedule_runtime.h"
+#include "runtime/planning/schedule_runtime.h"
 
 #include <cmath>
 #include <filesystem>
@@ -6,9 +6,9 @@
 #include "hw/emu/emu_timing.h"
 #include "hw/system_config.h"
 #include "kernels/error.h"
-#include "runtime/image_planner.h"
-#include "runtime/perf_planner.h"
-#include "runtime/planning_kinds.h"
+#include "runtime/planning/image_planner.h"
+#include "runtime/planning/perf_planner.h"
+#include "runtime/planning/planning_kinds.h"
 
 namespace dype::rt {
 

@@ -1,11 +1,11 @@
-#include "runtime/device_planning.h"
+#include "runtime/planning/device_planning.h"
 
 #include <cmath>
 
 #include "hw/device_profile.h"
-#include "runtime/perf_planner.h"
-#include "runtime/planner.h"
-#include "runtime/planning_kinds.h"
+#include "runtime/planning/perf_planner.h"
+#include "runtime/planning/planner.h"
+#include "runtime/planning/planning_kinds.h"
 
 namespace dype::rt {
 

@@ -1,4 +1,4 @@
-#include "runtime/perf_planner.h"
+#include "runtime/planning/perf_planner.h"
 
 #include <cmath>
 #include <cstdio>

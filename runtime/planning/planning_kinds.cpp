@@ -1,4 +1,4 @@
-#include "runtime/planning_kinds.h"
+#include "runtime/planning/planning_kinds.h"
 
 #include <algorithm>
 

@@ -28,7 +28,7 @@
 #include "kernels/op.h"
 #include "perfmodel/model_store.h"
 #include "runtime/observer.h"
-#include "runtime/planner.h"
+#include "runtime/planning/planner.h"
 
 namespace dype::rt {
 

@@ -14,17 +14,29 @@
 #include "hw/system.h"
 #include "hw/system_config.h"
 #include "perfmodel/model_store.h"
-#include "runtime/image_choice.h"
+#include "runtime/planning/image_choice.h"
 #include "runtime/model.h"
-#include "runtime/planner.h"
-#include "runtime/schedule_inputs.h"
+#include "runtime/planning/planner.h"
+#include "scheduler/cost_model.h"
+#include "scheduler/system.h"
+#include "scheduler/workload.h"
 
 namespace dype::rt {
 
+// The system, model and planner a runtime cost model prices against.
 struct RuntimeParts {
   std::unique_ptr<hw::System> system;
   std::unique_ptr<Model> model;
   std::shared_ptr<SchedPlanner> planner;  // a PerfModelPlanner when fitted models were found
+};
+
+// Everything a scheduler solve needs (schedule_inputs.h loads it from an operator's files).
+struct ScheduleInputs {
+  sched::SystemSpec system;
+  sched::Workload workload;
+  std::shared_ptr<RuntimeParts> runtime;    // before `model`, which refers to it
+  std::unique_ptr<sched::CostModel> model;
+  std::string cost_source;  // where kernel times come from, for reports
 };
 
 // The system file's baseline pins (`baselines:`) on `spec`: an op pinned to "fpga" goes to the
@@ -42,5 +54,9 @@ ScheduleInputs runtime_schedule_inputs(const std::string& system_file, const Mod
                                        const sched::InputCharacteristics& input, const std::string& perfmodels_dir,
                                        const FpgaImages* images, const ImageAssignment* assignment,
                                        sched::Workload workload);
+
+// The runtime model a config stands for (timing-only weights), when its kernel chain is one the
+// runtime runs with the same kernels and widths; nullopt otherwise .
+std::optional<ModelSpec> runtime_model_spec(const sched::ModelConfig& config, const sched::InputCharacteristics& input);
 
 }  // namespace dype::rt

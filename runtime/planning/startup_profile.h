@@ -9,7 +9,7 @@
 //      in the state dir under its id, so the next start reuses it at once. Online refinement then
 //      goes on from it as from any fitted store.
 // Without any of them a device is planned from its device profile's roofline, and says so
-// (runtime/device_planning.h).
+// (runtime/planning/device_planning.h).
 //
 //   auto stores = load_planning_stores(system, {.perfmodels_dir = "configs/perfmodels",
 //                                               .state_dir = "/var/lib/dype", .budget_s = 20});

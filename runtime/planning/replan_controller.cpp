@@ -1,4 +1,4 @@
-#include "runtime/replan_controller.h"
+#include "runtime/planning/replan_controller.h"
 
 #include <algorithm>
 #include <cmath>
