@@ -25,7 +25,7 @@ Engine::Engine(const Model& model, std::shared_ptr<Planner> planner, const Chara
                EngineOptions options)
     : model_(model), options_(std::move(options)), answers_(options_.max_in_flight),
       controller_(std::move(planner), options_.mode, options_.drift, initial) {
-  observers_ = options_.observers;
+  for (const auto& o : options_.observers) observers_->add(o);
   for (const std::string& d : options_.absent_devices) controller_.fail_device(d);
   {
     std::lock_guard lock(submit_mu_);
@@ -38,7 +38,7 @@ Engine::Engine(const Model& model, std::shared_ptr<Planner> planner, PipelineSpe
                const Characteristics& planned_for, EngineOptions options)
     : model_(model), options_(std::move(options)), answers_(options_.max_in_flight),
       controller_(std::move(planner), options_.mode, options_.drift, planned_for) {
-  observers_ = options_.observers;
+  for (const auto& o : options_.observers) observers_->add(o);
   for (const std::string& d : options_.absent_devices) controller_.fail_device(d);
   {
     std::lock_guard lock(submit_mu_);
@@ -105,14 +105,13 @@ Engine::~Engine() {
 
 std::vector<Observer*> Engine::observer_ptrs() const {
   std::vector<Observer*> out{energy_.get(), finished_.get()};
-  std::lock_guard lock(observers_mu_);
-  for (const auto& o : observers_) out.push_back(o.get());
+  const auto more = observers_->current();
+  out.insert(out.end(), more->begin(), more->end());
   return out;
 }
 
 void Engine::add_observer(std::shared_ptr<Observer> observer) {
-  std::lock_guard lock(observers_mu_);
-  observers_.push_back(std::move(observer));
+  observers_->add(std::move(observer));  // the running pipeline hears it from its next event
 }
 
 void Engine::install_locked(ReplanDecision d, double t0) {
@@ -122,7 +121,8 @@ void Engine::install_locked(ReplanDecision d, double t0) {
   po.preload_graph = last_graph_;
   po.preload_not_before_s = answers_.latest_modelled_end_s();
   po.epoch = d.record.new_epoch;
-  po.observers = observer_ptrs();
+  po.observers = {energy_.get(), finished_.get()};
+  po.more_observers = observers_;
   if (options_.prepare_spec) options_.prepare_spec(d.spec);
   auto p = std::make_shared<Pipeline>(model_, d.spec, po);  // beside the old one
   if (current_) {

@@ -68,8 +68,8 @@ struct EngineOptions {
   // solved on the path of the request that detected the drift, which it then serves (the order of
   // swaps and requests is then reproducible: modelled benchmarks use it).
   bool replan_beside = true;
-  // Observers from the first pipeline on (add_observer reaches only pipelines built after it),
-  // e.g. a PerfModelPlanner refining its models from every request's kernel times.
+  // Observers from the first pipeline on, e.g. a PerfModelPlanner refining its models from every
+  // request's kernel times (add_observer adds more, heard by the running pipeline too).
   std::vector<std::shared_ptr<Observer>> observers;
   // Called with each pipeline's spec before the pipeline is built: e.g. attaches a StageLink to
   // every stage whose devices are on another host (runtime/remote/remote_stages.h). May throw to
@@ -157,6 +157,7 @@ class Engine {
   // Waits until no re-plan is queued or being solved beside the pipeline (tests, benchmarks).
   void wait_replans();
 
+  // From the running pipeline's next event on, and every pipeline after it.
   void add_observer(std::shared_ptr<Observer> observer);
   // The latest re-plan records (at most kMaxReplanRecords: a daemon re-checking its plan on a
   // drifting stream for weeks must not grow without bound) and how many there were in all.
@@ -197,8 +198,8 @@ class Engine {
   // controller's drift detector reads.
   std::shared_ptr<EnergyObserver> energy_ = std::make_shared<EnergyObserver>();
   std::shared_ptr<RequestEventQueue> finished_ = std::make_shared<RequestEventQueue>();
-  mutable std::mutex observers_mu_;
-  std::vector<std::shared_ptr<Observer>> observers_;
+  // EngineOptions::observers and those added since: every pipeline reads it at each event.
+  std::shared_ptr<ObserverSet> observers_ = std::make_shared<ObserverSet>();
 
   ReorderBuffer answers_;
 

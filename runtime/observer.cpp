@@ -104,4 +104,17 @@ std::uint64_t ChromeTraceObserver::dropped() const {
   return dropped_;
 }
 
+void ObserverSet::add(std::shared_ptr<Observer> observer) {
+  std::lock_guard lock(mu_);
+  auto next = std::make_shared<std::vector<Observer*>>(*current_);
+  next->push_back(observer.get());
+  owned_.push_back(std::move(observer));
+  current_ = std::move(next);
+}
+
+std::shared_ptr<const std::vector<Observer*>> ObserverSet::current() const {
+  std::lock_guard lock(mu_);
+  return current_;
+}
+
 }  // namespace dype::rt

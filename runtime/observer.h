@@ -10,6 +10,7 @@
 #include <algorithm>
 #include <cstdint>
 #include <deque>
+#include <memory>
 #include <mutex>
 #include <string>
 #include <vector>
@@ -86,6 +87,22 @@ class Observer {
   virtual void on_replan(const ReplanRecord&) {}
   // Whether it reads StageEvent::kernels (collecting them costs a record per launch).
   virtual bool wants_kernel_timings() const { return true; }
+};
+
+// Observers that may be added while pipelines run: an Engine's own set, which every pipeline it
+// builds reads at each event, so an observer added later hears the running pipeline too (as
+// Taskflow's observers take effect at once). Observers are only added, and each lives as long as
+// the set.
+class ObserverSet {
+ public:
+  void add(std::shared_ptr<Observer> observer);
+  // The observers as they stand: a snapshot, cheap to take and safe to read while others add.
+  std::shared_ptr<const std::vector<Observer*>> current() const;
+
+ private:
+  mutable std::mutex mu_;
+  std::vector<std::shared_ptr<Observer>> owned_;
+  std::shared_ptr<const std::vector<Observer*>> current_ = std::make_shared<const std::vector<Observer*>>();
 };
 
 // Keeps every finished request's event until take(): how pipeline threads hand stage times to a

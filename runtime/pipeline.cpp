@@ -45,7 +45,6 @@ std::string describe(const PipelineSpec& spec) {
 Pipeline::Pipeline(const Model& model, PipelineSpec spec, PipelineOptions options)
     : model_(model), spec_(std::move(spec)), options_(std::move(options)) {
   const double t0 = wall_now_s();
-  for (const Observer* o : options_.observers) timed_ = timed_ || o->wants_kernel_timings();
   if (spec_.stages.empty()) throw InputError("pipeline", "has no stages");
   if (spec_.rounds < 1 || spec_.stages.size() % static_cast<std::size_t>(spec_.rounds) != 0)
     throw InputError("pipeline.rounds", std::to_string(spec_.rounds) + " rounds do not divide " +
@@ -270,7 +269,7 @@ void Pipeline::worker(int s) {
       st.stats.max_queue_depth = std::max<std::int64_t>(st.stats.max_queue_depth, depth);
       st.depth_sum += static_cast<double>(depth);
     }
-    if (!options_.observers.empty()) {
+    if (const std::vector<Observer*> observers = observers_now(); !observers.empty()) {
       StageEvent ev;
       ev.epoch = options_.epoch;
       ev.stage = s;
@@ -283,7 +282,7 @@ void Pipeline::worker(int s) {
       ev.predicted_s = st.spec.predicted_s;
       ev.failed = w->failed;
       ev.kernels = std::move(w->timings);
-      for (Observer* o : options_.observers) o->on_stage(ev);
+      for (Observer* o : observers) o->on_stage(ev);
     }
     {
       std::lock_guard lock(st.issue_mu);
@@ -293,9 +292,9 @@ void Pipeline::worker(int s) {
     if (!last) {
       queues_[s + 1]->push(w.release());
     } else {
-      if (!options_.observers.empty()) {
+      if (const std::vector<Observer*> observers = observers_now(); !observers.empty()) {
         const RequestEvent re = request_event(*w);
-        for (Observer* o : options_.observers) o->on_request(re);
+        for (Observer* o : observers) o->on_request(re);
       }
       auto done = std::move(w->job.done);
       Completion c = std::move(w->c);
@@ -328,6 +327,21 @@ RequestEvent Pipeline::request_event(const Work& w) const {
   return e;
 }
 
+
+std::vector<Observer*> Pipeline::observers_now() const {
+  std::vector<Observer*> out = options_.observers;
+  if (options_.more_observers) {
+    const auto more = options_.more_observers->current();
+    out.insert(out.end(), more->begin(), more->end());
+  }
+  return out;
+}
+
+bool Pipeline::timed_now() const {
+  for (const Observer* o : observers_now())
+    if (o->wants_kernel_timings()) return true;
+  return false;
+}
 
 std::vector<StageStats> Pipeline::stats() const {
   std::vector<StageStats> out;

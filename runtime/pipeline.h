@@ -100,6 +100,9 @@ struct PipelineOptions {
   double preload_not_before_s = 0.0;           // virtual time preloading may start
   std::uint64_t epoch = 0;
   std::vector<Observer*> observers;
+  // More observers, read at each event: those added to the set while the pipeline runs hear it
+  // from then on (an Engine's add_observer).
+  std::shared_ptr<const ObserverSet> more_observers;
   // Requests admitted at once (submit blocks beyond): 0 = bounded by the queues alone, which for
   // a recurrent pipeline would be 2 x rounds x stages; it then defaults to 2 x stages per round + 2,
   // enough to keep every device busy.
@@ -187,7 +190,10 @@ class Pipeline {
   std::condition_variable flight_cv_;
   std::size_t in_flight_ = 0;
   double build_s_ = 0.0;
-  bool timed_ = false;  // an observer reads the kernel launches' times
+  // The observers to tell now: options_.observers and more_observers as it stands.
+  std::vector<Observer*> observers_now() const;
+  // Whether an observer now reads the kernel launches' times.
+  bool timed_now() const;
   // Latest modelled end of a preload: stage workers preloading a new graph raise it concurrently.
   std::atomic<double> preload_end_s_{0.0};
   void raise_preload_end(double t);

@@ -208,7 +208,7 @@ void Pipeline::process(StageState& st, Work& w, TransferCounters& tc) {
     next.shards.resize(c);
     std::vector<std::vector<hw::Event>> events(c);
     std::vector<std::vector<KernelTiming>> timings(c);
-    const bool timed = timed_;
+    const bool timed = timed_now();
     auto launch = [&](std::size_t j, hw::Device& d, const hw::KernelLaunch& l) {
       const hw::Event e = d.launch(l);
       events[j].push_back(e);

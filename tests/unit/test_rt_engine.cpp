@@ -510,6 +510,30 @@ TEST(RtEngine, ExpiredRequestsAreNotRunAndCountedAsCancelled) {
 }
 
 // A bounded trace keeps the most recent events and says how many it dropped.
+// An observer added while a pipeline runs hears that pipeline from then on: no re-plan needed.
+TEST(RtEngine, AnObserverAddedLaterHearsTheRunningPipeline) {
+  auto sys = testing::emu_system(2, 0);
+  Model m = Model::gcn({.layers = 2, .in_features = 8, .hidden = 8});
+  auto g = Graph::from_edges(random_graph(50, 200, 8), true);
+  Request req = gnn_request(m, g, 3);
+  auto gpu = sys.devices_of(hw::DeviceKind::gpu);
+  EngineOptions o;
+  o.drift.enabled = false;  // no re-plan: the pipeline that runs is the first one
+  Engine e(m, std::make_shared<SchedPlanner>(m, sys), PipelineSpec{{{0, 1, {gpu[0]}, 0}, {2, 3, {gpu[1]}, 0}}, "1G1G"},
+           req.characteristics(), o);
+  for (int i = 0; i < 2; ++i) e.submit(req);
+  e.drain();
+  const std::uint64_t epoch = e.epoch();
+  auto heard = std::make_shared<RequestEventQueue>();
+  e.add_observer(heard);
+  for (int i = 0; i < 3; ++i) e.submit(req);
+  e.drain();
+  EXPECT_EQ(e.epoch(), epoch);
+  const std::vector<RequestEvent> events = heard->take();
+  ASSERT_EQ(events.size(), 3u);
+  for (const RequestEvent& ev : events) EXPECT_EQ(ev.epoch, epoch);
+}
+
 TEST(RtEngine, ChromeTraceObserverKeepsTheMostRecentEvents) {
   auto sys = testing::emu_system(2, 0);
   Model m = Model::gcn({.layers = 2, .in_features = 8, .hidden = 8});
