@@ -19,6 +19,7 @@
 #include "kernels/error.h"
 #include "kernels/graph/edge_list.h"
 #include "kernels/op.h"
+#include "scheduler/workload.h"
 
 namespace dype::rt {
 
@@ -147,16 +148,9 @@ struct Step {
   std::int64_t output_cols(int i) const { return i < launches() ? out_cols : carry_cols; }
 };
 
-// What a request looks like to performance models and the drift detector.
-struct Characteristics {
-  std::int64_t nodes = 0;
-  std::int64_t nnz = 0;
-  std::int64_t feature_len = 0;
-  std::int64_t seq_len = 0;
-  std::int64_t window = 0;
-  double degree_skew = 0.0;
-  kernels::GatherLocality locality{};  // GNN: the graph's SpMM miss-ratio curve (unknown: shape only)
-};
+// What a request looks like to performance models, the drift detector and the scheduler: the
+// scheduler's own type (scheduler/workload.h), so plans are asked for without a copy by hand.
+using Characteristics = sched::InputCharacteristics;
 
 class Request;
 

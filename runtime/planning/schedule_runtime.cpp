@@ -33,18 +33,6 @@ std::vector<kernels::OpKind> layer_ops(const sched::ModelConfig& c, bool& with_s
 
 }  // namespace
 
-Characteristics runtime_characteristics(const sched::InputCharacteristics& in) {
-  Characteristics c;
-  c.nodes = in.nodes;
-  c.nnz = in.nnz;
-  c.feature_len = in.feature_len;
-  c.seq_len = in.seq_len;
-  c.window = in.window;
-  c.degree_skew = in.degree_skew;
-  c.locality = in.locality;
-  return c;
-}
-
 std::optional<ModelSpec> runtime_model_spec(const sched::ModelConfig& config, const sched::InputCharacteristics& input) {
   using kernels::OpKind;
   bool with_self = false;
@@ -72,7 +60,7 @@ std::optional<ModelSpec> runtime_model_spec(const sched::ModelConfig& config, co
   Model m = Model::make(s);
   const sched::Workload w = sched::build_workload(config, input);
   if (m.num_kernels() != w.size()) return std::nullopt;
-  const Characteristics c = runtime_characteristics(input);
+  const Characteristics& c = input;
   for (int k = 0; k < w.size(); ++k) {
     const double want = w.kernels[static_cast<std::size_t>(k)].output_bytes, got = m.output_bytes(k, c);
     if (m.step(k).op != w.kernels[static_cast<std::size_t>(k)].shape.kind ||
@@ -123,7 +111,7 @@ ScheduleInputs runtime_schedule_inputs(const std::string& system_file, const Mod
     return k.devices.front()->supports(op);
   });
   out.model = std::make_unique<RuntimeCostModel>(
-      parts->planner->cost_model(out.system, runtime_characteristics(input), {}, what_if));
+      parts->planner->cost_model(out.system, input, {}, what_if));
   out.cost_source = "the runtime's cost model (what dype-serve plans with): " + source + " (modelled)";
   out.runtime = std::move(parts);
   return out;

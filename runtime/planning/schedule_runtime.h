@@ -45,9 +45,6 @@ struct ScheduleInputs {
 void apply_baselines(const hw::SystemConfig& cfg, sched::SystemSpec& spec,
                      const std::function<bool(int, kernels::OpKind)>& supports);
 
-// The characteristics a request with these input characteristics would carry.
-Characteristics runtime_characteristics(const sched::InputCharacteristics& input);
-
 // Inputs priced by the runtime's cost model. `assignment` (with `images`): as if the FPGAs held
 // those images (assign_images: an FPGA keeps an image it holds), timed from their manifests.
 ScheduleInputs runtime_schedule_inputs(const std::string& system_file, const ModelSpec& spec,

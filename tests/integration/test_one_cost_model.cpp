@@ -65,7 +65,7 @@ TEST(OneCostModel, DypeScheduleAndTheDaemonChooseTheSamePlan) {
         sched::ObjectiveSpec obj;
         obj.objective = sched::objective_from_string(mode);
         const sched::Plan a = sched::solve_shapes(si.system, *si.model, sched::recurrent_shapes(si.workload), obj);
-        const rt::PlannedPipeline b = daemon.plan(rt::runtime_characteristics(c.in), mode, {});
+        const rt::PlannedPipeline b = daemon.plan(c.in, mode, {});
         const std::string where = std::string(testbed) + " " + c.name + " " + mode;
         EXPECT_EQ(a.mnemonic, b.mnemonic) << where;
         EXPECT_NEAR(a.period_s, b.period_s, 1e-9 * a.period_s) << where;
