@@ -277,6 +277,9 @@ def compare(a):
     p50 = f"{a.dype_p50_ms:.1f} ms" if a.dype_p50_ms >= 0 else "unknown"
     dype_line = (f"dype p50 {p50} (at the client, gRPC stream, {a.dype_requests} requests, graph registered "
                  f"once, features sent with each)")
+    if a.dype_shm_p50_ms >= 0:
+        dype_line += (f"; through system shared memory (x and y in regions, dype-client --shm) p50 "
+                      f"{a.dype_shm_p50_ms:.1f} ms")
     reference = a.reference
     if reference == "auto":
         reference = "pyg" if try_import("torch_geometric") is not None else "none"
@@ -378,6 +381,7 @@ def main():
     pc.add_argument("--features", required=True)
     pc.add_argument("--dype-out", required=True)
     pc.add_argument("--dype-p50-ms", type=float, default=-1)
+    pc.add_argument("--dype-shm-p50-ms", type=float, default=-1)
     pc.add_argument("--dype-requests", type=int, default=0)
     pc.add_argument("--reference", choices=["auto", "pyg", "torch", "none"], default="auto")
     pc.add_argument("--tol", type=float, default=1e-4)

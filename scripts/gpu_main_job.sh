@@ -3,7 +3,9 @@
 # `dype-serve --mode balanced` (no --system: the host is detected) serving a model repository with
 # one GCN 128 -> 128 -> 16 (seeded weights, scripts/gpu_main_job.py), streams requests on the given
 # graph through `dype-client` over gRPC (the graph registered once, 128 features per node sent with
-# each request), sends one request with known features and keeps the answer, reads the plan from
+# each request; then again with x and y in system shared-memory regions, dype-client --shm, whose
+# p50 is printed beside the rest and whose failure does not fail the job), sends one request with
+# known features and keeps the answer, reads the plan from
 # the daemon (`dype-client admin plan`) and stops the daemon (SIGTERM; on every exit path).
 # It FAILS unless the plan that answered uses a GPU (its mnemonic holds a G). Where torch_geometric
 # imports in python3, the weights come from PyG's models.GCN and dype's answer is checked against
@@ -86,7 +88,7 @@ py prepare --graph "$graph" --repo "$work/repo" --name "$model" --features "$wor
 
 head -c 24 /dev/urandom | od -An -tx1 | tr -d ' \n' > "$work/token"
 echo "  starting bare dype-serve --mode balanced (host detected), repository: $model"
-"$bin/dype-serve" --mode balanced --model-repository "$work/repo" --http-port 0 --grpc-port 0 --metrics-port 0 \
+"$bin/dype-serve" --mode balanced --allow-client-shm --model-repository "$work/repo" --http-port 0 --grpc-port 0 --metrics-port 0 \
   --port-file "$work/ports.json" --admin-token-file "$work/token" --exit-timeout 10 > "$work/serve.log" 2>&1 &
 pid=$!
 for _ in $(seq 1 $((start_secs * 5))); do
@@ -112,6 +114,16 @@ bounded "${client[@]}" stream --model "$model" --dir "$work/graphs" --per-file "
   --requests "$requests" --concurrency 1 > "$work/stream.log" 2>&1 || { sed 's/^/  client| /' "$work/stream.log"; fail "the stream failed"; }
 sed 's/^/  client| /' "$work/stream.log"
 p50=$(sed -n 's/^summary.* p50 \([0-9.e+-]*\) ms.*/\1/p' "$work/stream.log")
+echo "  dype-client stream --shm: the same through system shared-memory regions (x written once)"
+shm_p50=-1
+if bounded "${client[@]}" stream --shm --model "$model" --dir "$work/graphs" --per-file "$requests" \
+    --requests "$requests" --concurrency 1 > "$work/stream_shm.log" 2>&1; then
+  sed 's/^/  client| /' "$work/stream_shm.log"
+  shm_p50=$(sed -n 's/^summary.* p50 \([0-9.e+-]*\) ms.*/\1/p' "$work/stream_shm.log")
+else
+  sed 's/^/  client| /' "$work/stream_shm.log"
+  echo "  (the shared-memory stream failed: reported above, not counted against the main job)"
+fi
 p1=$(plan_of) || fail "could not read the plan"
 show_plan "after the stream" "$p1"
 echo "  dype-client infer: one request with the seeded features, answer kept"
@@ -138,7 +150,7 @@ gpu_plan=0
 [[ "$label" == *G* ]] && gpu_plan=1
 
 py compare --graph "$graph" --weights "$work/repo/$model/model.safetensors" --features "$work/x.npy" \
-  --dype-out "$work/y.npy" --dype-p50-ms "${p50:--1}" --dype-requests "$requests" \
+  --dype-out "$work/y.npy" --dype-p50-ms "${p50:--1}" --dype-shm-p50-ms "${shm_p50:--1}" --dype-requests "$requests" \
   --reference "${DYPE_MAIN_JOB_REFERENCE:-auto}" || fail "the answer check failed (above)"
 
 if [[ "$gpu_plan" == 1 ]]; then
