@@ -47,7 +47,7 @@
 
 #include <grpcpp/grpcpp.h>
 
-#include "kernels/graph/generators.h"
+#include "graph/generators.h"
 #include "runtime/daemon/batching_service.h"
 #include "runtime/daemon/engine_service.h"
 #include "runtime/daemon/grpc/grpc_server.h"

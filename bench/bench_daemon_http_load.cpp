@@ -27,7 +27,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
-#include "kernels/graph/generators.h"
+#include "graph/generators.h"
 #include "runtime/daemon/engine_service.h"
 #include "runtime/daemon/http/http_server.h"
 #include "runtime/daemon/kserve/tensor.h"

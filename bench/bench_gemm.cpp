@@ -65,7 +65,7 @@ inline void gemm_rows(const Eigen::Map<const RowMat>& x, const Eigen::Map<const 
 
 #include "kernels/cpu/gemm.h"
 #include "kernels/cpu/isa.h"
-#include "kernels/graph/generators.h"
+#include "graph/generators.h"
 
 namespace {
 

@@ -20,8 +20,8 @@
 #include "bench_gpu_common.h"
 #include "hw/system.h"
 #include "hw/system_config.h"
-#include "kernels/graph/builders.h"
-#include "kernels/graph/generators.h"
+#include "graph/builders.h"
+#include "graph/generators.h"
 
 namespace {
 

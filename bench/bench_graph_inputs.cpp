@@ -8,11 +8,11 @@
 #include <filesystem>
 #include <string>
 
-#include "kernels/graph/characteristics.h"
-#include "kernels/graph/edge_index.h"
-#include "kernels/graph/generators.h"
-#include "kernels/graph/mtx_reader.h"
-#include "kernels/graph/snap_reader.h"
+#include "graph/characteristics.h"
+#include "graph/edge_index.h"
+#include "graph/generators.h"
+#include "graph/mtx_reader.h"
+#include "graph/snap_reader.h"
 #include "runtime/model.h"
 
 namespace {

@@ -14,7 +14,7 @@
 #include <string>
 #include <vector>
 
-#include "kernels/graph/mtx_reader.h"
+#include "graph/mtx_reader.h"
 #include "runtime/host_memory.h"
 #include "runtime/model.h"
 #include "runtime/repository/model_repository.h"

@@ -24,7 +24,7 @@
 #include <nlohmann/json.hpp>
 #include <spdlog/spdlog.h>
 
-#include "kernels/graph/mtx_reader.h"
+#include "graph/mtx_reader.h"
 #include "runtime/daemon/engine_service.h"
 #include "runtime/daemon/repository_models.h"
 #include "runtime/host_memory.h"

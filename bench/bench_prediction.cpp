@@ -28,7 +28,7 @@
 #include "hw/emu/emu_device.h"
 #include "hw/system.h"
 #include "hw/system_config.h"
-#include "kernels/graph/generators.h"
+#include "graph/generators.h"
 #include "runtime/host_memory.h"
 #include "runtime/observer.h"
 #include "runtime/pipeline.h"

@@ -42,7 +42,7 @@
 
 #include "hw/emu/emu_device.h"
 #include "hw/system.h"
-#include "kernels/graph/generators.h"
+#include "graph/generators.h"
 #include "runtime/engine.h"
 #include "runtime/host_memory.h"
 #include "runtime/planning/perf_planner.h"

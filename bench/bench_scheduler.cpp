@@ -17,7 +17,7 @@
 #include <optional>
 #include <string>
 
-#include "kernels/graph/generators.h"
+#include "graph/generators.h"
 #include "runtime/planning/planning_case.h"
 #include "scheduler/solver.h"
 

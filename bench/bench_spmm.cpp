@@ -79,9 +79,9 @@ inline std::uint64_t sum_words(const std::uint64_t* p, std::size_t count) {
 #include "kernels/cpu/isa.h"
 #include "kernels/cpu/spmm.h"
 #include "kernels/cpu/spmm_kernels.h"
-#include "kernels/graph/builders.h"
-#include "kernels/graph/generators.h"
-#include "kernels/graph/partition.h"
+#include "graph/builders.h"
+#include "graph/generators.h"
+#include "graph/partition.h"
 
 namespace {
 

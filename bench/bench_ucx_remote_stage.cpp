@@ -34,7 +34,7 @@
 
 #include "hw/system.h"
 #include "hw/system_config.h"
-#include "kernels/graph/generators.h"
+#include "graph/generators.h"
 #include "runtime/host_memory.h"
 #include "runtime/model.h"
 #include "runtime/remote/path_probe.h"

@@ -4,7 +4,7 @@
 #include <fstream>
 #include <sstream>
 
-#include "kernels/error.h"
+#include "common/error.h"
 
 namespace dype::hw {
 

@@ -7,7 +7,7 @@
 #include <cmath>
 #include <sstream>
 
-#include "kernels/error.h"
+#include "common/error.h"
 
 namespace dype::hw {
 
@@ -142,7 +142,7 @@ DeviceProfile derive_device_profile(const AcceleratorAttributes& a) {
   d.link.latency_s = 5e-6;
 
   // Library kernels (cuBLAS/cuSPARSE, rocSPARSE/own GEMM): roofline efficiencies of a large,
-  // regular shape. The SpMM row-pass terms follow hw/emu/emu_timing.h: a warp (wavefront) per row
+  // regular shape. The SpMM row-pass terms follow hw/kernel_timing_model.h: a warp (wavefront) per row
   // over the output columns, gathers rounded up to the memory transaction (a 32 B sector on
   // NVIDIA, a 128 B line on AMD), half the resident warps in flight. They are estimates until a
   // fitted store (dype-profile, or the daemon's start-up measurement) replaces them.

@@ -24,8 +24,8 @@
 #include "hw/event.h"
 #include "hw/kernel_launch.h"
 #include "hw/power.h"
-#include "kernels/error.h"
-#include "kernels/op.h"
+#include "common/error.h"
+#include "common/op.h"
 
 namespace dype::hw {
 

@@ -1,7 +1,7 @@
 // Builds without CUDA: the CUDA shared-memory extension answers that it is not built in.
 #include "hw/device_ipc_memory.h"
 
-#include "kernels/error.h"
+#include "common/error.h"
 
 #ifndef DYPE_HAVE_CUDA
 namespace dype::hw {

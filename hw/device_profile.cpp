@@ -5,8 +5,8 @@
 #include <yaml-cpp/yaml.h>
 
 #include "hw/config_parse.h"
-#include "hw/emu/emu_timing.h"
-#include "kernels/error.h"
+#include "hw/kernel_timing_model.h"
+#include "common/error.h"
 
 namespace dype::hw {
 
@@ -242,7 +242,7 @@ std::string device_profile_yaml(const DeviceProfile& d) {
 }
 
 double profile_kernel_time_s(const DeviceProfile& profile, const kernels::OpShape& shape, const std::string& device) {
-  return emu::modelled_time_s(profile, nullptr, shape, device);
+  return timing::modelled_time_s(profile, nullptr, shape, device);
 }
 
 }  // namespace dype::hw

@@ -1,7 +1,7 @@
 #pragma once
 // Device profiles (configs/devices/*.yaml, the `model:` of a system file's device) and FPGA
 // bitstream manifests (configs/bitstreams/*.yaml): the numbers the emu backend times kernels with,
-// and the power states every cost model uses. hw/emu/emu_timing.h documents the formulas that
+// and the power states every cost model uses. hw/kernel_timing_model.h documents the formulas that
 // consume them. "Profile" here, because "model" already names the served model (rt::Model) and
 // the fitted performance models (perf::KernelModel); a device's product name is
 // DeviceInfo::product.
@@ -16,7 +16,7 @@
 #include "hw/device.h"
 #include "hw/power.h"
 #include "hw/topology.h"
-#include "kernels/op.h"
+#include "common/op.h"
 
 namespace dype::hw {
 
@@ -26,7 +26,7 @@ struct OpModelParams {
   double memory_efficiency = 0.8;   // fraction of peak memory bandwidth
   double launch_overhead_s = 5e-6;  // per kernel launch (window attention: per kernel of three)
   double skew_penalty = 0.0;        // spmm: bandwidth / (1 + skew_penalty * log2(degree_skew))
-  // spmm, wavefront-per-row CSR kernels (hw/emu/emu_timing.h); 0 leaves a term out.
+  // spmm, wavefront-per-row CSR kernels (hw/kernel_timing_model.h); 0 leaves a term out.
   double wavefront = 0.0;         // lanes per pass over a row's output columns
   double row_latency_s = 0.0;     // dependent-load chain of one row pass (row pointers, LDS, store)
   double concurrent_rows = 0.0;   // row passes in flight device-wide (wavefront slots)
@@ -89,7 +89,7 @@ Bitstream load_bitstream(const std::string& path);
 std::string device_profile_yaml(const DeviceProfile& profile);
 
 // The time `profile` models for `shape` on a device without an FPGA image (the roofline formulas
-// the emulator's clock uses too, hw/emu/emu_timing.h): how the planner times a device that has a
+// the emulator's clock uses too, hw/kernel_timing_model.h): how the planner times a device that has a
 // profile in its config but no modelled time of its own, such as the detected CPU. DeviceError
 // naming `device` when the profile cannot run the op.
 double profile_kernel_time_s(const DeviceProfile& profile, const kernels::OpShape& shape, const std::string& device);

@@ -7,7 +7,7 @@
 #include "kernels/cpu/norm.h"
 #include "kernels/cpu/spmm.h"
 #include "kernels/cpu/window_attention.h"
-#include "kernels/error.h"
+#include "common/error.h"
 
 namespace dype::hw {
 

@@ -2,7 +2,7 @@
 
 #include <sstream>
 
-#include "kernels/error.h"
+#include "common/error.h"
 
 namespace dype::hw {
 

@@ -20,7 +20,7 @@
 #include <vector>
 
 #include "hw/buffer.h"
-#include "kernels/op.h"
+#include "common/op.h"
 
 namespace dype::hw {
 

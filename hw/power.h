@@ -5,7 +5,7 @@
 #include <map>
 #include <optional>
 
-#include "kernels/op.h"
+#include "common/op.h"
 
 namespace dype::hw {
 

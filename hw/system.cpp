@@ -1,7 +1,7 @@
 #include "hw/system.h"
 
 #include "hw/registry.h"
-#include "kernels/error.h"
+#include "common/error.h"
 
 namespace dype::hw {
 

@@ -7,7 +7,7 @@
 
 #include "hw/config_parse.h"
 #include "hw/registry.h"
-#include "kernels/error.h"
+#include "common/error.h"
 
 namespace dype::hw {
 

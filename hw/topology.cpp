@@ -3,7 +3,7 @@
 #include <algorithm>
 #include <limits>
 
-#include "kernels/error.h"
+#include "common/error.h"
 
 namespace dype::hw {
 

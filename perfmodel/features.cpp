@@ -3,7 +3,7 @@
 #include <algorithm>
 #include <cmath>
 
-#include "kernels/error.h"
+#include "common/error.h"
 
 namespace dype::perf {
 namespace {

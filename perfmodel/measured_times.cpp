@@ -7,7 +7,7 @@
 #include <set>
 #include <sstream>
 
-#include "kernels/error.h"
+#include "common/error.h"
 
 namespace dype::perf {
 namespace {

@@ -5,7 +5,7 @@
 #include <cstring>
 #include <limits>
 
-#include "kernels/error.h"
+#include "common/error.h"
 
 namespace dype::perf {
 

@@ -9,7 +9,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "kernels/error.h"
+#include "common/error.h"
 
 namespace dype::perf {
 namespace {

@@ -8,12 +8,12 @@
 #include <ctime>
 
 #include "hw/cpu/cpu_device.h"
-#include "kernels/graph/gather_locality.h"
+#include "graph/gather_locality.h"
 #include "hw/device_profile.h"
 #include "hw/kernel_launch.h"
 #include "kernels/cpu/isa.h"
-#include "kernels/error.h"
-#include "kernels/graph/characteristics.h"
+#include "common/error.h"
+#include "graph/characteristics.h"
 
 namespace dype::perf {
 

@@ -17,7 +17,7 @@
 
 #include "hw/device.h"
 #include "hw/kernel_launch.h"
-#include "kernels/csr.h"
+#include "common/csr.h"
 #include "perfmodel/model_store.h"
 #include "perfmodel/synthetic.h"
 #include "perfmodel/timing.h"

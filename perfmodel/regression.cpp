@@ -5,7 +5,7 @@
 #include <map>
 #include <random>
 
-#include "kernels/error.h"
+#include "common/error.h"
 #include "perfmodel/model.h"
 
 namespace dype::perf {

@@ -6,7 +6,7 @@
 
 #include <tbb/parallel_for.h>
 
-#include "kernels/error.h"
+#include "common/error.h"
 #include "perfmodel/features.h"
 
 namespace dype::perf {

@@ -9,8 +9,8 @@
 #include <cstdint>
 #include <vector>
 
-#include "kernels/csr.h"
-#include "kernels/op.h"
+#include "common/csr.h"
+#include "common/op.h"
 
 namespace dype::perf {
 

@@ -5,7 +5,7 @@
 #include <cmath>
 #include <vector>
 
-#include "kernels/error.h"
+#include "common/error.h"
 
 namespace dype::perf {
 

@@ -5,7 +5,7 @@
 #include <thread>
 
 #include "hw/event.h"
-#include "kernels/error.h"
+#include "common/error.h"
 #include "scheduler/plan.h"
 
 namespace dype::rt {

@@ -6,10 +6,10 @@
 #include <atomic>
 #include <cmath>
 
-#include "kernels/error.h"
-#include "kernels/graph/characteristics.h"
-#include "kernels/graph/gather_locality.h"
-#include "kernels/graph/generators.h"
+#include "common/error.h"
+#include "graph/characteristics.h"
+#include "graph/gather_locality.h"
+#include "graph/generators.h"
 
 namespace dype::rt {
 

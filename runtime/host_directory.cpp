@@ -1,6 +1,6 @@
 #include "runtime/host_directory.h"
 
-#include "kernels/error.h"
+#include "common/error.h"
 
 namespace dype::rt {
 

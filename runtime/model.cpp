@@ -8,9 +8,9 @@
 #include "kernels/cpu/norm.h"
 #include "kernels/cpu/spmm.h"
 #include "kernels/cpu/window_attention.h"
-#include "kernels/error.h"
-#include "kernels/graph/characteristics.h"
-#include "kernels/graph/generators.h"
+#include "common/error.h"
+#include "graph/characteristics.h"
+#include "graph/generators.h"
 
 namespace dype::rt {
 

@@ -16,9 +16,9 @@
 #include <vector>
 
 #include "kernels/cpu/gemm.h"
-#include "kernels/error.h"
-#include "kernels/graph/edge_list.h"
-#include "kernels/op.h"
+#include "common/error.h"
+#include "graph/edge_list.h"
+#include "common/op.h"
 #include "scheduler/workload.h"
 
 namespace dype::rt {

@@ -7,7 +7,7 @@
 #include <mutex>
 #include <vector>
 
-#include "kernels/error.h"
+#include "common/error.h"
 
 namespace dype::rt {
 

@@ -6,7 +6,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "kernels/error.h"
+#include "common/error.h"
 
 namespace dype::rt {
 

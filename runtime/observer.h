@@ -15,7 +15,7 @@
 #include <string>
 #include <vector>
 
-#include "kernels/op.h"
+#include "common/op.h"
 
 namespace dype::rt {
 

@@ -9,8 +9,8 @@
 #include <tbb/parallel_for.h>
 
 #include "hw/kernel_launch.h"
-#include "kernels/error.h"
-#include "kernels/graph/partition.h"
+#include "common/error.h"
+#include "graph/partition.h"
 #include "runtime/pipeline_state.h"
 #include "runtime/rows_needed.h"
 

@@ -8,8 +8,8 @@
 #include <tbb/parallel_for.h>
 
 #include "hw/kernel_launch.h"
-#include "kernels/error.h"
-#include "kernels/graph/partition.h"
+#include "common/error.h"
+#include "graph/partition.h"
 #include "runtime/pipeline_state.h"
 #include "runtime/rows_needed.h"
 
@@ -27,7 +27,7 @@ std::vector<std::int64_t> Pipeline::partition(StageState& st, const Request& r) 
   std::vector<std::int64_t> p(static_cast<std::size_t>(c) + 1, 0);
   p[c] = rows;
   if (by_nnz && !r.graph()->size_only()) {
-    // kernels/graph/partition.h: whole rows, balanced by nnz (+1 per row so empty runs spread).
+    // graph/partition.h: whole rows, balanced by nnz (+1 per row so empty runs spread).
     const Graph& g = *r.graph();
     if (g.rows_per_node == 1) {
       kernels::CsrView<std::int32_t> a{g.nodes, g.nodes, g.indptr, g.indices, g.values};

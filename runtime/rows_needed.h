@@ -8,7 +8,7 @@
 #include <algorithm>
 #include <cstdint>
 
-#include "kernels/op.h"
+#include "common/op.h"
 
 namespace dype::rt {
 

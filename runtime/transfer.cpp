@@ -4,7 +4,7 @@
 #include <cstring>
 #include <optional>
 
-#include "kernels/error.h"
+#include "common/error.h"
 #include "runtime/handoff_route.h"
 
 namespace dype::rt {

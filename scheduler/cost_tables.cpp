@@ -2,7 +2,7 @@
 
 #include <type_traits>
 
-#include "kernels/error.h"
+#include "common/error.h"
 
 namespace dype::sched {
 

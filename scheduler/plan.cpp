@@ -2,7 +2,7 @@
 
 #include <algorithm>
 
-#include "kernels/error.h"
+#include "common/error.h"
 #include "scheduler/solver/figures.h"
 
 namespace dype::sched {

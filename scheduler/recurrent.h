@@ -28,7 +28,7 @@
 // brute force over every shape and end pair).
 #include <vector>
 
-#include "kernels/op.h"
+#include "common/op.h"
 #include "scheduler/cost_model.h"
 #include "scheduler/solver.h"
 #include "scheduler/workload.h"

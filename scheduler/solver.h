@@ -33,7 +33,7 @@
 #include <string>
 #include <vector>
 
-#include "kernels/error.h"
+#include "common/error.h"
 #include "scheduler/cost_tables.h"
 #include "scheduler/plan.h"
 

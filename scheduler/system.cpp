@@ -6,7 +6,7 @@
 #include <sstream>
 
 #include "hw/config_node.h"
-#include "kernels/error.h"
+#include "common/error.h"
 
 namespace dype::sched {
 

@@ -12,7 +12,7 @@
 #include <string_view>
 #include <vector>
 
-#include "kernels/op.h"
+#include "common/op.h"
 
 namespace dype::sched {
 

@@ -10,7 +10,7 @@
 #include <string>
 #include <vector>
 
-#include "kernels/op.h"
+#include "common/op.h"
 
 namespace dype::sched {
 

@@ -46,7 +46,7 @@ def try_import(name):
 
 def mtx_edges(path):
     """(nodes, src, dst) of a pattern Matrix Market file, edge (i, j) going i -> j as dype reads it
-    (kernels/graph/mtx_reader.cpp: general as written, symmetric mirrored off the diagonal)."""
+    (graph/mtx_reader.cpp: general as written, symmetric mirrored off the diagonal)."""
     with open(path) as f:
         banner = f.readline().lower().split()
         if banner[:4] != ["%%matrixmarket", "matrix", "coordinate", "pattern"] or banner[4] not in ("general", "symmetric"):

@@ -12,7 +12,7 @@
 #include <utility>
 #include <vector>
 
-#include "kernels/graph/generators.h"
+#include "graph/generators.h"
 #include "runtime/model.h"
 #include "runtime/pipeline.h"
 

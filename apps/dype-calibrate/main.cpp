@@ -35,7 +35,7 @@
 #include "hw/device_profile.h"
 #include "hw/registry.h"
 #include "hw/system_config.h"
-#include "kernels/error.h"
+#include "common/error.h"
 #ifdef DYPE_HAVE_REMOTE
 #include "runtime/daemon/admin/admin.h"
 #include "runtime/remote/path_probe.h"

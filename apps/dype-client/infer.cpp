@@ -8,8 +8,8 @@
 #include <iostream>
 #include <numeric>
 
-#include "kernels/error.h"
-#include "kernels/graph/generators.h"
+#include "common/error.h"
+#include "graph/generators.h"
 #include "runtime/repository/npy.h"
 #include "runtime/repository/safetensors.h"
 #include "shm_region.h"

@@ -31,9 +31,9 @@
 #include <httplib.h>
 #include <nlohmann/json.hpp>
 
-#include "kernels/error.h"
-#include "kernels/graph/generators.h"
-#include "kernels/graph/snap_reader.h"
+#include "common/error.h"
+#include "graph/generators.h"
+#include "graph/snap_reader.h"
 #include "runtime/daemon/admin/admin.h"
 #include "runtime/daemon/http/tls.h"
 #include "runtime/host_memory.h"

@@ -8,7 +8,7 @@
 #include <cstring>
 #include <iostream>
 
-#include "kernels/error.h"
+#include "common/error.h"
 
 namespace dype::client {
 

@@ -5,7 +5,7 @@
 #include <grpcpp/grpcpp.h>
 #include <httplib.h>
 
-#include "kernels/error.h"
+#include "common/error.h"
 #include "runtime/daemon/proto/grpc_service.grpc.pb.h"
 
 namespace dype::client {

@@ -11,7 +11,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "kernels/graph/edge_list.h"
+#include "graph/edge_list.h"
 #include "runtime/daemon/kserve/tensor.h"
 
 namespace httplib {

@@ -4,10 +4,10 @@
 #include <cstdio>
 #include <sstream>
 
-#include "kernels/error.h"
-#include "kernels/graph/generators.h"
-#include "kernels/graph/mtx_reader.h"
-#include "kernels/graph/snap_reader.h"
+#include "common/error.h"
+#include "graph/generators.h"
+#include "graph/mtx_reader.h"
+#include "graph/snap_reader.h"
 
 namespace dype::client {
 

@@ -7,7 +7,7 @@
 #include <string>
 #include <vector>
 
-#include "kernels/graph/edge_list.h"
+#include "graph/edge_list.h"
 
 namespace dype::client {
 

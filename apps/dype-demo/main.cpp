@@ -14,8 +14,8 @@
 #include "hw/emu/emu_device.h"
 #include "hw/system.h"
 #include "hw/system_config.h"
-#include "kernels/csr.h"
-#include "kernels/graph/generators.h"
+#include "common/csr.h"
+#include "graph/generators.h"
 #include "runtime/host_memory.h"
 
 namespace {

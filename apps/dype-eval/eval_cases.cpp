@@ -7,8 +7,8 @@
 
 #include <tbb/parallel_for.h>
 
-#include "kernels/error.h"
-#include "kernels/graph/generators.h"
+#include "common/error.h"
+#include "graph/generators.h"
 #include "runtime/planning/planning_case.h"
 #include "scheduler/baselines.h"
 #include "scheduler/cost_tables.h"

@@ -8,7 +8,7 @@
 #include <nlohmann/json.hpp>
 
 #include "hw/system.h"
-#include "kernels/error.h"
+#include "common/error.h"
 #include "hw/system_config.h"
 #include "sections.h"
 

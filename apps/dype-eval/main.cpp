@@ -21,7 +21,7 @@
 
 #include "eval_cases.h"
 #include "hw/system_config.h"
-#include "kernels/error.h"
+#include "common/error.h"
 #include "sections.h"
 
 namespace {

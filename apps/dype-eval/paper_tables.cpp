@@ -5,7 +5,7 @@
 
 #include <yaml-cpp/yaml.h>
 
-#include "kernels/error.h"
+#include "common/error.h"
 
 namespace dype::eval {
 

@@ -8,7 +8,7 @@
 #include <algorithm>
 #include <cmath>
 
-#include "kernels/error.h"
+#include "common/error.h"
 
 #include "runtime/planning/planning_case.h"
 #include "sections.h"

@@ -7,8 +7,8 @@
 #include <fstream>
 #include <functional>
 
-#include "kernels/graph/characteristics.h"
-#include "kernels/graph/gather_locality.h"
+#include "graph/characteristics.h"
+#include "graph/gather_locality.h"
 
 namespace dype::profile_app {
 namespace {

@@ -7,7 +7,7 @@
 #include <vector>
 
 #include "hw/device.h"
-#include "kernels/csr.h"
+#include "common/csr.h"
 #include "perfmodel/measured_times.h"
 #include "perfmodel/model_store.h"
 #include "perfmodel/profiler.h"

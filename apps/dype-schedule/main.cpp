@@ -25,11 +25,11 @@
 #include <CLI/CLI.hpp>
 #include <nlohmann/json.hpp>
 
-#include "kernels/error.h"
-#include "kernels/graph/characteristics.h"
-#include "kernels/graph/generators.h"
-#include "kernels/graph/mtx_reader.h"
-#include "kernels/graph/snap_reader.h"
+#include "common/error.h"
+#include "graph/characteristics.h"
+#include "graph/generators.h"
+#include "graph/mtx_reader.h"
+#include "graph/snap_reader.h"
 #include "hw/system_config.h"
 #include "runtime/planning/planning_case.h"
 #include "scheduler/baselines.h"

@@ -6,7 +6,7 @@
 
 #include "hw/cuda/cuda_runtime.h"
 #include "hw/device_ipc_memory.h"
-#include "kernels/error.h"
+#include "common/error.h"
 
 namespace dype::hw {
 namespace {

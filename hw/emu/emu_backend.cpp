@@ -1,7 +1,7 @@
 #include "hw/emu/emu_backend.h"
 
 #include "hw/emu/emu_device.h"
-#include "kernels/error.h"
+#include "common/error.h"
 
 namespace dype::hw {
 

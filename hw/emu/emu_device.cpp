@@ -5,7 +5,7 @@
 #include <vector>
 
 #include "hw/cpu/cpu_buffer.h"
-#include "hw/emu/emu_timing.h"
+#include "hw/kernel_timing_model.h"
 #include "hw/host_kernels.h"
 #include "hw/topology.h"
 
@@ -28,7 +28,7 @@ EmuDevice::EmuDevice(DeviceInfo info, DeviceProfile model, EmuOptions options)
 
 bool EmuDevice::supports(kernels::OpKind op) const {
   std::lock_guard lock(mutex_);
-  return emu::model_supports(profile_, bitstream_ ? &*bitstream_ : nullptr, op);
+  return timing::model_supports(profile_, bitstream_ ? &*bitstream_ : nullptr, op);
 }
 
 BufferPtr EmuDevice::allocate(std::size_t bytes, AllocMode mode) {
@@ -54,13 +54,13 @@ double EmuDevice::jittered_locked(double t) {
 
 double EmuDevice::modelled_time_s(const kernels::OpShape& shape) const {
   std::lock_guard lock(mutex_);
-  return emu::modelled_time_s(profile_, bitstream_ ? &*bitstream_ : nullptr, shape, name());
+  return timing::modelled_time_s(profile_, bitstream_ ? &*bitstream_ : nullptr, shape, name());
 }
 
 Event EmuDevice::do_launch(const KernelLaunch& l, std::span<const Event> after, int) {
   std::lock_guard lock(mutex_);
   const double model_s =
-      emu::modelled_time_s(profile_, bitstream_ ? &*bitstream_ : nullptr, l.shape, name());
+      timing::modelled_time_s(profile_, bitstream_ ? &*bitstream_ : nullptr, l.shape, name());
   check_fault_locked();
   const double dur = jittered_locked(model_s);
   double start = latest(after, busy_until_s_);

@@ -1,6 +1,6 @@
 #pragma once
 // EmuDevice: an emulated GPU or FPGA. Results are computed with the CPU kernels (so they are
-// correct); time and energy come from the device model (hw/emu/emu_timing.h) on a virtual clock:
+// correct); time and energy come from the device model (hw/kernel_timing_model.h) on a virtual clock:
 // an operation starts at max(device free, inputs ready, events waited on) and ends after its
 // modelled duration. Copies occupy the device too (and both devices for a peer copy), matching the
 // cost model T_s = X_s + C_s + X_{s+1}; with EmuOptions::overlap_copies they occupy the devices'

@@ -11,7 +11,7 @@
 #include <map>
 #include <string>
 
-#include "kernels/op.h"
+#include "common/op.h"
 #include "kernels/xrt/xrt_args.h"
 
 namespace dype::hw {

@@ -11,7 +11,7 @@
 #include <cstdint>
 #include <string>
 
-#include "kernels/error.h"
+#include "common/error.h"
 
 // Engine: oneDNN's dnnl_sgemm (JIT AVX-512/AVX2 kernels chosen at run time by oneDNN itself) on
 // sub-blocks of kSubRows rows, each followed at once by the epilogue (bias, ReLU/GELU, residual) while the block's
@@ -58,7 +58,7 @@ constexpr std::int64_t kSubRows = 1024;
 // PyTorch's default GELU (approximate='none'): x * Phi(x) with the exact erf.
 inline float gelu(float v) { return 0.5f * v * (1.0f + std::erf(v * 0.70710678118654752f)); }
 
-// The epilogue over one row (bias, activation, residual in that order: kernels/op.h).
+// The epilogue over one row (bias, activation, residual in that order: common/op.h).
 void epilogue_row(float* __restrict row, const float* __restrict b, const float* __restrict res,
                   std::int64_t n, Epilogue e) {
   const bool bias = has_bias(e), relu = has_relu(e);

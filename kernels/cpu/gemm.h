@@ -7,11 +7,11 @@
 #include <cstdint>
 #include <span>
 
-#include "kernels/op.h"
+#include "common/op.h"
 
 namespace dype::kernels::cpu {
 
-using Epilogue = kernels::Epilogue;  // kernels/op.h
+using Epilogue = kernels::Epilogue;  // common/op.h
 
 struct GemmDims {
   std::int64_t m = 0;  // rows of X and Y
@@ -20,7 +20,7 @@ struct GemmDims {
 };
 
 // Y[m x n] = X[m x k] * W[k x n], then + bias[n], ReLU or GELU, + residual[m x n] as the epilogue
-// says (kernels/op.h). bias and residual may be empty unless the epilogue uses them; residual may
+// says (common/op.h). bias and residual may be empty unless the epilogue uses them; residual may
 // not alias Y. Throws InputError on undersized spans.
 void gemm(std::span<const float> x, std::span<const float> w, std::span<const float> bias,
           std::span<float> y, const GemmDims& dims, Epilogue epilogue = Epilogue::none,

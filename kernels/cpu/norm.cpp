@@ -9,7 +9,7 @@
 
 #include "kernels/cpu/isa.h"
 #include "kernels/cpu/norm_internal.h"
-#include "kernels/error.h"
+#include "common/error.h"
 
 namespace dype::kernels::cpu {
 namespace {

@@ -13,7 +13,7 @@
 
 #include "kernels/cpu/isa.h"
 #include "kernels/cpu/spmm_kernels.h"
-#include "kernels/error.h"
+#include "common/error.h"
 
 namespace dype::kernels::cpu {
 namespace {

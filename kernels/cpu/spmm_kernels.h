@@ -5,7 +5,7 @@
 #include <cstdint>
 #include <span>
 
-#include "kernels/csr.h"
+#include "common/csr.h"
 
 namespace dype::kernels::cpu::detail {
 

@@ -11,7 +11,7 @@
 
 #include "kernels/cpu/isa.h"
 #include "kernels/cpu/window_attention_internal.h"
-#include "kernels/error.h"
+#include "common/error.h"
 
 namespace dype::kernels::cpu {
 namespace {

@@ -12,7 +12,7 @@
 namespace dype::kernels::cuda {
 
 // y[m x n] (+)= bias[n], then the activation, then (+)= residual[m x n] (the order of
-// kernels/op.h's Epilogue). bias and residual may be null.
+// common/op.h's Epilogue). bias and residual may be null.
 cudaError_t bias_act(float* y, const float* bias, const float* residual, std::int64_t m,
                      std::int64_t n, Activation act, cudaStream_t stream);
 

@@ -10,7 +10,7 @@
 
 namespace dype::kernels::gpu {
 
-// The activation of a GEMM epilogue as the device kernels take it (kernels/op.h's Epilogue is
+// The activation of a GEMM epilogue as the device kernels take it (common/op.h's Epilogue is
 // C++20 and not in nvcc's/hipcc's view here).
 enum class Activation : int { none = 0, relu = 1, gelu = 2 };
 

@@ -14,7 +14,7 @@
 namespace dype::kernels::hip {
 
 // Row-major y[m x n] = x[m x k] w[k x n], then + bias[n] when bias is not null, then the
-// activation, then + residual[m x n] when residual is not null (kernels/op.h's order). Sizes are
+// activation, then + residual[m x n] when residual is not null (common/op.h's order). Sizes are
 // checked by gemm_grid (throws InputError).
 hipError_t gemm(const float* x, const float* w, const float* bias, const float* residual, float* y,
                 std::int64_t m, std::int64_t k, std::int64_t n, Activation act, hipStream_t stream);

@@ -4,7 +4,7 @@
 #include <charconv>
 #include <limits>
 
-#include "kernels/error.h"
+#include "common/error.h"
 #include "kernels/hip/gemm_tiling.h"
 
 namespace dype::kernels::hip {

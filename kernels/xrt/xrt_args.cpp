@@ -4,7 +4,7 @@
 #include <cmath>
 #include <limits>
 
-#include "kernels/error.h"
+#include "common/error.h"
 
 namespace dype::kernels::xrt {
 

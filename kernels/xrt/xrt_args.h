@@ -14,7 +14,7 @@
 #include <variant>
 #include <vector>
 
-#include "kernels/op.h"
+#include "common/op.h"
 
 namespace dype::kernels::xrt {
 

@@ -9,7 +9,7 @@
 #include <set>
 #include <sstream>
 
-#include "kernels/error.h"
+#include "common/error.h"
 #include "runtime/daemon/errors.h"
 #include "runtime/daemon/metrics.h"
 

@@ -6,7 +6,7 @@
 #include <set>
 
 #include "hw/event.h"
-#include "kernels/error.h"
+#include "common/error.h"
 #include "runtime/daemon/engine_service.h"
 #include "runtime/daemon/errors.h"
 

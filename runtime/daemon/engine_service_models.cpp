@@ -8,8 +8,8 @@
 
 #include <spdlog/spdlog.h>
 
-#include "kernels/error.h"
-#include "kernels/graph/generators.h"
+#include "common/error.h"
+#include "graph/generators.h"
 #include "runtime/daemon/engine_service.h"
 #include "runtime/daemon/errors.h"
 #include "runtime/daemon/repository_models.h"

@@ -12,7 +12,7 @@
 
 #include <grpcpp/support/status_code_enum.h>
 
-#include "kernels/error.h"
+#include "common/error.h"
 
 namespace dype::rt::daemon {
 

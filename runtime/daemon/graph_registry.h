@@ -1,6 +1,6 @@
 #pragma once
 // Graphs registered once (POST /v2/dype/graphs) and referenced by id from infer requests, so a
-// stream carries only features. Edges are validated at registration (kernels/graph/edge_index.h);
+// stream carries only features. Edges are validated at registration (graph/edge_index.h);
 // the normalised runtime Graph is built once per normalisation (GCN vs GIN) and shared, so its
 // device-side preloads are reused across requests.
 #include <chrono>
@@ -12,7 +12,7 @@
 #include <string>
 #include <vector>
 
-#include "kernels/graph/edge_list.h"
+#include "graph/edge_list.h"
 #include "runtime/model.h"
 
 namespace dype::rt::daemon {

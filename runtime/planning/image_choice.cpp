@@ -6,7 +6,7 @@
 #include <optional>
 #include <set>
 
-#include "kernels/error.h"
+#include "common/error.h"
 #include "scheduler/solver.h"
 
 namespace dype::rt {

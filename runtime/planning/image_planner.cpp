@@ -3,7 +3,7 @@
 #include <algorithm>
 #include <filesystem>
 
-#include "kernels/error.h"
+#include "common/error.h"
 #include "runtime/planning/planning_kinds.h"
 
 namespace dype::rt {

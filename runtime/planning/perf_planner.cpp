@@ -5,7 +5,7 @@
 #include <filesystem>
 #include <set>
 
-#include "kernels/error.h"
+#include "common/error.h"
 
 namespace dype::rt {
 

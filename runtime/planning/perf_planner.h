@@ -25,7 +25,7 @@
 #include <utility>
 #include <vector>
 
-#include "kernels/op.h"
+#include "common/op.h"
 #include "perfmodel/model_store.h"
 #include "runtime/observer.h"
 #include "runtime/planning/planner.h"

@@ -3,9 +3,9 @@
 #include <algorithm>
 
 #include "hw/device_profile.h"
-#include "hw/emu/emu_timing.h"
+#include "hw/kernel_timing_model.h"
 #include "hw/topology.h"
-#include "kernels/error.h"
+#include "common/error.h"
 #include "runtime/rows_needed.h"
 #include "scheduler/cost_tables.h"
 #include "scheduler/plan.h"

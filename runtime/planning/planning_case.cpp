@@ -5,7 +5,7 @@
 #include <optional>
 
 #include "hw/system_config.h"
-#include "kernels/error.h"
+#include "common/error.h"
 #include "scheduler/baselines.h"
 
 namespace dype::rt {

@@ -6,7 +6,7 @@
 // the same image the kind stays "fpga", as plans and mnemonics always named it.
 //
 // Image choice asks "what if": an FpgaImagePlan gives the image some FPGAs would hold; those kinds
-// are then timed from the manifests (hw::emu::modelled_time_s on the board's device model) and
+// are then timed from the manifests (hw::timing::modelled_time_s on the board's device model) and
 // their power is the board's idle power plus the kernel's dynamic power (paper Table II).
 //
 //   for (const rt::PlanningKind& k : rt::planning_kinds(system, drained)) ...

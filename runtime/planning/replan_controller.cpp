@@ -4,7 +4,7 @@
 #include <cmath>
 
 #include "hw/event.h"
-#include "kernels/error.h"
+#include "common/error.h"
 #include "scheduler/plan.h"
 
 namespace dype::rt {

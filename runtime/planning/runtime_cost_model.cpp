@@ -3,9 +3,9 @@
 #include <algorithm>
 
 #include "hw/device_profile.h"
-#include "hw/emu/emu_timing.h"
+#include "hw/kernel_timing_model.h"
 #include "hw/topology.h"
-#include "kernels/error.h"
+#include "common/error.h"
 #include "runtime/rows_needed.h"
 #include "scheduler/cost_tables.h"
 #include "scheduler/plan.h"
@@ -82,8 +82,8 @@ RuntimeCostModel::RuntimeCostModel(const Model& model, const hw::System& system,
     // One kernel on the kind's first device, or from the manifest of the image it would hold.
     auto time_of = [&](const kernels::OpShape& sh) {
       if (!manifest) return kernel_time(*ds.front(), sh);
-      if (!board || !hw::emu::model_supports(*board, manifest, sh.kind)) return sched::kInf;
-      return hw::emu::modelled_time_s(*board, manifest, sh, ds.front()->name());
+      if (!board || !hw::timing::model_supports(*board, manifest, sh.kind)) return sched::kInf;
+      return hw::timing::modelled_time_s(*board, manifest, sh, ds.front()->name());
     };
     auto power_of = [&](kernels::OpKind op) {
       if (!manifest) return ds.front()->info().power.execute_w_for(op);

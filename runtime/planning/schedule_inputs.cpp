@@ -7,10 +7,10 @@
 #include <optional>
 #include <sstream>
 
-#include "hw/emu/emu_timing.h"
+#include "hw/kernel_timing_model.h"
 #include "hw/system.h"
 #include "hw/system_config.h"
-#include "kernels/error.h"
+#include "common/error.h"
 #include "perfmodel/model_store.h"
 #include "runtime/planning/perf_planner.h"
 #include "runtime/planning/planner.h"
@@ -111,7 +111,7 @@ ScheduleInputs load_schedule_inputs(const std::string& system_file, const sched:
   }
   apply_baselines(cfg, out.system, [&](int t, kernels::OpKind op) {
     const hw::Bitstream* b = image_of[static_cast<std::size_t>(t)];
-    return !b || hw::emu::model_supports(*board, b, op);
+    return !b || hw::timing::model_supports(*board, b, op);
   });
   // Each kind is timed on its first schedulable device (the kinds are homogeneous); an image
   // kind from its manifest.
@@ -150,8 +150,8 @@ ScheduleInputs load_schedule_inputs(const std::string& system_file, const sched:
   }
   auto time_of = [&](std::size_t i, const kernels::OpShape& shape) {
     if (const hw::Bitstream* b = image_of[i]) {
-      if (!hw::emu::model_supports(*board, b, shape.kind)) return sched::kInf;
-      return hw::emu::modelled_time_s(*board, b, shape, out.system.kinds[i].name);
+      if (!hw::timing::model_supports(*board, b, shape.kind)) return sched::kInf;
+      return hw::timing::modelled_time_s(*board, b, shape, out.system.kinds[i].name);
     }
     const hw::Device* d = first[i];
     if (!d) return sched::kInf;

@@ -3,9 +3,9 @@
 #include <cmath>
 #include <filesystem>
 
-#include "hw/emu/emu_timing.h"
+#include "hw/kernel_timing_model.h"
 #include "hw/system_config.h"
-#include "kernels/error.h"
+#include "common/error.h"
 #include "runtime/planning/image_planner.h"
 #include "runtime/planning/perf_planner.h"
 #include "runtime/planning/planning_kinds.h"
@@ -107,7 +107,7 @@ ScheduleInputs runtime_schedule_inputs(const std::string& system_file, const Mod
   const auto kinds = planning_kinds(*parts->system, {}, what_if);
   apply_baselines(cfg, out.system, [&](int t, kernels::OpKind op) {
     const PlanningKind& k = kinds[static_cast<std::size_t>(t)];
-    if (k.manifest) return k.board && hw::emu::model_supports(*k.board, k.manifest, op);
+    if (k.manifest) return k.board && hw::timing::model_supports(*k.board, k.manifest, op);
     return k.devices.front()->supports(op);
   });
   out.model = std::make_unique<RuntimeCostModel>(

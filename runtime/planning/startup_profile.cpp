@@ -4,7 +4,7 @@
 #include <filesystem>
 #include <set>
 
-#include "kernels/error.h"
+#include "common/error.h"
 #include "perfmodel/profiler.h"
 #include "runtime/planning/perf_planner.h"
 #include "runtime/planning/planning_kinds.h"

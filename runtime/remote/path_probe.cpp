@@ -3,7 +3,7 @@
 #include <algorithm>
 #include <chrono>
 
-#include "kernels/error.h"
+#include "common/error.h"
 #include "runtime/remote/stage_protocol.h"
 
 namespace dype::rt::remote {

@@ -4,7 +4,7 @@
 #include <chrono>
 #include <thread>
 
-#include "kernels/error.h"
+#include "common/error.h"
 #include "runtime/remote/ucx_stage_link.h"
 
 namespace dype::rt::remote {

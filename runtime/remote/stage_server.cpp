@@ -5,7 +5,7 @@
 #include <future>
 #include <thread>
 
-#include "kernels/error.h"
+#include "common/error.h"
 #include "runtime/pipeline.h"
 #include "runtime/remote/stage_protocol.h"
 #include "runtime/remote/ucx_stage_link.h"

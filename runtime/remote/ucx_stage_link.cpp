@@ -5,7 +5,7 @@
 #include <cstring>
 
 #include "hw/device.h"
-#include "kernels/error.h"
+#include "common/error.h"
 #include "runtime/remote/stage_protocol.h"
 
 namespace dype::rt::remote {

@@ -4,7 +4,7 @@
 #include <limits>
 
 #include "hw/config_node.h"
-#include "kernels/error.h"
+#include "common/error.h"
 
 namespace dype::rt {
 

@@ -4,7 +4,7 @@
 #include <filesystem>
 #include <map>
 
-#include "kernels/error.h"
+#include "common/error.h"
 #include "runtime/repository/model_weights.h"
 #include "runtime/repository/safetensors.h"
 

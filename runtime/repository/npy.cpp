@@ -5,7 +5,7 @@
 #include <fstream>
 #include <sstream>
 
-#include "kernels/error.h"
+#include "common/error.h"
 
 namespace dype::rt {
 

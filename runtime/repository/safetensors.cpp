@@ -18,7 +18,7 @@
 #include <tbb/blocked_range2d.h>
 #include <tbb/parallel_for.h>
 
-#include "kernels/error.h"
+#include "common/error.h"
 
 namespace dype::rt {
 

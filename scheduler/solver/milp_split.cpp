@@ -8,7 +8,7 @@
 #include <tuple>
 #include <vector>
 
-#include "kernels/error.h"
+#include "common/error.h"
 #include "scheduler/solver.h"
 #include "scheduler/solver/lower_bound.h"
 #include "scheduler/solver/milp.h"

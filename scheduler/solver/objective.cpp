@@ -2,7 +2,7 @@
 
 #include <string>
 
-#include "kernels/error.h"
+#include "common/error.h"
 #include "scheduler/solver.h"
 #include "scheduler/solver/format.h"
 

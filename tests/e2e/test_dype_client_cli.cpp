@@ -16,7 +16,7 @@
 #include "runtime/daemon/grpc/grpc_server.h"
 #include "runtime/daemon/http/http_server.h"
 #include "runtime/daemon/http/tls.h"
-#include "kernels/graph/mtx_reader.h"
+#include "graph/mtx_reader.h"
 
 using namespace dype;
 using namespace dype::rt::daemon;

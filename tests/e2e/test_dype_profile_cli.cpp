@@ -13,10 +13,10 @@
 
 #include "../test_run_cli.h"
 #include "../test_temp_dir.h"
-#include "kernels/graph/builders.h"
-#include "kernels/graph/characteristics.h"
-#include "kernels/graph/gather_locality.h"
-#include "kernels/graph/mtx_reader.h"
+#include "graph/builders.h"
+#include "graph/characteristics.h"
+#include "graph/gather_locality.h"
+#include "graph/mtx_reader.h"
 #include "perfmodel/model_store.h"
 
 namespace dype {

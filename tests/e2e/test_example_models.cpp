@@ -14,7 +14,7 @@
 #include <nlohmann/json.hpp>
 
 #include "../test_served_daemon.h"
-#include "kernels/graph/mtx_reader.h"
+#include "graph/mtx_reader.h"
 #include "runtime/daemon/proto/grpc_service.grpc.pb.h"
 #include "runtime/daemon/repository_models.h"
 #include "runtime/daemon/kserve/tensor.h"

@@ -18,7 +18,7 @@
 #include "../test_run_cli.h"
 #include "../test_safetensors_file.h"
 #include "../test_temp_dir.h"
-#include "kernels/graph/mtx_reader.h"
+#include "graph/mtx_reader.h"
 #include "runtime/daemon/engine_service.h"
 #include "runtime/daemon/errors.h"
 #include "runtime/daemon/grpc/grpc_server.h"

@@ -12,7 +12,7 @@
 #include <nlohmann/json.hpp>
 
 #include "../test_temp_dir.h"
-#include "kernels/error.h"
+#include "common/error.h"
 #include "runtime/daemon/engine_service.h"
 
 using namespace dype;

@@ -19,7 +19,7 @@
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
-#include "kernels/error.h"
+#include "common/error.h"
 #include "runtime/daemon/http/http_transport.h"
 #include "runtime/daemon/http/tls.h"
 #include "../test_raw_http.h"

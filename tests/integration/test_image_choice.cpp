@@ -7,7 +7,7 @@
 #include <cmath>
 
 #include "hw/system_config.h"
-#include "kernels/graph/generators.h"
+#include "graph/generators.h"
 #include "runtime/planning/image_choice.h"
 #include "runtime/planning/schedule_inputs.h"
 #include "scheduler/recurrent.h"

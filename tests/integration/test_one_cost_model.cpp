@@ -10,7 +10,7 @@
 #include <string>
 
 #include "hw/system_config.h"
-#include "kernels/graph/generators.h"
+#include "graph/generators.h"
 #include "runtime/planning/perf_planner.h"
 #include "runtime/planning/schedule_inputs.h"
 #include "runtime/planning/schedule_runtime.h"

@@ -8,7 +8,7 @@
 #include <string>
 #include <vector>
 
-#include "kernels/graph/generators.h"
+#include "graph/generators.h"
 #include "runtime/planning/schedule_inputs.h"
 #include "scheduler/baselines.h"
 #include "scheduler/cost_tables.h"

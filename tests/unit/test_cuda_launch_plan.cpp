@@ -4,7 +4,7 @@
 #include <vector>
 
 #include "kernels/cuda/launch_plan.h"
-#include "kernels/error.h"
+#include "common/error.h"
 
 namespace kc = dype::kernels::cuda;
 

@@ -5,7 +5,7 @@
 
 #include <gtest/gtest.h>
 
-#include "kernels/error.h"
+#include "common/error.h"
 #include "runtime/daemon/errors.h"
 #include "runtime/daemon/metrics.h"
 

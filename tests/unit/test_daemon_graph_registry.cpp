@@ -6,7 +6,7 @@
 #include <string>
 #include <thread>
 
-#include "kernels/error.h"
+#include "common/error.h"
 #include "runtime/daemon/errors.h"
 #include "runtime/daemon/graph_registry.h"
 

@@ -4,7 +4,7 @@
 
 #include <string>
 
-#include "kernels/error.h"
+#include "common/error.h"
 #include "runtime/daemon/kserve/json_depth.h"
 
 namespace dype::rt::daemon {

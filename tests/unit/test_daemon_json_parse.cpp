@@ -8,7 +8,7 @@
 
 #include <gtest/gtest.h>
 
-#include "kernels/error.h"
+#include "common/error.h"
 #include "runtime/daemon/errors.h"
 #include "runtime/daemon/kserve/tensor.h"
 

@@ -6,7 +6,7 @@
 #include <fstream>
 
 #include "../test_temp_dir.h"
-#include "kernels/error.h"
+#include "common/error.h"
 #include "runtime/daemon/admin/operator_state.h"
 
 namespace dype::rt::daemon {

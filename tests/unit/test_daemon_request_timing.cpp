@@ -6,7 +6,7 @@
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
-#include "kernels/error.h"
+#include "common/error.h"
 #include "runtime/daemon/kserve/request_timing.h"
 #include "runtime/daemon/kserve/tensor.h"
 

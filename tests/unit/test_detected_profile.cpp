@@ -11,10 +11,10 @@
 #include <sstream>
 
 #include "hw/detected_profile.h"
-#include "hw/emu/emu_timing.h"
+#include "hw/kernel_timing_model.h"
 #include "hw/system.h"
 #include "hw/system_config.h"
-#include "kernels/error.h"
+#include "common/error.h"
 
 namespace {
 

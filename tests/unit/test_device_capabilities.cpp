@@ -10,7 +10,7 @@
 #include "hw/device_profile.h"
 #include "hw/system.h"
 #include "hw/system_config.h"
-#include "kernels/op.h"
+#include "common/op.h"
 #include "runtime/planning/perf_planner.h"
 #include "runtime/planning/planner.h"
 

@@ -7,8 +7,8 @@
 #include <string>
 #include <vector>
 
-#include "kernels/error.h"
-#include "kernels/graph/edge_index.h"
+#include "common/error.h"
+#include "graph/edge_index.h"
 
 namespace dype::kernels {
 namespace {

@@ -14,7 +14,7 @@
 #include <unistd.h>
 
 #include "hw/emu/emu_device.h"
-#include "hw/emu/emu_timing.h"
+#include "hw/kernel_timing_model.h"
 #include "hw/system.h"
 #include "hw/system_config.h"
 
@@ -56,12 +56,12 @@ TEST(EmuTiming, SextansKnownCase) {
   const Bitstream b = load_bitstream(std::string(DYPE_SOURCE_DIR) + "/configs/bitstreams/u280-sextans-swat.yaml");
   BitstreamKernel k = *b.find(OpKind::spmm);
   k.launch_overhead_s = 0;
-  EXPECT_NEAR(emu::sextans_spmm_s(k, 10000, 1000000, 64), 113000.0 / 215e6, 1e-12);
-  EXPECT_NEAR(emu::sextans_spmm_s(k, 10000, 1000000, 64) * 1e3, 0.525581, 1e-6);
+  EXPECT_NEAR(timing::sextans_spmm_s(k, 10000, 1000000, 64), 113000.0 / 215e6, 1e-12);
+  EXPECT_NEAR(timing::sextans_spmm_s(k, 10000, 1000000, 64) * 1e3, 0.525581, 1e-6);
   // Paper S1 (230K nodes, 120M edges, 600 features): (120e6 + 13 * 230e3) * 600 / 640 / 215e6.
-  EXPECT_NEAR(emu::sextans_spmm_s(k, 230000, 120000000, 600), 0.536, 0.001);
+  EXPECT_NEAR(timing::sextans_spmm_s(k, 230000, 120000000, 600), 0.536, 0.001);
   k.scale_c = 0.5;  // the paper's C scales linearly
-  EXPECT_NEAR(emu::sextans_spmm_s(k, 10000, 1000000, 64), 0.5 * 113000.0 / 215e6, 1e-12);
+  EXPECT_NEAR(timing::sextans_spmm_s(k, 10000, 1000000, 64), 0.5 * 113000.0 / 215e6, 1e-12);
 }
 
 TEST(EmuTiming, SwatKnownCase) {
@@ -69,26 +69,26 @@ TEST(EmuTiming, SwatKnownCase) {
   BitstreamKernel k = *b.find(OpKind::window_attention);
   k.launch_overhead_s = 0;
   // seq_len 4096, w 1024: (4096 * 201 + 904) * 1 = 824,200 cycles at 421 MHz = 1.957720 ms.
-  EXPECT_NEAR(emu::swat_window_attention_s(k, 4096, 1024) * 1e3, 1.957720, 1e-6);
+  EXPECT_NEAR(timing::swat_window_attention_s(k, 4096, 1024) * 1e3, 1.957720, 1e-6);
   // w = 512 halves it.
-  EXPECT_NEAR(emu::swat_window_attention_s(k, 4096, 512), emu::swat_window_attention_s(k, 4096, 1024) / 2, 1e-12);
+  EXPECT_NEAR(timing::swat_window_attention_s(k, 4096, 512), timing::swat_window_attention_s(k, 4096, 1024) / 2, 1e-12);
 }
 
 TEST(EmuTiming, GpuRooflineBehaves) {
   const DeviceProfile mi210 = load_device_profile(std::string(DYPE_SOURCE_DIR) + "/configs/devices/amd-mi210.yaml");
   const auto& g = mi210.ops.at(OpKind::gemm);
   // Large GEMM: compute bound near peak * efficiency.
-  const double t = emu::roofline_gemm_s(mi210, g, 8192, 8192, 8192);
+  const double t = timing::roofline_gemm_s(mi210, g, 8192, 8192, 8192);
   EXPECT_NEAR(t, g.launch_overhead_s + 2.0 * 8192.0 * 8192 * 8192 / (22.6e12 * 0.7), 1e-6);
   // Sparser (same nnz spread over more rows/cols) SpMM reuses less cache: slower per nnz.
   const auto& sp = mi210.ops.at(OpKind::spmm);
-  const double dense = emu::roofline_spmm_s(mi210, sp, spmm_shape(10000, 10000000, 128));
-  const double sparse = emu::roofline_spmm_s(mi210, sp, spmm_shape(2000000, 10000000, 128));
+  const double dense = timing::roofline_spmm_s(mi210, sp, spmm_shape(10000, 10000000, 128));
+  const double sparse = timing::roofline_spmm_s(mi210, sp, spmm_shape(2000000, 10000000, 128));
   EXPECT_GT(sparse, dense);
   // Power-law rows (load imbalance) cost bandwidth on a memory-bound shape.
   OpShape skewed = spmm_shape(2000000, 10000000, 128);
   skewed.degree_skew = 64;
-  EXPECT_GT(emu::roofline_spmm_s(mi210, sp, skewed), sparse);
+  EXPECT_GT(timing::roofline_spmm_s(mi210, sp, skewed), sparse);
   // Dense attention grows with seq_len^2, SWAT linearly.
   OpShape a;
   a.kind = OpKind::window_attention;
@@ -96,9 +96,9 @@ TEST(EmuTiming, GpuRooflineBehaves) {
   a.head_dim = 64;
   a.window = 512;
   a.seq_len = 4096;
-  const double t1 = emu::roofline_dense_attention_s(mi210, mi210.ops.at(OpKind::window_attention), a);
+  const double t1 = timing::roofline_dense_attention_s(mi210, mi210.ops.at(OpKind::window_attention), a);
   a.seq_len = 8192;
-  const double t2 = emu::roofline_dense_attention_s(mi210, mi210.ops.at(OpKind::window_attention), a);
+  const double t2 = timing::roofline_dense_attention_s(mi210, mi210.ops.at(OpKind::window_attention), a);
   EXPECT_GT(t2 / t1, 3.5);
 }
 
@@ -113,9 +113,9 @@ TEST(EmuTiming, GpuSpmmPaysRowPassesAndWholeGatherLines) {
   wide.n = 65;
   narrow.n = 20;
   const double row_pass = p.row_latency_s / p.concurrent_rows;
-  const double t64 = emu::roofline_spmm_s(mi210, p, base);
-  EXPECT_NEAR(emu::roofline_spmm_s(mi210, p, wide) - t64, 3500000 * row_pass, 0.2 * 3500000 * row_pass);
-  EXPECT_GT(emu::roofline_spmm_s(mi210, p, narrow), 3500000 * row_pass);
+  const double t64 = timing::roofline_spmm_s(mi210, p, base);
+  EXPECT_NEAR(timing::roofline_spmm_s(mi210, p, wide) - t64, 3500000 * row_pass, 0.2 * 3500000 * row_pass);
+  EXPECT_GT(timing::roofline_spmm_s(mi210, p, narrow), 3500000 * row_pass);
   // Without the row terms and the gather granularity the formula is the bandwidth roofline; with
   // them a 20-float row (80 B) moves a whole 128 B line per gather.
   OpModelParams plain = p;
@@ -123,7 +123,7 @@ TEST(EmuTiming, GpuSpmmPaysRowPassesAndWholeGatherLines) {
   OpModelParams lines = plain;
   lines.gather_bytes = 128;
   const OpShape gathers = spmm_shape(2000000, 40000000, 20);  // X (160 MB) misses the 8 MB L2
-  EXPECT_GT(emu::roofline_spmm_s(mi210, lines, gathers), 1.3 * emu::roofline_spmm_s(mi210, plain, gathers));
+  EXPECT_GT(timing::roofline_spmm_s(mi210, lines, gathers), 1.3 * timing::roofline_spmm_s(mi210, plain, gathers));
   // The two row keys only make sense together.
   const std::string dir = ::testing::TempDir() + "dype_emu_rowkeys_" + std::to_string(::getpid());
   std::filesystem::create_directories(dir);

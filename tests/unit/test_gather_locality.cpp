@@ -1,7 +1,7 @@
-// The gather-locality curve (kernels/graph/gather_locality.h) against an exact LRU cache
+// The gather-locality curve (graph/gather_locality.h) against an exact LRU cache
 // simulation of the same column trace: footprint theory plus hash sampling must agree with what an
 // LRU cache of each size really misses, on random, skewed, local and cyclic traces.
-#include "kernels/graph/gather_locality.h"
+#include "graph/gather_locality.h"
 
 #include <gtest/gtest.h>
 

@@ -13,7 +13,7 @@
 #include <tuple>
 #include <vector>
 
-#include "kernels/error.h"
+#include "common/error.h"
 
 namespace dype::kernels::cpu {
 namespace {

@@ -9,9 +9,9 @@
 #include <utility>
 #include <vector>
 
-#include "kernels/error.h"
-#include "kernels/graph/characteristics.h"
-#include "kernels/graph/generators.h"
+#include "common/error.h"
+#include "graph/characteristics.h"
+#include "graph/generators.h"
 
 namespace dype::kernels {
 namespace {

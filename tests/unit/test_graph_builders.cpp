@@ -1,6 +1,6 @@
-// Graph -> CSR builders (kernels/graph/builders.h): policies on small hand-made graphs, GCN/GIN
+// Graph -> CSR builders (graph/builders.h): policies on small hand-made graphs, GCN/GIN
 // matrices against dense references that follow PyG's definitions, both index widths, validation.
-#include "kernels/graph/builders.h"
+#include "graph/builders.h"
 
 #include <gtest/gtest.h>
 
@@ -12,8 +12,8 @@
 #include <vector>
 
 #include "kernels/cpu/spmm.h"
-#include "kernels/error.h"
-#include "kernels/graph/generators.h"
+#include "common/error.h"
+#include "graph/generators.h"
 
 namespace dype::kernels {
 namespace {

@@ -5,8 +5,8 @@
 #include <cmath>
 #include <vector>
 
-#include "kernels/error.h"
-#include "kernels/graph/characteristics.h"
+#include "common/error.h"
+#include "graph/characteristics.h"
 
 namespace dype::kernels {
 namespace {

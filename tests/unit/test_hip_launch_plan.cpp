@@ -9,7 +9,7 @@
 #include <random>
 #include <vector>
 
-#include "kernels/error.h"
+#include "common/error.h"
 #include "kernels/hip/gemm_tiling.h"
 #include "kernels/hip/launch_plan.h"
 

@@ -5,7 +5,7 @@
 #include <gtest/gtest.h>
 
 #include "hw/topology.h"
-#include "kernels/error.h"
+#include "common/error.h"
 
 namespace {
 

@@ -8,7 +8,7 @@
 #include <cstdlib>
 #include <string>
 
-#include "kernels/error.h"
+#include "common/error.h"
 
 namespace dype::kernels::cpu {
 namespace {

@@ -11,7 +11,7 @@
 
 #include "../test_safetensors_file.h"
 #include "../test_temp_dir.h"
-#include "kernels/error.h"
+#include "common/error.h"
 #include "runtime/daemon/engine_service.h"
 #include "runtime/daemon/errors.h"
 #include "runtime/daemon/repository_models.h"

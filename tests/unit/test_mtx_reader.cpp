@@ -11,8 +11,8 @@
 
 #include <unistd.h>
 
-#include "kernels/error.h"
-#include "kernels/graph/mtx_reader.h"
+#include "common/error.h"
+#include "graph/mtx_reader.h"
 
 namespace dype::kernels {
 namespace {

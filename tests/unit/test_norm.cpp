@@ -12,7 +12,7 @@
 
 #include "kernels/cpu/isa.h"
 #include "kernels/cpu/norm.h"
-#include "kernels/error.h"
+#include "common/error.h"
 
 namespace {
 

@@ -7,7 +7,7 @@
 #include <string>
 
 #include "../test_temp_dir.h"
-#include "kernels/error.h"
+#include "common/error.h"
 #include "runtime/repository/npy.h"
 
 namespace dype::rt {

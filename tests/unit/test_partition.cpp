@@ -1,6 +1,6 @@
-// Row partitioning balanced by nnz and row slicing (kernels/graph/partition.h), including the
+// Row partitioning balanced by nnz and row slicing (graph/partition.h), including the
 // multi-device use: SpMM on each slice reproduces the rows of the full product.
-#include "kernels/graph/partition.h"
+#include "graph/partition.h"
 
 #include <gtest/gtest.h>
 
@@ -12,9 +12,9 @@
 #include <vector>
 
 #include "kernels/cpu/spmm.h"
-#include "kernels/error.h"
-#include "kernels/graph/builders.h"
-#include "kernels/graph/generators.h"
+#include "common/error.h"
+#include "graph/builders.h"
+#include "graph/generators.h"
 
 namespace dype::kernels {
 namespace {

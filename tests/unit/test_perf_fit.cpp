@@ -8,8 +8,8 @@
 #include <functional>
 #include <random>
 
-#include "kernels/error.h"
-#include "kernels/graph/characteristics.h"
+#include "common/error.h"
+#include "graph/characteristics.h"
 #include "perfmodel/features.h"
 #include "perfmodel/regression.h"
 #include "perfmodel/synthetic.h"

@@ -5,7 +5,7 @@
 #include <fstream>
 #include <string>
 
-#include "kernels/error.h"
+#include "common/error.h"
 #include "perfmodel/measured_times.h"
 #include "../test_temp_dir.h"
 

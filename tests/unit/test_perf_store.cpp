@@ -13,8 +13,8 @@
 
 #include <nlohmann/json.hpp>
 
-#include "kernels/error.h"
-#include "kernels/graph/gather_locality.h"
+#include "common/error.h"
+#include "graph/gather_locality.h"
 #include "perfmodel/model_store.h"
 #include "perfmodel/multi_device.h"
 #include "perfmodel/synthetic.h"

@@ -14,7 +14,7 @@
 #include <nlohmann/json.hpp>
 
 #include "hw/emu/emu_device.h"
-#include "kernels/graph/generators.h"
+#include "graph/generators.h"
 #include "runtime/planning/drift.h"
 #include "runtime/engine.h"
 #include "runtime/planning/planner.h"

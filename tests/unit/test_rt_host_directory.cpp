@@ -3,7 +3,7 @@
 #include <gtest/gtest.h>
 
 #include "hw/system_config.h"
-#include "kernels/error.h"
+#include "common/error.h"
 #include "runtime/host_directory.h"
 
 namespace dype::rt {

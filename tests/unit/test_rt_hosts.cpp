@@ -9,7 +9,7 @@
 
 #include "hw/system.h"
 #include "hw/system_config.h"
-#include "kernels/error.h"
+#include "common/error.h"
 #include "runtime/model.h"
 #include "runtime/pipeline.h"
 #include "runtime/planning/planner.h"

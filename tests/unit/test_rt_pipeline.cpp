@@ -7,8 +7,8 @@
 #include <map>
 #include <mutex>
 
-#include "kernels/graph/gather_locality.h"
-#include "kernels/graph/generators.h"
+#include "graph/gather_locality.h"
+#include "graph/generators.h"
 #include "runtime/model.h"
 #include "runtime/pipeline.h"
 #include "test_rt_common.h"
@@ -129,7 +129,7 @@ TEST(RtModel, FromEdgesMatchesAStraightforwardConstruction) {
   }
 }
 
-// A graph's gather locality (kernels/graph/gather_locality.h) is computed when the runtime builds
+// A graph's gather locality (graph/gather_locality.h) is computed when the runtime builds
 // it and reaches every SpMM shape the planner and the performance models see; shape-only graphs
 // have none (the models then assume random columns).
 TEST(RtModel, GraphLocalityReachesTheSpmmShapes) {

@@ -7,7 +7,7 @@
 #include <set>
 #include <stdexcept>
 
-#include "kernels/error.h"
+#include "common/error.h"
 #include "runtime/planning/replan_controller.h"
 
 namespace dype::rt {

@@ -12,7 +12,7 @@
 
 #include "../test_safetensors_file.h"
 #include "../test_temp_dir.h"
-#include "kernels/error.h"
+#include "common/error.h"
 #include "runtime/repository/safetensors.h"
 
 namespace dype::rt {

@@ -16,7 +16,7 @@
 #include <vector>
 
 #include "hw/system_config.h"
-#include "kernels/graph/generators.h"
+#include "graph/generators.h"
 #include "runtime/planning/image_choice.h"
 #include "runtime/planning/planning_case.h"
 #include "scheduler/recurrent.h"

@@ -5,8 +5,8 @@
 #include <string>
 #include <vector>
 
-#include "kernels/error.h"
-#include "kernels/graph/snap_reader.h"
+#include "common/error.h"
+#include "graph/snap_reader.h"
 
 namespace dype::kernels {
 namespace {

@@ -14,8 +14,8 @@
 
 #include "kernels/cpu/isa.h"
 #include "kernels/cpu/spmm_kernels.h"
-#include "kernels/csr.h"
-#include "kernels/error.h"
+#include "common/csr.h"
+#include "common/error.h"
 
 namespace dype::kernels::cpu {
 namespace {

@@ -10,7 +10,7 @@
 
 #include "hw/system.h"
 #include "hw/system_config.h"
-#include "kernels/error.h"
+#include "common/error.h"
 
 namespace {
 

@@ -14,7 +14,7 @@
 
 #include "kernels/cpu/isa.h"
 #include "kernels/cpu/window_attention.h"
-#include "kernels/error.h"
+#include "common/error.h"
 
 namespace {
 

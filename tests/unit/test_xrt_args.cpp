@@ -1,7 +1,7 @@
 // FPGA launcher argument packing (kernels/xrt/xrt_args.h): pure, runs on every machine.
 #include <gtest/gtest.h>
 
-#include "kernels/error.h"
+#include "common/error.h"
 #include "kernels/xrt/xrt_args.h"
 
 namespace kx = dype::kernels::xrt;

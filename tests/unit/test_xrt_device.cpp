@@ -14,7 +14,7 @@
 #include <vector>
 
 #include "hw/registry.h"
-#include "kernels/error.h"
+#include "common/error.h"
 
 #if DYPE_HAVE_XRT
 #include "hw/xrt/xrt_backend.h"

@@ -10,7 +10,7 @@
 #include <filesystem>
 #include <fstream>
 
-#include "kernels/error.h"
+#include "common/error.h"
 
 namespace dype::rt::daemon {
 namespace {

@@ -8,7 +8,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "kernels/error.h"
+#include "common/error.h"
 #include "runtime/daemon/admin/atomic_file.h"
 
 namespace dype::rt::daemon {

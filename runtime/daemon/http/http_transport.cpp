@@ -7,7 +7,7 @@
 
 #include <spdlog/spdlog.h>
 
-#include "kernels/error.h"
+#include "common/error.h"
 #include "runtime/daemon/http/http_session.h"
 
 namespace dype::rt::daemon {

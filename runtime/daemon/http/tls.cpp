@@ -12,7 +12,7 @@
 #include <openssl/pem.h>
 #include <openssl/x509.h>
 
-#include "kernels/error.h"
+#include "common/error.h"
 
 namespace dype::rt::daemon {
 namespace {

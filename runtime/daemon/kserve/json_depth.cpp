@@ -1,6 +1,6 @@
 #include "runtime/daemon/kserve/json_depth.h"
 
-#include "kernels/error.h"
+#include "common/error.h"
 
 namespace dype::rt::daemon {
 

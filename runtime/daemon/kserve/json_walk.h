@@ -11,7 +11,7 @@
 #include <simdjson.h>
 #include <nlohmann/json.hpp>
 
-#include "kernels/error.h"
+#include "common/error.h"
 #include "runtime/daemon/kserve/json_depth.h"
 
 namespace dype::rt::daemon::json_walk {

@@ -6,8 +6,8 @@
 #include <cstring>
 #include <span>
 
-#include "kernels/error.h"
-#include "kernels/graph/edge_index.h"
+#include "common/error.h"
+#include "graph/edge_index.h"
 #include "runtime/daemon/errors.h"
 
 namespace dype::rt::daemon {

@@ -3,10 +3,10 @@
 //   GNN:          x FP32 [N, F] and one of edge_index INT64 [2, E] (+ edge_weight FP32 [E]),
 //                 indptr + indices INT64 (+ values FP32), or parameters.graph_id (registered).
 //   transformer:  x FP32 [seq_len, d_model] and parameters.window (or input window INT64 [1]).
-// Index checks come from kernels/graph/edge_index.h; NaN/Inf features are refused.
+// Index checks come from graph/edge_index.h; NaN/Inf features are refused.
 #include <chrono>
 
-#include "kernels/graph/edge_list.h"
+#include "graph/edge_list.h"
 #include "runtime/daemon/graph_registry.h"
 #include "runtime/daemon/service.h"
 #include "runtime/daemon/kserve/tensor.h"

@@ -4,7 +4,7 @@
 #include <cstring>
 #include <ctime>
 
-#include "kernels/error.h"
+#include "common/error.h"
 #include "runtime/daemon/kserve/tensor.h"
 
 namespace dype::rt::daemon {

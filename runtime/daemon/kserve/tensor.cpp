@@ -6,7 +6,7 @@
 #include <cstring>
 #include <limits>
 
-#include "kernels/error.h"
+#include "common/error.h"
 #include "runtime/daemon/errors.h"
 
 namespace dype::rt::daemon {

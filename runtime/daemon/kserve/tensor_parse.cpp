@@ -16,7 +16,7 @@
 
 #include <simdjson.h>
 
-#include "kernels/error.h"
+#include "common/error.h"
 #include "runtime/daemon/kserve/json_depth.h"
 #include "runtime/daemon/kserve/json_walk.h"
 #include "runtime/daemon/kserve/tensor.h"

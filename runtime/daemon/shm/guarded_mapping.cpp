@@ -10,7 +10,7 @@
 #include <cstring>
 #include <mutex>
 
-#include "kernels/error.h"
+#include "common/error.h"
 
 namespace dype::rt::daemon {
 namespace {

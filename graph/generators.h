@@ -16,7 +16,7 @@
 #include <string_view>
 #include <vector>
 
-#include "kernels/graph/edge_list.h"
+#include "graph/edge_list.h"
 
 namespace dype::kernels {
 

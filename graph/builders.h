@@ -3,7 +3,7 @@
 // edge_index [2, E] + optional edge_weight): plain CSR with duplicate and self-loop policies, the
 // GCN normalised adjacency and the GIN aggregation matrix, with int32 or int64 indices.
 //
-// Orientation (PyG's adj_t, the same as kernels/graph/edge_index.h): edge src -> dst becomes entry
+// Orientation (PyG's adj_t, the same as graph/edge_index.h): edge src -> dst becomes entry
 // (row dst, column src), so Y = A X sums at each node the features of its in-neighbours, as PyG's
 // message passing does with flow "source_to_target".
 //
@@ -16,8 +16,8 @@
 // field and position: "edge_index[1][17]: node 1000 out of range [0, 1000)".
 #include <cstdint>
 
-#include "kernels/csr.h"
-#include "kernels/graph/edge_list.h"
+#include "common/csr.h"
+#include "graph/edge_list.h"
 
 namespace dype::kernels {
 

@@ -1,11 +1,11 @@
-#include "kernels/graph/line_reader.h"
+#include "graph/line_reader.h"
 
 #include <cerrno>
 #include <charconv>
 #include <cstdlib>
 #include <cstring>
 
-#include "kernels/error.h"
+#include "common/error.h"
 
 namespace dype::kernels {
 namespace {

@@ -1,7 +1,7 @@
 #pragma once
-// Modelled kernel durations for emulated devices. Pure functions of a device model (or a bitstream
-// kernel) and an OpShape; the emu backend uses them for its virtual clock and the performance-model
-// and scheduler code may use them as ground truth for synthetic profiles. All results in seconds,
+// Kernel timing models: modelled kernel durations, pure functions of a device model (or a bitstream
+// kernel) and an OpShape. The emu backend runs its virtual clock on them; the planner, device
+// profiles and the performance-model code use them as ground truth for synthetic profiles. All results in seconds,
 // all of them *modelled*.
 //
 // FPGA (from the loaded bitstream's kernel parameters):
@@ -39,9 +39,9 @@
 //   softmax / layer_norm: memory bound, t = launch + 8 M N / (bw eff_m) (+ 3 passes' flops).
 // CPU-kind models use the same roofline formulas.
 #include "hw/device_profile.h"
-#include "kernels/op.h"
+#include "common/op.h"
 
-namespace dype::hw::emu {
+namespace dype::hw::timing {
 
 double sextans_spmm_s(const BitstreamKernel& k, std::int64_t m, std::int64_t nnz, std::int64_t n);
 double swat_window_attention_s(const BitstreamKernel& k, std::int64_t seq_len, std::int64_t window);
@@ -61,4 +61,4 @@ double modelled_time_s(const DeviceProfile& model, const Bitstream* bitstream,
 // Whether modelled_time_s would succeed.
 bool model_supports(const DeviceProfile& model, const Bitstream* bitstream, kernels::OpKind op);
 
-}  // namespace dype::hw::emu
+}  // namespace dype::hw::timing

@@ -8,9 +8,9 @@
 #include <cstdint>
 #include <span>
 
-#include "kernels/csr.h"
-#include "kernels/graph/edge_list.h"
-#include "kernels/op.h"
+#include "common/csr.h"
+#include "graph/edge_list.h"
+#include "common/op.h"
 
 namespace dype::kernels {
 

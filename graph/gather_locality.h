@@ -13,7 +13,7 @@
 #include <cstdint>
 #include <span>
 
-#include "kernels/op.h"
+#include "common/op.h"
 
 namespace dype::kernels {
 

@@ -1,11 +1,11 @@
-#include "hw/emu/emu_timing.h"
+#include "hw/kernel_timing_model.h"
 
 #include <algorithm>
 #include <cmath>
 
 #include "hw/device.h"
 
-namespace dype::hw::emu {
+namespace dype::hw::timing {
 
 using kernels::OpKind;
 
@@ -112,4 +112,4 @@ double modelled_time_s(const DeviceProfile& model, const Bitstream* bitstream,
   return 0.0;
 }
 
-}  // namespace dype::hw::emu
+}  // namespace dype::hw::timing

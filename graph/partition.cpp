@@ -1,4 +1,4 @@
-#include "kernels/graph/partition.h"
+#include "graph/partition.h"
 
 #include <algorithm>
 #include <cmath>
@@ -6,7 +6,7 @@
 #include <string>
 #include <vector>
 
-#include "kernels/error.h"
+#include "common/error.h"
 
 namespace dype::kernels {
 

@@ -1,12 +1,12 @@
-#include "kernels/graph/mtx_reader.h"
+#include "graph/mtx_reader.h"
 
 #include <algorithm>
 #include <cctype>
 #include <cmath>
 #include <limits>
 
-#include "kernels/error.h"
-#include "kernels/graph/line_reader.h"
+#include "common/error.h"
+#include "graph/line_reader.h"
 
 namespace dype::kernels {
 namespace {

@@ -1,4 +1,4 @@
-#include "kernels/graph/generators.h"
+#include "graph/generators.h"
 
 #include <tbb/parallel_for.h>
 #include <tbb/parallel_sort.h>
@@ -9,7 +9,7 @@
 #include <cmath>
 #include <numbers>
 
-#include "kernels/error.h"
+#include "common/error.h"
 
 namespace dype::kernels {
 

@@ -1,10 +1,10 @@
-#include "kernels/graph/edge_index.h"
+#include "graph/edge_index.h"
 
 #include <algorithm>
 #include <cmath>
 #include <string>
 
-#include "kernels/error.h"
+#include "common/error.h"
 
 namespace dype::kernels {
 namespace {

@@ -1,4 +1,4 @@
-#include "kernels/graph/gather_locality.h"
+#include "graph/gather_locality.h"
 
 #include <algorithm>
 #include <bit>

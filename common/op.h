@@ -54,7 +54,7 @@ constexpr std::optional<OpKind> op_kind_from_string(std::string_view name) {
 // in row order (the order the row kernels gather). miss[i] is the fraction of nonzeros whose X row
 // is not among the most recently gathered rows(i) distinct rows, i.e. the miss ratio of an LRU cache
 // of that many rows. Real graphs number related nodes together and reuse hub rows, so their curves
-// sit far below a random graph's of the same shape. kernels/graph/gather_locality.h computes it;
+// sit far below a random graph's of the same shape. graph/gather_locality.h computes it;
 // shape-only inputs (no indices) use uniform(), the curve of columns drawn uniformly at random.
 struct GatherLocality {
   static constexpr int kLevels = 10;

@@ -9,7 +9,7 @@
 #include <cstdint>
 #include <vector>
 
-#include "kernels/csr.h"
+#include "common/csr.h"
 
 namespace dype::kernels {
 

@@ -14,7 +14,7 @@
 #include <string>
 #include <string_view>
 
-#include "kernels/graph/edge_list.h"
+#include "graph/edge_list.h"
 
 namespace dype::kernels {
 

@@ -1,11 +1,11 @@
-#include "kernels/graph/snap_reader.h"
+#include "graph/snap_reader.h"
 
 #include <algorithm>
 #include <cmath>
 #include <limits>
 
-#include "kernels/error.h"
-#include "kernels/graph/line_reader.h"
+#include "common/error.h"
+#include "graph/line_reader.h"
 
 namespace dype::kernels {
 namespace {

@@ -1,11 +1,11 @@
-#include "kernels/graph/characteristics.h"
+#include "graph/characteristics.h"
 
 #include <algorithm>
 #include <cmath>
 #include <string>
 #include <vector>
 
-#include "kernels/error.h"
+#include "common/error.h"
 
 namespace dype::kernels {
 namespace {

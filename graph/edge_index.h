@@ -12,8 +12,8 @@
 #include <optional>
 #include <span>
 
-#include "kernels/csr.h"
-#include "kernels/graph/edge_list.h"
+#include "common/csr.h"
+#include "graph/edge_list.h"
 
 namespace dype::kernels {
 

@@ -1,4 +1,4 @@
-#include "kernels/graph/builders.h"
+#include "graph/builders.h"
 
 #include <oneapi/tbb/parallel_for.h>
 
@@ -9,7 +9,7 @@
 #include <string>
 #include <vector>
 
-#include "kernels/error.h"
+#include "common/error.h"
 
 namespace dype::kernels {
 namespace {
