@@ -40,4 +40,19 @@ const Backend* find_backend(std::string_view name) {
   return nullptr;
 }
 
+SystemConfig detect_system_config() {
+  SystemConfig cfg;
+  cfg.name = "detected";
+  cfg.description = "CPU plus the devices the compiled backends found";
+  for (const auto& b : backends()) {
+    if (!b.detect) continue;
+    for (auto& d : b.detect()) {
+      d.key_path = "detected[" + std::to_string(cfg.devices.size()) + "]";
+      cfg.devices.push_back(std::move(d));
+    }
+  }
+  settle_transfers(cfg);
+  return cfg;
+}
+
 }  // namespace dype::hw

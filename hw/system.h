@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "hw/device.h"
+#include "hw/registry.h"
 #include "hw/system_config.h"
 #include "hw/topology.h"
 

@@ -6,7 +6,6 @@
 #include <set>
 
 #include "hw/config_parse.h"
-#include "hw/registry.h"
 #include "common/error.h"
 
 namespace dype::hw {
@@ -239,21 +238,6 @@ SystemConfig load_system_config(const std::string& path) {
   } else {
     settle_transfers(cfg);
   }
-  return cfg;
-}
-
-SystemConfig detect_system_config() {
-  SystemConfig cfg;
-  cfg.name = "detected";
-  cfg.description = "CPU plus the devices the compiled backends found";
-  for (const auto& b : backends()) {
-    if (!b.detect) continue;
-    for (auto& d : b.detect()) {
-      d.key_path = "detected[" + std::to_string(cfg.devices.size()) + "]";
-      cfg.devices.push_back(std::move(d));
-    }
-  }
-  settle_transfers(cfg);
   return cfg;
 }
 

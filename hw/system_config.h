@@ -126,9 +126,6 @@ bool is_host_port(const std::string& address);
 // Throws InputError("<file>: <key path>", problem).
 SystemConfig load_system_config(const std::string& path);
 
-// Detection mode: the CPU plus whatever devices the compiled real backends report.
-SystemConfig detect_system_config();
-
 // Gives `d` the profile derived from `attributes` (hw/detected_profile.h) with its power and, unless
 // `keep_link`, its host link; records the copy engines. When the attributes cannot make a profile
 // the device keeps none and no_profile_why says what was missing.

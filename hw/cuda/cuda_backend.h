@@ -5,7 +5,7 @@
 #include <vector>
 
 #include "hw/detected_profile.h"
-#include "hw/registry.h"
+#include "hw/backend.h"
 
 namespace dype::hw {
 

@@ -4,7 +4,7 @@
 #include <string>
 #include <vector>
 
-#include "hw/registry.h"
+#include "hw/backend.h"
 
 namespace dype::hw {
 

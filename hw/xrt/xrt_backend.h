@@ -6,7 +6,7 @@
 #include <string>
 #include <vector>
 
-#include "hw/registry.h"
+#include "hw/backend.h"
 
 namespace dype::hw {
 
