@@ -129,15 +129,7 @@ void SharedMemoryRegistry::register_system(const std::string& name, const std::s
                                       "' (" + std::to_string(st.st_size) + " bytes)");
   region->mapping = std::make_shared<const GuardedMapping>(fd, offset, byte_size, /*writable=*/true,
                                                            "key '" + key + "'");
-  {
-    std::lock_guard lock(mu_);
-    if (regions_.count(name))
-      throw AlreadyExists("a shared-memory region named '" + name + "' is already registered; unregister it first");
-    if (regions_.size() >= max_regions_)
-      throw InputError(
-          "name", "the server holds its limit of " + std::to_string(max_regions_) + " regions");
-    regions_[name] = std::move(region);
-  }
+  add(std::move(region));
 }
 
 void SharedMemoryRegistry::register_cuda(const std::string& name, std::string_view raw_handle,
@@ -150,11 +142,7 @@ void SharedMemoryRegistry::register_cuda(const std::string& name, std::string_vi
     throw NotSupported("CUDA shared memory: this dype-serve was built without CUDA");
   if (device_id < 0 || device_id > 1024)
     throw InputError("device_id", "must be a CUDA device index");
-  {
-    std::lock_guard lock(mu_);
-    if (regions_.count(name))
-      throw AlreadyExists("a shared-memory region named '" + name + "' is already registered; unregister it first");
-  }
+  check_free(name);  // before opening the handle; add() checks again
   auto region = std::make_shared<SharedMemoryRegion>();
   region->name = name;
   region->kind = Kind::cuda;
@@ -162,12 +150,27 @@ void SharedMemoryRegistry::register_cuda(const std::string& name, std::string_vi
   region->byte_size = byte_size;
   region->device_id = device_id;
   region->device = hw::open_cuda_ipc_memory(raw_handle, static_cast<int>(device_id), byte_size);
+  add(std::move(region));
+}
+
+void SharedMemoryRegistry::check_free(const std::string& name) const {
   std::lock_guard lock(mu_);
+  check_free_locked(name);
+}
+
+void SharedMemoryRegistry::check_free_locked(const std::string& name) const {
   if (regions_.count(name))
-    throw AlreadyExists("a shared-memory region named '" + name + "' is already registered; unregister it first");
+    throw AlreadyExists("a shared-memory region named '" + name +
+                        "' is already registered; unregister it first");
   if (regions_.size() >= max_regions_)
     throw InputError("name",
                      "the server holds its limit of " + std::to_string(max_regions_) + " regions");
+}
+
+void SharedMemoryRegistry::add(std::shared_ptr<const SharedMemoryRegion> region) {
+  std::lock_guard lock(mu_);
+  check_free_locked(region->name);
+  const std::string name = region->name;
   regions_[name] = std::move(region);
 }
 

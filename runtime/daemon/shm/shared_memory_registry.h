@@ -86,6 +86,11 @@ class SharedMemoryRegistry {
                                                 const std::string& where) const;
 
  private:
+  // AlreadyExists for a name taken, InputError when the server holds its limit of regions.
+  void check_free(const std::string& name) const;
+  void check_free_locked(const std::string& name) const;
+  void add(std::shared_ptr<const SharedMemoryRegion> region);
+
   bool allowed_;
   std::size_t max_regions_;
   mutable std::mutex mu_;
