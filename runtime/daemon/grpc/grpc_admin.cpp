@@ -16,11 +16,7 @@ struct GrpcAdminService final : public dype::admin::DypeAdmin::Service {
   grpc::Status run(grpc::ServerContext* ctx, dype::admin::AdminResponse* r, F&& f) {
     std::string reason;
     try {
-      std::string auth;
-      const auto& md = ctx->client_metadata();
-      if (auto it = md.find("authorization"); it != md.end())
-        auth.assign(it->second.data(), it->second.size());
-      api.authorize(auth);
+      api.authorize(metadata_value(*ctx, "authorization"));
       r->set_json(
           f().dump(-1, ' ', false,
                    nlohmann::json::error_handler_t::replace));  // invalid UTF-8 echoed back is
@@ -72,10 +68,7 @@ struct GrpcAdminService final : public dype::admin::DypeAdmin::Service {
                         Resp* r) override {
     std::string reason;
     try {
-      std::string auth;
-      const auto& md = ctx->client_metadata();
-      if (auto it = md.find("authorization"); it != md.end())
-        auth.assign(it->second.data(), it->second.size());
+      const std::string auth = metadata_value(*ctx, "authorization");
       nlohmann::json devices = nlohmann::json::array();
       for (const auto& d : q->devices())
         devices.push_back({{"name", d.name()},

@@ -2,6 +2,8 @@
 
 #include <cstdint>
 
+#include <grpcpp/grpcpp.h>
+
 #include "runtime/daemon/errors.h"
 #include "runtime/daemon/proto/grpc_service.pb.h"
 
@@ -57,6 +59,12 @@ SharedMemoryParams shared_memory_params(const google::protobuf::Map<std::string,
 }
 
 }  // namespace
+
+std::string metadata_value(const grpc::ServerContextBase& context, std::string_view key) {
+  const auto& md = context.client_metadata();
+  const auto it = md.find(grpc::string_ref(key.data(), key.size()));
+  return it == md.end() ? std::string() : std::string(it->second.data(), it->second.size());
+}
 
 grpc::Status status_of(std::exception_ptr ep, std::string& reason) {
   ErrorAnswer answer = answer_for(ep);

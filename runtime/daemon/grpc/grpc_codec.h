@@ -4,11 +4,16 @@
 #include <cstdint>
 #include <exception>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include <grpcpp/support/status.h>
 
 #include "runtime/daemon/kserve/tensor.h"
+
+namespace grpc {
+class ServerContextBase;
+}  // namespace grpc
 
 namespace inference {
 class ModelInferRequest;
@@ -22,6 +27,9 @@ InferRequest from_proto(const inference::ModelInferRequest& request);
 // The answer's outputs as raw_output_contents, one per output, in order.
 void to_proto(const std::string& model, std::int64_t version, const std::string& id, const std::vector<Tensor>& outputs,
               inference::ModelInferResponse& response);
+// The value of metadata `key` the client sent ("" when it sent none), e.g. "authorization".
+std::string metadata_value(const grpc::ServerContextBase& context, std::string_view key);
+
 // The exception's status (errors.h's table); `reason` gets the metrics' reason label.
 grpc::Status status_of(std::exception_ptr error, std::string& reason);
 

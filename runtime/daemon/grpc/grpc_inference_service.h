@@ -18,6 +18,7 @@
 #include "runtime/daemon/admin/admin.h"
 #include "runtime/daemon/admission.h"
 #include "runtime/daemon/graph_registry.h"
+#include "runtime/daemon/grpc/grpc_codec.h"
 #include "runtime/daemon/grpc/worker_pool.h"
 #include "runtime/daemon/metrics.h"
 #include "runtime/daemon/proto/grpc_service.grpc.pb.h"
@@ -60,11 +61,8 @@ struct GrpcInferenceService final : public InferCallbacks {
   // UNAUTHENTICATED unless the "authorization" metadata carries the inference token (when set).
   grpc::Status check_token(const grpc::ServerContextBase& ctx) const {
     if (infer_token.empty()) return grpc::Status::OK;
-    std::string auth;
-    const auto& md = ctx.client_metadata();
-    if (auto it = md.find("authorization"); it != md.end()) auth.assign(it->second.data(), it->second.size());
     try {
-      check_infer_token(auth, infer_token);
+      check_infer_token(metadata_value(ctx, "authorization"), infer_token);
     } catch (const Unauthorized& e) {
       return grpc::Status(grpc::StatusCode::UNAUTHENTICATED, e.what());
     }

@@ -4,6 +4,7 @@
 #include <string>
 
 #include "runtime/daemon/errors.h"
+#include "runtime/daemon/grpc/grpc_codec.h"
 
 namespace dype::rt::daemon {
 
@@ -16,10 +17,7 @@ template <typename F>
 grpc::Status guarded(AdminApi* admin, const grpc::ServerContext& ctx, F&& f) {
   try {
     if (!admin) throw NotSupported("the model repository API needs an admin token (--admin-token-file)");
-    std::string auth;
-    const auto& md = ctx.client_metadata();
-    if (auto it = md.find("authorization"); it != md.end()) auth.assign(it->second.data(), it->second.size());
-    admin->authorize(auth);
+    admin->authorize(metadata_value(ctx, "authorization"));
     f(*admin);
     return grpc::Status::OK;
   } catch (...) {

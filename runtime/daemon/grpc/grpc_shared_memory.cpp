@@ -16,9 +16,7 @@ std::optional<std::string> name_or_all(const std::string& name) {
 }  // namespace
 
 std::string GrpcInferenceService::owner_of(const grpc::ServerContextBase& ctx) {
-  const auto& md = ctx.client_metadata();
-  if (auto it = md.find("dype-graph-owner"); it != md.end())
-    return "key " + std::string(it->second.data(), it->second.size());
+  if (std::string key = metadata_value(ctx, "dype-graph-owner"); !key.empty()) return "key " + key;
   // "ipv4:127.0.0.1:5000", "ipv6:[::1]:5000": the address, as the HTTP front end sees it.
   std::string peer = ctx.peer();
   if (peer.rfind("ipv4:", 0) == 0) {

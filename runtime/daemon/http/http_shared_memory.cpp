@@ -21,9 +21,8 @@ std::uint64_t size_field(const json& j, const char* key, bool required) {
     if (required) throw InputError(key, "missing");
     return 0;
   }
-  if (!j[key].is_number_integer() || (j[key].is_number_integer() && !j[key].is_number_unsigned() &&
-                                      j[key].get<std::int64_t>() < 0))
-    throw InputError(key, "must be an integer >= 0");
+  // nlohmann parses every integer >= 0 as unsigned: anything else is a negative or not an integer.
+  if (!j[key].is_number_unsigned()) throw InputError(key, "must be an integer >= 0");
   return j[key].get<std::uint64_t>();
 }
 
