@@ -408,6 +408,20 @@ HostTensor reference_forward(const Model& model, const Request& r) {
   return make_tensor(y.rows, y.cols, std::vector<float>(y.at, y.at + y.size()));
 }
 
+HostTensor take_rows(const HostTensor& y, std::span<const std::int64_t> rows) {
+  HostTensor t;
+  t.rows = static_cast<std::int64_t>(rows.size());
+  t.cols = y.cols;
+  t.data.resize(rows.size() * static_cast<std::size_t>(y.cols));
+  for (std::size_t i = 0; i < rows.size(); ++i) {
+    if (rows[i] < 0 || rows[i] >= y.rows)
+      throw InputError("node_ids[" + std::to_string(i) + "]",
+                       "node " + std::to_string(rows[i]) + " out of range [0, " + std::to_string(y.rows) + ")");
+    std::copy_n(y.data.begin() + rows[i] * y.cols, y.cols, t.data.begin() + static_cast<std::ptrdiff_t>(i * y.cols));
+  }
+  return t;
+}
+
 double relative_error(const HostTensor& a, const HostTensor& b) {
   if (a.rows != b.rows || a.cols != b.cols || a.data.size() != b.data.size()) return INFINITY;
   double scale = 1e-30, err = 0.0;

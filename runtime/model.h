@@ -12,6 +12,7 @@
 #include <chrono>
 #include <cstdint>
 #include <memory>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -220,6 +221,10 @@ class Request {
   std::int64_t window() const { return window_; }
   std::int64_t rows() const { return x_.rows; }
   Characteristics characteristics() const;
+  // The rows of the answer wanted, in this order (a GNN's node_ids): the engine answers with those
+  // rows only. Empty: every row.
+  void set_rows_wanted(std::vector<std::int64_t> rows) { rows_wanted_ = std::move(rows); }
+  const std::vector<std::int64_t>& rows_wanted() const { return rows_wanted_; }
   // Ties the request to a token (none: it always runs to the end).
   void set_cancel(std::shared_ptr<const CancelToken> token) { cancel_ = std::move(token); }
   const CancelToken* cancel() const { return cancel_.get(); }
@@ -228,8 +233,12 @@ class Request {
   std::shared_ptr<const Graph> graph_;
   HostTensor x_;
   std::int64_t window_ = 0;
+  std::vector<std::int64_t> rows_wanted_;
   std::shared_ptr<const CancelToken> cancel_;
 };
+
+// Rows `rows` of y, in that order (InputError naming node_ids[i] when one is out of range).
+HostTensor take_rows(const HostTensor& y, std::span<const std::int64_t> rows);
 
 // Convenience: features as a tensor.
 HostTensor make_tensor(std::int64_t rows, std::int64_t cols, std::vector<float> data);

@@ -67,6 +67,13 @@ void ReorderBuffer::release_ready_locked() {
     Entry e = std::move(it->second);
     entries_.erase(it);
     if (e.callback) e.callback(next_release_, e.error ? nullptr : &e.output, e.error);
+    if (!e.error && e.request && !e.request->rows_wanted().empty()) {
+      try {  // the rows asked for (checked against the graph when the request was built)
+        e.output = take_rows(e.output, e.request->rows_wanted());
+      } catch (...) {
+        e.error = std::current_exception();
+      }
+    }
     if (e.error) {
       try {
         std::rethrow_exception(e.error);

@@ -20,12 +20,14 @@ struct ServedDaemon {
   std::unique_ptr<rt::daemon::HttpServer> http;
   std::unique_ptr<rt::daemon::GrpcServer> grpc;
 
-  explicit ServedDaemon(rt::daemon::EngineServiceOptions options, bool allow_client_shm = false) {
+  explicit ServedDaemon(rt::daemon::EngineServiceOptions options, bool allow_client_shm = false,
+                        rt::daemon::GraphRegistryLimits graph_limits = {})
+      : graphs(graph_limits) {
     service = std::make_unique<rt::daemon::EngineService>(std::move(options));
     rt::daemon::ServerOptions so;
     so.host = "127.0.0.1";
     so.http_port = 0;
-    so.metrics_port = -1;
+    so.metrics_port = 0;  // ephemeral, as the HTTP port
     so.allow_client_shm = allow_client_shm;
     http = std::make_unique<rt::daemon::HttpServer>(*service, graphs, metrics, so);
     http->start();

@@ -160,6 +160,10 @@ int main(int argc, char** argv) {
   app.add_option("--max-graph-bytes", graph_limits.max_bytes,
                  "bytes the registered graphs may hold together (edges and normalised graphs)")
       ->capture_default_str();
+  app.add_option("--graph-activation-bytes", graph_limits.max_activation_bytes,
+                 "bytes of GNN activations kept over registered graphs for incremental inference, every graph's "
+                 "together; past it, inference runs the whole graph (0: none kept)")
+      ->capture_default_str();
   app.add_option("--graph-ttl-secs", graph_limits.idle_ttl_s,
                  "a registered graph unused this long is dropped (0: never)")
       ->check(CLI::Range(0.0, 1e9))

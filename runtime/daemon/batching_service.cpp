@@ -303,7 +303,8 @@ std::future<HostTensor> BatchingService::infer(const std::string& model, Request
   const std::optional<BatchPolicy> policy = effective_policy(model, info.batching);
   if (!policy) return inner_.infer(model, std::move(request), version);
   const auto& g = request.graph();
-  if (!info.model->is_gnn() || !g || g->size_only() || g->nodes > policy->max_nodes)
+  // A request for some rows (node_ids) goes alone: the engine answers it with those rows only.
+  if (!info.model->is_gnn() || !g || g->size_only() || g->nodes > policy->max_nodes || !request.rows_wanted().empty())
     return inner_.infer(model, std::move(request), version);
   validate_request(*info.model, request);
   if (version) *version = info.version;
@@ -314,7 +315,8 @@ bool BatchingService::try_infer(const std::string& model, Request& request, std:
   const ModelInfo info = inner_.model(model);
   const std::optional<BatchPolicy> policy = effective_policy(model, info.batching);
   const auto& g = request.graph();
-  if (!policy || !info.model->is_gnn() || !g || g->size_only() || g->nodes > policy->max_nodes)
+  if (!policy || !info.model->is_gnn() || !g || g->size_only() || g->nodes > policy->max_nodes ||
+      !request.rows_wanted().empty())
     return inner_.try_infer(model, request, version, done);
   // Joining a batch never waits (the sender is the one that waits for room in the engine).
   validate_request(*info.model, request);

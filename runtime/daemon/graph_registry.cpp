@@ -47,7 +47,7 @@ void GraphRegistry::drop_idle_locked() {
   const auto now = Clock::now();
   for (auto it = graphs_.begin(); it != graphs_.end();) {
     if (std::chrono::duration<double>(now - it->second->last_used).count() > limits_.idle_ttl_s) {
-      bytes_ -= it->second->bytes;
+      forget_locked(*it->second);
       it = graphs_.erase(it);
     } else {
       ++it;
@@ -88,12 +88,21 @@ void GraphRegistry::check_share_locked(const GraphOwner& owner, std::size_t need
   check(limits_.address_share, addr_n, addr_b, "address " + owner.address, "--graph-address-share");
 }
 
-std::string GraphRegistry::add(kernels::EdgeList edges, const GraphOwner& owner) {
+std::string GraphRegistry::add(kernels::EdgeList edges, const GraphOwner& owner, HostTensor x) {
+  // Features make a graph that takes updates: its edges are kept as adjacency lists (checked and
+  // built before the lock; the features' width and values are checked there too).
+  std::unique_ptr<DynamicGraph> dynamic;
+  if (x.cols > 0) {
+    if (!edges.weight.empty())
+      throw InputError("input 'edge_weight'", "a graph registered with its features x takes updates, which carry no "
+                                               "edge weights: register it without edge_weight");
+    dynamic = std::make_unique<DynamicGraph>(edges, std::move(x));
+  }
   std::lock_guard lock(mu_);
   drop_idle_locked();
   if (graphs_.size() >= limits_.max_graphs)
     throw InputError("graphs", "registry full (" + std::to_string(limits_.max_graphs) + " graphs); delete one first");
-  const std::size_t need = edge_bytes(edges);
+  const std::size_t need = dynamic ? dynamic->bytes() : edge_bytes(edges);
   if (bytes_ + need > limits_.max_bytes) {
     throw InputError("graphs", "registry full: it holds " + size_text(bytes_) + " of " + size_text(limits_.max_bytes) +
                                    " and this graph needs " + size_text(need) + "; delete graphs first");
@@ -109,7 +118,11 @@ std::string GraphRegistry::add(kernels::EdgeList edges, const GraphOwner& owner)
     std::snprintf(hex, sizeof hex, "%08x%08x%08x%08x", rng_(), rng_(), rng_(), rng_());
     e->id = "g" + std::string(hex);
   } while (graphs_.count(e->id) != 0);
-  e->edges = std::move(edges);
+  e->nodes = edges.num_nodes;
+  e->edges_count = edges.num_edges();
+  e->feature_len = dynamic ? dynamic->feature_len() : 0;
+  if (dynamic) e->dynamic = std::move(dynamic);
+  else e->edges = std::move(edges);
   e->bytes = need;
   e->last_used = Clock::now();
   bytes_ += need;
@@ -119,29 +132,169 @@ std::string GraphRegistry::add(kernels::EdgeList edges, const GraphOwner& owner)
 
 std::int64_t GraphRegistry::num_nodes(const std::string& id) {
   std::lock_guard lock(mu_);
-  return find_locked(id)->edges.num_nodes;
+  return find_locked(id)->nodes;
 }
 
-std::shared_ptr<const Graph> GraphRegistry::graph_for(const std::string& id, const Model& model) {
-  std::shared_ptr<GraphEntry> e;
-  {
-    std::lock_guard lock(mu_);
-    e = find_locked(id);
-    const std::string key = layout_key(model);
-    if (auto n = e->normalised.find(key); n != e->normalised.end()) return n->second;
-  }
-  // Normalise outside the lock (large graphs); a concurrent first use may build it twice, the
-  // first stored copy wins so every request shares one Graph id.
-  auto g = normalise_for(e->edges, model);
+std::shared_ptr<GraphEntry> GraphRegistry::find(const std::string& id) {
   std::lock_guard lock(mu_);
-  const std::string key = layout_key(model);
-  auto [it, inserted] = e->normalised.emplace(key, g);
+  return find_locked(id);
+}
+
+void GraphRegistry::forget_locked(const GraphEntry& e) {
+  bytes_ -= e.bytes;
+  activation_bytes_ -= e.activation_bytes;
+}
+
+void GraphRegistry::account(GraphEntry& e) {
+  std::size_t bytes = e.dynamic ? e.dynamic->bytes() : edge_bytes(e.edges);
+  for (const auto& [key, g] : e.normalised) bytes += graph_bytes(*g);
+  std::size_t kept = 0;
+  for (const auto& [name, k] : e.activations) kept += k.gnn ? k.gnn->bytes() : 0;
+  std::lock_guard lock(mu_);
   // Counted while the entry is registered (a concurrent remove has already taken its bytes off).
-  if (inserted && graphs_.count(id) && graphs_.at(id) == e) {
-    e->bytes += graph_bytes(*g);
-    bytes_ += graph_bytes(*g);
+  if (auto it = graphs_.find(e.id); it != graphs_.end() && it->second.get() == &e) {
+    bytes_ += bytes - e.bytes;
+    activation_bytes_ += kept - e.activation_bytes;
   }
-  return it->second;
+  e.bytes = bytes;
+  e.activation_bytes = kept;
+  if (e.dynamic) {
+    e.nodes = e.dynamic->nodes();
+    e.edges_count = e.dynamic->num_edges();
+    e.version = e.dynamic->version();
+  }
+}
+
+std::shared_ptr<const Graph> GraphRegistry::normalised(GraphEntry& e, const Model& model) {
+  const std::string key = layout_key(model);
+  if (auto n = e.normalised.find(key); n != e.normalised.end()) return n->second;
+  auto g = e.dynamic ? normalise_for(e.dynamic->edge_list(), model) : normalise_for(e.edges, model);
+  e.normalised.emplace(key, g);
+  account(e);
+  return g;
+}
+
+void GraphRegistry::check_version(const GraphEntry& e, std::optional<std::uint64_t> version) const {
+  const std::uint64_t now = e.dynamic ? e.dynamic->version() : 0;
+  if (!version || *version == now) return;
+  throw InputError("parameters.graph_version",
+                   "version " + std::to_string(*version) + " of graph '" + e.id + "' " +
+                       (*version < now ? "is gone" : "does not exist yet") + ": the server keeps only its current version, " +
+                       std::to_string(now));
+}
+
+std::shared_ptr<const Graph> GraphRegistry::graph_for(const std::string& id, const Model& model,
+                                                      std::optional<std::uint64_t> version) {
+  const std::shared_ptr<GraphEntry> e = find(id);
+  std::lock_guard lock(e->mu);
+  check_version(*e, version);
+  return normalised(*e, model);
+}
+
+namespace {
+const DynamicGraph& features_of(const GraphEntry& e) {
+  if (!e.dynamic || !e.dynamic->has_features())
+    throw InputError("input 'x'", "missing, and graph '" + e.id + "' was registered without features (send x, or "
+                                  "register the graph with x)");
+  return *e.dynamic;
+}
+}  // namespace
+
+GraphRegistry::Stored GraphRegistry::stored(const std::string& id, const Model& model,
+                                            std::optional<std::uint64_t> version) {
+  const std::shared_ptr<GraphEntry> e = find(id);
+  std::lock_guard lock(e->mu);
+  const DynamicGraph& g = features_of(*e);
+  check_version(*e, version);
+  return {normalised(*e, model), g.features(), g.version()};
+}
+
+std::optional<HostTensor> GraphRegistry::answer_kept(const std::string& id, const std::string& model_name,
+                                                     const std::shared_ptr<const Model>& model,
+                                                     std::span<const std::int64_t> node_ids,
+                                                     std::optional<std::uint64_t> version,
+                                                     std::uint64_t* answered_version) {
+  if (!model->is_gnn()) return std::nullopt;
+  const std::shared_ptr<GraphEntry> e = find(id);
+  std::lock_guard lock(e->mu);
+  const DynamicGraph& g = features_of(*e);
+  check_version(*e, version);
+  GraphEntry::Kept& kept = e->activations[model_name];
+  if (kept.gnn && kept.model != model) kept.gnn.reset();  // computed with a version since reloaded
+  if (!kept.gnn) {
+    const std::size_t need = IncrementalGnn::bytes_for(*model, g.nodes());
+    {
+      std::lock_guard reg(mu_);
+      if (activation_bytes_ + need > limits_.max_activation_bytes) {
+        e->activations.erase(model_name);
+        return std::nullopt;
+      }
+    }
+    try {
+      kept.gnn = std::make_unique<IncrementalGnn>(model, g);
+      kept.model = model;
+    } catch (...) {
+      e->activations.erase(model_name);
+      throw;
+    }
+    account(*e);
+    if (activation_bytes() > limits_.max_activation_bytes) {  // others were built beside it
+      e->activations.erase(model_name);
+      account(*e);
+      return std::nullopt;
+    }
+  }
+  if (answered_version) *answered_version = g.version();
+  return node_ids.empty() ? kept.gnn->output() : kept.gnn->rows(node_ids);
+}
+
+GraphUpdateResult GraphRegistry::update(const std::string& id, const GraphOwner& owner, const GraphUpdate& u) {
+  const std::shared_ptr<GraphEntry> e = find(id);
+  if (e->owner != owner.id()) throw NotFound("unknown graph id '" + id + "' (or registered by another owner)");
+  std::lock_guard lock(e->mu);
+  if (!e->dynamic) {
+    if (!e->edges.weight.empty())
+      throw InputError("graph", "'" + id + "' was registered with edge_weight; a weighted graph takes no updates");
+    e->dynamic = std::make_unique<DynamicGraph>(e->edges, HostTensor{});
+    e->edges = {};
+    account(*e);
+  }
+  DynamicGraph& g = *e->dynamic;
+  g.check(u);
+  // What it adds, about as DynamicGraph::bytes counts: two adjacency pairs an edge, a node's vectors and row.
+  const std::size_t need = u.add_src.size() * 16 +
+                           static_cast<std::size_t>(u.add_nodes) * (64 + static_cast<std::size_t>(g.feature_len()) * 4);
+  {
+    std::lock_guard reg(mu_);
+    if (bytes_ + need > limits_.max_bytes)
+      throw InputError("graphs", "registry full: it holds " + size_text(bytes_) + " of " + size_text(limits_.max_bytes) +
+                                     " and this update needs " + size_text(need) + "; delete graphs first");
+  }
+  const GraphChange change = g.apply(u);
+  e->normalised.clear();  // of the version before
+  GraphUpdateResult result;
+  for (auto it = e->activations.begin(); it != e->activations.end();) {
+    try {
+      result.models.emplace_back(it->first, it->second.gnn->update(g, change));
+      ++it;
+    } catch (...) {
+      it = e->activations.erase(it);  // recomputed whole on next use, never answered stale
+    }
+  }
+  account(*e);
+  if (activation_bytes() > limits_.max_activation_bytes) {  // grown past the bound: recompute from here on
+    e->activations.clear();
+    account(*e);
+  }
+  result.version = g.version();
+  result.nodes = g.nodes();
+  result.edges = g.num_edges();
+  return result;
+}
+
+std::size_t GraphRegistry::activation_bytes() const {
+  std::lock_guard lock(mu_);
+  return activation_bytes_;
 }
 
 bool GraphRegistry::remove(const std::string& id, const GraphOwner* owner) {
@@ -149,7 +302,7 @@ bool GraphRegistry::remove(const std::string& id, const GraphOwner* owner) {
   auto it = graphs_.find(id);
   if (it == graphs_.end()) return false;
   if (owner && it->second->owner != owner->id()) return false;  // as unknown: ids are not confirmed to others
-  bytes_ -= it->second->bytes;
+  forget_locked(*it->second);
   graphs_.erase(it);
   return true;
 }
@@ -166,7 +319,7 @@ std::vector<std::string> GraphRegistry::remove_all(const GraphOwner& owner) {
   for (auto it = graphs_.begin(); it != graphs_.end();) {
     if (it->second->owner == oid) {
       ids.push_back(it->first);
-      bytes_ -= it->second->bytes;
+      forget_locked(*it->second);
       it = graphs_.erase(it);
     } else {
       ++it;
@@ -176,8 +329,8 @@ std::vector<std::string> GraphRegistry::remove_all(const GraphOwner& owner) {
 }
 
 GraphSummary GraphRegistry::summary_locked(const GraphEntry& e) const {
-  return {e.id, e.edges.num_nodes, e.edges.num_edges(), e.bytes,
-          std::chrono::duration<double>(Clock::now() - e.last_used).count(), e.address, e.owner.rfind("key ", 0) == 0};
+  return {e.id,      e.nodes,   e.edges_count, e.bytes, std::chrono::duration<double>(Clock::now() - e.last_used).count(),
+          e.address, e.owner.rfind("key ", 0) == 0, e.version, e.feature_len, e.activation_bytes};
 }
 
 std::vector<GraphSummary> GraphRegistry::list() {

@@ -1,18 +1,30 @@
 #pragma once
 // Graphs registered once (POST /v2/dype/graphs) and referenced by id from infer requests, so a
-// stream carries only features. Edges are validated at registration (graph/edge_index.h);
-// the normalised runtime Graph is built once per normalisation (GCN vs GIN) and shared, so its
-// device-side preloads are reused across requests.
+// stream carries only features, or nothing at all when the graph was registered with its node
+// features. Edges are validated at registration (graph/edge_index.h); the normalised runtime Graph
+// is built once per normalisation (GCN vs GIN) and version and shared, so its device-side preloads
+// are reused across requests.
+//
+// A graph registered without edge weights takes updates (edges added and removed, nodes added,
+// feature rows set; runtime/incremental/dynamic_graph.h), each whole or not at all and numbered by
+// the graph's version. For a GNN asked about a graph's stored features, the registry keeps every
+// layer's activations (runtime/incremental/incremental_gnn.h), so that the answer after an update
+// costs only the rows the update reached; bounded by max_activation_bytes, past which inference
+// runs the whole graph through the engine instead (never a stale answer).
 #include <chrono>
 #include <cstdint>
 #include <map>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <random>
+#include <span>
 #include <string>
 #include <vector>
 
 #include "graph/edge_list.h"
+#include "runtime/incremental/dynamic_graph.h"
+#include "runtime/incremental/incremental_gnn.h"
 #include "runtime/model.h"
 
 namespace dype::rt::daemon {
@@ -30,10 +42,30 @@ struct GraphEntry {
   std::string id;
   std::string owner;    // GraphOwner::id()
   std::string address;
-  kernels::EdgeList edges;
-  std::map<std::string, std::shared_ptr<const Graph>> normalised;  // key: "gcn" | "gin:<eps>"
-  std::size_t bytes = 0;                                          // edges and normalised graphs
+  // Under the registry's lock: what listings show, and the bytes counted against its quotas.
+  std::int64_t nodes = 0, edges_count = 0, feature_len = 0;
+  std::uint64_t version = 0;
+  std::size_t bytes = 0;             // edges (or the dynamic graph) and normalised graphs
+  std::size_t activation_bytes = 0;  // kept activations (their own bound)
   std::chrono::steady_clock::time_point last_used;
+
+  // Under `mu` (an inference reads one version, an update writes the next whole).
+  std::mutex mu;
+  kernels::EdgeList edges;                // a weighted graph (it takes no updates)
+  std::unique_ptr<DynamicGraph> dynamic;  // an unweighted one: edges, features, version
+  std::map<std::string, std::shared_ptr<const Graph>> normalised;  // key: "gcn" | "gin:<eps>"
+  struct Kept {
+    std::shared_ptr<const Model> model;  // the model (version) they were computed with
+    std::unique_ptr<IncrementalGnn> gnn;
+  };
+  std::map<std::string, Kept> activations;  // by model name
+};
+
+// What one applied update changed, per model whose activations the graph keeps.
+struct GraphUpdateResult {
+  std::uint64_t version = 0;
+  std::int64_t nodes = 0, edges = 0;
+  std::vector<std::pair<std::string, IncrementalStats>> models;
 };
 
 // Bounds on what clients may park in the registry: a count, the bytes of their edges and
@@ -48,6 +80,8 @@ struct GraphRegistryLimits {
   // Owner keys are chosen by clients, so the address share is what bounds a client rotating keys.
   double owner_share = 1.0;
   double address_share = 1.0;
+  // Every graph's kept activations together (incremental inference); 0: none are kept.
+  std::size_t max_activation_bytes = std::size_t{1} << 30;
 };
 
 // One registered graph as the admin listing shows it.
@@ -58,6 +92,9 @@ struct GraphSummary {
   double idle_s = 0.0;
   std::string address;  // who registered it (owner keys are never listed)
   bool keyed = false;   // registered with an owner key
+  std::uint64_t version = 0;
+  std::int64_t feature_len = 0;  // stored features per node (0: none)
+  std::size_t activation_bytes = 0;
 };
 
 class GraphRegistry {
@@ -66,10 +103,36 @@ class GraphRegistry {
   // Returns the new id: "g" and 32 random hex digits, unguessable and unique across restarts.
   // InputError when the registry, or the owner's or address's share of it, is full (count or
   // bytes); graphs idle past the TTL go first.
-  std::string add(kernels::EdgeList edges, const GraphOwner& owner = {});
+  // x: the nodes' features (stored with the graph; none: cols 0), counted against the quotas.
+  std::string add(kernels::EdgeList edges, const GraphOwner& owner = {}, HostTensor x = {});
   // NotFound for an unknown or expired id.
   std::int64_t num_nodes(const std::string& id);
-  std::shared_ptr<const Graph> graph_for(const std::string& id, const Model& model);
+  // `version`: as stored() checks it.
+  std::shared_ptr<const Graph> graph_for(const std::string& id, const Model& model,
+                                         std::optional<std::uint64_t> version = std::nullopt);
+
+  // The graph and its stored features at one version, for the engine (a copy of the features:
+  // an update may change them while the request runs). `version`: InputError naming
+  // parameters.graph_version unless it is the current one. InputError when none are stored.
+  struct Stored {
+    std::shared_ptr<const Graph> graph;
+    HostTensor x;
+    std::uint64_t version = 0;
+  };
+  Stored stored(const std::string& id, const Model& model, std::optional<std::uint64_t> version);
+  // The answer of `model` (served as `model_name`) over the stored features, rows `node_ids` (all
+  // when empty), from the kept activations: computed on first use, brought along by every update.
+  // nullopt when they would not fit max_activation_bytes (the caller runs the engine instead), the
+  // model is not a GNN, or no features are stored.
+  std::optional<HostTensor> answer_kept(const std::string& id, const std::string& model_name,
+                                        const std::shared_ptr<const Model>& model,
+                                        std::span<const std::int64_t> node_ids,
+                                        std::optional<std::uint64_t> version, std::uint64_t* answered_version);
+  // Applies `update` whole to the graph `owner` registered (NotFound for another's), brings every
+  // kept activation along and returns the new version. InputError (nothing applied) when the
+  // update cannot apply, the graph has edge weights, or it would pass the byte quotas.
+  GraphUpdateResult update(const std::string& id, const GraphOwner& owner, const GraphUpdate& update);
+  std::size_t activation_bytes() const;
   // false when no such graph, or `owner` (when given) did not register it.
   bool remove(const std::string& id, const GraphOwner* owner = nullptr);
   // Removes every graph of `owner`; their ids.
@@ -83,6 +146,13 @@ class GraphRegistry {
  private:
   // Under mu_: the live entry of `id` (touched), or NotFound; drops idle ones on the way.
   std::shared_ptr<GraphEntry> find_locked(const std::string& id);
+  std::shared_ptr<GraphEntry> find(const std::string& id);
+  // Under e.mu: the normalised graph of the current version (built on first use); `e`'s bytes,
+  // activation bytes and listing fields brought up to date (takes the registry's lock inside).
+  std::shared_ptr<const Graph> normalised(GraphEntry& e, const Model& model);
+  void account(GraphEntry& e);
+  void check_version(const GraphEntry& e, std::optional<std::uint64_t> version) const;
+  void forget_locked(const GraphEntry& e);  // its bytes off the totals, as it leaves
   void drop_idle_locked();
   void check_share_locked(const GraphOwner& owner, std::size_t need) const;
   GraphSummary summary_locked(const GraphEntry& e) const;
@@ -92,6 +162,7 @@ class GraphRegistry {
   std::random_device rng_;
   GraphRegistryLimits limits_;
   std::size_t bytes_ = 0;
+  std::size_t activation_bytes_ = 0;
 };
 
 // The runtime Graph a model wants for these edges (GCN normalisation or GIN's 1 + eps diagonal).

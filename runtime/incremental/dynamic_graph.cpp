@@ -20,14 +20,16 @@ void check_finite(const std::vector<float>& x, const char* field) {
 }
 }  // namespace
 
-void DynamicGraph::add(Adjacency& a, std::int32_t node, std::int32_t count) {
+int DynamicGraph::add(Adjacency& a, std::int32_t node, std::int32_t count) {
   auto it = std::lower_bound(a.begin(), a.end(), node, [](const auto& p, std::int32_t v) { return p.first < v; });
   if (it != a.end() && it->first == node) {
     it->second += count;
-    if (it->second == 0) a.erase(it);
-  } else {
-    a.insert(it, {node, count});
+    if (it->second != 0) return 0;
+    a.erase(it);
+    return -1;
   }
+  a.insert(it, {node, count});
+  return 1;
 }
 
 std::int32_t DynamicGraph::count(const Adjacency& a, std::int32_t node) {
@@ -78,6 +80,7 @@ DynamicGraph::DynamicGraph(const kernels::EdgeList& edges, HostTensor x) : x_(st
     fill(by_src, ostart[i], ostart[i + 1], out_[i]);
     in_deg_[i] = start[i + 1] - start[i];
     loops_[i] = count(in_[i], static_cast<std::int32_t>(i));
+    pairs_ += static_cast<std::int64_t>(in_[i].size() + out_[i].size());
   }
   edges_ = edges.num_edges();
 }
@@ -91,17 +94,18 @@ void DynamicGraph::check(const GraphUpdate& u) const {
   if (u.add_src.size() != u.add_dst.size()) throw InputError("add_edges", "sources and targets differ in number");
   if (u.remove_src.size() != u.remove_dst.size()) throw InputError("remove_edges", "sources and targets differ in number");
   if (f == 0 && (!u.add_x.empty() || !u.set_rows.empty()))
-    throw InputError("x", "this graph was registered without features");
+    throw InputError(u.set_rows.empty() ? "add_nodes" : "set_rows", "this graph was registered without features");
+  if (u.changes() == 0) throw InputError("inputs", "an update needs add_edges, remove_edges, add_nodes or set_rows");
   if (f > 0 && static_cast<std::int64_t>(u.add_x.size()) != u.add_nodes * f)
-    throw InputError("x", "new nodes need " + std::to_string(u.add_nodes) + " rows of " + std::to_string(f) +
+    throw InputError("add_nodes", "new nodes need " + std::to_string(u.add_nodes) + " rows of " + std::to_string(f) +
                               " features (" + std::to_string(u.add_nodes * f) + " values), got " +
                               std::to_string(u.add_x.size()) + " values");
   if (static_cast<std::int64_t>(u.set_x.size()) != static_cast<std::int64_t>(u.set_rows.size()) * f)
-    throw InputError("set_x", "rows of the wrong width: " + std::to_string(u.set_rows.size()) + " rows of " +
+    throw InputError("x", "rows of the wrong width: " + std::to_string(u.set_rows.size()) + " rows of " +
                                   std::to_string(f) + " features need " + std::to_string(u.set_rows.size() * f) +
                                   " values, got " + std::to_string(u.set_x.size()));
-  check_finite(u.add_x, "x");
-  check_finite(u.set_x, "set_x");
+  check_finite(u.add_x, "add_nodes");
+  check_finite(u.set_x, "x");
   std::vector<std::int64_t> rows(u.set_rows);
   for (std::size_t i = 0; i < rows.size(); ++i)
     if (rows[i] < 0 || rows[i] >= m)
@@ -157,8 +161,7 @@ GraphChange DynamicGraph::apply(const GraphUpdate& u) {
   c.feature_rows.erase(std::unique(c.feature_rows.begin(), c.feature_rows.end()), c.feature_rows.end());
   auto change = [&](std::int64_t s, std::int64_t d, std::int32_t delta) {
     const auto si = static_cast<std::int32_t>(s), di = static_cast<std::int32_t>(d);
-    add(in_[d], si, delta);
-    add(out_[s], di, delta);
+    pairs_ += add(in_[d], si, delta) + add(out_[s], di, delta);
     in_deg_[d] += delta;
     if (s == d) loops_[d] += delta;
     edges_ += delta;
@@ -185,10 +188,9 @@ kernels::EdgeList DynamicGraph::edge_list() const {
 }
 
 std::size_t DynamicGraph::bytes() const {
-  std::size_t b = x_.data.size() * sizeof(float) + in_deg_.size() * sizeof(std::int64_t) + loops_.size() * sizeof(std::int32_t);
-  for (const auto& a : in_) b += sizeof(Adjacency) + a.capacity() * sizeof(Adjacency::value_type);
-  for (const auto& a : out_) b += sizeof(Adjacency) + a.capacity() * sizeof(Adjacency::value_type);
-  return b;
+  const auto n = static_cast<std::size_t>(nodes());
+  return x_.data.size() * sizeof(float) + n * (2 * sizeof(Adjacency) + sizeof(std::int64_t) + sizeof(std::int32_t)) +
+         static_cast<std::size_t>(pairs_) * sizeof(Adjacency::value_type);
 }
 
 }  // namespace dype::rt

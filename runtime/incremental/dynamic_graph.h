@@ -70,23 +70,27 @@ class DynamicGraph {
   std::int64_t in_degree(std::int64_t node) const { return in_deg_[static_cast<std::size_t>(node)]; }
   std::int32_t loops(std::int64_t node) const { return loops_[static_cast<std::size_t>(node)]; }
 
-  // InputError naming the field ("add_edges[1][4]", "x", "set_rows[2]") when `u` cannot apply.
+  // InputError naming the field as the protocol does ("add_edges[1][4]", "remove_edges[0]",
+  // "add_nodes" for add_x, "set_rows[2]", "x" for set_x) when `u` cannot apply.
   void check(const GraphUpdate& u) const;
   // check(), then applies `u` and bumps the version.
   GraphChange apply(const GraphUpdate& u);
 
   // The current edges (by target, then source; repeats as separate edges), for normalisation.
   kernels::EdgeList edge_list() const;
+  // What it holds, about (adjacency pairs, per-node vectors, features; not spare capacity).
   std::size_t bytes() const;
 
  private:
-  static void add(Adjacency& a, std::int32_t node, std::int32_t count);
+  // +1 when a pair was inserted, -1 when one was erased, 0 otherwise.
+  static int add(Adjacency& a, std::int32_t node, std::int32_t count);
   static std::int32_t count(const Adjacency& a, std::int32_t node);
 
   std::vector<Adjacency> in_, out_;
   std::vector<std::int64_t> in_deg_;
   std::vector<std::int32_t> loops_;
   std::int64_t edges_ = 0;
+  std::int64_t pairs_ = 0;  // (neighbour, count) pairs in in_ and out_ together
   HostTensor x_;
   std::uint64_t version_ = 0;
 };

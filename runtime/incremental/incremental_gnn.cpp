@@ -276,19 +276,7 @@ IncrementalStats IncrementalGnn::update(const DynamicGraph& g, const GraphChange
   return st;
 }
 
-HostTensor IncrementalGnn::rows(std::span<const std::int64_t> ids) const {
-  HostTensor t;
-  t.rows = static_cast<std::int64_t>(ids.size());
-  t.cols = out_.cols;
-  t.data.resize(ids.size() * static_cast<std::size_t>(t.cols));
-  for (std::size_t i = 0; i < ids.size(); ++i) {
-    if (ids[i] < 0 || ids[i] >= out_.rows)
-      throw InputError("node_ids[" + std::to_string(i) + "]",
-                       "node " + std::to_string(ids[i]) + " out of range [0, " + std::to_string(out_.rows) + ")");
-    std::copy_n(out_.data.begin() + ids[i] * t.cols, t.cols, t.data.begin() + static_cast<std::ptrdiff_t>(i * t.cols));
-  }
-  return t;
-}
+HostTensor IncrementalGnn::rows(std::span<const std::int64_t> ids) const { return take_rows(out_, ids); }
 
 std::size_t IncrementalGnn::bytes() const {
   std::size_t b = out_.data.size() * sizeof(float) + mark_.size() * sizeof(std::uint32_t);

@@ -178,11 +178,11 @@ TEST(DynamicGraph, RefusesAnUpdateWholeAndNamesTheField) {
   u = {};
   u.set_rows = {3};
   u.set_x = {1.0f, 2.0f, 3.0f};
-  refused(u, "set_x", "rows of the wrong width");
+  refused(u, "x", "rows of the wrong width");
   u = {};
   u.add_nodes = 1;
   u.add_x = {1.0f};
-  refused(u, "x", "new nodes need 1 rows of 2 features");
+  refused(u, "add_nodes", "new nodes need 1 rows of 2 features");
   u = {};
   u.set_rows = {2, 2};
   u.set_x = {0, 0, 0, 0};
@@ -190,7 +190,8 @@ TEST(DynamicGraph, RefusesAnUpdateWholeAndNamesTheField) {
   u = {};
   u.set_rows = {1};
   u.set_x = {0.0f, std::nanf("")};
-  refused(u, "set_x[1]", "not a finite number");
+  refused(u, "x[1]", "not a finite number");
+  refused({}, "inputs", "an update needs");
   // A good update applies whole: two occurrences of 1 -> 2 become one, node 4 arrives.
   u = {};
   u.remove_src = {1};

@@ -215,6 +215,12 @@ bool HttpRoutes::start_infer(const Req& req, const std::shared_ptr<InferCall>& c
   times.parsed = Clock::now();
   std::optional<Clock::time_point> deadline;
   if (const auto timeout = request_timeout(call->in)) deadline = times.arrival.wall + *timeout;  // from its arrival
+  if (std::optional<HostTensor> kept = answer_from_graph(service_, graphs_, call->model, call->in, &call->names,
+                                                        &call->version)) {
+    times.submitted = Clock::now();  // a registered graph's kept activations answered it
+    finish_infer(*call, std::move(*kept), nullptr);
+    return true;
+  }
   Request request = prepare_infer(service_, graphs_, call->model, call->in, &call->names, cancel_token(deadline));
   times.submitted = Clock::now();
   InferenceService::InferDone done = [this, call](HostTensor y, std::exception_ptr error) {

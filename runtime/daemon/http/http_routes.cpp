@@ -6,6 +6,7 @@
 #include "hw/device_ipc_memory.h"
 #include "runtime/daemon/errors.h"
 #include "runtime/daemon/http/http_answer.h"
+#include "runtime/daemon/kserve/graph_inputs.h"
 #include "runtime/daemon/kserve/json_depth.h"
 #include "runtime/daemon/kserve/request_builder.h"
 #include "runtime/daemon/kserve/request_timing.h"
@@ -23,7 +24,28 @@ json tensor_specs(const std::vector<TensorSpec>& specs) {
 }
 
 json graph_json(const GraphSummary& g) {
-  return {{"id", g.id}, {"nodes", g.nodes}, {"edges", g.edges}, {"bytes", g.bytes}, {"idle_s", g.idle_s}};
+  return {{"id", g.id},
+          {"nodes", g.nodes},
+          {"edges", g.edges},
+          {"bytes", g.bytes},
+          {"idle_s", g.idle_s},
+          {"version", g.version},
+          {"feature_len", g.feature_len},
+          {"activation_bytes", g.activation_bytes}};
+}
+
+// The answer to an applied graph update: the new version and, per model whose activations the
+// graph keeps, what it recomputed (rows and adjacency entries per layer) and the answer rows that
+// changed (listed up to kChangedListed; their count always).
+json update_json(const std::string& id, const GraphUpdateResult& r) {
+  constexpr std::size_t kChangedListed = 4096;
+  json models = json::object();
+  for (const auto& [name, st] : r.models) {
+    json m = {{"rows", st.rows}, {"nnz", st.nnz}, {"refreshed", st.refreshed}, {"changed", st.changed.size()}};
+    if (st.changed.size() <= kChangedListed) m["changed_nodes"] = st.changed;
+    models[name] = std::move(m);
+  }
+  return {{"id", id}, {"version", r.version}, {"num_nodes", r.nodes}, {"num_edges", r.edges}, {"models", models}};
 }
 
 std::string string_field(const json& j, const char* key) {
@@ -112,6 +134,7 @@ void HttpRoutes::add_to(HttpRouter& r) {
         route(&HttpRoutes::post_infer));
   r.add("POST", "/v2/dype/graphs", route(&HttpRoutes::post_graph));
   r.add("DELETE", "/v2/dype/graphs/([^/]+)", route(&HttpRoutes::delete_graph));
+  r.add("POST", "/v2/dype/graphs/([^/]+)/update", route(&HttpRoutes::post_graph_update));
   r.add("GET", "/v2/dype/graphs", route(&HttpRoutes::get_graphs));
   r.add("DELETE", "/v2/dype/graphs", route(&HttpRoutes::delete_graphs));
   r.add("GET", "/v2/dype/admin/plan", route(&HttpRoutes::get_admin_plan));
@@ -204,6 +227,18 @@ void HttpRoutes::get_model_ready(const Req& req, Res& res) const {
 
 void HttpRoutes::get_metrics(const Req&, Res& res) const {
   std::string extra = service_.metrics_text() + "dype_ready " + (admission_.ready() ? "1" : "0") + "\n";
+  extra += "# HELP dype_graph_registry_graphs Graphs registered now.\n# TYPE dype_graph_registry_graphs gauge\n"
+           "dype_graph_registry_graphs " + std::to_string(graphs_.size()) + "\n"
+           "# HELP dype_graph_registry_bytes Bytes the registered graphs hold (edges, stored features, normalised "
+           "graphs).\n# TYPE dype_graph_registry_bytes gauge\n"
+           "dype_graph_registry_bytes " + std::to_string(graphs_.bytes()) + "\n"
+           "# HELP dype_graph_activation_bytes Bytes of GNN activations kept for incremental inference over "
+           "registered graphs (every graph's together; per graph in /v2/dype/admin/graphs).\n"
+           "# TYPE dype_graph_activation_bytes gauge\n"
+           "dype_graph_activation_bytes " + std::to_string(graphs_.activation_bytes()) + "\n"
+           "# HELP dype_graph_activation_bytes_limit The bound on kept activations (--graph-activation-bytes).\n"
+           "# TYPE dype_graph_activation_bytes_limit gauge\n"
+           "dype_graph_activation_bytes_limit " + std::to_string(graphs_.limits().max_activation_bytes) + "\n";
   if (transport_) {
     const TransportCounters& c = transport_->counters();
     extra += "# HELP dype_http_connections_open HTTP connections open now.\n# TYPE dype_http_connections_open gauge\n"
@@ -234,10 +269,28 @@ void HttpRoutes::post_graph(const Req& req, Res& res) {
     admission_.check_serving();
     const InferRequest in =
         parse_infer_request(req.body, header_length(req, req.body.size()), false, req.body_readable_past_end);
-    kernels::EdgeList edges = edges_from_request(in, in.int_parameter("num_nodes"));
-    const std::int64_t n = edges.num_nodes, e = edges.num_edges();
-    const std::string id = graphs_.add(std::move(edges), graph_owner(req));
-    send_json(res, 200, {{"id", id}, {"num_nodes", n}, {"num_edges", e}});
+    for (const Tensor& t : in.inputs)
+      if (t.name == "node_ids" || t.name == "window")
+        throw InputError("input '" + t.name + "'", "not an input of a graph registration");
+    HostTensor x = registered_features(in);
+    std::optional<std::int64_t> num_nodes = in.int_parameter("num_nodes");
+    if (!num_nodes && x.cols > 0) num_nodes = x.rows;  // the features fix the node count
+    kernels::EdgeList edges = edges_from_request(in, num_nodes);
+    const std::int64_t n = edges.num_nodes, e = edges.num_edges(), f = x.cols;
+    const std::string id = graphs_.add(std::move(edges), graph_owner(req), std::move(x));
+    send_json(res, 200, {{"id", id}, {"num_nodes", n}, {"num_edges", e}, {"feature_len", f}, {"version", 0}});
+  });
+}
+
+void HttpRoutes::post_graph_update(const Req& req, Res& res) {
+  guarded(res, [&] {
+    check_infer_token(req.get_header_value("Authorization"), options_.infer_token);
+    admission_.check_serving();
+    const InferRequest in =
+        parse_infer_request(req.body, header_length(req, req.body.size()), false, req.body_readable_past_end);
+    const GraphUpdate u = graph_update_from_request(in);
+    const std::string id = req.matches[1];
+    send_json(res, 200, update_json(id, graphs_.update(id, graph_owner(req), u)));
   });
 }
 
@@ -336,11 +389,13 @@ void HttpRoutes::get_admin_graphs(const Req& req, Res& res) {
     const GraphRegistryLimits& l = graphs_.limits();
     return json{{"graphs", graphs},
                 {"bytes", graphs_.bytes()},
+                {"activation_bytes", graphs_.activation_bytes()},
                 {"limits",
                  {{"max_graphs", l.max_graphs},
                   {"max_bytes", l.max_bytes},
                   {"idle_ttl_s", l.idle_ttl_s},
                   {"owner_share", l.owner_share},
+                  {"max_activation_bytes", l.max_activation_bytes},
                   {"address_share", l.address_share}}}};
   });
 }

@@ -101,6 +101,7 @@ class HttpRoutes {
 
   // Graph registration.
   void post_graph(const Req& req, Res& res);
+  void post_graph_update(const Req& req, Res& res);
   void delete_graph(const Req& req, Res& res);
   void get_graphs(const Req& req, Res& res);     // the caller's graphs (Dype-Graph-Owner, else its address)
   void delete_graphs(const Req& req, Res& res);  // all of them

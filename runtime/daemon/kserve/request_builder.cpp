@@ -4,6 +4,8 @@
 #include <chrono>
 #include <cmath>
 #include <cstring>
+#include <future>
+#include <optional>
 #include <span>
 
 #include "common/error.h"
@@ -47,12 +49,14 @@ bool copy_all_finite(std::span<const float> in, std::vector<float>& out) {
   return any == 0;
 }
 
+}  // namespace
+
 HostTensor features(const Tensor& x, std::int64_t cols_expected, const char* cols_name) {
   if (x.shape.size() != 2)
-    throw InputError("input 'x'", "must have rank 2 [rows, " + std::string(cols_name) + "], got rank " +
+    throw InputError("input '" + x.name + "'", "must have rank 2 [rows, " + std::string(cols_name) + "], got rank " +
                                       std::to_string(x.shape.size()));
   if (x.shape[1] != cols_expected)
-    throw InputError("input 'x'", "shape[1] is " + std::to_string(x.shape[1]) + ", the model expects " +
+    throw InputError("input '" + x.name + "'", "shape[1] is " + std::to_string(x.shape[1]) + ", the model expects " +
                                       std::string(cols_name) + " = " + std::to_string(cols_expected));
   std::vector<float> scratch;
   const std::span<const float> in = x.f32_span(scratch);
@@ -70,11 +74,13 @@ HostTensor features(const Tensor& x, std::int64_t cols_expected, const char* col
   if (!finite) {
     const std::size_t i = first_non_finite(v);
     const auto c = static_cast<std::size_t>(x.shape[1]);
-    throw InputError("input 'x'[" + std::to_string(i / c) + "][" + std::to_string(i % c) + "]",
+    throw InputError("input '" + x.name + "'[" + std::to_string(i / c) + "][" + std::to_string(i % c) + "]",
                      std::string("is ") + (std::isnan(v[i]) ? "NaN" : "infinite") + "; features must be finite");
   }
   return make_tensor(x.shape[0], x.shape[1], std::move(v));
 }
+
+namespace {
 
 // Views the request's bytes in place where it can (see Tensor::f32_span); scratch holds a copy otherwise.
 std::optional<std::span<const float>> optional_f32(const InferRequest& in, const char* name, std::int64_t expected,
@@ -115,16 +121,52 @@ kernels::EdgeList edges_from_request(const InferRequest& in, std::optional<std::
   throw InputError("inputs", "a graph needs edge_index [2, E] or indptr + indices");
 }
 
-Request build_request(const Model& model, const InferRequest& in, GraphRegistry& graphs) {
+namespace {
+
+void check_input_names(const InferRequest& in) {
   for (const Tensor& t : in.inputs) {
-    static const char* known[] = {"x", "edge_index", "edge_weight", "indptr", "indices", "values", "window"};
+    static const char* known[] = {"x", "edge_index", "edge_weight", "indptr", "indices", "values", "window", "node_ids"};
     bool ok = false;
     for (const char* k : known) ok = ok || t.name == k;
     if (!ok) throw InputError("input '" + t.name + "'", "not an input of this model");
   }
-  const Tensor& xt = need(in, "x");
+}
+
+// input node_ids INT64 [m]: the rows to answer with, in their order, each in [0, nodes).
+std::vector<std::int64_t> node_ids_of(const InferRequest& in, std::int64_t nodes) {
+  const Tensor* t = in.find("node_ids");
+  if (!t) return {};
+  if (t->shape.size() != 1) throw InputError("input 'node_ids'", "must have rank 1 [m]");
+  if (t->shape[0] < 1) throw InputError("input 'node_ids'", "must name at least one node");
+  std::vector<std::int64_t> scratch;
+  const std::span<const std::int64_t> ids = t->i64_span(scratch);
+  for (std::size_t i = 0; i < ids.size(); ++i)
+    if (ids[i] < 0 || ids[i] >= nodes)
+      throw InputError("input 'node_ids'[" + std::to_string(i) + "]",
+                       "node " + std::to_string(ids[i]) + " out of range [0, " + std::to_string(nodes) + ")");
+  return {ids.begin(), ids.end()};
+}
+
+std::optional<std::uint64_t> graph_version_of(const InferRequest& in) {
+  const std::optional<std::int64_t> v = in.int_parameter("graph_version");
+  if (!v) return std::nullopt;
+  if (*v < 0) throw InputError("parameters.graph_version", "is " + std::to_string(*v) + ", must be >= 0");
+  if (!in.string_parameter("graph_id"))
+    throw InputError("parameters.graph_version", "names a version of a registered graph: give parameters.graph_id too");
+  return static_cast<std::uint64_t>(*v);
+}
+
+void check_no_graph_tensors(const InferRequest& in) {
+  if (in.find("edge_index") || in.find("indptr")) throw InputError("parameters.graph_id", "given together with graph tensors");
+}
+
+}  // namespace
+
+Request build_request(const Model& model, const InferRequest& in, GraphRegistry& graphs) {
+  check_input_names(in);
   if (!model.is_gnn()) {
-    HostTensor x = features(xt, model.spec().d_model, "d_model");
+    if (in.find("node_ids")) throw InputError("input 'node_ids'", "not an input of this model (a transformer has no nodes)");
+    HostTensor x = features(need(in, "x"), model.spec().d_model, "d_model");
     std::optional<std::int64_t> window = in.int_parameter("window");
     if (const Tensor* w = in.find("window")) {
       if (window) throw InputError("window", "given both as parameter and input");
@@ -138,28 +180,37 @@ Request build_request(const Model& model, const InferRequest& in, GraphRegistry&
     validate_request(model, r);
     return r;
   }
-  HostTensor x = features(xt, model.spec().in_features, "in_features");
-  std::shared_ptr<const Graph> g;
-  if (auto id = in.string_parameter("graph_id")) {
-    if (in.find("edge_index") || in.find("indptr")) throw InputError("parameters.graph_id", "given together with graph tensors");
-    const std::int64_t n = graphs.num_nodes(*id);
-    if (n != x.rows)
-      throw InputError("input 'x'", "has " + std::to_string(x.rows) + " rows, graph '" + *id + "' has " +
-                                        std::to_string(n) + " nodes");
-    g = graphs.graph_for(*id, model);
+  const std::optional<std::string> id = in.string_parameter("graph_id");
+  const std::optional<std::uint64_t> version = graph_version_of(in);
+  Request r;
+  if (id && !in.find("x")) {  // the graph's stored features, at one version
+    check_no_graph_tensors(in);
+    GraphRegistry::Stored s = graphs.stored(*id, model, version);
+    r = Request::gnn(std::move(s.graph), std::move(s.x));
   } else {
-    // x fixes the node count: an edge id >= rows is out of range, not a bigger graph.
-    g = normalise_for(edges_from_request(in, x.rows), model);
+    HostTensor x = features(need(in, "x"), model.spec().in_features, "in_features");
+    std::shared_ptr<const Graph> g;
+    if (id) {
+      check_no_graph_tensors(in);
+      const std::int64_t n = graphs.num_nodes(*id);
+      if (n != x.rows)
+        throw InputError("input 'x'", "has " + std::to_string(x.rows) + " rows, graph '" + *id + "' has " +
+                                          std::to_string(n) + " nodes");
+      g = graphs.graph_for(*id, model, version);
+    } else {
+      // x fixes the node count: an edge id >= rows is out of range, not a bigger graph.
+      g = normalise_for(edges_from_request(in, x.rows), model);
+    }
+    r = Request::gnn(std::move(g), std::move(x));
   }
-  Request r = Request::gnn(std::move(g), std::move(x));
   validate_request(model, r);
+  r.set_rows_wanted(node_ids_of(in, r.graph()->nodes));
   return r;
 }
 
-Request prepare_infer(InferenceService& service, GraphRegistry& graphs, const std::string& model,
-                      const InferRequest& in, std::vector<std::string>* outputs,
-                      std::shared_ptr<const CancelToken> cancel) {
-  const ModelInfo info = service.model(model);
+namespace {
+// The outputs an inference asks for (every output the model serves when it names none).
+std::vector<std::string> requested_outputs(const ModelInfo& info, const InferRequest& in) {
   std::vector<std::string> names;
   for (const RequestedOutput& o : in.outputs) {
     bool served = false;
@@ -167,12 +218,21 @@ Request prepare_infer(InferenceService& service, GraphRegistry& graphs, const st
     if (!served) {
       std::string list;
       for (const TensorSpec& t : info.outputs) list += (list.empty() ? "" : ", ") + t.name;
-      throw InputError("outputs", "model '" + model + "' has no output '" + o.name + "' (its outputs: " + list + ")");
+      throw InputError("outputs", "model '" + info.name + "' has no output '" + o.name + "' (its outputs: " + list + ")");
     }
     names.push_back(o.name);
   }
   if (names.empty())
     for (const TensorSpec& t : info.outputs) names.push_back(t.name);
+  return names;
+}
+}  // namespace
+
+Request prepare_infer(InferenceService& service, GraphRegistry& graphs, const std::string& model,
+                      const InferRequest& in, std::vector<std::string>* outputs,
+                      std::shared_ptr<const CancelToken> cancel) {
+  const ModelInfo info = service.model(model);
+  std::vector<std::string> names = requested_outputs(info, in);
   if (outputs) *outputs = std::move(names);
   Request request = build_request(*info.model, in, graphs);
   check_inputs_read(in);
@@ -180,10 +240,34 @@ Request prepare_infer(InferenceService& service, GraphRegistry& graphs, const st
   return request;
 }
 
+std::optional<HostTensor> answer_from_graph(InferenceService& service, GraphRegistry& graphs, const std::string& model,
+                                            const InferRequest& in, std::vector<std::string>* outputs,
+                                            std::int64_t* version) {
+  const std::optional<std::string> id = in.string_parameter("graph_id");
+  if (!id || in.find("x")) return std::nullopt;
+  const ModelInfo info = service.model(model);
+  if (!info.model->is_gnn()) return std::nullopt;
+  check_input_names(in);
+  check_no_graph_tensors(in);
+  std::vector<std::string> names = requested_outputs(info, in);
+  const std::vector<std::int64_t> rows = node_ids_of(in, graphs.num_nodes(*id));
+  std::optional<HostTensor> y = graphs.answer_kept(*id, info.name, info.model, rows, graph_version_of(in), nullptr);
+  if (!y) return std::nullopt;
+  if (outputs) *outputs = std::move(names);
+  if (version) *version = info.version;
+  return y;
+}
+
 std::future<HostTensor> submit_infer(InferenceService& service, GraphRegistry& graphs, const std::string& model,
                                      const InferRequest& in, std::chrono::steady_clock::time_point* submitted,
                                      std::int64_t* version, std::vector<std::string>* outputs,
                                      std::shared_ptr<const CancelToken> cancel) {
+  if (std::optional<HostTensor> kept = answer_from_graph(service, graphs, model, in, outputs, version)) {
+    if (submitted) *submitted = std::chrono::steady_clock::now();
+    std::promise<HostTensor> answered;
+    answered.set_value(std::move(*kept));
+    return answered.get_future();
+  }
   Request request = prepare_infer(service, graphs, model, in, outputs, std::move(cancel));
   if (submitted) *submitted = std::chrono::steady_clock::now();
   return service.infer(model, std::move(request), version);

@@ -1,7 +1,10 @@
 #pragma once
 // Protocol tensors -> rt::Request, with every check a network input needs (PyG conventions):
 //   GNN:          x FP32 [N, F] and one of edge_index INT64 [2, E] (+ edge_weight FP32 [E]),
-//                 indptr + indices INT64 (+ values FP32), or parameters.graph_id (registered).
+//                 indptr + indices INT64 (+ values FP32), or parameters.graph_id (registered);
+//                 with graph_id and no x, the features stored with the graph (and
+//                 parameters.graph_version, when given, must be the graph's current version);
+//                 node_ids INT64 [m]: answer those rows only, in that order.
 //   transformer:  x FP32 [seq_len, d_model] and parameters.window (or input window INT64 [1]).
 // Index checks come from graph/edge_index.h; NaN/Inf features are refused.
 #include <chrono>
@@ -15,6 +18,10 @@
 namespace dype::rt::daemon {
 
 Request build_request(const Model& model, const InferRequest& in, GraphRegistry& graphs);
+
+// Input x FP32 [rows, cols_expected] copied out, every value finite (InputError naming the row and
+// column otherwise; cols_name names the width in the message).
+HostTensor features(const Tensor& x, std::int64_t cols_expected, const char* cols_name);
 
 // Graph tensors only (edge_index or CSR), for registration. num_nodes: parameters.num_nodes or
 // inferred from the ids.
@@ -55,6 +62,14 @@ std::future<HostTensor> submit_infer(InferenceService& service, GraphRegistry& g
 Request prepare_infer(InferenceService& service, GraphRegistry& graphs, const std::string& model,
                       const InferRequest& in, std::vector<std::string>* outputs,
                       std::shared_ptr<const CancelToken> cancel = nullptr);
+
+// An inference over a registered graph's stored features (graph_id and no x) of a GNN, answered
+// from the activations the registry keeps for it, without the engine: the answer (rows node_ids),
+// the outputs to answer with into `outputs` (as prepare_infer), the model version into `version`.
+// nullopt when the engine runs it (not such a request, or the activations over their bound).
+std::optional<HostTensor> answer_from_graph(InferenceService& service, GraphRegistry& graphs, const std::string& model,
+                                            const InferRequest& in, std::vector<std::string>* outputs,
+                                            std::int64_t* version);
 
 // A token that expires at `deadline` (and with `parent`), or none when there is neither: what a
 // front end ties a request to so that the engine stops running it once its client stopped waiting.
