@@ -411,6 +411,11 @@ Engine::PlanningState Engine::planning_state() const {
   return {controller_.planned_for(), controller_.mode(), controller_.left_out_devices()};
 }
 
+DriftWatch Engine::drift_watch() const {
+  std::lock_guard sl(submit_mu_);
+  return controller_.drift_watch();
+}
+
 std::vector<StageStats> Engine::stage_stats() const {
   std::shared_ptr<Pipeline> p;
   {

@@ -179,6 +179,8 @@ class Engine {
   PlanningState planning_state() const;
   // Per-stage figures of the current pipeline.
   std::vector<StageStats> stage_stats() const;
+  // What the drift detector watches now, with its thresholds.
+  DriftWatch drift_watch() const;
 
  private:
   // Builds d.spec beside the current pipeline and routes new requests to it (under submit_mu_).

@@ -157,4 +157,28 @@ void DriftDetector::observe_stage_time(int stage, double predicted_s, double mea
   }
 }
 
+DriftWatch DriftDetector::watch() const {
+  DriftWatch w;
+  w.options = options_;
+  w.streak = streak_;
+  w.streak_field = streak_field_;
+  w.window_requests = static_cast<int>(recent_.size());
+  for (const Field& f : kFields) {
+    const double base = f.get(baseline_);
+    double recent = base;
+    if (!recent_.empty()) {
+      recent = 0.0;
+      for (const Characteristics& c : recent_) recent += f.get(c);
+      recent /= static_cast<double>(recent_.size());
+    }
+    w.fields.push_back({f.name, base, recent, rel(recent, base)});
+  }
+  for (std::size_t i = 0; i < stages_.size(); ++i) {
+    const StageRatio& s = stages_[i];
+    const double latest = s.samples.empty() ? 0.0 : s.samples.back();
+    w.stages.push_back({static_cast<int>(i), s.base, latest, s.base > 0.0 ? latest / s.base - 1.0 : 0.0});
+  }
+  return w;
+}
+
 }  // namespace dype::rt

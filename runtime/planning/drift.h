@@ -31,6 +31,30 @@ struct DriftSignal {
   Characteristics target;      // what to plan for (mean of the sustained requests)
 };
 
+// What the detector watches now, for an operator's view (the daemon's status page): each
+// characteristic's value when planned against the mean of the recent window, and each stage's
+// measured/predicted ratio when planned against the latest; `options` holds the thresholds.
+struct DriftWatch {
+  struct Field {
+    std::string name;       // "nnz"
+    double baseline = 0.0;  // what the current plan was made for
+    double recent = 0.0;    // mean over the recent window (the baseline before any request)
+    double change = 0.0;    // recent relative to baseline, as the threshold is applied
+  };
+  struct Stage {
+    int stage = 0;
+    double planned_ratio = 0.0;  // measured/predicted over the first window after the plan (0: not yet)
+    double recent_ratio = 0.0;   // the latest sample's
+    double change = 0.0;         // recent / planned - 1 (0 before the planned ratio is known)
+  };
+  std::vector<Field> fields;
+  std::vector<Stage> stages;
+  int streak = 0;            // consecutive requests beyond the threshold
+  std::string streak_field;  // the characteristic that moved most on the latest of them
+  int window_requests = 0;   // requests in the recent window
+  DriftOptions options;
+};
+
 class DriftDetector {
  public:
   explicit DriftDetector(DriftOptions options = {}, Characteristics baseline = {});
@@ -47,6 +71,7 @@ class DriftDetector {
   void rebase(const Characteristics& baseline, std::uint64_t request_index);
   const Characteristics& baseline() const { return baseline_; }
   const DriftOptions& options() const { return options_; }
+  DriftWatch watch() const;
 
  private:
   DriftOptions options_;

@@ -124,6 +124,8 @@ class ReplanController {
   const Characteristics& planned_for() const { return planned_for_; }
   std::set<std::string> left_out_devices() const { return left_out(); }
   const PipelineSpec& spec() const { return current_; }
+  // The drift detector's current view (thresholds, baseline, recent window).
+  DriftWatch drift_watch() const { return drift_.watch(); }
   const std::deque<ReplanRecord>& records() const { return records_; }
   // Every re-plan by (cause, swapped), including records no longer kept.
   const std::map<std::pair<std::string, bool>, std::uint64_t>& counts() const { return counts_; }
