@@ -24,7 +24,11 @@ packages=(
   # it is netlib's reference BLAS (measured 30-60x slower here), which would make every PyTorch peer
   # in bench/ a straw man. OpenBLAS takes over the alternative when installed.
   libopenblas0-pthread
+  chromium  # the status page's browser test (tests/e2e/status_page_browser.py), headless
 )
+# npm fetches the status page's chart library (below); Debian's npm brings nodejs. A node from
+# elsewhere that ships its own npm is used as it is.
+if ! command -v npm >/dev/null 2>&1; then packages+=(npm); fi
 
 missing=()
 for p in "${packages[@]}"; do
@@ -35,12 +39,33 @@ done
 
 if ((${#missing[@]} == 0)); then
   echo "setup: all ${#packages[@]} packages present"
-  exit 0
+else
+  echo "setup: installing ${missing[*]}"
+  SUDO=""
+  if [[ $(id -u) -ne 0 ]]; then SUDO="sudo"; fi
+  export DEBIAN_FRONTEND=noninteractive
+  $SUDO apt-get update -qq
+  $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}"
 fi
 
-echo "setup: installing ${missing[*]}"
-SUDO=""
-if [[ $(id -u) -ne 0 ]]; then SUDO="sudo"; fi
-export DEBIAN_FRONTEND=noninteractive
-$SUDO apt-get update -qq
-$SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}"
+# npm packages the build embeds (the status page's chart library): each tarball at the version
+# pinned in third_party/npm-packages.lock, fetched once into third_party/npm/ and checked against
+# the pinned integrity; the build then needs no network.
+root="$(cd "$(dirname "$0")/.." && pwd)"
+vendor="$root/third_party/npm"
+mkdir -p "$vendor"
+while read -r name version integrity _; do
+  [[ -z "$name" || "$name" == \#* ]] && continue
+  tgz="$vendor/$name-$version.tgz"
+  if [[ ! -s "$tgz" ]]; then
+    echo "setup: npm pack $name@$version"
+    (cd "$vendor" && npm pack --silent "$name@$version" >/dev/null)
+  fi
+  got="sha512-$(openssl dgst -sha512 -binary "$tgz" | base64 -w0)"
+  if [[ "$got" != "$integrity" ]]; then
+    rm -f "$tgz"
+    echo "setup: $name-$version.tgz does not match its pinned integrity ($got)" >&2
+    exit 1
+  fi
+done < "$root/third_party/npm-packages.lock"
+echo "setup: npm packages in third_party/npm/ match third_party/npm-packages.lock"

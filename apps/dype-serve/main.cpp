@@ -217,7 +217,10 @@ int main(int argc, char** argv) {
   app.add_option("--metrics-port", ho.metrics_port, "Prometheus metrics port (0: ephemeral, -1: off)");
   app.add_option("--host", ho.host, "address to listen on");
   app.add_option("--admin-token-file", token_file, "file holding the admin API token (admin API off without it)");
-  std::string infer_token_file;
+  std::string infer_token_file, ui_token_file;
+  app.add_option("--ui-token-file", ui_token_file,
+                 "file holding a token the status page's data (GET /v2/dype/status) needs: open the page as "
+                 "/ui/#token=<token> (the page at /ui/ is open to anyone on the HTTP port without it)");
   app.add_option("--infer-token-file", infer_token_file,
                  "file holding an inference token: infer and graph requests (HTTP Authorization: Bearer, gRPC "
                  "'authorization' metadata) must carry it (open without it)");
@@ -336,6 +339,7 @@ int main(int argc, char** argv) {
   try {
     if (!token_file.empty()) ho.admin_token = read_token_file(token_file, "admin");
     if (!infer_token_file.empty()) ho.infer_token = read_token_file(infer_token_file, "inference");
+    if (!ui_token_file.empty()) ho.ui_token = read_token_file(ui_token_file, "status page");
     ho.tls = load_tls_identity(tls_cert, tls_key);  // both or neither; checked before models load
     // The built-in default may be absent (binary moved away from its source tree): then the devices'
     // own models, said in the log; a folder given on the command line must exist.
@@ -437,6 +441,8 @@ int main(int argc, char** argv) {
     spdlog::info("dype-serve: {} on {}:{}, gRPC{} on port {}, metrics (plain HTTP) on port {}, mode {}",
                  ho.tls ? "HTTPS" : "HTTP", ho.host, http.http_port(), ho.tls ? " over TLS" : "", grpc ? grpc->port() : -1,
                  http.metrics_port(), service.mode());
+    spdlog::info("status page: {}://{}:{}/ui/{}", ho.tls ? "https" : "http", ho.host, http.http_port(),
+                 ho.ui_token.empty() ? "" : "#token=<the --ui-token-file token>");
     // --model-control-mode poll: a thread looks at the repositories and follows their changes.
     std::jthread poller;
     if (control_mode == "poll") {

@@ -110,6 +110,8 @@ std::shared_ptr<EngineService::Served> EngineService::make_served(const ServedMo
   // Given before the first pipeline is built: add_observer would reach only pipelines built after a
   // re-plan, and the models would not refine until then.
   if (fitted) eo.observers.push_back(fitted);
+  s->epochs = std::make_shared<EpochObserver>();
+  eo.observers.push_back(s->epochs);
   if (!system_->config().hosts.empty()) {
     if (!options_.remote_stages)
       throw InputError("system.hosts", "the system spans hosts but this daemon has no remote stage support");
@@ -319,6 +321,8 @@ AdminHooks admin_hooks(EngineService& service) {
     return service.choose_images(m, horizon, apply);
   };
   h.devices = [&service] { return service.devices(); };
+  h.status = [&service] { return service.status(); };
+  h.status_devices = [&service] { return service.status_devices(); };
   if (!service.system().config().hosts.empty()) {
     h.hosts = [&service] { return service.hosts(); };
     h.host_devices = [&service](const std::string& host) { return service.host_devices(host); };

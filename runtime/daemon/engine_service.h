@@ -23,6 +23,7 @@
 #include "runtime/daemon/service.h"
 #include "runtime/planning/device_planning.h"
 #include "runtime/engine.h"
+#include "runtime/epoch_observer.h"
 #include "runtime/host_directory.h"
 #include "runtime/planning/planner.h"
 #include "runtime/utilisation_observer.h"
@@ -134,6 +135,15 @@ class EngineService final : public InferenceService {
   nlohmann::json choose_images(const std::string& model, double horizon, bool apply);
   nlohmann::json devices() const;  // kind, planned as, backend, bitstream, drained, energy
 
+  // The status page's figures (engine_service_status.cpp). status(): what may be read while an
+  // admin change runs: per model its plan with predicted and measured stage times, the latest
+  // re-plans, throughput per plan epoch and what the drift detector watches; each device's busy
+  // time. status_devices(): what must wait for one to finish (AdminApi calls it between calls):
+  // devices() and, per model, the Pareto front of its current workload with its plan marked.
+  static constexpr std::size_t kStatusReplans = 64;  // re-plans per model in status()
+  nlohmann::json status() const;
+  nlohmann::json status_devices() const;
+
   // Model management while serving (engine_service_models.cpp; the Open Inference Protocol's
   // model repository extension). Each repository model with its state: READY (and the version
   // served) or UNAVAILABLE (and why, when a load failed).
@@ -172,6 +182,7 @@ class EngineService final : public InferenceService {
     std::string mode;  // the objective the engine was built with
     std::string fingerprint;  // its repository folder's when loaded; empty: not from a repository
     std::optional<DynamicBatching> batching;
+    std::shared_ptr<EpochObserver> epochs;  // answered requests per plan epoch (the status page)
     ModelInfo info() const;
   };
   // A model as served: its planner and engine, planned for m.plan_for in the current mode.
@@ -213,7 +224,7 @@ class EngineService final : public InferenceService {
   std::unique_ptr<DeviceAdmin> devices_;  // drain, undrain, bitstreams (device_admin.h)
 };
 
-// Admin hooks for AdminApi backed by this service (drain, Pareto, bitstreams, devices).
+// Admin hooks for AdminApi backed by this service (drain, Pareto, bitstreams, devices, status).
 AdminHooks admin_hooks(EngineService& service);
 
 }  // namespace dype::rt::daemon

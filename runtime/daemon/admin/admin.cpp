@@ -1,6 +1,7 @@
 #include "runtime/daemon/admin/admin.h"
 
 #include <cctype>
+#include <chrono>
 #include <filesystem>
 #include <fstream>
 
@@ -117,6 +118,29 @@ json AdminApi::devices() {
   std::lock_guard lock(mu_);
   if (!hooks_.devices) throw NotSupported("device listing is not supported by this runtime");
   return hooks_.devices();
+}
+
+json AdminApi::status() {
+  if (!hooks_.status || !hooks_.status_devices) throw NotSupported("the status page is not supported by this runtime");
+  json out = hooks_.status();
+  const auto now = std::chrono::steady_clock::now();
+  std::lock_guard copy(status_mu_);
+  // Read again at most once a second (every open page polls), and only between admin calls.
+  if (status_devices_.is_null() || now - status_devices_at_ >= std::chrono::seconds(1)) {
+    std::unique_lock lock(mu_, std::try_to_lock);
+    if (lock.owns_lock()) {
+      status_devices_ = hooks_.status_devices();
+      status_devices_at_ = now;
+    }
+  }
+  if (status_devices_.is_null()) {
+    out["devices"] = json::array();  // an admin call has held them since start: not read yet
+    out["devices_age_s"] = nullptr;
+    return out;
+  }
+  for (const auto& [k, v] : status_devices_.items()) out[k] = v;
+  out["devices_age_s"] = std::chrono::duration<double>(now - status_devices_at_).count();
+  return out;
 }
 
 json AdminApi::load_bitstream(const std::string& device, const std::string& path) {

@@ -6,6 +6,7 @@
 //   AdminApi admin(service, admin_hooks(engine_service), "s3cret", "configs/bitstreams");
 //   admin.authorize(request_header("Authorization"));   // Unauthorized unless "Bearer s3cret"
 //   json j = admin.load_bitstream("fpga0", "u280-sextans-gemm.yaml");
+#include <chrono>
 #include <functional>
 #include <memory>
 #include <mutex>
@@ -28,6 +29,10 @@ struct AdminHooks {
   std::function<nlohmann::json(const std::string& device)> unload_bitstream;
   std::function<nlohmann::json(const std::string& model, double horizon, bool apply)> choose_images;
   std::function<nlohmann::json()> devices;
+  // The status page (status()): what may be read while an admin change runs, and what is read only
+  // between admin calls (devices and their images, Pareto fronts: a change swaps them).
+  std::function<nlohmann::json()> status;
+  std::function<nlohmann::json()> status_devices;
   // The model repository extension: index, load (optionally with config.yaml text), unload.
   std::function<nlohmann::json()> repository_index;
   std::function<nlohmann::json(const std::string& model, const std::optional<std::string>& config)> load_model;
@@ -85,6 +90,10 @@ class AdminApi {
   nlohmann::json join_host(const std::string& authorization, const std::string& host, const std::string& address,
                            const nlohmann::json& devices);
   nlohmann::json repository_index();
+  // What the status page shows (GET /v2/dype/status), for anyone the caller let through (no admin
+  // token: the page is read-only). Never waits behind an admin call: while one runs, the devices
+  // and Pareto fronts are the ones read after the last call (devices_age_s says how old).
+  nlohmann::json status();
   nlohmann::json load_model(const std::string& model, const std::optional<std::string>& config);
   nlohmann::json unload_model(const std::string& model);
 
@@ -111,6 +120,9 @@ class AdminApi {
   std::mutex mu_;  // admin calls run one at a time
   std::shared_ptr<OperatorStateFile> state_file_;
   OperatorState state_;  // what has been saved (under mu_)
+  std::mutex status_mu_;  // the status page's copy of hooks_.status_devices(), and when it was read
+  nlohmann::json status_devices_;
+  std::chrono::steady_clock::time_point status_devices_at_{};
   void save_state();     // under mu_
 };
 

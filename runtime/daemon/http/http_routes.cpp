@@ -149,6 +149,7 @@ void HttpRoutes::add_to(HttpRouter& r) {
   r.add("POST", "/v2/dype/admin/images", route(&HttpRoutes::post_admin_images));
   r.add("GET", "/v2/dype/admin/graphs", route(&HttpRoutes::get_admin_graphs));
   add_shared_memory_to(r);
+  add_status_to(r);
   r.add("POST", "/v2/repository/index", route(&HttpRoutes::post_repository_index));
   r.add("POST", "/v2/repository/models/([^/]+)/load", route(&HttpRoutes::post_repository_load));
   r.add("POST", "/v2/repository/models/([^/]+)/unload", route(&HttpRoutes::post_repository_unload));

@@ -58,6 +58,9 @@ class HttpRoutes {
   void add_to(HttpRouter& router);
   // GET /metrics.
   void add_metrics_to(HttpRouter& router);
+  // The status page: GET / and /ui (to /ui/), /ui/{file}, and the JSON it polls, GET /v2/dype/status
+  // (http_status_page.cpp).
+  void add_status_to(HttpRouter& router);
   // The shared-memory regions infer requests may name (none: shared memory is refused).
   void set_shared_memory(SharedMemoryRegistry* shm) { shm_ = shm; }
   // The transport whose connection counters /metrics reports (may stay unset).
@@ -98,6 +101,11 @@ class HttpRoutes {
   void post_shm_unregister(const Req& req, Res& res, bool cuda);
   // The client a region belongs to (graph_owner's id); with the infer token checked.
   std::string shm_owner(const Req& req) const;
+
+  // The status page (http_status_page.cpp): its built-in files, and what it shows (the
+  // --ui-token-file token checked when set).
+  void get_status_file(const Req& req, Res& res) const;
+  void get_status(const Req& req, Res& res);
 
   // Graph registration.
   void post_graph(const Req& req, Res& res);

@@ -27,6 +27,7 @@ struct ServerOptions {
   std::string admin_token;                     // empty: admin API refuses every call (401)
   bool allow_client_shm = false;               // the shared-memory extensions (--allow-client-shm)
   std::string infer_token;                     // non-empty: infer and graph routes need it (401)
+  std::string ui_token;                        // non-empty: GET /v2/dype/status needs it (401)
   std::string bitstream_dir;                   // admin bitstream paths must resolve inside it
   std::string state_dir;                       // operator state kept across restarts (empty: not kept)
   std::optional<TlsIdentity> tls;              // set: the HTTP port speaks HTTPS only (metrics stay plain)
