@@ -48,6 +48,8 @@ metrics=$(port metrics)
 client=("$bin/dype-client" --http-port "$http" --metrics-port "$metrics")
 admin=("${client[@]}" admin --token-file "$work/token")
 sed 's/^/  serve| /' "$work/serve.log"
+echo "== status page (plan, devices, re-plans, Pareto front, drift; updates every second while the demo runs):"
+echo "   http://127.0.0.1:$http/ui/"
 
 # Pretty-printers for the admin API's JSON answers.
 cat > "$work/show.py" <<'PY'
