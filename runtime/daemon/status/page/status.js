@@ -280,8 +280,9 @@
       v.paretoNote.textContent = "read between admin calls: not read yet";
     } else {
       const c = pareto.characteristics;
-      v.paretoNote.textContent = plans.length + " plans on the front for nodes " + num(c.nodes, 0) + ", nnz " +
-        num(c.nnz, 0) + ", features " + c.feature_len + (c.seq_len ? ", seq " + c.seq_len + ", window " + c.window : "") +
+      const what = [["nodes", c.nodes], ["nnz", c.nnz], ["features", c.feature_len], ["seq", c.seq_len],
+                    ["window", c.window]].filter((x) => x[1]).map((x) => x[0] + " " + num(x[1], 0)).join(", ");
+      v.paretoNote.textContent = plans.length + " plans on the front for " + what +
         (pareto.current_on_front ? "; current plan " + pareto.current + " marked in red"
                                  : "; current plan " + pareto.current + " is not on this front");
     }
