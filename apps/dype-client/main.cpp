@@ -5,6 +5,9 @@
 //   dype-client stream --model gcn --requests 400 --rate 50 --concurrency 4
 //                      --drift 0:2000x8000,200:4000x120000    (at request 200 the graph changes)
 //   dype-client stream --model gcn --dir graphs/ --per-file 100 --protocol grpc   (one phase per file)
+//   dype-client stream --model gcn --updates drift --update-drift 0:2,300:5000 --requests 400
+//                      --graph deps.mtx       (a streaming graph: updates, each with its answer)
+//   dype-client stream --model gcn --updates updates.txt --nodes 2000 --edges 8000
 //   dype-client admin  --token-file tok plan | mode energy | pareto | devices | drain gpu0 | undrain gpu0 |
 //                      load-bitstream fpga0 u280-sextans-swat.yaml | unload-bitstream fpga0 |
 //                      choose-images [HORIZON [apply]]   (the FPGA images --model's plan wants)
@@ -40,6 +43,7 @@
 #include "infer.h"
 #include "shm_region.h"
 #include "transport.h"
+#include "update_stream.h"
 #include "workload.h"
 
 using namespace dype;
@@ -393,6 +397,22 @@ int main(int argc, char** argv) {
                    "x and y through system shared-memory regions (dype-serve --allow-client-shm): each phase's x "
                    "written once into a region, each worker's y answered into its own");
   stream->add_option("--seed", seed);
+  UpdateStreamOptions updates;
+  std::string update_graph;
+  std::int64_t update_nodes = 2000, update_edges = 8000;
+  auto* updates_opt = stream->add_option(
+      "--updates", updates.updates_file,
+      "a streaming graph: register the graph with its features, then send updates, each followed by the answer for the "
+      "nodes it changed: an update file (docs/streaming-graphs.md gives its format) or 'drift' (generated: "
+      "--update-drift)");
+  updates_opt->excludes("--dir")->excludes("--whole-graphs")->excludes("--shm");
+  stream->add_option("--update-drift", updates.drift,
+                     "with --updates drift: at_update:EDGES, comma separated (each update adds EDGES random edges)");
+  stream->add_option("--graph", update_graph, "with --updates: the graph file (default: generated, --nodes/--edges)");
+  stream->add_option("--nodes", update_nodes, "with --updates: nodes of the generated graph");
+  stream->add_option("--edges", update_edges, "with --updates: edges of the generated graph");
+  bool no_answer = false;
+  stream->add_flag("--no-answer", no_answer, "with --updates: send only the updates, no inference after each");
 
   auto* graphs = app.add_subcommand("graphs", "the graphs this client (--graph-owner, else this address) registered");
   std::string graphs_action = "list";
@@ -422,6 +442,15 @@ int main(int argc, char** argv) {
     if (*infer) {
       io.protocol_name = protocol_name;
       return run_infer(*make_transport(protocol, ep, false), io);
+    }
+    if (*stream && !updates.updates_file.empty()) {
+      updates.model = model;
+      if (updates.updates_file == "drift") updates.updates_file.clear();
+      updates.updates = requests > 0 ? requests : 200;
+      updates.answer = !no_answer;
+      updates.seed = seed;
+      updates.graph = update_graph.empty() ? rt::random_graph(update_nodes, update_edges, seed) : read_graph_file(update_graph);
+      return run_update_stream(ep, protocol, updates);
     }
     if (*stream) {
       const bool from_dir = !dir.empty();

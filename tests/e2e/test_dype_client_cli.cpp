@@ -283,6 +283,36 @@ TEST_F(DypeClientCli, TlsCaOverHttpsAndGrpc) {
   https.stop();
 }
 
+// --updates: a streaming graph from an update file (and generated), each update answered for the
+// nodes it changed; the daemon's graph follows every update and is deleted at the end.
+TEST_F(DypeClientCli, UpdateFileAndDriftStreamAGraph) {
+  write(dir_ / "updates.txt",
+        "+ 3 7; + 4 9   # two edges\n"
+        "\n"
+        "- 3 7\n"
+        "n 1 2 3 4 5 6 7 8; + 100 0\n"
+        "x 5 0 0 0 0 0 0 0 1\n");
+  const Result r = run(ports_ + " stream --model gcn --updates " + (dir_ / "updates.txt").string() + " --nodes 100 --edges 300");
+  ASSERT_EQ(r.status, 0) << r.out;
+  EXPECT_NE(r.out.find("4 updates ok, 0 failed"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("update + answer p50"), std::string::npos) << r.out;
+  const Result d = run(ports_ + " --protocol grpc stream --model gcn --updates drift --update-drift 0:1,20:40 --requests 30 "
+                                "--nodes 100 --edges 300");
+  ASSERT_EQ(d.status, 0) << d.out;
+  EXPECT_NE(d.out.find("update 20: now 40 edges an update"), std::string::npos) << d.out;
+  EXPECT_NE(d.out.find("30 updates ok, 0 failed"), std::string::npos) << d.out;
+  EXPECT_EQ(graphs_.size(), 0u);
+  // A line that does not parse names the file, the update and the change; a refused update says why.
+  write(dir_ / "bad.txt", "+ 1 2\n+ 3\n");
+  const Result b = run(ports_ + " stream --model gcn --updates " + (dir_ / "bad.txt").string() + " --nodes 10 --edges 20");
+  EXPECT_EQ(b.status, 1) << b.out;
+  EXPECT_NE(b.out.find("bad.txt: update 2: change 0 ('+'): expects more numbers"), std::string::npos) << b.out;
+  write(dir_ / "absent.txt", "- 1 2\n");
+  const Result a = run(ports_ + " stream --model gcn --updates " + (dir_ / "absent.txt").string() + " --nodes 10 --edges 0");
+  EXPECT_EQ(a.status, 2) << a.out;
+  EXPECT_NE(a.out.find("remove_edges[0]: edge 1 -> 2 is not in the graph"), std::string::npos) << a.out;
+}
+
 TEST_F(DypeClientCli, BadInputNamesTheProblem) {
   struct Case {
     std::string args, says;

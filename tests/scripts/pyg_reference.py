@@ -155,6 +155,8 @@ def main():
     p.add_argument("--edges", type=int, default=300)
     p.add_argument("--dtype", choices=["F32", "F16", "BF16"], default="F32")
     p.add_argument("--seed", type=int, default=1)
+    p.add_argument("--graph", help="JSON with nodes, src, dst and x (row-major [nodes, in]): compute on this "
+                                   "graph instead of a generated one (the weights are the seed's all the same)")
     p.add_argument("--dir", required=True, help="model repository folder")
     p.add_argument("--name", required=True, help="model name (folder)")
     a = p.parse_args()
@@ -189,6 +191,13 @@ def main():
     src = torch.cat([src, torch.tensor([1, 2, 2])])  # loop edges, one node twice
     dst = torch.cat([dst, torch.tensor([1, 2, 2])])
     x = torch.randn(a.nodes, a.inp, generator=g)
+    if a.graph:
+        with open(a.graph) as f:
+            given = json.load(f)
+        a.nodes = given["nodes"]
+        src = torch.tensor(given["src"], dtype=torch.int64)
+        dst = torch.tensor(given["dst"], dtype=torch.int64)
+        x = torch.tensor(given["x"], dtype=torch.float32).reshape(a.nodes, a.inp)
     with torch.no_grad():
         y = model(x, src, dst)
     case = {"nodes": a.nodes, "src": src.tolist(), "dst": dst.tolist(),
