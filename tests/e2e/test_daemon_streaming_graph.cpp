@@ -9,6 +9,7 @@
 #include <gtest/gtest.h>
 
 #include "runtime/daemon/kserve/tensor.h"
+#include "runtime/daemon/proto/dype_graphs.grpc.pb.h"
 #include "runtime/daemon/proto/grpc_service.grpc.pb.h"
 #include "../test_served_daemon.h"
 
@@ -265,6 +266,63 @@ TEST_F(StreamingGraph, GrpcInferenceReadsTheStoredGraph) {
   const rt::HostTensor got = rt::make_tensor(3, 6, std::vector<float>(reinterpret_cast<const float*>(raw.data()),
                                                                       reinterpret_cast<const float*>(raw.data()) + 18));
   EXPECT_LT(rt::relative_error(got, rt::take_rows(truth_.answer(rt::ModelFamily::sage), want_ids)), 1e-5);
+}
+
+// dype.graphs over gRPC: registration with features, a stream of updates answered in order (a
+// refused one with its error, nothing applied, the stream going on), another owner refused.
+TEST_F(StreamingGraph, GrpcRegistersAndStreamsUpdates) {
+  auto channel = grpc::CreateChannel("127.0.0.1:" + std::to_string(daemon_->grpc->port()), grpc::InsecureChannelCredentials());
+  auto graphs = dype::graphs::DypeGraphs::NewStub(channel);
+  auto tensor = [](inference::ModelInferRequest& r, const std::string& name, const std::string& type,
+                   std::vector<std::int64_t> shape, const void* data, std::size_t bytes) {
+    auto* t = r.add_inputs();
+    t->set_name(name);
+    t->set_datatype(type);
+    for (auto d : shape) t->add_shape(d);
+    r.add_raw_input_contents(std::string(static_cast<const char*>(data), bytes));
+  };
+  inference::ModelInferRequest reg;
+  std::vector<std::int64_t> ei = truth_.edges.src;
+  ei.insert(ei.end(), truth_.edges.dst.begin(), truth_.edges.dst.end());
+  tensor(reg, "edge_index", "INT64", {2, 1000}, ei.data(), ei.size() * 8);
+  tensor(reg, "x", "FP32", {200, kFeatures}, truth_.x.data(), truth_.x.size() * 4);
+  dype::graphs::GraphResponse out;
+  {
+    grpc::ClientContext ctx;
+    ctx.AddMetadata("dype-graph-owner", "me");
+    const grpc::Status st = graphs->Register(&ctx, reg, &out);
+    ASSERT_TRUE(st.ok()) << st.error_message();
+  }
+  const std::string id = json::parse(out.json())["id"];
+  EXPECT_EQ(json::parse(out.json())["feature_len"], kFeatures);
+  grpc::ClientContext ctx;
+  ctx.AddMetadata("dype-graph-owner", "me");
+  auto stream = graphs->UpdateStream(&ctx);
+  const std::vector<std::vector<std::int64_t>> adds = {{0, 1}, {0, 999}, {2, 3}};  // the second is out of range
+  for (const auto& e : adds) {
+    dype::graphs::GraphUpdateRequest u;
+    u.set_graph_id(id);
+    tensor(*u.mutable_tensors(), "add_edges", "INT64", {2, 1}, e.data(), 16);
+    ASSERT_TRUE(stream->Write(u));
+  }
+  stream->WritesDone();
+  std::vector<dype::graphs::GraphResponse> answers;
+  for (dype::graphs::GraphResponse a; stream->Read(&a);) answers.push_back(a);
+  ASSERT_TRUE(stream->Finish().ok());
+  ASSERT_EQ(answers.size(), 3u);
+  EXPECT_EQ(json::parse(answers[0].json())["version"], 1);
+  EXPECT_NE(answers[1].error_message().find("add_edges[1][0]: node 999 out of range [0, 200)"), std::string::npos)
+      << answers[1].error_message();
+  EXPECT_EQ(json::parse(answers[2].json())["version"], 2);
+  // Another owner's graph is unknown; its owner deletes it.
+  dype::graphs::GraphUpdateRequest del;
+  del.set_graph_id(id);
+  grpc::ClientContext other;
+  other.AddMetadata("dype-graph-owner", "someone-else");
+  EXPECT_EQ(graphs->Delete(&other, del, &out).error_code(), grpc::StatusCode::NOT_FOUND);
+  grpc::ClientContext mine;
+  mine.AddMetadata("dype-graph-owner", "me");
+  EXPECT_TRUE(graphs->Delete(&mine, del, &out).ok());
 }
 
 }  // namespace

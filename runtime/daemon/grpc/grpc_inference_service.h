@@ -91,6 +91,8 @@ struct GrpcInferenceService final : public InferCallbacks {
   // The client a region belongs to, as the HTTP front end names it: the "dype-graph-owner"
   // metadata's key, else the peer's IP address.
   static std::string owner_of(const grpc::ServerContextBase& ctx);
+  // The same as the graph registry's owner: the "dype-graph-owner" metadata and the peer address.
+  static GraphOwner graph_owner(const grpc::ServerContextBase& ctx);
   // Binds the request's shared-memory tensors for `owner` (nothing when it names none).
   void bind_regions(InferRequest& in, const std::string& owner) const;
 

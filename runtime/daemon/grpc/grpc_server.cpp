@@ -6,8 +6,10 @@
 #include <grpcpp/health_check_service_interface.h>
 
 #include "runtime/daemon/grpc/grpc_admin.h"
+#include "runtime/daemon/grpc/grpc_graphs.h"
 #include "runtime/daemon/grpc/grpc_inference_service.h"
 #include "runtime/daemon/proto/dype_admin.grpc.pb.h"
+#include "runtime/daemon/proto/dype_graphs.grpc.pb.h"
 
 namespace dype::rt::daemon {
 
@@ -16,6 +18,7 @@ GrpcServer::GrpcServer(InferenceService& service, GraphRegistry& graphs, Metrics
                        std::size_t max_message_bytes, AdminApi* admin)
     : impl_(std::make_unique<GrpcInferenceService>(service, graphs, metrics, admission, admin)),
       admin_(admin ? make_grpc_admin_service(*admin) : nullptr),
+      graph_service_(make_grpc_graph_service(*impl_)),
       host_(std::move(host)),
       requested_port_(port),
       max_message_bytes_(max_message_bytes) {
@@ -60,6 +63,7 @@ void GrpcServer::start() {
   b.AddListeningPort(host_ + ":" + std::to_string(requested_port_), credentials, &port_);
   b.RegisterService(impl_.get());
   if (admin_) b.RegisterService(admin_.get());
+  b.RegisterService(graph_service_.get());
   b.SetMaxReceiveMessageSize(
       static_cast<int>(std::min<std::size_t>(max_message_bytes_, INT32_MAX)));
   b.SetMaxSendMessageSize(INT32_MAX);
@@ -70,6 +74,7 @@ void GrpcServer::start() {
     // Named services are known to the health service once given a status.
     health->SetServingStatus(pb::GRPCInferenceService::service_full_name(), true);
     if (admin_) health->SetServingStatus(dype::admin::DypeAdmin::service_full_name(), true);
+    health->SetServingStatus(dype::graphs::DypeGraphs::service_full_name(), true);
   }
   set_serving(true);
 }

@@ -72,6 +72,7 @@ class GrpcServer {
  private:
   std::unique_ptr<GrpcInferenceService> impl_;  // grpc_inference_service.h
   std::unique_ptr<grpc::Service> admin_;         // grpc_admin.h
+  std::unique_ptr<grpc::Service> graph_service_;  // grpc_graphs.h
   std::string host_;
   int requested_port_;
   int port_ = -1;

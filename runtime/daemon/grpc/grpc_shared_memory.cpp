@@ -15,8 +15,7 @@ std::optional<std::string> name_or_all(const std::string& name) {
 
 }  // namespace
 
-std::string GrpcInferenceService::owner_of(const grpc::ServerContextBase& ctx) {
-  if (std::string key = metadata_value(ctx, "dype-graph-owner"); !key.empty()) return "key " + key;
+GraphOwner GrpcInferenceService::graph_owner(const grpc::ServerContextBase& ctx) {
   // "ipv4:127.0.0.1:5000", "ipv6:[::1]:5000": the address, as the HTTP front end sees it.
   std::string peer = ctx.peer();
   if (peer.rfind("ipv4:", 0) == 0) {
@@ -25,8 +24,10 @@ std::string GrpcInferenceService::owner_of(const grpc::ServerContextBase& ctx) {
   } else if (peer.rfind("ipv6:[", 0) == 0) {
     peer = peer.substr(6, peer.find(']') - 6);
   }
-  return "address " + peer;
+  return {metadata_value(ctx, "dype-graph-owner"), peer};
 }
+
+std::string GrpcInferenceService::owner_of(const grpc::ServerContextBase& ctx) { return graph_owner(ctx).id(); }
 
 void GrpcInferenceService::bind_regions(InferRequest& in, const std::string& owner) const {
   if (names_shared_memory(in)) bind_shared_memory(in, shm, owner);

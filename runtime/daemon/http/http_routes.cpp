@@ -6,7 +6,7 @@
 #include "hw/device_ipc_memory.h"
 #include "runtime/daemon/errors.h"
 #include "runtime/daemon/http/http_answer.h"
-#include "runtime/daemon/kserve/graph_inputs.h"
+#include "runtime/daemon/graph_api.h"
 #include "runtime/daemon/kserve/json_depth.h"
 #include "runtime/daemon/kserve/request_builder.h"
 #include "runtime/daemon/kserve/request_timing.h"
@@ -32,20 +32,6 @@ json graph_json(const GraphSummary& g) {
           {"version", g.version},
           {"feature_len", g.feature_len},
           {"activation_bytes", g.activation_bytes}};
-}
-
-// The answer to an applied graph update: the new version and, per model whose activations the
-// graph keeps, what it recomputed (rows and adjacency entries per layer) and the answer rows that
-// changed (listed up to kChangedListed; their count always).
-json update_json(const std::string& id, const GraphUpdateResult& r) {
-  constexpr std::size_t kChangedListed = 4096;
-  json models = json::object();
-  for (const auto& [name, st] : r.models) {
-    json m = {{"rows", st.rows}, {"nnz", st.nnz}, {"refreshed", st.refreshed}, {"changed", st.changed.size()}};
-    if (st.changed.size() <= kChangedListed) m["changed_nodes"] = st.changed;
-    models[name] = std::move(m);
-  }
-  return {{"id", id}, {"version", r.version}, {"num_nodes", r.nodes}, {"num_edges", r.edges}, {"models", models}};
 }
 
 std::string string_field(const json& j, const char* key) {
@@ -270,16 +256,7 @@ void HttpRoutes::post_graph(const Req& req, Res& res) {
     admission_.check_serving();
     const InferRequest in =
         parse_infer_request(req.body, header_length(req, req.body.size()), false, req.body_readable_past_end);
-    for (const Tensor& t : in.inputs)
-      if (t.name == "node_ids" || t.name == "window")
-        throw InputError("input '" + t.name + "'", "not an input of a graph registration");
-    HostTensor x = registered_features(in);
-    std::optional<std::int64_t> num_nodes = in.int_parameter("num_nodes");
-    if (!num_nodes && x.cols > 0) num_nodes = x.rows;  // the features fix the node count
-    kernels::EdgeList edges = edges_from_request(in, num_nodes);
-    const std::int64_t n = edges.num_nodes, e = edges.num_edges(), f = x.cols;
-    const std::string id = graphs_.add(std::move(edges), graph_owner(req), std::move(x));
-    send_json(res, 200, {{"id", id}, {"num_nodes", n}, {"num_edges", e}, {"feature_len", f}, {"version", 0}});
+    send_json(res, 200, register_graph(graphs_, in, graph_owner(req)));
   });
 }
 
@@ -289,9 +266,7 @@ void HttpRoutes::post_graph_update(const Req& req, Res& res) {
     admission_.check_serving();
     const InferRequest in =
         parse_infer_request(req.body, header_length(req, req.body.size()), false, req.body_readable_past_end);
-    const GraphUpdate u = graph_update_from_request(in);
-    const std::string id = req.matches[1];
-    send_json(res, 200, update_json(id, graphs_.update(id, graph_owner(req), u)));
+    send_json(res, 200, update_graph(graphs_, req.matches[1], in, graph_owner(req)));
   });
 }
 
