@@ -235,8 +235,9 @@ int main(int argc, char** argv) {
   app.add_option("--tls-key", tls_key, "PEM private key of --tls-cert (unencrypted)");
   app.add_option("--bitstream-dir", ho.bitstream_dir, "admin bitstream paths must resolve inside this folder");
   app.add_option("--state-dir", ho.state_dir,
-                 "keep the operator's changes (mode, drained devices, FPGA images) in DIR/state.json and the "
-                 "refined performance models in DIR/refined/, and restore them at start");
+                 "keep the operator's changes (mode, drained devices, FPGA images) in DIR/state.json, the "
+                 "refined performance models in DIR/refined/ and the registered graphs that take updates in "
+                 "DIR/graphs/, and restore them at start");
   app.add_option("--startup-profile-secs", so.startup_profile_s,
                  "a real accelerator with no fitted performance models for its product (in --perfmodels, or kept "
                  "in --state-dir by an earlier start) is timed on SpMM, GEMM and attention shapes for this long at "
@@ -418,6 +419,9 @@ int main(int argc, char** argv) {
     if (!no_warmup)
       for (const std::string& line : service.warm_up()) spdlog::info("{}", line);
     GraphRegistry graphs(graph_limits);
+    if (!ho.state_dir.empty())  // graphs that take updates come back at their last version
+      for (const std::string& line : graphs.persist(std::make_shared<GraphStore>(ho.state_dir)))
+        spdlog::info("state restored: {}", line);
     Metrics metrics;
     HttpServer http(batched, graphs, metrics, ho, admin_hooks(service));
     for (const std::string& line : http.admin().restore_state()) spdlog::info("state restored: {}", line);

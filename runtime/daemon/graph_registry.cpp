@@ -127,7 +127,42 @@ std::string GraphRegistry::add(kernels::EdgeList edges, const GraphOwner& owner,
   e->last_used = Clock::now();
   bytes_ += need;
   graphs_[e->id] = e;
+  if (store_ && e->dynamic) {
+    try {  // kept before the id is answered: a restart finds every graph a client was told of
+      store_->save(e->id, e->owner, e->address, *e->dynamic);
+    } catch (...) {
+      forget_locked(*e);
+      graphs_.erase(e->id);
+      throw;
+    }
+  }
   return e->id;
+}
+
+std::vector<std::string> GraphRegistry::persist(std::shared_ptr<GraphStore> store) {
+  std::vector<std::string> log;
+  std::vector<GraphStore::Loaded> loaded = store->load(log);
+  std::lock_guard lock(mu_);
+  store_ = std::move(store);
+  for (GraphStore::Loaded& l : loaded) {
+    auto e = std::make_shared<GraphEntry>();
+    e->id = l.id;
+    e->owner = l.owner;
+    e->address = l.address;
+    e->nodes = l.graph->nodes();
+    e->edges_count = l.graph->num_edges();
+    e->feature_len = l.graph->feature_len();
+    e->version = l.graph->version();
+    e->bytes = l.graph->bytes();
+    e->last_used = Clock::now();
+    e->dynamic = std::move(l.graph);
+    bytes_ += e->bytes;
+    log.push_back("graph " + e->id + " restored at version " + std::to_string(e->version) + ": " +
+                  std::to_string(e->nodes) + " nodes, " + std::to_string(e->edges_count) + " edges, " +
+                  std::to_string(e->feature_len) + " features");
+    graphs_[e->id] = std::move(e);
+  }
+  return log;
 }
 
 std::int64_t GraphRegistry::num_nodes(const std::string& id) {
@@ -143,6 +178,7 @@ std::shared_ptr<GraphEntry> GraphRegistry::find(const std::string& id) {
 void GraphRegistry::forget_locked(const GraphEntry& e) {
   bytes_ -= e.bytes;
   activation_bytes_ -= e.activation_bytes;
+  if (store_) store_->remove(e.id);
 }
 
 void GraphRegistry::account(GraphEntry& e) {
@@ -255,7 +291,9 @@ GraphUpdateResult GraphRegistry::update(const std::string& id, const GraphOwner&
   if (!e->dynamic) {
     if (!e->edges.weight.empty())
       throw InputError("graph", "'" + id + "' was registered with edge_weight; a weighted graph takes no updates");
-    e->dynamic = std::make_unique<DynamicGraph>(e->edges, HostTensor{});
+    auto dynamic = std::make_unique<DynamicGraph>(e->edges, HostTensor{});
+    if (store_) store_->save(e->id, e->owner, e->address, *dynamic);  // from now on it is kept
+    e->dynamic = std::move(dynamic);
     e->edges = {};
     account(*e);
   }
@@ -270,7 +308,15 @@ GraphUpdateResult GraphRegistry::update(const std::string& id, const GraphOwner&
       throw InputError("graphs", "registry full: it holds " + size_text(bytes_) + " of " + size_text(limits_.max_bytes) +
                                      " and this update needs " + size_text(need) + "; delete graphs first");
   }
+  if (store_) store_->append(id, u, g.version() + 1);  // kept before it applies
   const GraphChange change = g.apply(u);
+  if (store_ && GraphStore::compact_due(g.version())) {
+    try {
+      store_->save(id, e->owner, e->address, g, /*create=*/false);
+    } catch (const std::exception&) {
+      // The log still holds every update: a later compaction, or the replay, takes them.
+    }
+  }
   e->normalised.clear();  // of the version before
   GraphUpdateResult result;
   for (auto it = e->activations.begin(); it != e->activations.end();) {

@@ -23,6 +23,7 @@
 #include <vector>
 
 #include "graph/edge_list.h"
+#include "runtime/daemon/graph_store.h"
 #include "runtime/incremental/dynamic_graph.h"
 #include "runtime/incremental/incremental_gnn.h"
 #include "runtime/model.h"
@@ -133,6 +134,9 @@ class GraphRegistry {
   // update cannot apply, the graph has edge weights, or it would pass the byte quotas.
   GraphUpdateResult update(const std::string& id, const GraphOwner& owner, const GraphUpdate& update);
   std::size_t activation_bytes() const;
+  // Keeps the graphs that take updates in `store` from now on (registration, every update,
+  // deletion) after loading those it holds, each at its last version; what happened, for the log.
+  std::vector<std::string> persist(std::shared_ptr<GraphStore> store);
   // false when no such graph, or `owner` (when given) did not register it.
   bool remove(const std::string& id, const GraphOwner* owner = nullptr);
   // Removes every graph of `owner`; their ids.
@@ -163,6 +167,7 @@ class GraphRegistry {
   GraphRegistryLimits limits_;
   std::size_t bytes_ = 0;
   std::size_t activation_bytes_ = 0;
+  std::shared_ptr<GraphStore> store_;  // set once, before serving
 };
 
 // The runtime Graph a model wants for these edges (GCN normalisation or GIN's 1 + eps diagonal).

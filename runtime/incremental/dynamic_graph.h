@@ -63,6 +63,8 @@ class DynamicGraph {
   bool has_features() const { return x_.cols > 0; }
   const HostTensor& features() const { return x_; }
   std::uint64_t version() const { return version_; }
+  // The version a graph read back from its snapshot had (GraphStore).
+  void restore_version(std::uint64_t v) { version_ = v; }
 
   const Adjacency& in(std::int64_t node) const { return in_[static_cast<std::size_t>(node)]; }
   const Adjacency& out(std::int64_t node) const { return out_[static_cast<std::size_t>(node)]; }

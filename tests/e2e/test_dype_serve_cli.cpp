@@ -304,6 +304,62 @@ TEST(DypeServeCli, OperatorStateSurvivesSigkill) {
   EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << read_all(log);
 }
 
+// --state-dir: a graph registered with its features and updated comes back after SIGKILL at its
+// last version, under the same id, answering the same as before the kill.
+TEST(DypeServeCli, UpdatedGraphSurvivesSigkill) {
+  const fs::path dir = dype::test::process_temp_dir("dype_serve_graphs");
+  const fs::path state = dir / "state", ports = dir / "ports.json", log = dir / "serve.log";
+  fs::remove_all(state);
+  const std::string src = DYPE_SOURCE_DIR;
+  auto start = [&]() {
+    return spawn_serve({"--system", src + "/configs/systems/paper-testbed-pcie4.yaml", "--builtin-models", "--state-dir",
+                        state.string(), "--http-port", "0", "--grpc-port", "-1", "--metrics-port", "-1"},
+                       log, ports);
+  };
+  pid_t pid = start();
+  ASSERT_TRUE(fs::exists(ports)) << read_all(log);
+  using nlohmann::json;
+  auto client = [&] { return httplib::Client("127.0.0.1", json::parse(read_all(ports))["http"].get<int>()); };
+  const int nodes = 50;
+  std::vector<float> x(nodes * 64);
+  for (std::size_t i = 0; i < x.size(); ++i) x[i] = static_cast<float>(i % 7) - 3.0f;
+  std::vector<std::int64_t> ei;
+  for (int i = 0; i < nodes; ++i) ei.push_back(i);
+  for (int i = 0; i < nodes; ++i) ei.push_back((i + 1) % nodes);
+  const json reg = {{"inputs", {{{"name", "edge_index"}, {"datatype", "INT64"}, {"shape", {2, nodes}}, {"data", ei}},
+                                {{"name", "x"}, {"datatype", "FP32"}, {"shape", {nodes, 64}}, {"data", x}}}}};
+  auto c = client();
+  auto r = c.Post("/v2/dype/graphs", reg.dump(), "application/json");
+  ASSERT_TRUE(r);
+  ASSERT_EQ(r->status, 200) << r->body;
+  const std::string id = json::parse(r->body)["id"];
+  for (int i = 0; i < 3; ++i) {
+    const json u = {{"inputs", {{{"name", "add_edges"}, {"datatype", "INT64"}, {"shape", {2, 1}}, {"data", {i, 20 + i}}}}}};
+    auto a = c.Post(("/v2/dype/graphs/" + id + "/update").c_str(), u.dump(), "application/json");
+    ASSERT_TRUE(a);
+    ASSERT_EQ(a->status, 200) << a->body;
+  }
+  const std::string ask = json{{"parameters", {{"graph_id", id}, {"graph_version", 3}}}, {"inputs", json::array()}}.dump();
+  auto before = c.Post("/v2/models/gcn/infer", ask, "application/json");
+  ASSERT_TRUE(before);
+  ASSERT_EQ(before->status, 200) << before->body;
+  kill(pid, SIGKILL);
+  int status = 0;
+  waitpid(pid, &status, 0);
+
+  pid = start();
+  ASSERT_TRUE(fs::exists(ports)) << read_all(log);
+  EXPECT_NE(read_all(log).find("state restored: graph " + id + " restored at version 3: 50 nodes, 53 edges"),
+            std::string::npos) << read_all(log);
+  auto c2 = client();
+  auto after = c2.Post("/v2/models/gcn/infer", ask, "application/json");
+  ASSERT_TRUE(after);
+  ASSERT_EQ(after->status, 200) << after->body;
+  EXPECT_EQ(json::parse(after->body)["outputs"], json::parse(before->body)["outputs"]);
+  kill(pid, SIGTERM);
+  waitpid(pid, &status, 0);
+}
+
 // Crash consistency: while a client streams requests and the operator changes mode, drains and
 // undrains GPUs and swaps fpga0's image, the daemon is SIGKILLed at a random point (seeded,
 // printed), and again at a random point of the next start (while it loads models and restores the

@@ -3,12 +3,15 @@
 #include <gtest/gtest.h>
 
 #include <chrono>
+#include <filesystem>
+#include <fstream>
 #include <string>
 #include <thread>
 
 #include "common/error.h"
 #include "runtime/daemon/errors.h"
 #include "runtime/daemon/graph_registry.h"
+#include "../test_temp_dir.h"
 
 namespace dype::rt::daemon {
 namespace {
@@ -116,6 +119,73 @@ TEST(GraphRegistry, OwnersHoldOnlyTheirShareAndSeeOnlyTheirGraphs) {
   EXPECT_EQ(r.size(), 5u);
   EXPECT_NO_THROW(r.add(ring(3), alice));  // its share is free again
   EXPECT_TRUE(r.remove(b1, &bob));
+}
+
+GraphUpdate edge(std::int64_t s, std::int64_t t) {
+  GraphUpdate u;
+  u.add_src = {s};
+  u.add_dst = {t};
+  return u;
+}
+
+// Graphs that take updates survive a restart through the state directory: the same id, owner,
+// version, edges and features; a record cut short by a crash is dropped, a snapshot compacts the
+// log, and a deleted graph leaves nothing behind.
+TEST(GraphRegistry, UpdatedGraphsComeBackAtTheirLastVersion) {
+  const auto dir = test::process_temp_dir("dype-graph-store");
+  const GraphOwner kim{"kim", "10.0.0.1"};
+  std::string id;
+  std::vector<float> x(60 * 3);
+  for (std::size_t i = 0; i < x.size(); ++i) x[i] = static_cast<float>(i) * 0.5f;
+  kernels::EdgeList before;
+  {
+    GraphRegistry a;
+    a.persist(std::make_shared<GraphStore>(dir));
+    id = a.add(ring(60), kim, make_tensor(60, 3, x));
+    for (int i = 0; i < 10; ++i) {
+      GraphUpdate u;
+      u.add_src = {i};
+      u.add_dst = {59 - i};
+      if (i == 3) {
+        u.remove_src = {0};
+        u.remove_dst = {1};
+        u.add_nodes = 1;
+        u.add_x = {7, 8, 9};
+      }
+      EXPECT_EQ(a.update(id, kim, u).version, static_cast<std::uint64_t>(i + 1));
+    }
+  }
+  // A crash in the middle of writing an eleventh update: its record is cut short.
+  std::ofstream(dir / "graphs" / id / "updates.log", std::ios::app | std::ios::binary) << "DYPEUPD1\x0b";
+  GraphRegistry b;
+  const std::vector<std::string> log = b.persist(std::make_shared<GraphStore>(dir));
+  ASSERT_EQ(log.size(), 1u);
+  EXPECT_NE(log[0].find("restored at version 10: 61 nodes, 69 edges, 3 features"), std::string::npos) << log[0];
+  const std::vector<GraphSummary> listed = b.list(kim);
+  ASSERT_EQ(listed.size(), 1u);
+  EXPECT_EQ(listed[0].id, id);
+  EXPECT_EQ(listed[0].version, 10u);
+  const Model gcn = Model::gcn({.layers = 1, .in_features = 3, .hidden = 2});
+  const GraphRegistry::Stored s = b.stored(id, gcn, 10);
+  EXPECT_EQ(s.x.rows, 61);
+  EXPECT_EQ(s.x.data[60 * 3 + 2], 9.0f);
+  EXPECT_EQ(s.x.data[5], 2.5f);
+  EXPECT_THROW(b.update(id, {"eve", "10.0.0.2"}, edge(0, 1)), NotFound);
+  EXPECT_EQ(b.update(id, kim, edge(0, 1)).version, 11u);
+  // Compaction: past GraphStore::kCompactAfter updates the log starts afresh from a new snapshot.
+  for (int i = 0; i < GraphStore::kCompactAfter; ++i) b.update(id, kim, edge(1, 2));
+  EXPECT_LT(std::filesystem::file_size(dir / "graphs" / id / "updates.log"), 200u * 64);
+  {
+    GraphRegistry c;
+    c.persist(std::make_shared<GraphStore>(dir));
+    EXPECT_EQ(c.list(kim).at(0).version, static_cast<std::uint64_t>(11 + GraphStore::kCompactAfter));
+    EXPECT_EQ(c.list(kim).at(0).edges, 70 + GraphStore::kCompactAfter);
+    EXPECT_TRUE(c.remove(id, &kim));
+  }
+  EXPECT_FALSE(std::filesystem::exists(dir / "graphs" / id));
+  GraphRegistry d;
+  EXPECT_TRUE(d.persist(std::make_shared<GraphStore>(dir)).empty());
+  EXPECT_EQ(d.size(), 0u);
 }
 
 }  // namespace

@@ -1,0 +1,50 @@
+#pragma once
+// Registered graphs that take updates, kept in the state directory (dype-serve --state-dir) so
+// that a restart finds each at its last version: per graph a snapshot (owner, edges, features,
+// version), written whole and atomically at registration and every kCompactAfter updates, and a
+// log of the updates applied since, appended as each applies. Loading replays the log on the
+// snapshot; a record cut short by a crash mid-write is dropped (that update had not been answered).
+//
+//   <dir>/graphs/<id>/snapshot     "DYPEGRF1", owner, address, version, nodes, F, edges, x
+//   <dir>/graphs/<id>/updates.log  records "DYPEUPD1", version, the update's arrays
+#include <cstdint>
+#include <filesystem>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "runtime/incremental/dynamic_graph.h"
+
+namespace dype::rt::daemon {
+
+class GraphStore {
+ public:
+  static constexpr int kCompactAfter = 4096;  // updates logged before the snapshot is rewritten
+
+  // Creates <dir>/graphs when missing (dype::Error naming it when it cannot).
+  explicit GraphStore(std::filesystem::path dir);
+
+  struct Loaded {
+    std::string id, owner, address;
+    std::unique_ptr<DynamicGraph> graph;
+  };
+  // Every stored graph at its last version; a graph that cannot be read is skipped, its reason in
+  // `problems` (its files are left for the operator).
+  std::vector<Loaded> load(std::vector<std::string>& problems) const;
+
+  // A fresh snapshot of the graph, its log emptied. dype::Error when it cannot be written.
+  // create false (a compaction): nothing when the graph's folder is gone (deleted meanwhile).
+  void save(const std::string& id, const std::string& owner, const std::string& address, const DynamicGraph& g,
+            bool create = true);
+  // Appends an update that takes the graph to `version`, before it applies (so an update that
+  // could not be kept is not applied). dype::Error when it cannot be written.
+  void append(const std::string& id, const GraphUpdate& u, std::uint64_t version);
+  // Whether the snapshot is due to be rewritten (save) at this version.
+  static bool compact_due(std::uint64_t version) { return version % kCompactAfter == 0; }
+  void remove(const std::string& id);
+
+ private:
+  std::filesystem::path dir_;
+};
+
+}  // namespace dype::rt::daemon
