@@ -18,6 +18,8 @@
 #   prediction   bench_prediction: predicted vs pipeline period, every Table I plan (modelled)
 #   serving      bench/run_serving_path.sh: in-process time vs dype-client p50 over gRPC and HTTP
 #   daemon       bench_daemon_http --only overhead: the HTTP front end's overhead per request
+#   streaming    bench/run_streaming_graph.sh: one edge + answer vs a whole-graph request through
+#                dype-serve, batched edges/s (and the same in process, bench_incremental)
 #
 #   bench/run_all.sh [--build DIR] [--no-build] [--only SUITE,...] [--out FILE] [--notes TEXT]
 #                    [--tolerance 0.10] [--against RUN.json] [--no-compare] [--no-rerun]
@@ -45,7 +47,7 @@ do_rerun=1
 threads=${THREADS:-2}
 suite_timeout=${SUITE_TIMEOUT:-900}
 suite_body_only=()
-all_suites=(kernels attention models transformer scheduler runtime prediction serving daemon)
+all_suites=(kernels attention models transformer scheduler runtime prediction serving daemon streaming)
 
 usage() { sed -n '2,/^set -uo/p' "$0" | sed '$d' | sed 's/^# \{0,1\}//'; }
 while (($#)); do
@@ -102,6 +104,7 @@ suite_body() {
     daemon)
       "$build/bench/bench_daemon_http" --only overhead --requests 2000 --json "$tmp/daemon.json" &&
         "$python" "$root/bench/results.py" extract daemon_http "$tmp/daemon.json" ;;
+    streaming) UPDATES=300 BATCH=1000 BATCHES=20 REQUESTS=30 bash "$root/bench/run_streaming_graph.sh" "$build" ;;
   esac
 }
 if ((${#suite_body_only[@]})); then
@@ -135,6 +138,7 @@ targets_of() {
     prediction) echo bench_prediction ;;
     serving) echo bench_model_inference dype-serve dype-client ;;
     daemon) echo bench_daemon_http ;;
+    streaming) echo bench_incremental dype-serve dype-client ;;
   esac
 }
 # The runtime suite's engine overhead is measured, its drift figures modelled (each metric says so).
