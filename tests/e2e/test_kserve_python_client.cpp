@@ -52,4 +52,31 @@ TEST(KservePythonClient, SharedMemoryExampleAgreesWithRawContents) {
   EXPECT_EQ(children.stop(pid), 0) << read_all(log);
 }
 
+// examples/python/streaming_graph_client.py, its stubs generated from grpc_service.proto and
+// dype_graphs.proto: a graph registered with its features, updates on one UpdateStream (one
+// refused), and after them the answer from the kept activations equal to the whole graph's.
+TEST(KservePythonClient, StreamingGraphExampleAgreesWithTheWholeGraph) {
+  if (!fs::exists(kPython)) GTEST_SKIP() << kPython << " is not installed";
+  const auto probe = dype::test::run_cli(kPython, "-c 'import grpc, grpc_tools.protoc, numpy'");
+  if (probe.status != 0)
+    GTEST_SKIP() << kPython << " cannot import grpc, grpc_tools and numpy (scripts/setup.sh):\n" << probe.out;
+  const fs::path dir = dype::test::process_temp_dir("dype_streaming_python");
+  const fs::path ports = dir / "ports.json", log = dir / "serve.log";
+  const std::string src = DYPE_SOURCE_DIR;
+  dype::test::Children children;
+  const pid_t pid = dype::test::spawn_serve({"--system", src + "/configs/systems/paper-testbed-pcie4.yaml",
+                                             "--builtin-models", "--no-warmup", "--http-port", "0", "--grpc-port", "0",
+                                             "--metrics-port", "-1"},
+                                            log, ports);
+  children.pids.push_back(pid);
+  ASSERT_TRUE(fs::exists(ports)) << "no port file after 60 s:\n" << read_all(log);
+  const int grpc_port = nlohmann::json::parse(read_all(ports))["grpc"].get<int>();
+  const auto client = dype::test::run_cli(
+      kPython, src + "/examples/python/streaming_graph_client.py --grpc-port " + std::to_string(grpc_port));
+  EXPECT_EQ(client.status, 0) << client.out << "\ndype-serve's log:\n" << read_all(log);
+  EXPECT_NE(client.out.find("streaming_graph_client: ok"), std::string::npos) << client.out;
+  EXPECT_NE(client.out.find("update 5 refused: add_edges[1][0]"), std::string::npos) << client.out;
+  EXPECT_EQ(children.stop(pid), 0) << read_all(log);
+}
+
 }  // namespace
