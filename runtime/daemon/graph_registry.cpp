@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cstdio>
 #include <random>
+#include <sstream>
 
 namespace dype::rt::daemon {
 
@@ -48,6 +49,7 @@ void GraphRegistry::drop_idle_locked() {
   for (auto it = graphs_.begin(); it != graphs_.end();) {
     if (std::chrono::duration<double>(now - it->second->last_used).count() > limits_.idle_ttl_s) {
       forget_locked(*it->second);
+      ++expired_;
       it = graphs_.erase(it);
     } else {
       ++it;
@@ -59,6 +61,7 @@ std::shared_ptr<GraphEntry> GraphRegistry::find_locked(const std::string& id) {
   drop_idle_locked();
   auto it = graphs_.find(id);
   if (it == graphs_.end()) {
+    ++misses_;
     throw NotFound("unknown graph id '" + id + "'" +
                    (limits_.idle_ttl_s > 0 ? " (graphs unused for " + seconds_text(limits_.idle_ttl_s) + " are dropped)" : ""));
   }
@@ -100,14 +103,21 @@ std::string GraphRegistry::add(kernels::EdgeList edges, const GraphOwner& owner,
   }
   std::lock_guard lock(mu_);
   drop_idle_locked();
-  if (graphs_.size() >= limits_.max_graphs)
-    throw InputError("graphs", "registry full (" + std::to_string(limits_.max_graphs) + " graphs); delete one first");
   const std::size_t need = dynamic ? dynamic->bytes() : edge_bytes(edges);
-  if (bytes_ + need > limits_.max_bytes) {
-    throw InputError("graphs", "registry full: it holds " + size_text(bytes_) + " of " + size_text(limits_.max_bytes) +
-                                   " and this graph needs " + size_text(need) + "; delete graphs first");
+  try {
+    if (graphs_.size() >= limits_.max_graphs)
+      throw InputError("graphs", "registry full (" + std::to_string(limits_.max_graphs) +
+                                     " graphs); delete one first");
+    if (bytes_ + need > limits_.max_bytes) {
+      throw InputError("graphs", "registry full: it holds " + size_text(bytes_) + " of " +
+                                     size_text(limits_.max_bytes) + " and this graph needs " +
+                                     size_text(need) + "; delete graphs first");
+    }
+    check_share_locked(owner, need);
+  } catch (const InputError&) {
+    ++refused_;
+    throw;
   }
-  check_share_locked(owner, need);
   auto e = std::make_shared<GraphEntry>();
   e->owner = owner.id();
   e->address = owner.address;
@@ -136,6 +146,7 @@ std::string GraphRegistry::add(kernels::EdgeList edges, const GraphOwner& owner,
       throw;
     }
   }
+  ++accepted_;
   return e->id;
 }
 
@@ -224,6 +235,7 @@ std::shared_ptr<const Graph> GraphRegistry::graph_for(const std::string& id, con
   const std::shared_ptr<GraphEntry> e = find(id);
   std::lock_guard lock(e->mu);
   check_version(*e, version);
+  ++hits_;  // a miss is counted by find_locked; num_nodes before it is the same request's look-up
   return normalised(*e, model);
 }
 
@@ -242,6 +254,7 @@ GraphRegistry::Stored GraphRegistry::stored(const std::string& id, const Model& 
   std::lock_guard lock(e->mu);
   const DynamicGraph& g = features_of(*e);
   check_version(*e, version);
+  ++hits_;
   return {normalised(*e, model), g.features(), g.version()};
 }
 
@@ -281,12 +294,17 @@ std::optional<HostTensor> GraphRegistry::answer_kept(const std::string& id, cons
     }
   }
   if (answered_version) *answered_version = g.version();
+  ++hits_;  // only when answered here: otherwise the request goes on to stored(), which counts it
   return node_ids.empty() ? kept.gnn->output() : kept.gnn->rows(node_ids);
 }
 
 GraphUpdateResult GraphRegistry::update(const std::string& id, const GraphOwner& owner, const GraphUpdate& u) {
   const std::shared_ptr<GraphEntry> e = find(id);
-  if (e->owner != owner.id()) throw NotFound("unknown graph id '" + id + "' (or registered by another owner)");
+  if (e->owner != owner.id()) {
+    ++misses_;
+    throw NotFound("unknown graph id '" + id + "' (or registered by another owner)");
+  }
+  ++hits_;
   std::lock_guard lock(e->mu);
   if (!e->dynamic) {
     if (!e->edges.weight.empty())
@@ -350,6 +368,7 @@ bool GraphRegistry::remove(const std::string& id, const GraphOwner* owner) {
   if (owner && it->second->owner != owner->id()) return false;  // as unknown: ids are not confirmed to others
   forget_locked(*it->second);
   graphs_.erase(it);
+  ++deleted_;
   return true;
 }
 
@@ -366,6 +385,7 @@ std::vector<std::string> GraphRegistry::remove_all(const GraphOwner& owner) {
     if (it->second->owner == oid) {
       ids.push_back(it->first);
       forget_locked(*it->second);
+      ++deleted_;
       it = graphs_.erase(it);
     } else {
       ++it;
@@ -395,6 +415,48 @@ std::vector<GraphSummary> GraphRegistry::list(const GraphOwner& owner) {
   for (const auto& [id, e] : graphs_)
     if (e->owner == oid) out.push_back(summary_locked(*e));
   return out;
+}
+
+std::string GraphRegistry::metrics_text() {
+  std::lock_guard lock(mu_);
+  drop_idle_locked();
+  std::ostringstream o;
+  const auto family = [&](const char* name, const char* type, const char* help) {
+    o << "# HELP " << name << ' ' << help << "\n# TYPE " << name << ' ' << type << '\n';
+  };
+  family("dype_graph_registry_graphs", "gauge", "Graphs registered now.");
+  o << "dype_graph_registry_graphs " << graphs_.size() << '\n';
+  family("dype_graph_registry_max_graphs", "gauge",
+         "Graphs the registry holds at most (--max-graphs).");
+  o << "dype_graph_registry_max_graphs " << limits_.max_graphs << '\n';
+  family("dype_graph_registry_bytes", "gauge",
+         "Bytes the registered graphs hold (edges, stored features, normalised graphs).");
+  o << "dype_graph_registry_bytes " << bytes_ << '\n';
+  family("dype_graph_registry_max_bytes", "gauge",
+         "Bytes the registry holds at most (--max-graph-bytes).");
+  o << "dype_graph_registry_max_bytes " << limits_.max_bytes << '\n';
+  family("dype_graph_activation_bytes", "gauge",
+         "Bytes of GNN activations kept for incremental inference over registered graphs (every "
+         "graph's together; per graph in /v2/dype/admin/graphs).");
+  o << "dype_graph_activation_bytes " << activation_bytes_ << '\n';
+  family("dype_graph_activation_bytes_limit", "gauge",
+         "The bound on kept activations (--graph-activation-bytes).");
+  o << "dype_graph_activation_bytes_limit " << limits_.max_activation_bytes << '\n';
+  family(
+      "dype_graph_registrations_total", "counter",
+      "Graph registrations, accepted or refused (the registry, or a client's share of it, full).");
+  o << "dype_graph_registrations_total{outcome=\"accepted\"} " << accepted_ << '\n'
+    << "dype_graph_registrations_total{outcome=\"refused\"} " << refused_ << '\n';
+  family("dype_graph_lookups_total", "counter",
+         "Requests (inferences, updates) naming a graph id: served from the graph (hit), or the "
+         "id unknown or expired (miss).");
+  o << "dype_graph_lookups_total{result=\"hit\"} " << hits_ << '\n'
+    << "dype_graph_lookups_total{result=\"miss\"} " << misses_ << '\n';
+  family("dype_graphs_removed_total", "counter",
+         "Graphs removed: deleted by their owner, or expired (unused past the idle TTL).");
+  o << "dype_graphs_removed_total{cause=\"deleted\"} " << deleted_ << '\n'
+    << "dype_graphs_removed_total{cause=\"expired\"} " << expired_ << '\n';
+  return o.str();
 }
 
 std::size_t GraphRegistry::size() const {

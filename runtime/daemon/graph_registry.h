@@ -11,6 +11,7 @@
 // layer's activations (runtime/incremental/incremental_gnn.h), so that the answer after an update
 // costs only the rows the update reached; bounded by max_activation_bytes, past which inference
 // runs the whole graph through the engine instead (never a stale answer).
+#include <atomic>
 #include <chrono>
 #include <cstdint>
 #include <map>
@@ -146,6 +147,11 @@ class GraphRegistry {
   std::vector<GraphSummary> list();  // by id
   std::vector<GraphSummary> list(const GraphOwner& owner);  // the owner's, by id
   const GraphRegistryLimits& limits() const { return limits_; }
+  // The registry's Prometheus lines (text format 0.0.4): graphs, bytes and kept activation bytes
+  // against their limits, registrations accepted and refused, requests naming a graph id that
+  // found it or not, graphs removed by their owner or dropped idle. Drops idle graphs first, so the
+  // gauges are current.
+  std::string metrics_text();
 
  private:
   // Under mu_: the live entry of `id` (touched), or NotFound; drops idle ones on the way.
@@ -168,6 +174,8 @@ class GraphRegistry {
   std::size_t bytes_ = 0;
   std::size_t activation_bytes_ = 0;
   std::shared_ptr<GraphStore> store_;  // set once, before serving
+  // Counted as the registry works; atomic, since look-ups are counted under a graph's own lock.
+  std::atomic<std::uint64_t> accepted_{0}, refused_{0}, hits_{0}, misses_{0}, deleted_{0}, expired_{0};
 };
 
 // The runtime Graph a model wants for these edges (GCN normalisation or GIN's 1 + eps diagonal).

@@ -5,6 +5,7 @@
 #include <chrono>
 #include <filesystem>
 #include <fstream>
+#include <sstream>
 #include <string>
 #include <thread>
 
@@ -186,6 +187,45 @@ TEST(GraphRegistry, UpdatedGraphsComeBackAtTheirLastVersion) {
   GraphRegistry d;
   EXPECT_TRUE(d.persist(std::make_shared<GraphStore>(dir)).empty());
   EXPECT_EQ(d.size(), 0u);
+}
+
+// The value of the sample `series` (name and labels as written) in a text exposition; -1 if absent.
+double sample(const std::string& text, const std::string& series) {
+  std::istringstream in(text);
+  for (std::string line; std::getline(in, line);)
+    if (line.rfind(series + " ", 0) == 0) return std::stod(line.substr(series.size() + 1));
+  return -1;
+}
+
+// What the registry's Prometheus lines count, each fed by the registry's own operations.
+TEST(GraphRegistry, MetricsCountRegistrationsLookupsAndRemovals) {
+  GraphRegistry r({.max_graphs = 2, .max_bytes = 1 << 20, .idle_ttl_s = 0.2});
+  const Model gcn = Model::gcn({.layers = 1, .in_features = 4, .hidden = 4});
+  const std::string a = r.add(ring(5)), b = r.add(ring(6));
+  EXPECT_THROW(r.add(ring(3)), InputError);  // full: refused
+  r.graph_for(a, gcn);
+  r.graph_for(a, gcn);
+  EXPECT_THROW(r.graph_for("gnosuch", gcn), NotFound);
+  std::string text = r.metrics_text();
+  EXPECT_EQ(sample(text, "dype_graph_registry_graphs"), 2);
+  EXPECT_EQ(sample(text, "dype_graph_registry_max_graphs"), 2);
+  EXPECT_EQ(sample(text, "dype_graph_registry_bytes"), static_cast<double>(r.bytes()));
+  EXPECT_EQ(sample(text, "dype_graph_registry_max_bytes"), 1 << 20);
+  EXPECT_EQ(sample(text, "dype_graph_activation_bytes"), 0);
+  EXPECT_EQ(sample(text, "dype_graph_activation_bytes_limit"), static_cast<double>(r.limits().max_activation_bytes));
+  EXPECT_EQ(sample(text, "dype_graph_registrations_total{outcome=\"accepted\"}"), 2);
+  EXPECT_EQ(sample(text, "dype_graph_registrations_total{outcome=\"refused\"}"), 1);
+  EXPECT_EQ(sample(text, "dype_graph_lookups_total{result=\"hit\"}"), 2);
+  EXPECT_EQ(sample(text, "dype_graph_lookups_total{result=\"miss\"}"), 1);
+  EXPECT_NE(text.find("# TYPE dype_graph_lookups_total counter\n"), std::string::npos) << text;
+
+  EXPECT_TRUE(r.remove(b));
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));  // a, unused, expires
+  text = r.metrics_text();
+  EXPECT_EQ(sample(text, "dype_graph_registry_graphs"), 0);
+  EXPECT_EQ(sample(text, "dype_graph_registry_bytes"), 0);
+  EXPECT_EQ(sample(text, "dype_graphs_removed_total{cause=\"deleted\"}"), 1);
+  EXPECT_EQ(sample(text, "dype_graphs_removed_total{cause=\"expired\"}"), 1);
 }
 
 }  // namespace

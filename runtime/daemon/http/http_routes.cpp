@@ -213,19 +213,8 @@ void HttpRoutes::get_model_ready(const Req& req, Res& res) const {
 }
 
 void HttpRoutes::get_metrics(const Req&, Res& res) const {
-  std::string extra = service_.metrics_text() + "dype_ready " + (admission_.ready() ? "1" : "0") + "\n";
-  extra += "# HELP dype_graph_registry_graphs Graphs registered now.\n# TYPE dype_graph_registry_graphs gauge\n"
-           "dype_graph_registry_graphs " + std::to_string(graphs_.size()) + "\n"
-           "# HELP dype_graph_registry_bytes Bytes the registered graphs hold (edges, stored features, normalised "
-           "graphs).\n# TYPE dype_graph_registry_bytes gauge\n"
-           "dype_graph_registry_bytes " + std::to_string(graphs_.bytes()) + "\n"
-           "# HELP dype_graph_activation_bytes Bytes of GNN activations kept for incremental inference over "
-           "registered graphs (every graph's together; per graph in /v2/dype/admin/graphs).\n"
-           "# TYPE dype_graph_activation_bytes gauge\n"
-           "dype_graph_activation_bytes " + std::to_string(graphs_.activation_bytes()) + "\n"
-           "# HELP dype_graph_activation_bytes_limit The bound on kept activations (--graph-activation-bytes).\n"
-           "# TYPE dype_graph_activation_bytes_limit gauge\n"
-           "dype_graph_activation_bytes_limit " + std::to_string(graphs_.limits().max_activation_bytes) + "\n";
+  std::string extra = service_.metrics_text() + graphs_.metrics_text() + "dype_ready " +
+                      (admission_.ready() ? "1" : "0") + "\n";
   if (transport_) {
     const TransportCounters& c = transport_->counters();
     extra += "# HELP dype_http_connections_open HTTP connections open now.\n# TYPE dype_http_connections_open gauge\n"
