@@ -1,22 +1,27 @@
 #!/usr/bin/env python3
-"""Draws dype-eval's figures from the CSVs in a report folder, as SVG and PNG (matplotlib).
+"""Draws dype-eval's figures from the CSVs in a report folder as PNG (matplotlib).
 
     python3 scripts/plot_eval.py eval-report
 
 Figure 6: P2P against host-staged speedup by transfer size; Figure 7: throughput and energy
 efficiency normalised to FPGA-only; Figure 8: the transformer's gain over GPU-only at window 512;
 Figure 9: Pareto fronts. A figure whose CSV is missing or empty is skipped with a message.
-Everything plotted is modelled (dype-eval's emulated testbeds).
+Everything plotted is modelled (dype-eval's emulated testbeds). Exit status 3: matplotlib is not
+installed.
 """
 import csv
 import os
 import sys
 from collections import defaultdict
 
-import matplotlib
+try:
+    import matplotlib
 
-matplotlib.use("Agg")  # files only, no display
-import matplotlib.pyplot as plt  # noqa: E402
+    matplotlib.use("Agg")  # files only, no display
+    import matplotlib.pyplot as plt
+except ImportError:
+    print("plot_eval: matplotlib is not installed (python3-matplotlib)", file=sys.stderr)
+    sys.exit(3)
 
 
 def rows(folder, name):
@@ -29,8 +34,7 @@ def rows(folder, name):
 
 def save(fig, folder, stem):
     fig.tight_layout()
-    for ext in ("svg", "png"):
-        fig.savefig(os.path.join(folder, f"{stem}.{ext}"), dpi=120)
+    fig.savefig(os.path.join(folder, f"{stem}.png"), dpi=120)
     plt.close(fig)
 
 

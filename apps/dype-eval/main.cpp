@@ -5,11 +5,11 @@
 //   dype-eval --out eval-report                       # everything, a few minutes on 2 cores
 //   dype-eval --out r --systems pcie4 --workloads gnn  # one interconnect, GNNs only
 //
-// Writes DIR/report.md, one CSV per table and figure, and the plots (scripts/plot_eval.py,
-// matplotlib) as SVG and PNG. Every figure is modelled: plans are made as the daemon makes them
-// and priced by the emulated devices' own timing models. Exit status: 0 report written, 2 bad
-// input (unknown system or workload, missing or malformed paper table file, unwritable folder),
-// 4 the plots could not be drawn.
+// Writes DIR/report.md, one CSV per table and figure, and the figures as PNG, drawn from those
+// CSVs by scripts/plot_eval.py (matplotlib). Every figure is modelled: plans are made as the daemon
+// makes them and priced by the emulated devices' own timing models. Exit status: 0 report written,
+// 2 bad input (unknown system or workload, missing or malformed paper table file, unwritable
+// folder), 4 the plots could not be drawn.
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -19,9 +19,10 @@
 
 #include <CLI/CLI.hpp>
 
+#include "common/error.h"
 #include "eval_cases.h"
 #include "hw/system_config.h"
-#include "common/error.h"
+#include "perfmodel/plot.h"
 #include "sections.h"
 
 namespace {
@@ -118,19 +119,22 @@ int run(Options o) {
   beyond_the_paper(results, report);
   drift_stream(results, ics, eval_options, report);
   figure_data(results, ics, measured, report);
-  report.md << "## Figures\n\nFigure 6 `fig6_p2p.*` (P2P against host-staged, modelled from the topology; series named `measured` come from a calibration of real hardware, `--calibration`), Figure 7 "
-               "`fig7_normalised.*`, Figure 8 `fig8_transformer.*`, Figure 9 `fig9_pareto.*`; CSVs beside them.\n\n"
-               "![Figure 7](fig7_normalised.svg)\n\n";
+  report.md << "## Figures\n\nFigure 6 `fig6_p2p.*` (P2P against host-staged, modelled from the "
+               "topology; series named `measured` come from a calibration of real hardware, "
+               "`--calibration`), Figure 7 `fig7_normalised.*`, Figure 8 `fig8_transformer.*`, "
+               "Figure 9 `fig9_pareto.*`: PNG (matplotlib), their CSVs beside them.\n\n"
+               "![Figure 7](fig7_normalised.png)\n\n";
   report.write_markdown();
 
   int rc = 0;
   if (!o.no_plots) {
-    const std::string script = std::string(DYPE_SOURCE_DIR) + "/scripts/plot_eval.py";
-    // Debian's python3-matplotlib is installed for /usr/bin/python3, which PATH may not name first.
-    const std::string python = std::filesystem::exists("/usr/bin/python3") ? "/usr/bin/python3" : "python3";
-    const std::string cmd = python + " '" + script + "' '" + o.out + "'";
-    if (std::system(cmd.c_str()) != 0) {
-      std::fprintf(stderr, "dype-eval: the plots could not be drawn (%s); the report and CSVs are written\n", cmd.c_str());
+    try {
+      perf::run_plot_script(std::filesystem::path(DYPE_SOURCE_DIR) / "scripts" / "plot_eval.py",
+                            {o.out});
+    } catch (const Error& e) {
+      std::fprintf(stderr,
+                   "dype-eval: the plots could not be drawn: %s; the report and CSVs are written\n",
+                   e.what());
       rc = 4;
     }
   }

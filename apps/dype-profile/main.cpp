@@ -1,8 +1,8 @@
 // dype-profile: builds, shows and checks kernel performance models.
 //
-//   dype-profile run --system configs/systems/local.yaml --device cpu0 --budget 180s --plot cpu.svg
+//   dype-profile run --system configs/systems/local.yaml --device cpu0 --budget 180s --plot cpu.png
 //   dype-profile run --system configs/systems/paper-testbed-pcie4.yaml --device gpu0   (modelled)
-//   dype-profile show configs/perfmodels/generic-cpu.json --plot cpu.svg
+//   dype-profile show configs/perfmodels/generic-cpu.json --plot cpu.png
 //   dype-profile validate configs/perfmodels/generic-cpu.json --graph g.mtx --device cpu0
 //   dype-profile validate configs/perfmodels/nvidia-h200.json --graph g.mtx --measured g.csv  (no device)
 //   dype-profile refit gpu0.json --feature-set spmm.gpu.v4 --device-model nvidia-h200 --out h200.json
@@ -89,16 +89,25 @@ perf::PlotPanel panel_for(OpKind kind, const perf::KernelModel& m) {
   return p;
 }
 
+// --plot F.png: the points as F.plot.json beside it (kept, to re-plot), drawn by matplotlib.
 void write_plot(const perf::ModelStore& st, const std::string& path) {
   std::vector<perf::PlotPanel> panels;
   for (const auto& [kind, m] : st.models) panels.push_back(panel_for(kind, m));
-  const std::string svg = perf::predicted_vs_measured_svg(
-      "dype performance models: " + st.device_model, "times " + label(st) + ", " + st.host + ", " + st.created,
-      panels);
-  std::ofstream out(path);
-  if (!out) throw Error("cannot write " + path);
-  out << svg;
-  std::printf("wrote %s\n", path.c_str());
+  const fs::path png(path), data = fs::path(path).replace_extension(".plot.json");
+  perf::write_plot_data(perf::predicted_vs_measured_data(
+                            "dype performance models: " + st.device_model,
+                            "times " + label(st) + ", " + st.host + ", " + st.created, panels),
+                        data);
+  perf::run_plot_script(fs::path(DYPE_SOURCE_DIR) / "scripts" / "plot_perfmodel.py",
+                        {data.string(), png.string()});
+  std::printf("wrote %s (data %s)\n", png.string().c_str(), data.string().c_str());
+}
+
+// --plot names a PNG; checked before a profile's long run.
+void check_plot_path(const std::string& path) {
+  if (!path.empty() && fs::path(path).extension() != ".png")
+    throw InputError("--plot",
+                     "'" + path + "' is not a .png file (plots are PNG, drawn by matplotlib)");
 }
 
 // 1-minute load average; -1 when unknown.
@@ -181,7 +190,9 @@ int main(int argc, char** argv) {
   run->add_option("--out", out,
                   "output .json, or a folder for <device model>.json in it (default configs/perfmodels/<device "
                   "model>.json)");
-  run->add_option("--plot", plot, "also write a predicted-vs-measured SVG");
+  run->add_option("--plot", plot,
+                  "also draw predicted against measured as this PNG (matplotlib; its data beside "
+                  "it as .plot.json)");
   run->add_option("--seed", seed, "synthetic input seed")->capture_default_str();
   run->add_option("--max-points", max_points, "points per kernel at most")->capture_default_str();
   run->add_option("--spmm-widths", spmm_widths,
@@ -199,7 +210,9 @@ int main(int argc, char** argv) {
   std::string model_file;
   auto* show = app.add_subcommand("show", "print a model store and its accuracy");
   show->add_option("model", model_file, "model store .json")->required();
-  show->add_option("--plot", plot, "write a predicted-vs-measured SVG");
+  show->add_option(
+      "--plot", plot,
+      "draw predicted against measured as this PNG (matplotlib; data beside it as .plot.json)");
 
   std::vector<std::string> graphs;
   std::vector<std::string> measured_files;
@@ -258,6 +271,7 @@ int main(int argc, char** argv) {
 
   CLI11_PARSE(app, argc, argv);
   try {
+    check_plot_path(plot);
     if (*run) {
       hw::System sys = system_file.empty() ? hw::System::detect() : hw::System::from_config(hw::load_system_config(system_file));
       hw::Device& dev = sys.device(device);

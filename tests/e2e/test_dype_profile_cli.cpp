@@ -5,12 +5,14 @@
 
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <string>
 
 #include <nlohmann/json.hpp>
 
+#include "../test_png.h"
 #include "../test_run_cli.h"
 #include "../test_temp_dir.h"
 #include "graph/builders.h"
@@ -72,6 +74,43 @@ TEST(DypeProfileCli, RefitSetsTheDeviceModelAndCache) {
   EXPECT_EQ(bad.status, 2) << bad.out;
   EXPECT_NE(bad.out.find("--feature-set: 'spmm.cpu.v4' is not a spmm set for gpu devices"), std::string::npos)
       << bad.out;
+}
+
+// show --plot: the points as JSON beside a PNG that matplotlib drew from them; other names refused.
+TEST(DypeProfileCli, ShowDrawsPredictedAgainstMeasuredAsAPng) {
+  if (std::system("/usr/bin/python3 -c 'import matplotlib' >/dev/null 2>&1") != 0)
+    GTEST_SKIP()
+        << "python3-matplotlib is not installed (scripts/setup.sh installs it); plots not checked";
+  const fs::path png = files().dir / "my-gpu.png";
+  const auto r =
+      test::run_cli(kProfile, "show " + files().store.string() + " --plot " + png.string());
+  ASSERT_EQ(r.status, 0) << r.out;
+  const test::PngCheck c = test::check_png(png);
+  EXPECT_TRUE(c.png) << png;
+  EXPECT_GE(c.width, 300u);
+  EXPECT_GE(c.height, 300u);
+  EXPECT_GT(c.ink, 0.02) << "a blank plot";
+  const auto data = nlohmann::json::parse(std::ifstream(files().dir / "my-gpu.plot.json"));
+  EXPECT_NE(data["title"].get<std::string>().find("my-gpu"), std::string::npos) << data["title"];
+  EXPECT_NE(data["subtitle"].get<std::string>().find("modelled"), std::string::npos)
+      << data["subtitle"];
+  ASSERT_EQ(data["panels"].size(), 1u);
+  EXPECT_NE(data["panels"][0]["title"].get<std::string>().find("spmm"), std::string::npos);
+  ASSERT_EQ(data["panels"][0]["points"].size(), 60u);  // every stored sample
+  int held_out = 0;
+  for (const auto& p : data["panels"][0]["points"]) {
+    EXPECT_GT(p["measured_s"].get<double>(), 0);
+    EXPECT_GT(p["predicted_s"].get<double>(), 0);
+    held_out += p["holdout"].get<bool>();
+  }
+  EXPECT_GT(held_out, 0);
+
+  const auto svg = test::run_cli(
+      kProfile, "show " + files().store.string() + " --plot " + (files().dir / "m.svg").string());
+  EXPECT_EQ(svg.status, 2) << svg.out;
+  EXPECT_NE(svg.out.find("--plot: '" + (files().dir / "m.svg").string() + "' is not a .png file"),
+            std::string::npos)
+      << svg.out;
 }
 
 TEST(DypeProfileCli, ValidateAgainstMeasuredTimesNeedsNoDevice) {
