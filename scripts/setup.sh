@@ -20,6 +20,7 @@ packages=(
   python3-torch python3-networkx
   python3-matplotlib  # dype-eval's plots (scripts/plot_eval.py)
   python3-grpcio python3-grpc-tools  # the KServe protocol client example and its test (examples/python/)
+  prometheus  # a real Prometheus scraping dype-serve, and promtool (tests/e2e/test_monitoring.cpp)
   # Debian's PyTorch does its dense math through whichever libblas.so.3 is installed; without this
   # it is netlib's reference BLAS (measured 30-60x slower here), which would make every PyTorch peer
   # in bench/ a straw man. OpenBLAS takes over the alternative when installed.
@@ -46,6 +47,12 @@ else
   export DEBIAN_FRONTEND=noninteractive
   $SUDO apt-get update -qq
   $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}"
+  # Debian's prometheus starts a server on :9090 at install where systemd runs, which would keep
+  # scraping and storing on every CI machine; the tests start their own, so the one just installed
+  # is stopped and disabled (one installed before is left as it was).
+  if [[ " ${missing[*]} " == *" prometheus "* && -d /run/systemd/system ]]; then
+    $SUDO systemctl disable --now prometheus >/dev/null 2>&1 || true
+  fi
 fi
 
 # npm packages the build embeds (the status page's chart library): each tarball at the version
