@@ -1,7 +1,7 @@
 #include "runtime/daemon/engine_metrics.h"
 
 #include <sstream>
-
+#include <vector>
 
 namespace dype::rt::daemon {
 namespace {
@@ -39,27 +39,44 @@ std::string render_engine_metrics(std::span<const ServedEngine> engines, const s
       o << "dype_replans_total{model=\"" << s.name << "\",cause=\"" << k.first << "\",swapped=\""
         << (k.second ? "true" : "false") << "\"} " << n << "\n";
   }
+  // Each family's lines together under its HELP and TYPE, as the text format requires.
+  std::vector<EngineStats> stats;
+  for (const ServedEngine& s : engines) stats.push_back(s.engine->stats());
   family_header(o, "dype_engine_requests_total", "counter", "Requests the engine answered, by result.");
-  family_header(o, "dype_swap_pause_seconds_max", "gauge", "Longest client pause during a plan swap (measured).");
-  family_header(o, "dype_modelled_makespan_seconds", "gauge", "Latest modelled completion on emulated devices (modelled).");
-  for (const ServedEngine& s : engines) {
-    const EngineStats st = s.engine->stats();
-    o << "dype_engine_requests_total{model=\"" << s.name << "\",result=\"completed\"} " << st.completed << "\n";
-    o << "dype_engine_requests_total{model=\"" << s.name << "\",result=\"failed\"} " << st.failed << "\n";
-    o << "dype_engine_requests_total{model=\"" << s.name << "\",result=\"cancelled\"} " << st.cancelled << "\n";
-    o << "dype_engine_reruns_total{model=\"" << s.name << "\"} " << st.reruns << "\n";
-    o << "dype_swap_pause_seconds_max{model=\"" << s.name << "\",source=\"measured\"} " << st.max_pause_s << "\n";
-    o << "dype_modelled_makespan_seconds{model=\"" << s.name << "\",source=\"modelled\"} " << st.modelled_makespan_s << "\n";
+  for (std::size_t i = 0; i < engines.size(); ++i) {
+    const std::string& m = engines[i].name;
+    o << "dype_engine_requests_total{model=\"" << m << "\",result=\"completed\"} "
+      << stats[i].completed << "\n";
+    o << "dype_engine_requests_total{model=\"" << m << "\",result=\"failed\"} " << stats[i].failed
+      << "\n";
+    o << "dype_engine_requests_total{model=\"" << m << "\",result=\"cancelled\"} "
+      << stats[i].cancelled << "\n";
   }
+  family_header(
+      o, "dype_engine_reruns_total", "counter",
+      "Requests run again on a new plan after a device failed under them (fault recovery).");
+  for (std::size_t i = 0; i < engines.size(); ++i)
+    o << "dype_engine_reruns_total{model=\"" << engines[i].name << "\"} " << stats[i].reruns
+      << "\n";
+  family_header(o, "dype_swap_pause_seconds_max", "gauge", "Longest client pause during a plan swap (measured).");
+  for (std::size_t i = 0; i < engines.size(); ++i)
+    o << "dype_swap_pause_seconds_max{model=\"" << engines[i].name << "\",source=\"measured\"} "
+      << stats[i].max_pause_s << "\n";
+  family_header(o, "dype_modelled_makespan_seconds", "gauge", "Latest modelled completion on emulated devices (modelled).");
+  for (std::size_t i = 0; i < engines.size(); ++i)
+    o << "dype_modelled_makespan_seconds{model=\"" << engines[i].name << "\",source=\"modelled\"} "
+      << stats[i].modelled_makespan_s << "\n";
   family_header(o, "dype_inference_energy_joules_total", "counter",
                 "Energy of the answered inferences: per stage, modelled busy time x\n"
                 "# execute power of its devices (emulated device models).");
+  for (std::size_t i = 0; i < engines.size(); ++i)
+    o << "dype_inference_energy_joules_total{model=\"" << engines[i].name
+      << "\",source=\"modelled\"} " << stats[i].modelled_energy_j << "\n";
   family_header(o, "dype_inference_energy_joules", "gauge", "Mean energy per answered inference (modelled).");
-  for (const ServedEngine& s : engines) {
-    const EngineStats st = s.engine->stats();
-    const std::string l = "model=\"" + s.name + "\",source=\"modelled\"";
-    o << "dype_inference_energy_joules_total{" << l << "} " << st.modelled_energy_j << "\n";
-    o << "dype_inference_energy_joules{" << l << "} " << (st.completed ? st.modelled_energy_j / static_cast<double>(st.completed) : 0.0) << "\n";
+  for (std::size_t i = 0; i < engines.size(); ++i) {
+    const EngineStats& st = stats[i];
+    o << "dype_inference_energy_joules{model=\"" << engines[i].name << "\",source=\"modelled\"} "
+      << (st.completed ? st.modelled_energy_j / static_cast<double>(st.completed) : 0.0) << "\n";
   }
   family_header(o, "dype_device_energy_joules_total", "counter",
                 "Energy per device since start (modelled on emulated devices,\n"
@@ -96,20 +113,44 @@ std::string render_engine_metrics(std::span<const ServedEngine> engines, const s
         o << "dype_device_utilization{device=\"" << d->name() << "\",source=\"modelled\"} " << (span > 0 ? b.modelled_s / span : 0.0) << "\n";
     }
   }
-  family_header(o, "dype_stage_busy_ratio", "gauge",
-                "Busy time / lifetime of each stage of the current pipeline (measured).");
+  // Per stage of each current pipeline: each stage's labels and figures, then a family at a time.
+  struct Stage {
+    std::string labels;
+    StageStats stats;
+  };
+  std::vector<Stage> stages;
   for (const ServedEngine& s : engines) {
-    const auto stages = s.engine->stage_stats();
-    for (std::size_t i = 0; i < stages.size(); ++i) {
-      const StageStats& st = stages[i];
-      const std::string l = "model=\"" + s.name + "\",stage=\"" + std::to_string(i) + "\",devices=\"" + esc(st.devices) + "\"";
-      o << "dype_stage_busy_ratio{" << l << ",source=\"measured\"} " << (st.lifetime_s > 0 ? st.busy_s / st.lifetime_s : 0.0) << "\n";
-      o << "dype_stage_modelled_busy_seconds{" << l << ",source=\"modelled\"} " << st.modelled_busy_s << "\n";
-      o << "dype_stage_queue_depth_max{" << l << "} " << st.max_queue_depth << "\n";
-      o << "dype_stage_queue_depth_mean{" << l << "} " << st.mean_queue_depth << "\n";
-      o << "dype_stage_requests_total{" << l << "} " << st.requests << "\n";
-    }
+    const auto st = s.engine->stage_stats();
+    for (std::size_t i = 0; i < st.size(); ++i)
+      stages.push_back({"model=\"" + s.name + "\",stage=\"" + std::to_string(i) + "\",devices=\"" +
+                            esc(st[i].devices) + "\"",
+                        st[i]});
   }
+  const auto stage_family = [&](const char* name, const char* type, const char* help,
+                                const char* source, const auto& value) {
+    family_header(o, name, type, help);
+    for (const Stage& st : stages)
+      o << name << '{' << st.labels << (source ? std::string(",source=\"") + source + '"' : "")
+        << "} " << value(st.stats) << "\n";
+  };
+  stage_family(
+      "dype_stage_busy_ratio", "gauge",
+      "Busy time / lifetime of each stage of the current pipeline (measured).", "measured",
+      [](const StageStats& st) { return st.lifetime_s > 0 ? st.busy_s / st.lifetime_s : 0.0; });
+  stage_family("dype_stage_modelled_busy_seconds", "gauge",
+               "Modelled device time each stage of the current pipeline has spent on its requests "
+               "(modelled).",
+               "modelled", [](const StageStats& st) { return st.modelled_busy_s; });
+  stage_family("dype_stage_queue_depth_max", "gauge",
+               "Deepest queue in front of each stage of the current pipeline.", nullptr,
+               [](const StageStats& st) { return st.max_queue_depth; });
+  stage_family("dype_stage_queue_depth_mean", "gauge",
+               "Mean queue depth in front of each stage of the current pipeline, seen as it takes "
+               "a request.",
+               nullptr, [](const StageStats& st) { return st.mean_queue_depth; });
+  stage_family("dype_stage_requests_total", "counter",
+               "Requests each stage of the current pipeline has processed.", nullptr,
+               [](const StageStats& st) { return st.requests; });
   return o.str();
 }
 

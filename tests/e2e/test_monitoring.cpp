@@ -276,6 +276,48 @@ TEST(Monitoring, DashboardNamesOnlyMetricsTheDaemonExports) {
     EXPECT_TRUE(used.count(n)) << "no panel reads " << n;
 }
 
+// The text format's rules that Prometheus and promtool hold an exposition to: every sample under a
+// family with HELP and TYPE, each family's lines in one group (histograms: _bucket, _sum, _count).
+TEST(Monitoring, EveryFamilyIsOneGroupUnderItsHelpAndType) {
+  ServedDaemon daemon;
+  ASSERT_NO_FATAL_FAILURE(daemon.start());
+  const std::string text = daemon.metrics();
+  std::map<std::string, std::string> type;
+  std::set<std::string> help, seen;
+  std::string current;
+  std::istringstream in(text);
+  for (std::string line; std::getline(in, line);) {
+    std::istringstream words(line);
+    std::string hash, kind, name, value;
+    if (line.rfind("# HELP ", 0) == 0 || line.rfind("# TYPE ", 0) == 0) {
+      words >> hash >> kind >> name >> value;
+      if (kind == "HELP") {
+        EXPECT_TRUE(help.insert(name).second) << "second HELP for " << name;
+      } else {
+        EXPECT_TRUE(type.emplace(name, value).second) << "second TYPE for " << name;
+      }
+      continue;
+    }
+    if (line.empty() || line[0] == '#') continue;
+    std::string family = line.substr(0, line.find_first_of("{ "));
+    for (const char* suffix : {"_bucket", "_sum", "_count"}) {
+      const std::string s = suffix;
+      const std::string base =
+          family.size() > s.size() ? family.substr(0, family.size() - s.size()) : "";
+      if (!type.count(family) && family.ends_with(s) && type.count(base) &&
+          type[base] == "histogram")
+        family = base;
+    }
+    EXPECT_TRUE(type.count(family)) << family << " has no TYPE";
+    EXPECT_TRUE(help.count(family)) << family << " has no HELP";
+    if (family != current) {
+      EXPECT_TRUE(seen.insert(family).second) << family << "'s lines are split by another family's";
+      current = family;
+    }
+  }
+  EXPECT_GT(seen.size(), 30u) << text;
+}
+
 // Prometheus's own parser on every expression: promtool checks them as recording rules.
 TEST(Monitoring, DashboardExpressionsParseWithPromtool) {
   if (std::system("command -v promtool >/dev/null 2>&1") != 0)

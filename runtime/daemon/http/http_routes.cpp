@@ -213,8 +213,11 @@ void HttpRoutes::get_model_ready(const Req& req, Res& res) const {
 }
 
 void HttpRoutes::get_metrics(const Req&, Res& res) const {
-  std::string extra = service_.metrics_text() + graphs_.metrics_text() + "dype_ready " +
-                      (admission_.ready() ? "1" : "0") + "\n";
+  std::string extra =
+      service_.metrics_text() + graphs_.metrics_text() +
+      "# HELP dype_ready 1 while the daemon is ready to serve (GET /v2/health/ready).\n"
+      "# TYPE dype_ready gauge\ndype_ready " +
+      (admission_.ready() ? "1" : "0") + "\n";
   if (transport_) {
     const TransportCounters& c = transport_->counters();
     extra += "# HELP dype_http_connections_open HTTP connections open now.\n# TYPE dype_http_connections_open gauge\n"
