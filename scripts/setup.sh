@@ -18,7 +18,7 @@ packages=(
   # References only, never a runtime dependency: served models are checked against PyTorch
   # (tests/scripts/pyg_reference.py), and the example models are trained on networkx's karate club.
   python3-torch python3-networkx
-  python3-matplotlib  # dype-eval's plots (scripts/plot_eval.py)
+  python3-matplotlib  # every plot: dype-eval's figures and dype-profile --plot (scripts/plot_*.py)
   python3-grpcio python3-grpc-tools  # the KServe protocol client example and its test (examples/python/)
   prometheus  # a real Prometheus scraping dype-serve, and promtool (tests/e2e/test_monitoring.cpp)
   # Debian's PyTorch does its dense math through whichever libblas.so.3 is installed; without this

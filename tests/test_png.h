@@ -1,5 +1,5 @@
 // A plot the project drew, as the tests check it: a real PNG (signature and IHDR), its size, and
-// ink on it (tests/scripts/png_ink.py reads the pixels with matplotlib, which drew them).
+// ink on it (tests/scripts/png_colours.py decodes the pixels).
 #pragma once
 
 #include <algorithm>
@@ -15,7 +15,7 @@ namespace dype::test {
 struct PngCheck {
   bool png = false;  // the 8-byte signature and an IHDR chunk first
   std::uint32_t width = 0, height = 0;
-  double ink = -1;  // share of pixels unlike the background; -1 when unread
+  double ink = -1;  // share of pixels unlike the background (the most common colour); -1 unread
 };
 
 inline PngCheck check_png(const std::filesystem::path& path) {
@@ -32,13 +32,14 @@ inline PngCheck check_png(const std::filesystem::path& path) {
   };
   c.width = be32(16);
   c.height = be32(20);
-  const std::string cmd = "/usr/bin/python3 " + std::string(DYPE_SOURCE_DIR) +
-                          "/tests/scripts/png_ink.py '" + path.string() + "' 2>/dev/null";
+  const std::string cmd = "python3 " + std::string(DYPE_SOURCE_DIR) +
+                          "/tests/scripts/png_colours.py '" + path.string() + "' 2>/dev/null";
   if (FILE* p = popen(cmd.c_str(), "r")) {
-    unsigned w = 0, h = 0;
-    double ink = -1;
-    if (std::fscanf(p, "%u %u %lf", &w, &h, &ink) == 3 && w == c.width && h == c.height)
-      c.ink = ink;
+    unsigned w = 0, h = 0, colours = 0;
+    double top_share = -1;
+    if (std::fscanf(p, "%ux%u colours=%u top_share=%lf", &w, &h, &colours, &top_share) == 4 &&
+        w == c.width && h == c.height)
+      c.ink = 1.0 - top_share;  // the most common colour is the background
     pclose(p);
   }
   return c;

@@ -272,7 +272,7 @@ TEST(Monitoring, DashboardNamesOnlyMetricsTheDaemonExports) {
         "dype_request_queue_duration_us", "dype_request_compute_duration_us", "dype_plan_epoch",
         "dype_replans_total", "dype_inference_energy_joules_total",
         "dype_device_energy_joules_total", "dype_device_busy_seconds_total",
-        "dype_graphs_registered", "dype_graph_lookups_total"})
+        "dype_graph_registry_graphs", "dype_graph_lookups_total"})
     EXPECT_TRUE(used.count(n)) << "no panel reads " << n;
 }
 
