@@ -224,13 +224,18 @@ TEST(DypeEvalCli, DrawsThePlotsWithMatplotlib) {
   const fs::path d = dype::test::process_temp_dir("dype-eval-plots") / "r";
   const Result r = run("--out " + d.string() + " --systems cxl3 --workloads gnn");
   ASSERT_EQ(r.status, 0) << r.out;
-  // Each figure a PNG with ink on it, drawn from the CSV beside it (no other image format).
+  // Each figure a PNG drawn from the CSV beside it (no other image format); the report's figure
+  // decoded, with ink on it.
   for (const char* f : {"fig6_p2p", "fig7_normalised", "fig9_pareto"}) {
-    const dype::test::PngCheck c = dype::test::check_png(d / (std::string(f) + ".png"));
+    const bool report_figure = std::string(f) == "fig7_normalised";
+    const dype::test::PngCheck c =
+        dype::test::check_png(d / (std::string(f) + ".png"), report_figure);
     EXPECT_TRUE(c.png) << f;
     EXPECT_GE(c.width, 400u) << f;
     EXPECT_GE(c.height, 300u) << f;
-    EXPECT_GT(c.ink, 0.02) << f << ": a blank plot";
+    if (report_figure) {
+      EXPECT_GT(c.ink, 0.02) << f << ": a blank plot";
+    }
     EXPECT_FALSE(read_csv(d / (std::string(f) + ".csv")).empty()) << f;
     EXPECT_FALSE(fs::exists(d / (std::string(f) + ".svg"))) << f;
   }
