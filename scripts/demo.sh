@@ -140,6 +140,13 @@ echo "== re-plans of swin-transformer caused by the data (old -> new, predicted 
 echo "   measured throughput before and after each is in the per-epoch lines of the phases above)"
 "${admin[@]}" --model swin-transformer plan | python3 "$work/show.py" drift-replans
 
+echo "== a streaming graph: the gcn's graph registered once with its features, then 300 updates of"
+echo "   2 random edges, then 20 bulk loads of 2000; each answer recomputes only the rows the update"
+echo "   reached (exact), the whole graph only past the activation bound"
+"${client[@]}" stream --model gcn --updates drift --update-drift 0:2,300:2000 --requests 320 \
+  --nodes 20000 --edges 200000 | grep -vE '^\[' | sed 's/^/   /'
+curl -s "http://127.0.0.1:$metrics/metrics" | grep -E '^dype_graph_activation_bytes' | sed 's/^/   /'
+
 echo "== energy (modelled) from /metrics"
 curl -s "http://127.0.0.1:$metrics/metrics" | grep -E '^dype_inference_energy_joules(_total)?\{model="gcn"' | sed 's/^/  /'
 
