@@ -69,7 +69,8 @@ std::shared_ptr<GraphEntry> GraphRegistry::find_locked(const std::string& id) {
   return it->second;
 }
 
-void GraphRegistry::check_share_locked(const GraphOwner& owner, std::size_t need) const {
+void GraphRegistry::check_share_locked(const GraphOwner& owner, std::size_t need, const std::string& what,
+                                       bool new_graph) const {
   const std::string oid = owner.id();
   std::size_t owner_n = 0, owner_b = 0, addr_n = 0, addr_b = 0;
   for (const auto& [id, e] : graphs_) {
@@ -80,15 +81,27 @@ void GraphRegistry::check_share_locked(const GraphOwner& owner, std::size_t need
     if (share >= 1.0) return;
     const auto max_n = std::max<std::size_t>(1, static_cast<std::size_t>(share * limits_.max_graphs));
     const auto max_b = static_cast<std::size_t>(share * limits_.max_bytes);
-    if (n >= max_n)
+    if (new_graph && n >= max_n)
       throw InputError("graphs", who + " holds " + std::to_string(n) + " graphs, its share of the registry (" +
                                      flag + "); delete one first");
     if (b + need > max_b)
       throw InputError("graphs", who + " holds " + size_text(b) + " of its " + size_text(max_b) + " share (" + flag +
-                                     ") and this graph needs " + size_text(need) + "; delete graphs first");
+                                     ") and " + what + " needs " + size_text(need) + "; delete graphs first");
   };
   check(limits_.owner_share, owner_n, owner_b, owner.key.empty() ? "this client" : "this owner key", "--graph-owner-share");
   check(limits_.address_share, addr_n, addr_b, "address " + owner.address, "--graph-address-share");
+}
+
+void GraphRegistry::check_growth_locked(const GraphOwner& holder, std::size_t need, const std::string& what) const {
+  if (bytes_ + need > limits_.max_bytes)
+    throw InputError("graphs", "registry full: it holds " + size_text(bytes_) + " of " + size_text(limits_.max_bytes) +
+                                   " and " + what + " needs " + size_text(need) + "; delete graphs first");
+  check_share_locked(holder, need, what, /*new_graph=*/false);
+}
+
+bool GraphRegistry::registered_locked(const GraphEntry& e) const {
+  const auto it = graphs_.find(e.id);
+  return it != graphs_.end() && it->second.get() == &e;
 }
 
 std::string GraphRegistry::add(kernels::EdgeList edges, const GraphOwner& owner, HostTensor x) {
@@ -113,7 +126,7 @@ std::string GraphRegistry::add(kernels::EdgeList edges, const GraphOwner& owner,
                                      size_text(limits_.max_bytes) + " and this graph needs " +
                                      size_text(need) + "; delete graphs first");
     }
-    check_share_locked(owner, need);
+    check_share_locked(owner, need, "this graph", /*new_graph=*/true);
   } catch (const InputError&) {
     ++refused_;
     throw;
@@ -199,7 +212,7 @@ void GraphRegistry::account(GraphEntry& e) {
   for (const auto& [name, k] : e.activations) kept += k.gnn ? k.gnn->bytes() : 0;
   std::lock_guard lock(mu_);
   // Counted while the entry is registered (a concurrent remove has already taken its bytes off).
-  if (auto it = graphs_.find(e.id); it != graphs_.end() && it->second.get() == &e) {
+  if (registered_locked(e)) {
     bytes_ += bytes - e.bytes;
     activation_bytes_ += kept - e.activation_bytes;
   }
@@ -306,27 +319,51 @@ GraphUpdateResult GraphRegistry::update(const std::string& id, const GraphOwner&
   }
   ++hits_;
   std::lock_guard lock(e->mu);
+  // What the graph holds counts against the client that holds it: its key and the address it
+  // registered from (the shares count graphs by that address).
+  const GraphOwner holder{owner.key, e->address};
+  // A graph registered without features takes updates as adjacency lists, which hold far more than
+  // its edge list: 2^30 nodes and one edge are 16 bytes as registered, tens of GiB as adjacency.
+  // Within the quotas before it is built, and kept only once an update applies to it.
+  std::unique_ptr<DynamicGraph> fresh;
+  const std::size_t registered_bytes = e->dynamic ? 0 : edge_bytes(e->edges);
   if (!e->dynamic) {
     if (!e->edges.weight.empty())
       throw InputError("graph", "'" + id + "' was registered with edge_weight; a weighted graph takes no updates");
-    auto dynamic = std::make_unique<DynamicGraph>(e->edges, HostTensor{});
-    if (store_) store_->save(e->id, e->owner, e->address, *dynamic);  // from now on it is kept
-    e->dynamic = std::move(dynamic);
-    e->edges = {};
-    account(*e);
+    const std::size_t most = DynamicGraph::bytes_for(e->edges.num_nodes, e->edges.num_edges(), 0);
+    {
+      std::lock_guard reg(mu_);
+      check_growth_locked(holder, most > registered_bytes ? most - registered_bytes : 0, "this graph, to take updates,");
+    }
+    fresh = std::make_unique<DynamicGraph>(e->edges, HostTensor{});
   }
-  DynamicGraph& g = *e->dynamic;
+  DynamicGraph& g = fresh ? *fresh : *e->dynamic;
   g.check(u);
   // What it adds, about as DynamicGraph::bytes counts: two adjacency pairs an edge, a node's vectors and row.
-  const std::size_t need = u.add_src.size() * 16 +
-                           static_cast<std::size_t>(u.add_nodes) * (64 + static_cast<std::size_t>(g.feature_len()) * 4);
+  std::size_t need = u.add_src.size() * 16 +
+                     static_cast<std::size_t>(u.add_nodes) * (64 + static_cast<std::size_t>(g.feature_len()) * 4);
+  const bool converted = fresh != nullptr;
+  if (converted && fresh->bytes() > registered_bytes) need += fresh->bytes() - registered_bytes;
   {
     std::lock_guard reg(mu_);
-    if (bytes_ + need > limits_.max_bytes)
-      throw InputError("graphs", "registry full: it holds " + size_text(bytes_) + " of " + size_text(limits_.max_bytes) +
-                                     " and this update needs " + size_text(need) + "; delete graphs first");
+    if (!registered_locked(*e)) throw NotFound("unknown graph id '" + id + "' (deleted meanwhile)");
+    check_growth_locked(holder, need, "this update");
+    if (fresh) {  // from now on it is kept; under the registry's lock, so a deletion cannot leave it behind
+      if (store_) store_->save(e->id, e->owner, e->address, *fresh);
+      e->dynamic = std::move(fresh);
+      e->edges = {};
+    }
   }
-  if (store_) store_->append(id, u, g.version() + 1);  // kept before it applies
+  if (converted) account(*e);
+  if (store_) {  // kept before it applies
+    try {
+      store_->append(id, u, g.version() + 1);
+    } catch (...) {
+      std::lock_guard reg(mu_);
+      if (!registered_locked(*e)) throw NotFound("unknown graph id '" + id + "' (deleted meanwhile)");
+      throw;
+    }
+  }
   const GraphChange change = g.apply(u);
   if (store_ && GraphStore::compact_due(g.version())) {
     try {

@@ -132,7 +132,9 @@ class GraphRegistry {
                                         std::optional<std::uint64_t> version, std::uint64_t* answered_version);
   // Applies `update` whole to the graph `owner` registered (NotFound for another's), brings every
   // kept activation along and returns the new version. InputError (nothing applied) when the
-  // update cannot apply, the graph has edge weights, or it would pass the byte quotas.
+  // update cannot apply, the graph has edge weights, or it would pass the byte quotas: the
+  // registry's, and the owner's and address's shares of it (a graph registered without features
+  // counts its adjacency lists from its first update on).
   GraphUpdateResult update(const std::string& id, const GraphOwner& owner, const GraphUpdate& update);
   std::size_t activation_bytes() const;
   // Keeps the graphs that take updates in `store` from now on (registration, every update,
@@ -164,7 +166,14 @@ class GraphRegistry {
   void check_version(const GraphEntry& e, std::optional<std::uint64_t> version) const;
   void forget_locked(const GraphEntry& e);  // its bytes off the totals, as it leaves
   void drop_idle_locked();
-  void check_share_locked(const GraphOwner& owner, std::size_t need) const;
+  // InputError when `owner`'s or its address's share cannot take `need` more bytes (`what` needs
+  // them) or, for a new graph, one more graph.
+  void check_share_locked(const GraphOwner& owner, std::size_t need, const std::string& what, bool new_graph) const;
+  // InputError when the registry, or the share of `holder` (the key and address a graph is counted
+  // under), cannot take `need` more bytes for a graph already registered.
+  void check_growth_locked(const GraphOwner& holder, std::size_t need, const std::string& what) const;
+  // Whether `e` is still the entry registered under its id.
+  bool registered_locked(const GraphEntry& e) const;
   GraphSummary summary_locked(const GraphEntry& e) const;
 
   mutable std::mutex mu_;

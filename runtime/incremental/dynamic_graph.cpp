@@ -187,6 +187,13 @@ kernels::EdgeList DynamicGraph::edge_list() const {
   return e;
 }
 
+std::size_t DynamicGraph::bytes_for(std::int64_t nodes, std::int64_t edges, std::int64_t features) {
+  const auto n = static_cast<std::size_t>(std::max<std::int64_t>(nodes, 0));
+  const auto e = static_cast<std::size_t>(std::max<std::int64_t>(edges, 0));
+  return n * static_cast<std::size_t>(std::max<std::int64_t>(features, 0)) * sizeof(float) +
+         n * (2 * sizeof(Adjacency) + sizeof(std::int64_t) + sizeof(std::int32_t)) + 2 * e * sizeof(Adjacency::value_type);
+}
+
 std::size_t DynamicGraph::bytes() const {
   const auto n = static_cast<std::size_t>(nodes());
   return x_.data.size() * sizeof(float) + n * (2 * sizeof(Adjacency) + sizeof(std::int64_t) + sizeof(std::int32_t)) +

@@ -82,6 +82,9 @@ class DynamicGraph {
   kernels::EdgeList edge_list() const;
   // What it holds, about (adjacency pairs, per-node vectors, features; not spare capacity).
   std::size_t bytes() const;
+  // At most what bytes() would be for a graph of `nodes` nodes, `edges` edges and `features`
+  // features per node, before building it (each edge makes at most one pair each way).
+  static std::size_t bytes_for(std::int64_t nodes, std::int64_t edges, std::int64_t features);
 
  private:
   // +1 when a pair was inserted, -1 when one was erased, 0 otherwise.

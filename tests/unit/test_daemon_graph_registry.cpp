@@ -129,6 +129,65 @@ GraphUpdate edge(std::int64_t s, std::int64_t t) {
   return u;
 }
 
+// A graph registered without features holds its edge list (16 bytes an edge); its first update
+// turns it into adjacency lists, about 60 bytes a node. That growth is within the byte quota and
+// the owner's share before anything is built: 2^30 nodes and one edge, registered for 16 bytes,
+// would otherwise take tens of GiB on the first update, refused or not.
+TEST(GraphRegistry, FirstUpdateOfAGraphWithoutFeaturesIsWithinTheQuota) {
+  GraphRegistry r({.max_graphs = 8, .max_bytes = 1 << 20, .idle_ttl_s = 0});
+  const GraphOwner kim{"kim", "10.0.0.1"};
+  kernels::EdgeList wide;
+  wide.num_nodes = std::int64_t{1} << 24;  // 16 Mi nodes, one edge: 16 bytes as registered
+  wide.src = {0};
+  wide.dst = {1};
+  const std::string id = r.add(wide, kim);
+  EXPECT_EQ(r.bytes(), 16u);
+  try {
+    r.update(id, kim, edge(2, 3));
+    ADD_FAILURE() << "a graph without features took updates past the byte quota";
+  } catch (const InputError& e) {
+    EXPECT_NE(std::string(e.what()).find("registry full"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("this graph, to take updates, needs"), std::string::npos) << e.what();
+  }
+  EXPECT_EQ(r.bytes(), 16u);  // nothing built, nothing applied
+  EXPECT_EQ(r.list(kim).at(0).version, 0u);
+  GraphUpdate remove_absent;  // refused by the graph's check: the graph stays as registered
+  remove_absent.remove_src = {5};  // the ring has 4 -> 5, not 5 -> 4
+  remove_absent.remove_dst = {4};
+  const std::string small = r.add(ring(10), kim);
+  EXPECT_THROW(r.update(small, kim, remove_absent), InputError);
+  EXPECT_EQ(r.bytes(), 16u + 160u);
+  EXPECT_EQ(r.update(small, kim, edge(2, 3)).version, 1u);  // within the quota: it converts and applies
+  EXPECT_GT(r.bytes(), 16u + 160u);
+}
+
+// An owner's share bounds what its graphs grow to through updates, not only what it registers:
+// otherwise one client fills the registry by growing one graph and every other registration fails.
+TEST(GraphRegistry, UpdatesStayWithinTheOwnersShare) {
+  GraphRegistry r({.max_graphs = 8, .max_bytes = 1 << 20, .idle_ttl_s = 0, .owner_share = 0.25, .address_share = 0.5});
+  const GraphOwner alice{"alice", "10.0.0.1"}, bob{"bob", "10.0.0.2"};
+  const std::string a = r.add(ring(10), alice, make_tensor(10, 64, std::vector<float>(640, 0.5f)));
+  GraphUpdate grow;
+  grow.add_nodes = 200;
+  grow.add_x.assign(200 * 64, 0.25f);
+  std::uint64_t version = 0;
+  try {
+    for (int i = 0; i < 100; ++i) version = r.update(a, alice, grow).version;
+    ADD_FAILURE() << "an owner's graph grew past its share";
+  } catch (const InputError& e) {
+    EXPECT_NE(std::string(e.what()).find("(--graph-owner-share) and this update needs"), std::string::npos) << e.what();
+  }
+  EXPECT_GT(version, 0u);
+  EXPECT_EQ(r.list(alice).at(0).version, version);  // the refused update applied nothing
+  EXPECT_LE(r.bytes(), std::size_t{1} << 18);
+  EXPECT_NO_THROW(r.add(ring(10), bob, make_tensor(10, 64, std::vector<float>(640, 0.5f))));  // others still register
+  // The graph count of an owner at its share does not stop updates to the graphs it holds.
+  GraphRegistry c({.max_graphs = 4, .max_bytes = 1 << 20, .idle_ttl_s = 0, .owner_share = 0.25});
+  const std::string only = c.add(ring(10), alice);
+  EXPECT_THROW(c.add(ring(10), alice), InputError);
+  EXPECT_EQ(c.update(only, alice, edge(0, 5)).version, 1u);
+}
+
 // Graphs that take updates survive a restart through the state directory: the same id, owner,
 // version, edges and features; a record cut short by a crash is dropped, a snapshot compacts the
 // log, and a deleted graph leaves nothing behind.
