@@ -282,7 +282,10 @@ std::optional<HostTensor> GraphRegistry::answer_kept(const std::string& id, cons
   const DynamicGraph& g = features_of(*e);
   check_version(*e, version);
   GraphEntry::Kept& kept = e->activations[model_name];
-  if (kept.gnn && kept.model != model) kept.gnn.reset();  // computed with a version since reloaded
+  if (kept.gnn && kept.model != model) {  // computed with a version since reloaded
+    kept.gnn.reset();
+    account(*e);  // their bytes are free: the new version's are counted in their place
+  }
   if (!kept.gnn) {
     const std::size_t need = IncrementalGnn::bytes_for(*model, g.nodes());
     {

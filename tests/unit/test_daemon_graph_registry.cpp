@@ -188,6 +188,22 @@ TEST(GraphRegistry, UpdatesStayWithinTheOwnersShare) {
   EXPECT_EQ(c.update(only, alice, edge(0, 5)).version, 1u);
 }
 
+// A model reloaded under the same name drops the activations its earlier version kept: their bytes
+// leave the bound's count with them, so the new version's fit where the old ones did.
+TEST(GraphRegistry, ReloadedModelKeepsActivationsInTheOldOnesPlace) {
+  const auto v1 = std::make_shared<const Model>(Model::gcn({.layers = 1, .in_features = 3, .hidden = 2}));
+  const auto v2 = std::make_shared<const Model>(Model::gcn({.layers = 1, .in_features = 3, .hidden = 2}));
+  const std::size_t one = IncrementalGnn::bytes_for(*v1, 10);
+  GraphRegistry r({.max_graphs = 8, .max_bytes = 1 << 20, .idle_ttl_s = 0, .max_activation_bytes = one + one / 2});
+  const GraphOwner kim{"kim", "10.0.0.1"};
+  const std::string id = r.add(ring(10), kim, make_tensor(10, 3, std::vector<float>(30, 0.5f)));
+  ASSERT_TRUE(r.answer_kept(id, "gcn", v1, {}, std::nullopt, nullptr).has_value());
+  EXPECT_GT(r.activation_bytes(), 0u);
+  EXPECT_TRUE(r.answer_kept(id, "gcn", v2, {}, std::nullopt, nullptr).has_value());  // in the old ones' place
+  EXPECT_LE(r.activation_bytes(), one + one / 2);
+  EXPECT_EQ(r.list(kim).at(0).activation_bytes, r.activation_bytes());
+}
+
 // Graphs that take updates survive a restart through the state directory: the same id, owner,
 // version, edges and features; a record cut short by a crash is dropped, a snapshot compacts the
 // log, and a deleted graph leaves nothing behind.
