@@ -76,6 +76,10 @@ GraphStore::GraphStore(fs::path dir) : dir_(std::move(dir) / "graphs") {
   std::error_code ec;
   fs::create_directories(dir_, ec);
   if (ec) throw Error(dir_.string() + ": cannot create: " + ec.message());
+  // The snapshots hold each graph's owner key (what updates and deletes it) and its features: this
+  // user's only, as the update logs are.
+  fs::permissions(dir_, fs::perms::owner_all, fs::perm_options::replace, ec);
+  if (ec) throw Error(dir_.string() + ": cannot make it private: " + ec.message());
 }
 
 void GraphStore::save(const std::string& id, const std::string& owner, const std::string& address, const DynamicGraph& g,

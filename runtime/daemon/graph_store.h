@@ -21,7 +21,8 @@ class GraphStore {
  public:
   static constexpr int kCompactAfter = 4096;  // updates logged before the snapshot is rewritten
 
-  // Creates <dir>/graphs when missing (dype::Error naming it when it cannot).
+  // Creates <dir>/graphs when missing, readable by this user only (dype::Error naming it when it
+  // cannot).
   explicit GraphStore(std::filesystem::path dir);
 
   struct Loaded {

@@ -262,6 +262,10 @@ TEST(GraphRegistry, UpdatedGraphsComeBackAtTheirLastVersion) {
   GraphRegistry d;
   EXPECT_TRUE(d.persist(std::make_shared<GraphStore>(dir)).empty());
   EXPECT_EQ(d.size(), 0u);
+  // The snapshots hold owner keys: the folder is this user's only.
+  const auto perms = std::filesystem::status(dir / "graphs").permissions();
+  EXPECT_EQ(perms & (std::filesystem::perms::group_all | std::filesystem::perms::others_all),
+            std::filesystem::perms::none);
 }
 
 // The value of the sample `series` (name and labels as written) in a text exposition; -1 if absent.
