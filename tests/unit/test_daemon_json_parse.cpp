@@ -169,6 +169,19 @@ TEST(DaemonJsonParse, ParametersAndRequestedOutputs) {
   EXPECT_FALSE(r.outputs[1].binary);
   EXPECT_EQ(r.int_parameter("window"), 3);
   EXPECT_EQ(r.int_parameter("neg"), -2);
+  {  // past int64: refused with the value sent, not wrapped to a negative
+    const InferRequest big = parse_infer_request(
+        R"({"inputs":[],"parameters":{"v":18446744073709551615,"m":9223372036854775807}})", std::nullopt);
+    EXPECT_EQ(big.int_parameter("m"), std::numeric_limits<std::int64_t>::max());
+    try {
+      (void)big.int_parameter("v");
+      ADD_FAILURE() << "2^64 - 1 read as an int64";
+    } catch (const InputError& e) {
+      EXPECT_NE(std::string(e.what()).find("parameters.v: is 18446744073709551615, past the largest integer"),
+                std::string::npos)
+          << e.what();
+    }
+  }
   EXPECT_EQ(r.parameters.dump(), nlohmann::json::parse(R"({"window":3,"neg":-2,"f":0.5,"s":"t","b":true,"n":null,
                                                           "o":{"a":[1,2]},"binary_data_output":true})")
                                       .dump());

@@ -109,8 +109,12 @@ const Tensor* InferRequest::find(std::string_view name) const {
 
 std::optional<std::int64_t> InferRequest::int_parameter(const std::string& key) const {
   if (!parameters.contains(key)) return std::nullopt;
-  if (!parameters[key].is_number_integer()) throw InputError("parameters." + key, "is " + parameters[key].dump() + ", not an integer");
-  return parameters[key].get<std::int64_t>();
+  const nlohmann::json& v = parameters[key];
+  if (!v.is_number_integer()) throw InputError("parameters." + key, "is " + v.dump() + ", not an integer");
+  // 2^63 and above arrive unsigned: read as int64 they wrapped to negatives ("is -1").
+  if (v.is_number_unsigned() && v.get<std::uint64_t>() > static_cast<std::uint64_t>(std::numeric_limits<std::int64_t>::max()))
+    throw InputError("parameters." + key, "is " + v.dump() + ", past the largest integer taken, 2^63 - 1");
+  return v.get<std::int64_t>();
 }
 
 std::optional<std::string> InferRequest::string_parameter(const std::string& key) const {
