@@ -374,6 +374,10 @@ GraphUpdateResult GraphRegistry::update(const std::string& id, const GraphOwner&
     } catch (const std::exception&) {
       // The log still holds every update: a later compaction, or the replay, takes them.
     }
+    // A deletion while the snapshot was written (its folder gone, then written again) leaves
+    // nothing behind: a restart would bring the deleted graph back.
+    std::lock_guard reg(mu_);
+    if (!registered_locked(*e)) store_->remove(id);
   }
   e->normalised.clear();  // of the version before
   GraphUpdateResult result;
