@@ -42,7 +42,7 @@ struct Reader {
   std::size_t at = 0;
   bool bytes(void* p, std::size_t n) {
     if (in.size() - at < n) return false;
-    std::memcpy(p, in.data() + at, n);
+    if (n > 0) std::memcpy(p, in.data() + at, n);  // an empty vector's data() may be null
     at += n;
     return true;
   }
