@@ -187,6 +187,12 @@ TEST_F(StreamingGraph, BadUpdatesAreRefusedWholeAndTheDaemonServesOn) {
   update({tensor_json("x", "FP32", {1, kFeatures}, std::vector<float>(kFeatures, 0.f))}, 400, "name the nodes with set_rows");
   update({tensor_json("edge_index", "INT64", {2, 1}, std::vector<std::int64_t>{0, 1})}, 400, "not an input of a graph update");
   update({}, 400, "an update needs");
+  update({tensor_json("add_nodes", "FP32", {1, 0}, json::array())}, 400, "at least one feature wide");
+  auto empty_x = post("/v2/dype/graphs", {{"inputs",
+                                           {tensor_json("edge_index", "INT64", {2, 1}, std::vector<std::int64_t>{0, 0}),
+                                            tensor_json("x", "FP32", {0, kFeatures}, json::array())}}});
+  EXPECT_EQ(empty_x.first, 400);
+  EXPECT_NE(empty_x.second.find("input 'x': must have a row for each node, got none"), std::string::npos) << empty_x.second;
   update({edges_json("add_edges", {{0, 1}})}, 404, "unknown graph id", "someone-else");
   EXPECT_EQ(version(), 0);
   EXPECT_LT(rt::relative_error(infer("gcn"), truth_.answer(rt::ModelFamily::gcn)), 1e-5);

@@ -37,6 +37,7 @@ HostTensor registered_features(const InferRequest& in) {
   const Tensor* x = in.find("x");
   if (!x) return {};
   if (x->shape.size() == 2 && x->shape[1] < 1) throw InputError("input 'x'", "must have at least one feature");
+  if (x->shape.size() == 2 && x->shape[0] < 1) throw InputError("input 'x'", "must have a row for each node, got none");
   return rows_of(*x);
 }
 
@@ -53,6 +54,9 @@ GraphUpdate graph_update_from_request(const InferRequest& in) {
       if (t->elements() != 1) throw InputError("input 'add_nodes'", "as INT64 holds one count");
       u.add_nodes = t->i64()[0];
     } else {
+      if (t->shape.size() == 2 && t->shape[1] < 1)
+        throw InputError("input 'add_nodes'", "as FP32 holds the new nodes' feature rows, at least one feature wide "
+                                              "(a count for a graph without features: INT64 [1])");
       HostTensor x = rows_of(*t);
       u.add_nodes = x.rows;
       u.add_x = std::move(x.data);
