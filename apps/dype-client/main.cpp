@@ -55,12 +55,6 @@ using Clock = std::chrono::steady_clock;
 
 namespace {
 
-double percentile(std::vector<double> v, double p) {
-  if (v.empty()) return 0.0;
-  std::sort(v.begin(), v.end());
-  return v[static_cast<std::size_t>(std::min<double>(v.size() - 1, std::floor(p * static_cast<double>(v.size()))))];
-}
-
 // A phase ready to send: its request tensors and parameters, and the graph id to delete after.
 struct Phase {
   PhaseSpec spec;

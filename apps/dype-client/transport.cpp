@@ -1,5 +1,7 @@
 #include "transport.h"
 
+#include <algorithm>
+#include <cmath>
 #include <cstring>
 
 #include <grpcpp/grpcpp.h>
@@ -327,6 +329,12 @@ std::vector<std::string> delete_all_graphs(const Endpoint& endpoint) {
   if (!r) throw Error("graph deletion: no response from server: " + http_error(r.error()));
   if (r->status != 200) throw Error("graph deletion: HTTP " + std::to_string(r->status) + ": " + r->body);
   return json::parse(r->body).at("deleted").get<std::vector<std::string>>();
+}
+
+double percentile(std::vector<double> v, double p) {
+  if (v.empty()) return 0.0;
+  std::sort(v.begin(), v.end());
+  return v[static_cast<std::size_t>(std::min<double>(static_cast<double>(v.size() - 1), std::floor(p * static_cast<double>(v.size()))))];
 }
 
 long plan_epoch(const Endpoint& e, const std::string& model, std::string* label) {

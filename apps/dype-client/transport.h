@@ -86,4 +86,7 @@ std::vector<std::string> delete_all_graphs(const Endpoint& endpoint);
 // gets the plan's mnemonic and devices when given.
 long plan_epoch(const Endpoint& endpoint, const std::string& model, std::string* label = nullptr);
 
+// The p-quantile (0..1) of latencies measured at the client; 0 when there are none.
+double percentile(std::vector<double> v, double p);
+
 }  // namespace dype::client

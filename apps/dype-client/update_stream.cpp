@@ -26,12 +26,6 @@ double ms_between(Clock::time_point a, Clock::time_point b) {
   return std::chrono::duration<double, std::milli>(b - a).count();
 }
 
-double percentile(std::vector<double> v, double p) {
-  if (v.empty()) return 0.0;
-  std::sort(v.begin(), v.end());
-  return v[static_cast<std::size_t>(std::min<double>(static_cast<double>(v.size() - 1), std::floor(p * static_cast<double>(v.size()))))];
-}
-
 // One POST of KServe-form tensors in the binary extension; the answer's JSON.
 json post_tensors(httplib::Client& c, const std::string& path, const std::vector<Tensor>& tensors, const json& params) {
   const rt::daemon::EncodedBody b = rt::daemon::encode_infer_request("", tensors, params, true, false);
@@ -91,7 +85,7 @@ std::vector<DriftPhase> parse_drift(const std::string& drift) {
 
 }  // namespace
 
-rt::GraphUpdate parse_update_line(const std::string& line, std::int64_t features, std::int64_t nodes) {
+rt::GraphUpdate parse_update_line(const std::string& line, std::int64_t features) {
   rt::GraphUpdate u;
   std::string text = line.substr(0, line.find('#'));
   std::stringstream changes(text);
@@ -131,7 +125,6 @@ rt::GraphUpdate parse_update_line(const std::string& line, std::int64_t features
     std::string extra;
     if (in >> extra) throw InputError(where, "has more values than its " + std::to_string(features) + " features");
   }
-  (void)nodes;  // ids of new nodes follow the graph's: the server checks every id against it
   return u;
 }
 
@@ -190,7 +183,7 @@ int run_update_stream(const Endpoint& ep, Protocol protocol, const UpdateStreamO
     rt::GraphUpdate u;
     if (!o.updates_file.empty()) {
       try {
-        u = parse_update_line(lines[static_cast<std::size_t>(i)], f, nodes);
+        u = parse_update_line(lines[static_cast<std::size_t>(i)], f);
       } catch (const InputError& e) {
         throw InputError(o.updates_file + ": update " + std::to_string(i + 1) + ": " + e.where(), e.problem());
       }

@@ -35,9 +35,9 @@ struct UpdateStreamOptions {
   std::uint64_t seed = 1;
 };
 
-// One line of an update file; InputError naming the line and the change otherwise. `features`:
-// the width a row must have; `nodes`: the graph's node count before it (node rows number on).
-rt::GraphUpdate parse_update_line(const std::string& line, std::int64_t features, std::int64_t nodes);
+// One line of an update file; InputError naming the change otherwise. `features`: the width a
+// row must have (ids, new nodes' included, are the server's to check against the graph).
+rt::GraphUpdate parse_update_line(const std::string& line, std::int64_t features);
 
 // Runs the stream; 0 when every update and answer succeeded.
 int run_update_stream(const Endpoint& ep, Protocol protocol, const UpdateStreamOptions& o);

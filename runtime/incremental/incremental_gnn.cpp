@@ -229,9 +229,10 @@ IncrementalStats IncrementalGnn::update(const DynamicGraph& g, const GraphChange
       ++nnz;
     }
     // Columns whose Z changed: the difference, to each out-neighbour and to the node's own row.
+    // Under GCN a degree change rescales a column's Z too; otherwise only new inputs change it.
     std::vector<std::int32_t> columns;
-    std::set_union(d_rows.begin(), d_rows.end(), scaled.begin(), scaled.end(), std::back_inserter(columns));
-    if (!gcn) columns = d_rows;
+    if (gcn) std::set_union(d_rows.begin(), d_rows.end(), scaled.begin(), scaled.end(), std::back_inserter(columns));
+    else columns = d_rows;
     dz.resize(static_cast<std::size_t>(w));
     std::size_t di = 0;
     for (const std::int32_t j : columns) {
