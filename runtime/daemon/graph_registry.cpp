@@ -268,7 +268,22 @@ GraphRegistry::Stored GraphRegistry::stored(const std::string& id, const Model& 
   const DynamicGraph& g = features_of(*e);
   check_version(*e, version);
   ++hits_;
-  return {normalised(*e, model), g.features(), g.version()};
+  return {normalised(*e, model), g.features(), g.version(), {}};
+}
+
+GraphRegistry::Stored GraphRegistry::stored_rows(const std::string& id, const Model& model,
+                                                std::optional<std::uint64_t> version,
+                                                std::span<const std::int64_t> node_ids) {
+  const std::shared_ptr<GraphEntry> e = find(id);
+  std::lock_guard lock(e->mu);
+  const DynamicGraph& g = features_of(*e);
+  check_version(*e, version);
+  ++hits_;
+  std::shared_ptr<const Graph> whole = normalised(*e, model);
+  ComputationSubgraph sub = computation_subgraph(*whole, node_ids, model.spec().layers);
+  if (sub.graph->nodes == whole->nodes)
+    return {std::move(whole), g.features(), g.version(), std::vector<std::int64_t>(node_ids.begin(), node_ids.end())};
+  return {std::move(sub.graph), take_rows(g.features(), sub.nodes), g.version(), std::move(sub.rows_wanted)};
 }
 
 std::optional<HostTensor> GraphRegistry::answer_kept(const std::string& id, const std::string& model_name,

@@ -25,6 +25,7 @@
 
 #include "graph/edge_list.h"
 #include "runtime/daemon/graph_store.h"
+#include "runtime/incremental/computation_subgraph.h"
 #include "runtime/incremental/dynamic_graph.h"
 #include "runtime/incremental/incremental_gnn.h"
 #include "runtime/model.h"
@@ -120,8 +121,15 @@ class GraphRegistry {
     std::shared_ptr<const Graph> graph;
     HostTensor x;
     std::uint64_t version = 0;
+    std::vector<std::int64_t> rows_wanted;  // stored_rows: the answer rows in `graph`'s numbering
   };
   Stored stored(const std::string& id, const Model& model, std::optional<std::uint64_t> version);
+  // stored() for the answer rows `node_ids` (each in range) of a GNN: the graph's computation
+  // subgraph for them (runtime/incremental/computation_subgraph.h) with its nodes' features only,
+  // or the whole graph when the subgraph is all of it. What the engine then runs, and the planner
+  // prices, is the work those rows need.
+  Stored stored_rows(const std::string& id, const Model& model, std::optional<std::uint64_t> version,
+                     std::span<const std::int64_t> node_ids);
   // The answer of `model` (served as `model_name`) over the stored features, rows `node_ids` (all
   // when empty), from the kept activations: computed on first use, brought along by every update.
   // nullopt when they would not fit max_activation_bytes (the caller runs the engine instead), the

@@ -185,6 +185,14 @@ Request build_request(const Model& model, const InferRequest& in, GraphRegistry&
   Request r;
   if (id && !in.find("x")) {  // the graph's stored features, at one version
     check_no_graph_tensors(in);
+    if (in.find("node_ids")) {  // only the rows asked for: the work they need, not the whole graph's
+      const std::vector<std::int64_t> rows = node_ids_of(in, graphs.num_nodes(*id));
+      GraphRegistry::Stored s = graphs.stored_rows(*id, model, version, rows);
+      r = Request::gnn(std::move(s.graph), std::move(s.x));
+      validate_request(model, r);
+      r.set_rows_wanted(std::move(s.rows_wanted));
+      return r;
+    }
     GraphRegistry::Stored s = graphs.stored(*id, model, version);
     r = Request::gnn(std::move(s.graph), std::move(s.x));
   } else {
