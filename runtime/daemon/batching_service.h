@@ -58,6 +58,9 @@ class BatchingService : public InferenceService {
   // answered, on the batcher's answering thread; any other request: the inner service's try_infer.
   bool try_infer(const std::string& model, Request& request, std::int64_t* version, InferDone& done) override;
   nlohmann::json plan(const std::string& model) const override { return inner_.plan(model); }
+  std::shared_ptr<IncrementalPricer> incremental_pricer(const std::string& model) const override {
+    return inner_.incremental_pricer(model);
+  }
   void set_mode(const std::string& mode) override { inner_.set_mode(mode); }
   std::string mode() const override { return inner_.mode(); }
   // The inner service's lines plus dype_batches_total and dype_batched_requests_total per model.

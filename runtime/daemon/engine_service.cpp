@@ -127,6 +127,13 @@ std::shared_ptr<EngineService::Served> EngineService::make_served(const ServedMo
     };
   }
   s->engine = std::make_unique<Engine>(*s->model, s->planner, m.plan_for, eo);
+  if (s->model->is_gnn() && s->planner) {
+    Engine* engine = s->engine.get();  // detached (retire) before the engine goes
+    s->pricer = std::make_shared<IncrementalPricer>(s->model, s->planner, [engine] {
+      Engine::PlanningState st = engine->planning_state();
+      return std::optional{std::pair{st.mode, st.left_out}};
+    });
+  }
   return s;
 }
 
@@ -161,7 +168,10 @@ void EngineService::index_engines_locked() {
 
 EngineService::~EngineService() {
   // Engines drain in their destructors; they must go before the models and system they use.
-  for (auto& s : served_) s->engine.reset();
+  for (auto& s : served_) {
+    if (s->pricer) s->pricer->detach();  // registered graphs may outlive the service
+    s->engine.reset();
+  }
 }
 
 std::shared_ptr<EngineService::Served> EngineService::find(const std::string& name) const {
@@ -202,6 +212,10 @@ bool EngineService::try_infer(const std::string& model, Request& request, std::i
 }
 
 Engine& EngineService::engine(const std::string& model) { return *find(model)->engine; }
+
+std::shared_ptr<IncrementalPricer> EngineService::incremental_pricer(const std::string& model) const {
+  return find(model)->pricer;
+}
 
 nlohmann::json EngineService::plan(const std::string& model) const {
   const auto held = find(model);

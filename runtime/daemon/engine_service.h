@@ -92,6 +92,7 @@ class EngineService final : public InferenceService {
   // Engine::try_submit on the model's engine.
   bool try_infer(const std::string& model, Request& request, std::int64_t* version, InferDone& done) override;
   nlohmann::json plan(const std::string& model) const override;
+  std::shared_ptr<IncrementalPricer> incremental_pricer(const std::string& model) const override;
   void set_mode(const std::string& mode) override;
   std::string mode() const override;
   std::string metrics_text() const override;
@@ -183,6 +184,7 @@ class EngineService final : public InferenceService {
     std::string fingerprint;  // its repository folder's when loaded; empty: not from a repository
     std::optional<DynamicBatching> batching;
     std::shared_ptr<EpochObserver> epochs;  // answered requests per plan epoch (the status page)
+    std::shared_ptr<IncrementalPricer> pricer;  // GNNs: registered graphs' updates priced both ways
     ModelInfo info() const;
   };
   // A model as served: its planner and engine, planned for m.plan_for in the current mode.

@@ -62,6 +62,7 @@ double EngineService::retire(std::shared_ptr<Served> old) {
   const auto t0 = Clock::now();
   // Callers hold an entry only between finding it and submitting to its engine: short.
   while (old.use_count() > 1) std::this_thread::sleep_for(std::chrono::microseconds(200));
+  if (old->pricer) old->pricer->detach();  // registered graphs may hold it past this version
   old->engine.reset();  // drains: every admitted request is answered by this version
   old.reset();          // frees the model's weights (unless a ModelInfo still holds them)
   release_free_host_memory();  // and gives the freed pages back (the heap keeps them otherwise)

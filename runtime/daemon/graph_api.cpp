@@ -10,7 +10,8 @@ using json = nlohmann::json;
 
 json register_graph(GraphRegistry& graphs, const InferRequest& in, const GraphOwner& owner) {
   for (const Tensor& t : in.inputs)
-    if (t.name == "node_ids" || t.name == "window") throw InputError("input '" + t.name + "'", "not an input of a graph registration");
+    if (t.name == "node_ids" || t.name == "window")
+      throw InputError("input '" + t.name + "'", "not an input of a graph registration");
   HostTensor x = registered_features(in);
   std::optional<std::int64_t> num_nodes = in.int_parameter("num_nodes");
   if (!num_nodes && x.cols > 0) num_nodes = x.rows;  // the features fix the node count
@@ -20,18 +21,33 @@ json register_graph(GraphRegistry& graphs, const InferRequest& in, const GraphOw
   return {{"id", id}, {"num_nodes", n}, {"num_edges", e}, {"feature_len", f}, {"version", 0}};
 }
 
-json update_graph(GraphRegistry& graphs, const std::string& id, const InferRequest& in, const GraphOwner& owner) {
+json update_graph(GraphRegistry& graphs, const std::string& id, const InferRequest& in,
+                  const GraphOwner& owner) {
   const GraphUpdateResult r = graphs.update(id, owner, graph_update_from_request(in));
   // Per model whose activations the graph keeps: what it recomputed and the answer rows that
   // changed (listed up to kChangedListed; their count always).
   constexpr std::size_t kChangedListed = 4096;
   json models = json::object();
-  for (const auto& [name, st] : r.models) {
-    json m = {{"rows", st.rows}, {"nnz", st.nnz}, {"refreshed", st.refreshed}, {"changed", st.changed.size()}};
+  for (const GraphUpdateResult::Model& r_m : r.models) {
+    const IncrementalStats& st = r_m.stats;
+    json m = {{"rows", st.rows},
+              {"nnz", st.nnz},
+              {"refreshed", st.refreshed},
+              {"changed", st.changed.size()},
+              {"answers", to_string(r_m.mode)}};
     if (st.changed.size() <= kChangedListed) m["changed_nodes"] = st.changed;
-    models[name] = std::move(m);
+    if (r_m.costs)  // the planner's prices of this update (predicted seconds)
+      m["priced"] = {{"kept_s", r_m.costs->kept_s},
+                     {"pipeline_s", r_m.costs->pipeline_s},
+                     {"rebuild_s", r_m.costs->rebuild_s},
+                     {"pipeline_plan", r_m.costs->pipeline_plan}};
+    models[r_m.name] = std::move(m);
   }
-  return {{"id", id}, {"version", r.version}, {"num_nodes", r.nodes}, {"num_edges", r.edges}, {"models", models}};
+  return {{"id", id},
+          {"version", r.version},
+          {"num_nodes", r.nodes},
+          {"num_edges", r.edges},
+          {"models", models}};
 }
 
 }  // namespace dype::rt::daemon

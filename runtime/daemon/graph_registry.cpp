@@ -17,9 +17,12 @@ namespace {
 // Which normalisation a model needs: models that share one share the normalised graph.
 std::string layout_key(const Model& model) {
   switch (model.family()) {
-    case ModelFamily::gcn: return "gcn";
-    case ModelFamily::sage: return "sage";
-    default: return "gin:" + std::to_string(model.spec().gin_eps);
+    case ModelFamily::gcn:
+      return "gcn";
+    case ModelFamily::sage:
+      return "sage";
+    default:
+      return "gin:" + std::to_string(model.spec().gin_eps);
   }
 }
 }  // namespace
@@ -31,10 +34,12 @@ std::size_t edge_bytes(const kernels::EdgeList& e) {
   return (e.src.size() + e.dst.size()) * sizeof(std::int64_t) + e.weight.size() * sizeof(float);
 }
 std::size_t graph_bytes(const Graph& g) {
-  return g.indptr.size() * sizeof(std::int32_t) + g.indices.size() * sizeof(std::int32_t) + g.values.size() * sizeof(float);
+  return g.indptr.size() * sizeof(std::int32_t) + g.indices.size() * sizeof(std::int32_t) +
+         g.values.size() * sizeof(float);
 }
 std::string size_text(std::size_t b) {
-  return b < (1u << 20) ? std::to_string(b) + " bytes" : std::to_string((b + (1u << 20) - 1) >> 20) + " MiB";
+  return b < (1u << 20) ? std::to_string(b) + " bytes"
+                        : std::to_string((b + (1u << 20) - 1) >> 20) + " MiB";
 }
 std::string seconds_text(double s) {
   char buf[32];
@@ -63,39 +68,48 @@ std::shared_ptr<GraphEntry> GraphRegistry::find_locked(const std::string& id) {
   if (it == graphs_.end()) {
     ++misses_;
     throw NotFound("unknown graph id '" + id + "'" +
-                   (limits_.idle_ttl_s > 0 ? " (graphs unused for " + seconds_text(limits_.idle_ttl_s) + " are dropped)" : ""));
+                   (limits_.idle_ttl_s > 0 ? " (graphs unused for " +
+                                                 seconds_text(limits_.idle_ttl_s) + " are dropped)"
+                                           : ""));
   }
   it->second->last_used = Clock::now();
   return it->second;
 }
 
-void GraphRegistry::check_share_locked(const GraphOwner& owner, std::size_t need, const std::string& what,
-                                       bool new_graph) const {
+void GraphRegistry::check_share_locked(const GraphOwner& owner, std::size_t need,
+                                       const std::string& what, bool new_graph) const {
   const std::string oid = owner.id();
   std::size_t owner_n = 0, owner_b = 0, addr_n = 0, addr_b = 0;
   for (const auto& [id, e] : graphs_) {
     if (e->owner == oid) ++owner_n, owner_b += e->bytes;
     if (e->address == owner.address) ++addr_n, addr_b += e->bytes;
   }
-  auto check = [&](double share, std::size_t n, std::size_t b, const std::string& who, const char* flag) {
+  auto check = [&](double share, std::size_t n, std::size_t b, const std::string& who,
+                   const char* flag) {
     if (share >= 1.0) return;
-    const auto max_n = std::max<std::size_t>(1, static_cast<std::size_t>(share * limits_.max_graphs));
+    const auto max_n =
+        std::max<std::size_t>(1, static_cast<std::size_t>(share * limits_.max_graphs));
     const auto max_b = static_cast<std::size_t>(share * limits_.max_bytes);
     if (new_graph && n >= max_n)
-      throw InputError("graphs", who + " holds " + std::to_string(n) + " graphs, its share of the registry (" +
-                                     flag + "); delete one first");
+      throw InputError("graphs", who + " holds " + std::to_string(n) +
+                                     " graphs, its share of the registry (" + flag +
+                                     "); delete one first");
     if (b + need > max_b)
-      throw InputError("graphs", who + " holds " + size_text(b) + " of its " + size_text(max_b) + " share (" + flag +
-                                     ") and " + what + " needs " + size_text(need) + "; delete graphs first");
+      throw InputError("graphs", who + " holds " + size_text(b) + " of its " + size_text(max_b) +
+                                     " share (" + flag + ") and " + what + " needs " +
+                                     size_text(need) + "; delete graphs first");
   };
-  check(limits_.owner_share, owner_n, owner_b, owner.key.empty() ? "this client" : "this owner key", "--graph-owner-share");
+  check(limits_.owner_share, owner_n, owner_b, owner.key.empty() ? "this client" : "this owner key",
+        "--graph-owner-share");
   check(limits_.address_share, addr_n, addr_b, "address " + owner.address, "--graph-address-share");
 }
 
-void GraphRegistry::check_growth_locked(const GraphOwner& holder, std::size_t need, const std::string& what) const {
+void GraphRegistry::check_growth_locked(const GraphOwner& holder, std::size_t need,
+                                        const std::string& what) const {
   if (bytes_ + need > limits_.max_bytes)
-    throw InputError("graphs", "registry full: it holds " + size_text(bytes_) + " of " + size_text(limits_.max_bytes) +
-                                   " and " + what + " needs " + size_text(need) + "; delete graphs first");
+    throw InputError("graphs", "registry full: it holds " + size_text(bytes_) + " of " +
+                                   size_text(limits_.max_bytes) + " and " + what + " needs " +
+                                   size_text(need) + "; delete graphs first");
   check_share_locked(holder, need, what, /*new_graph=*/false);
 }
 
@@ -110,8 +124,9 @@ std::string GraphRegistry::add(kernels::EdgeList edges, const GraphOwner& owner,
   std::unique_ptr<DynamicGraph> dynamic;
   if (x.cols > 0) {
     if (!edges.weight.empty())
-      throw InputError("input 'edge_weight'", "a graph registered with its features x takes updates, which carry no "
-                                               "edge weights: register it without edge_weight");
+      throw InputError("input 'edge_weight'",
+                       "a graph registered with its features x takes updates, which carry no "
+                       "edge weights: register it without edge_weight");
     dynamic = std::make_unique<DynamicGraph>(edges, std::move(x));
   }
   std::lock_guard lock(mu_);
@@ -144,8 +159,10 @@ std::string GraphRegistry::add(kernels::EdgeList edges, const GraphOwner& owner,
   e->nodes = edges.num_nodes;
   e->edges_count = edges.num_edges();
   e->feature_len = dynamic ? dynamic->feature_len() : 0;
-  if (dynamic) e->dynamic = std::move(dynamic);
-  else e->edges = std::move(edges);
+  if (dynamic)
+    e->dynamic = std::move(dynamic);
+  else
+    e->edges = std::move(edges);
   e->bytes = need;
   e->last_used = Clock::now();
   bytes_ += need;
@@ -182,8 +199,8 @@ std::vector<std::string> GraphRegistry::persist(std::shared_ptr<GraphStore> stor
     e->dynamic = std::move(l.graph);
     bytes_ += e->bytes;
     log.push_back("graph " + e->id + " restored at version " + std::to_string(e->version) + ": " +
-                  std::to_string(e->nodes) + " nodes, " + std::to_string(e->edges_count) + " edges, " +
-                  std::to_string(e->feature_len) + " features");
+                  std::to_string(e->nodes) + " nodes, " + std::to_string(e->edges_count) +
+                  " edges, " + std::to_string(e->feature_len) + " features");
     graphs_[e->id] = std::move(e);
   }
   return log;
@@ -239,8 +256,8 @@ void GraphRegistry::check_version(const GraphEntry& e, std::optional<std::uint64
   if (!version || *version == now) return;
   throw InputError("parameters.graph_version",
                    "version " + std::to_string(*version) + " of graph '" + e.id + "' " +
-                       (*version < now ? "is gone" : "does not exist yet") + ": the server keeps only its current version, " +
-                       std::to_string(now));
+                       (*version < now ? "is gone" : "does not exist yet") +
+                       ": the server keeps only its current version, " + std::to_string(now));
 }
 
 std::shared_ptr<const Graph> GraphRegistry::graph_for(const std::string& id, const Model& model,
@@ -255,8 +272,9 @@ std::shared_ptr<const Graph> GraphRegistry::graph_for(const std::string& id, con
 namespace {
 const DynamicGraph& features_of(const GraphEntry& e) {
   if (!e.dynamic || !e.dynamic->has_features())
-    throw InputError("input 'x'", "missing, and graph '" + e.id + "' was registered without features (send x, or "
-                                  "register the graph with x)");
+    throw InputError("input 'x'", "missing, and graph '" + e.id +
+                                      "' was registered without features (send x, or "
+                                      "register the graph with x)");
   return *e.dynamic;
 }
 }  // namespace
@@ -272,8 +290,8 @@ GraphRegistry::Stored GraphRegistry::stored(const std::string& id, const Model& 
 }
 
 GraphRegistry::Stored GraphRegistry::stored_rows(const std::string& id, const Model& model,
-                                                std::optional<std::uint64_t> version,
-                                                std::span<const std::int64_t> node_ids) {
+                                                 std::optional<std::uint64_t> version,
+                                                 std::span<const std::int64_t> node_ids) {
   const std::shared_ptr<GraphEntry> e = find(id);
   std::lock_guard lock(e->mu);
   const DynamicGraph& g = features_of(*e);
@@ -282,25 +300,30 @@ GraphRegistry::Stored GraphRegistry::stored_rows(const std::string& id, const Mo
   std::shared_ptr<const Graph> whole = normalised(*e, model);
   ComputationSubgraph sub = computation_subgraph(*whole, node_ids, model.spec().layers);
   if (sub.graph->nodes == whole->nodes)
-    return {std::move(whole), g.features(), g.version(), std::vector<std::int64_t>(node_ids.begin(), node_ids.end())};
-  return {std::move(sub.graph), take_rows(g.features(), sub.nodes), g.version(), std::move(sub.rows_wanted)};
+    return {std::move(whole), g.features(), g.version(),
+            std::vector<std::int64_t>(node_ids.begin(), node_ids.end())};
+  return {std::move(sub.graph), take_rows(g.features(), sub.nodes), g.version(),
+          std::move(sub.rows_wanted)};
 }
 
-std::optional<HostTensor> GraphRegistry::answer_kept(const std::string& id, const std::string& model_name,
-                                                     const std::shared_ptr<const Model>& model,
-                                                     std::span<const std::int64_t> node_ids,
-                                                     std::optional<std::uint64_t> version,
-                                                     std::uint64_t* answered_version) {
+std::optional<HostTensor> GraphRegistry::answer_kept(
+    const std::string& id, const std::string& model_name, const std::shared_ptr<const Model>& model,
+    std::span<const std::int64_t> node_ids, std::optional<std::uint64_t> version,
+    std::uint64_t* answered_version, std::shared_ptr<IncrementalPricer> pricer) {
   if (!model->is_gnn()) return std::nullopt;
   const std::shared_ptr<GraphEntry> e = find(id);
   std::lock_guard lock(e->mu);
   const DynamicGraph& g = features_of(*e);
   check_version(*e, version);
   GraphEntry::Kept& kept = e->activations[model_name];
-  if (kept.gnn && kept.model != model) {  // computed with a version since reloaded
+  if (kept.model != model) {  // computed (or priced) with a version since reloaded
     kept.gnn.reset();
+    kept.choice = {};
+    kept.model = model;
     account(*e);  // their bytes are free: the new version's are counted in their place
   }
+  if (pricer && pricer->host_cpu()) kept.pricer = std::move(pricer);
+  if (kept.choice.mode() == AnswerMode::pipeline) return std::nullopt;  // priced cheaper there
   if (!kept.gnn) {
     const std::size_t need = IncrementalGnn::bytes_for(*model, g.nodes());
     {
@@ -312,7 +335,6 @@ std::optional<HostTensor> GraphRegistry::answer_kept(const std::string& id, cons
     }
     try {
       kept.gnn = std::make_unique<IncrementalGnn>(model, g);
-      kept.model = model;
     } catch (...) {
       e->activations.erase(model_name);
       throw;
@@ -329,7 +351,8 @@ std::optional<HostTensor> GraphRegistry::answer_kept(const std::string& id, cons
   return node_ids.empty() ? kept.gnn->output() : kept.gnn->rows(node_ids);
 }
 
-GraphUpdateResult GraphRegistry::update(const std::string& id, const GraphOwner& owner, const GraphUpdate& u) {
+GraphUpdateResult GraphRegistry::update(const std::string& id, const GraphOwner& owner,
+                                        const GraphUpdate& u) {
   const std::shared_ptr<GraphEntry> e = find(id);
   if (e->owner != owner.id()) {
     ++misses_;
@@ -347,26 +370,32 @@ GraphUpdateResult GraphRegistry::update(const std::string& id, const GraphOwner&
   const std::size_t registered_bytes = e->dynamic ? 0 : edge_bytes(e->edges);
   if (!e->dynamic) {
     if (!e->edges.weight.empty())
-      throw InputError("graph", "'" + id + "' was registered with edge_weight; a weighted graph takes no updates");
+      throw InputError(
+          "graph",
+          "'" + id + "' was registered with edge_weight; a weighted graph takes no updates");
     const std::size_t most = DynamicGraph::bytes_for(e->edges.num_nodes, e->edges.num_edges(), 0);
     {
       std::lock_guard reg(mu_);
-      check_growth_locked(holder, most > registered_bytes ? most - registered_bytes : 0, "this graph, to take updates,");
+      check_growth_locked(holder, most > registered_bytes ? most - registered_bytes : 0,
+                          "this graph, to take updates,");
     }
     fresh = std::make_unique<DynamicGraph>(e->edges, HostTensor{});
   }
   DynamicGraph& g = fresh ? *fresh : *e->dynamic;
   g.check(u);
-  // What it adds, about as DynamicGraph::bytes counts: two adjacency pairs an edge, a node's vectors and row.
-  std::size_t need = u.add_src.size() * 16 +
-                     static_cast<std::size_t>(u.add_nodes) * (64 + static_cast<std::size_t>(g.feature_len()) * 4);
+  // What it adds, about as DynamicGraph::bytes counts: two adjacency pairs an edge, a node's
+  // vectors and row.
+  std::size_t need =
+      u.add_src.size() * 16 +
+      static_cast<std::size_t>(u.add_nodes) * (64 + static_cast<std::size_t>(g.feature_len()) * 4);
   const bool converted = fresh != nullptr;
   if (converted && fresh->bytes() > registered_bytes) need += fresh->bytes() - registered_bytes;
   {
     std::lock_guard reg(mu_);
     if (!registered_locked(*e)) throw NotFound("unknown graph id '" + id + "' (deleted meanwhile)");
     check_growth_locked(holder, need, "this update");
-    if (fresh) {  // from now on it is kept; under the registry's lock, so a deletion cannot leave it behind
+    if (fresh) {  // from now on it is kept; under the registry's lock, so a deletion cannot leave
+                  // it behind
       if (store_) store_->save(e->id, e->owner, e->address, *fresh);
       e->dynamic = std::move(fresh);
       e->edges = {};
@@ -378,7 +407,8 @@ GraphUpdateResult GraphRegistry::update(const std::string& id, const GraphOwner&
       store_->append(id, u, g.version() + 1);
     } catch (...) {
       std::lock_guard reg(mu_);
-      if (!registered_locked(*e)) throw NotFound("unknown graph id '" + id + "' (deleted meanwhile)");
+      if (!registered_locked(*e))
+        throw NotFound("unknown graph id '" + id + "' (deleted meanwhile)");
       throw;
     }
   }
@@ -397,15 +427,36 @@ GraphUpdateResult GraphRegistry::update(const std::string& id, const GraphOwner&
   e->normalised.clear();  // of the version before
   GraphUpdateResult result;
   for (auto it = e->activations.begin(); it != e->activations.end();) {
+    GraphEntry::Kept& k = it->second;
+    if (!k.gnn && !k.pricer) {  // nothing kept and nothing to price
+      ++it;
+      continue;
+    }
     try {
-      result.models.emplace_back(it->first, it->second.gnn->update(g, change));
+      GraphUpdateResult::Model m{it->first, {}, k.choice.mode(), std::nullopt};
+      if (k.gnn)
+        m.stats = k.gnn->update(g, change);
+      else if (k.pricer)
+        m.stats = IncrementalGnn::reach(*k.model, g, change);  // what keeping would cost
+      if (k.pricer) {
+        const SubgraphSize answer =
+            computation_subgraph_size(g, m.stats.changed, k.model->spec().layers);
+        k.last = m.costs = k.pricer->price(m.stats, answer, g.nodes(), g.num_edges());
+        if (k.choice.observe(*m.costs)) {
+          ++mode_switches_;
+          k.gnn.reset();  // to the pipeline: freed; back to kept: rebuilt on the next answer
+        }
+        m.mode = k.choice.mode();
+      }
+      result.models.push_back(std::move(m));
       ++it;
     } catch (...) {
       it = e->activations.erase(it);  // recomputed whole on next use, never answered stale
     }
   }
   account(*e);
-  if (activation_bytes() > limits_.max_activation_bytes) {  // grown past the bound: recompute from here on
+  if (activation_bytes() >
+      limits_.max_activation_bytes) {  // grown past the bound: recompute from here on
     e->activations.clear();
     account(*e);
   }
@@ -424,7 +475,8 @@ bool GraphRegistry::remove(const std::string& id, const GraphOwner* owner) {
   std::lock_guard lock(mu_);
   auto it = graphs_.find(id);
   if (it == graphs_.end()) return false;
-  if (owner && it->second->owner != owner->id()) return false;  // as unknown: ids are not confirmed to others
+  if (owner && it->second->owner != owner->id())
+    return false;  // as unknown: ids are not confirmed to others
   forget_locked(*it->second);
   graphs_.erase(it);
   ++deleted_;
@@ -454,8 +506,16 @@ std::vector<std::string> GraphRegistry::remove_all(const GraphOwner& owner) {
 }
 
 GraphSummary GraphRegistry::summary_locked(const GraphEntry& e) const {
-  return {e.id,      e.nodes,   e.edges_count, e.bytes, std::chrono::duration<double>(Clock::now() - e.last_used).count(),
-          e.address, e.owner.rfind("key ", 0) == 0, e.version, e.feature_len, e.activation_bytes};
+  return {e.id,
+          e.nodes,
+          e.edges_count,
+          e.bytes,
+          std::chrono::duration<double>(Clock::now() - e.last_used).count(),
+          e.address,
+          e.owner.rfind("key ", 0) == 0,
+          e.version,
+          e.feature_len,
+          e.activation_bytes};
 }
 
 std::vector<GraphSummary> GraphRegistry::list() {
@@ -515,6 +575,10 @@ std::string GraphRegistry::metrics_text() {
          "Graphs removed: deleted by their owner, or expired (unused past the idle TTL).");
   o << "dype_graphs_removed_total{cause=\"deleted\"} " << deleted_ << '\n'
     << "dype_graphs_removed_total{cause=\"expired\"} " << expired_ << '\n';
+  family("dype_graph_answer_mode_switches_total", "counter",
+         "Times a graph's answers for a model moved between kept activations (host CPU) and the "
+         "engine's pipeline, as the planner priced its updates.");
+  o << "dype_graph_answer_mode_switches_total " << mode_switches_ << '\n';
   return o.str();
 }
 

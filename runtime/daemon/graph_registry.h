@@ -29,6 +29,7 @@
 #include "runtime/incremental/dynamic_graph.h"
 #include "runtime/incremental/incremental_gnn.h"
 #include "runtime/model.h"
+#include "runtime/planning/incremental_pricing.h"
 
 namespace dype::rt::daemon {
 
@@ -43,7 +44,7 @@ struct GraphOwner {
 
 struct GraphEntry {
   std::string id;
-  std::string owner;    // GraphOwner::id()
+  std::string owner;  // GraphOwner::id()
   std::string address;
   // Under the registry's lock: what listings show, and the bytes counted against its quotas.
   std::int64_t nodes = 0, edges_count = 0, feature_len = 0;
@@ -58,8 +59,12 @@ struct GraphEntry {
   std::unique_ptr<DynamicGraph> dynamic;  // an unweighted one: edges, features, version
   std::map<std::string, std::shared_ptr<const Graph>> normalised;  // key: "gcn" | "gin:<eps>"
   struct Kept {
-    std::shared_ptr<const Model> model;  // the model (version) they were computed with
-    std::unique_ptr<IncrementalGnn> gnn;
+    std::shared_ptr<const Model> model;   // the model (version) they were computed with
+    std::unique_ptr<IncrementalGnn> gnn;  // none while answers come from the pipeline
+    // Prices each update both ways (runtime/planning/incremental_pricing.h); none: always kept.
+    std::shared_ptr<IncrementalPricer> pricer;
+    IncrementalChoice choice;
+    std::optional<IncrementalCosts> last;  // the latest update's prices
   };
   std::map<std::string, Kept> activations;  // by model name
 };
@@ -68,7 +73,13 @@ struct GraphEntry {
 struct GraphUpdateResult {
   std::uint64_t version = 0;
   std::int64_t nodes = 0, edges = 0;
-  std::vector<std::pair<std::string, IncrementalStats>> models;
+  struct Model {
+    std::string name;
+    IncrementalStats stats;  // recomputed (kept), or what keeping would recompute (pipeline)
+    AnswerMode mode = AnswerMode::kept;     // where its answers come from after this update
+    std::optional<IncrementalCosts> costs;  // the planner's prices of this update, when priced
+  };
+  std::vector<Model> models;
 };
 
 // Bounds on what clients may park in the registry: a count, the bytes of their edges and
@@ -128,22 +139,28 @@ class GraphRegistry {
   // subgraph for them (runtime/incremental/computation_subgraph.h) with its nodes' features only,
   // or the whole graph when the subgraph is all of it. What the engine then runs, and the planner
   // prices, is the work those rows need.
-  Stored stored_rows(const std::string& id, const Model& model, std::optional<std::uint64_t> version,
-                     std::span<const std::int64_t> node_ids);
+  Stored stored_rows(const std::string& id, const Model& model,
+                     std::optional<std::uint64_t> version, std::span<const std::int64_t> node_ids);
   // The answer of `model` (served as `model_name`) over the stored features, rows `node_ids` (all
   // when empty), from the kept activations: computed on first use, brought along by every update.
   // nullopt when they would not fit max_activation_bytes (the caller runs the engine instead), the
   // model is not a GNN, or no features are stored.
+  // `pricer` (may be null): prices every later update of this graph both ways, kept activations
+  // or the engine's pipeline (runtime/planning/incremental_pricing.h), and the graph's answers for
+  // the model move to the cheaper (nullopt here while they come from the pipeline).
   std::optional<HostTensor> answer_kept(const std::string& id, const std::string& model_name,
                                         const std::shared_ptr<const Model>& model,
                                         std::span<const std::int64_t> node_ids,
-                                        std::optional<std::uint64_t> version, std::uint64_t* answered_version);
+                                        std::optional<std::uint64_t> version,
+                                        std::uint64_t* answered_version,
+                                        std::shared_ptr<IncrementalPricer> pricer = nullptr);
   // Applies `update` whole to the graph `owner` registered (NotFound for another's), brings every
   // kept activation along and returns the new version. InputError (nothing applied) when the
   // update cannot apply, the graph has edge weights, or it would pass the byte quotas: the
   // registry's, and the owner's and address's shares of it (a graph registered without features
   // counts its adjacency lists from its first update on).
-  GraphUpdateResult update(const std::string& id, const GraphOwner& owner, const GraphUpdate& update);
+  GraphUpdateResult update(const std::string& id, const GraphOwner& owner,
+                           const GraphUpdate& update);
   std::size_t activation_bytes() const;
   // Keeps the graphs that take updates in `store` from now on (registration, every update,
   // deletion) after loading those it holds, each at its last version; what happened, for the log.
@@ -154,7 +171,7 @@ class GraphRegistry {
   std::vector<std::string> remove_all(const GraphOwner& owner);
   std::size_t size() const;
   std::size_t bytes() const;
-  std::vector<GraphSummary> list();  // by id
+  std::vector<GraphSummary> list();                         // by id
   std::vector<GraphSummary> list(const GraphOwner& owner);  // the owner's, by id
   const GraphRegistryLimits& limits() const { return limits_; }
   // The registry's Prometheus lines (text format 0.0.4): graphs, bytes and kept activation bytes
@@ -176,10 +193,12 @@ class GraphRegistry {
   void drop_idle_locked();
   // InputError when `owner`'s or its address's share cannot take `need` more bytes (`what` needs
   // them) or, for a new graph, one more graph.
-  void check_share_locked(const GraphOwner& owner, std::size_t need, const std::string& what, bool new_graph) const;
+  void check_share_locked(const GraphOwner& owner, std::size_t need, const std::string& what,
+                          bool new_graph) const;
   // InputError when the registry, or the share of `holder` (the key and address a graph is counted
   // under), cannot take `need` more bytes for a graph already registered.
-  void check_growth_locked(const GraphOwner& holder, std::size_t need, const std::string& what) const;
+  void check_growth_locked(const GraphOwner& holder, std::size_t need,
+                           const std::string& what) const;
   // Whether `e` is still the entry registered under its id.
   bool registered_locked(const GraphEntry& e) const;
   GraphSummary summary_locked(const GraphEntry& e) const;
@@ -192,7 +211,9 @@ class GraphRegistry {
   std::size_t activation_bytes_ = 0;
   std::shared_ptr<GraphStore> store_;  // set once, before serving
   // Counted as the registry works; atomic, since look-ups are counted under a graph's own lock.
-  std::atomic<std::uint64_t> accepted_{0}, refused_{0}, hits_{0}, misses_{0}, deleted_{0}, expired_{0};
+  std::atomic<std::uint64_t> accepted_{0}, refused_{0}, hits_{0}, misses_{0}, deleted_{0},
+      expired_{0};
+  std::atomic<std::uint64_t> mode_switches_{0};  // graphs' answers moved between kept and pipeline
 };
 
 // The runtime Graph a model wants for these edges (GCN normalisation or GIN's 1 + eps diagonal).

@@ -12,6 +12,7 @@
 #include <nlohmann/json.hpp>
 
 #include "runtime/model.h"
+#include "runtime/planning/incremental_pricing.h"
 #include "runtime/repository/model_config.h"
 
 namespace dype::rt::daemon {
@@ -56,6 +57,9 @@ class InferenceService {
   }
   // The current plan of a model: epoch, label, stages, re-plan records (JSON for the admin API).
   virtual nlohmann::json plan(const std::string& model) const = 0;
+  // Prices a registered graph's updates for `model` both ways, kept activations or the engine's
+  // pipeline (runtime/planning/incremental_pricing.h); null when the service does not plan.
+  virtual std::shared_ptr<IncrementalPricer> incremental_pricer(const std::string& /*model*/) const { return nullptr; }
   // Changes the objective of every model (perf | energy | balanced | qos); re-plans at once.
   virtual void set_mode(const std::string& mode) = 0;
   virtual std::string mode() const = 0;

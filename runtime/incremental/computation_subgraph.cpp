@@ -80,4 +80,32 @@ ComputationSubgraph computation_subgraph(const Graph& g, std::span<const std::in
   return s;
 }
 
+SubgraphSize computation_subgraph_size(const DynamicGraph& g, std::span<const std::int32_t> rows,
+                                       int layers) {
+  SubgraphSize size;
+  std::vector<char> seen(static_cast<std::size_t>(g.nodes()), 0);
+  std::vector<std::int32_t> frontier, next;
+  for (const std::int32_t u : rows)
+    if (!seen[u]) {
+      seen[u] = 1;
+      frontier.push_back(u);
+    }
+  size.nodes = static_cast<std::int64_t>(frontier.size());
+  for (int h = 1; h <= layers && !frontier.empty(); ++h) {
+    next.clear();
+    for (const std::int32_t u : frontier) {
+      size.nnz +=
+          static_cast<std::int64_t>(g.in(u).size()) + 1;  // read at a layer: its row is copied
+      for (const auto& [j, c] : g.in(u))
+        if (!seen[j]) {
+          seen[j] = 1;
+          next.push_back(j);
+        }
+    }
+    size.nodes += static_cast<std::int64_t>(next.size());
+    frontier.swap(next);
+  }
+  return size;
+}
+
 }  // namespace dype::rt

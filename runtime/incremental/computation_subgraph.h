@@ -18,6 +18,7 @@
 #include <span>
 #include <vector>
 
+#include "runtime/incremental/dynamic_graph.h"
 #include "runtime/model.h"
 
 namespace dype::rt {
@@ -32,5 +33,14 @@ struct ComputationSubgraph {
 // Throws InputError when `g` is shape-only (no entries to copy).
 ComputationSubgraph computation_subgraph(const Graph& g, std::span<const std::int64_t> node_ids,
                                          int layers);
+
+// The size of the computation subgraph of `rows` over a graph that takes updates, without building
+// it: its nodes, and its entries (each read node's in-edges and its own self entry). What the
+// planner prices an answer through the engine at.
+struct SubgraphSize {
+  std::int64_t nodes = 0, nnz = 0;
+};
+SubgraphSize computation_subgraph_size(const DynamicGraph& g, std::span<const std::int32_t> rows,
+                                       int layers);
 
 }  // namespace dype::rt

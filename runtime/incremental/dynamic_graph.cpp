@@ -12,7 +12,9 @@ namespace dype::rt {
 namespace {
 constexpr std::int64_t kMaxNodes = std::int64_t{1} << 30;  // as Graph::from_edges
 
-std::string at(const char* field, std::size_t i) { return std::string(field) + "[" + std::to_string(i) + "]"; }
+std::string at(const char* field, std::size_t i) {
+  return std::string(field) + "[" + std::to_string(i) + "]";
+}
 
 void check_finite(const std::vector<float>& x, const char* field) {
   for (std::size_t i = 0; i < x.size(); ++i)
@@ -21,7 +23,8 @@ void check_finite(const std::vector<float>& x, const char* field) {
 }  // namespace
 
 int DynamicGraph::add(Adjacency& a, std::int32_t node, std::int32_t count) {
-  auto it = std::lower_bound(a.begin(), a.end(), node, [](const auto& p, std::int32_t v) { return p.first < v; });
+  auto it = std::lower_bound(a.begin(), a.end(), node,
+                             [](const auto& p, std::int32_t v) { return p.first < v; });
   if (it != a.end() && it->first == node) {
     it->second += count;
     if (it->second != 0) return 0;
@@ -33,16 +36,19 @@ int DynamicGraph::add(Adjacency& a, std::int32_t node, std::int32_t count) {
 }
 
 std::int32_t DynamicGraph::count(const Adjacency& a, std::int32_t node) {
-  auto it = std::lower_bound(a.begin(), a.end(), node, [](const auto& p, std::int32_t v) { return p.first < v; });
+  auto it = std::lower_bound(a.begin(), a.end(), node,
+                             [](const auto& p, std::int32_t v) { return p.first < v; });
   return it != a.end() && it->first == node ? it->second : 0;
 }
 
 DynamicGraph::DynamicGraph(const kernels::EdgeList& edges, HostTensor x) : x_(std::move(x)) {
   const std::int64_t n = edges.num_nodes;
   if (n <= 0 || n > kMaxNodes) throw InputError("graph.num_nodes", "must be in [1, 2^30]");
-  if (!edges.weight.empty()) throw InputError("edge_weight", "a graph that takes updates has no edge weights");
+  if (!edges.weight.empty())
+    throw InputError("edge_weight", "a graph that takes updates has no edge weights");
   if (x_.cols > 0 && x_.rows != n)
-    throw InputError("x", "has " + std::to_string(x_.rows) + " rows, the graph " + std::to_string(n) + " nodes");
+    throw InputError(
+        "x", "has " + std::to_string(x_.rows) + " rows, the graph " + std::to_string(n) + " nodes");
   if (x_.cols > 0) check_finite(x_.data, "x");
   in_.resize(static_cast<std::size_t>(n));
   out_.resize(static_cast<std::size_t>(n));
@@ -53,14 +59,17 @@ DynamicGraph::DynamicGraph(const kernels::EdgeList& edges, HostTensor x) : x_(st
   for (std::int64_t e = 0; e < edges.num_edges(); ++e) {
     const auto s = edges.src[e], d = edges.dst[e];
     if (s < 0 || s >= n || d < 0 || d >= n)
-      throw InputError("graph.edge[" + std::to_string(e) + "]", "node id out of [0, " + std::to_string(n) + ")");
+      throw InputError("graph.edge[" + std::to_string(e) + "]",
+                       "node id out of [0, " + std::to_string(n) + ")");
     ++start[d + 1];
     ++ostart[s + 1];
   }
   for (std::int64_t i = 0; i < n; ++i) start[i + 1] += start[i], ostart[i + 1] += ostart[i];
-  std::vector<std::int32_t> by_dst(static_cast<std::size_t>(edges.num_edges())), by_src(by_dst.size());
+  std::vector<std::int32_t> by_dst(static_cast<std::size_t>(edges.num_edges())),
+      by_src(by_dst.size());
   {
-    std::vector<std::int64_t> f(start.begin(), start.end() - 1), g(ostart.begin(), ostart.end() - 1);
+    std::vector<std::int64_t> f(start.begin(), start.end() - 1),
+        g(ostart.begin(), ostart.end() - 1);
     for (std::int64_t e = 0; e < edges.num_edges(); ++e) {
       by_dst[f[edges.dst[e]]++] = static_cast<std::int32_t>(edges.src[e]);
       by_src[g[edges.src[e]]++] = static_cast<std::int32_t>(edges.dst[e]);
@@ -88,53 +97,70 @@ DynamicGraph::DynamicGraph(const kernels::EdgeList& edges, HostTensor x) : x_(st
 void DynamicGraph::check(const GraphUpdate& u) const {
   const std::int64_t n = nodes();
   if (u.add_nodes < 0) throw InputError("add_nodes", "is negative");
-  if (u.add_nodes > kMaxNodes - n) throw InputError("add_nodes", "would make the graph more than 2^30 nodes");
+  if (u.add_nodes > kMaxNodes - n)
+    throw InputError("add_nodes", "would make the graph more than 2^30 nodes");
   const std::int64_t m = n + u.add_nodes;
   const std::int64_t f = x_.cols;
-  if (u.add_src.size() != u.add_dst.size()) throw InputError("add_edges", "sources and targets differ in number");
-  if (u.remove_src.size() != u.remove_dst.size()) throw InputError("remove_edges", "sources and targets differ in number");
+  if (u.add_src.size() != u.add_dst.size())
+    throw InputError("add_edges", "sources and targets differ in number");
+  if (u.remove_src.size() != u.remove_dst.size())
+    throw InputError("remove_edges", "sources and targets differ in number");
   if (f == 0 && (!u.add_x.empty() || !u.set_rows.empty()))
-    throw InputError(u.set_rows.empty() ? "add_nodes" : "set_rows", "this graph was registered without features");
-  if (u.changes() == 0) throw InputError("inputs", "an update needs add_edges, remove_edges, add_nodes or set_rows");
+    throw InputError(u.set_rows.empty() ? "add_nodes" : "set_rows",
+                     "this graph was registered without features");
+  if (u.changes() == 0)
+    throw InputError("inputs", "an update needs add_edges, remove_edges, add_nodes or set_rows");
   if (f > 0 && static_cast<std::int64_t>(u.add_x.size()) != u.add_nodes * f)
-    throw InputError("add_nodes", "new nodes need " + std::to_string(u.add_nodes) + " rows of " + std::to_string(f) +
-                              " features (" + std::to_string(u.add_nodes * f) + " values), got " +
-                              std::to_string(u.add_x.size()) + " values");
+    throw InputError("add_nodes", "new nodes need " + std::to_string(u.add_nodes) + " rows of " +
+                                      std::to_string(f) + " features (" +
+                                      std::to_string(u.add_nodes * f) + " values), got " +
+                                      std::to_string(u.add_x.size()) + " values");
   if (static_cast<std::int64_t>(u.set_x.size()) != static_cast<std::int64_t>(u.set_rows.size()) * f)
-    throw InputError("x", "rows of the wrong width: " + std::to_string(u.set_rows.size()) + " rows of " +
-                                  std::to_string(f) + " features need " + std::to_string(u.set_rows.size() * f) +
-                                  " values, got " + std::to_string(u.set_x.size()));
+    throw InputError("x", "rows of the wrong width: " + std::to_string(u.set_rows.size()) +
+                              " rows of " + std::to_string(f) + " features need " +
+                              std::to_string(u.set_rows.size() * f) + " values, got " +
+                              std::to_string(u.set_x.size()));
   check_finite(u.add_x, "add_nodes");
   check_finite(u.set_x, "x");
   std::vector<std::int64_t> rows(u.set_rows);
   for (std::size_t i = 0; i < rows.size(); ++i)
     if (rows[i] < 0 || rows[i] >= m)
-      throw InputError(at("set_rows", i), "node " + std::to_string(rows[i]) + " out of range [0, " + std::to_string(m) + ")");
+      throw InputError(at("set_rows", i), "node " + std::to_string(rows[i]) + " out of range [0, " +
+                                              std::to_string(m) + ")");
   std::sort(rows.begin(), rows.end());
   if (std::adjacent_find(rows.begin(), rows.end()) != rows.end())
-    throw InputError("set_rows", "names node " + std::to_string(*std::adjacent_find(rows.begin(), rows.end())) + " twice");
-  auto check_ids = [](const std::vector<std::int64_t>& v, const char* field, int side, std::int64_t limit) {
+    throw InputError(
+        "set_rows",
+        "names node " + std::to_string(*std::adjacent_find(rows.begin(), rows.end())) + " twice");
+  auto check_ids = [](const std::vector<std::int64_t>& v, const char* field, int side,
+                      std::int64_t limit) {
     for (std::size_t i = 0; i < v.size(); ++i)
       if (v[i] < 0 || v[i] >= limit)
-        throw InputError(std::string(field) + "[" + std::to_string(side) + "][" + std::to_string(i) + "]",
-                         "node " + std::to_string(v[i]) + " out of range [0, " + std::to_string(limit) + ")");
+        throw InputError(
+            std::string(field) + "[" + std::to_string(side) + "][" + std::to_string(i) + "]",
+            "node " + std::to_string(v[i]) + " out of range [0, " + std::to_string(limit) + ")");
   };
   check_ids(u.remove_src, "remove_edges", 0, n);
   check_ids(u.remove_dst, "remove_edges", 1, n);
   check_ids(u.add_src, "add_edges", 0, m);
   check_ids(u.add_dst, "add_edges", 1, m);
   // Every removal takes one occurrence: k removals of s -> t need k edges s -> t.
-  std::map<std::pair<std::int64_t, std::int64_t>, std::pair<std::int32_t, std::size_t>> wanted;  // -> (count, first i)
+  std::map<std::pair<std::int64_t, std::int64_t>, std::pair<std::int32_t, std::size_t>>
+      wanted;  // -> (count, first i)
   for (std::size_t i = 0; i < u.remove_src.size(); ++i) {
     auto [it, fresh] = wanted.try_emplace({u.remove_src[i], u.remove_dst[i]}, 0, i);
     ++it->second.first;
   }
   for (const auto& [edge, need] : wanted) {
-    const std::int32_t have = count(in_[static_cast<std::size_t>(edge.second)], static_cast<std::int32_t>(edge.first));
+    const std::int32_t have =
+        count(in_[static_cast<std::size_t>(edge.second)], static_cast<std::int32_t>(edge.first));
     if (have < need.first)
       throw InputError(at("remove_edges", need.second),
-                       "edge " + std::to_string(edge.first) + " -> " + std::to_string(edge.second) + " is not in the graph" +
-                           (have > 0 ? " " + std::to_string(need.first) + " times (it is there " + std::to_string(have) + ")" : ""));
+                       "edge " + std::to_string(edge.first) + " -> " + std::to_string(edge.second) +
+                           " is not in the graph" +
+                           (have > 0 ? " " + std::to_string(need.first) + " times (it is there " +
+                                           std::to_string(have) + ")"
+                                     : ""));
   }
 }
 
@@ -153,12 +179,15 @@ GraphChange DynamicGraph::apply(const GraphUpdate& u) {
     x_.data.insert(x_.data.end(), u.add_x.begin(), u.add_x.end());
     x_.rows = c.new_nodes;
     for (std::size_t i = 0; i < u.set_rows.size(); ++i)
-      std::copy_n(u.set_x.begin() + static_cast<std::ptrdiff_t>(i * f), f, x_.data.begin() + u.set_rows[i] * f);
+      std::copy_n(u.set_x.begin() + static_cast<std::ptrdiff_t>(i * f), f,
+                  x_.data.begin() + u.set_rows[i] * f);
   }
   for (const std::int64_t r : u.set_rows) c.feature_rows.push_back(static_cast<std::int32_t>(r));
-  for (std::int64_t r = c.old_nodes; r < c.new_nodes; ++r) c.feature_rows.push_back(static_cast<std::int32_t>(r));
+  for (std::int64_t r = c.old_nodes; r < c.new_nodes; ++r)
+    c.feature_rows.push_back(static_cast<std::int32_t>(r));
   std::sort(c.feature_rows.begin(), c.feature_rows.end());
-  c.feature_rows.erase(std::unique(c.feature_rows.begin(), c.feature_rows.end()), c.feature_rows.end());
+  c.feature_rows.erase(std::unique(c.feature_rows.begin(), c.feature_rows.end()),
+                       c.feature_rows.end());
   auto change = [&](std::int64_t s, std::int64_t d, std::int32_t delta) {
     const auto si = static_cast<std::int32_t>(s), di = static_cast<std::int32_t>(d);
     pairs_ += add(in_[d], si, delta) + add(out_[s], di, delta);
@@ -167,7 +196,8 @@ GraphChange DynamicGraph::apply(const GraphUpdate& u) {
     edges_ += delta;
     c.edges.push_back({si, di, delta});
   };
-  for (std::size_t i = 0; i < u.remove_src.size(); ++i) change(u.remove_src[i], u.remove_dst[i], -1);
+  for (std::size_t i = 0; i < u.remove_src.size(); ++i)
+    change(u.remove_src[i], u.remove_dst[i], -1);
   for (std::size_t i = 0; i < u.add_src.size(); ++i) change(u.add_src[i], u.add_dst[i], +1);
   ++version_;
   return c;
@@ -191,12 +221,14 @@ std::size_t DynamicGraph::bytes_for(std::int64_t nodes, std::int64_t edges, std:
   const auto n = static_cast<std::size_t>(std::max<std::int64_t>(nodes, 0));
   const auto e = static_cast<std::size_t>(std::max<std::int64_t>(edges, 0));
   return n * static_cast<std::size_t>(std::max<std::int64_t>(features, 0)) * sizeof(float) +
-         n * (2 * sizeof(Adjacency) + sizeof(std::int64_t) + sizeof(std::int32_t)) + 2 * e * sizeof(Adjacency::value_type);
+         n * (2 * sizeof(Adjacency) + sizeof(std::int64_t) + sizeof(std::int32_t)) +
+         2 * e * sizeof(Adjacency::value_type);
 }
 
 std::size_t DynamicGraph::bytes() const {
   const auto n = static_cast<std::size_t>(nodes());
-  return x_.data.size() * sizeof(float) + n * (2 * sizeof(Adjacency) + sizeof(std::int64_t) + sizeof(std::int32_t)) +
+  return x_.data.size() * sizeof(float) +
+         n * (2 * sizeof(Adjacency) + sizeof(std::int64_t) + sizeof(std::int32_t)) +
          static_cast<std::size_t>(pairs_) * sizeof(Adjacency::value_type);
 }
 

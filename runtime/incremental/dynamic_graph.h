@@ -27,13 +27,14 @@ struct GraphUpdate {
   std::vector<std::int64_t> add_src, add_dst;        // add_edges [2, k]
   std::vector<std::int64_t> remove_src, remove_dst;  // remove_edges [2, k]
   std::int64_t add_nodes = 0;
-  std::vector<float> add_x;                           // [add_nodes x F]
-  std::vector<std::int64_t> set_rows;                 // [r]
-  std::vector<float> set_x;                           // [r x F]
+  std::vector<float> add_x;            // [add_nodes x F]
+  std::vector<std::int64_t> set_rows;  // [r]
+  std::vector<float> set_x;            // [r x F]
 
   // Changes it makes: edges added and removed, nodes added, rows set (what updates/s counts).
   std::int64_t changes() const {
-    return static_cast<std::int64_t>(add_src.size() + remove_src.size() + set_rows.size()) + add_nodes;
+    return static_cast<std::int64_t>(add_src.size() + remove_src.size() + set_rows.size()) +
+           add_nodes;
   }
 };
 
@@ -69,7 +70,9 @@ class DynamicGraph {
   const Adjacency& in(std::int64_t node) const { return in_[static_cast<std::size_t>(node)]; }
   const Adjacency& out(std::int64_t node) const { return out_[static_cast<std::size_t>(node)]; }
   // Edges into `node`, loops and repeats included; of those, its loops.
-  std::int64_t in_degree(std::int64_t node) const { return in_deg_[static_cast<std::size_t>(node)]; }
+  std::int64_t in_degree(std::int64_t node) const {
+    return in_deg_[static_cast<std::size_t>(node)];
+  }
   std::int32_t loops(std::int64_t node) const { return loops_[static_cast<std::size_t>(node)]; }
 
   // InputError naming the field as the protocol does ("add_edges[1][4]", "remove_edges[0]",

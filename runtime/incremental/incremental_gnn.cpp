@@ -21,21 +21,27 @@ void finish_row(float* row, std::int64_t n, std::span<const float> b, Epilogue e
   if (kernels::has_relu(e))
     for (std::int64_t c = 0; c < n; ++c) row[c] = std::max(row[c], 0.0f);
   if (kernels::has_gelu(e))
-    for (std::int64_t c = 0; c < n; ++c) row[c] = 0.5f * row[c] * (1.0f + std::erf(row[c] * 0.70710678118654752f));
+    for (std::int64_t c = 0; c < n; ++c)
+      row[c] = 0.5f * row[c] * (1.0f + std::erf(row[c] * 0.70710678118654752f));
 }
 
-std::span<const float> weight(const Model& m, int i) { return m.weight(i).data; }
+std::span<const float> weight(const Model& m, int i) {
+  return m.weight(i).data;
+}
 
 // A bulk update past this share of the nodes costs about a whole forward: run that instead.
 constexpr std::int64_t kRebuildShare = 8;
 }  // namespace
 
-IncrementalGnn::IncrementalGnn(std::shared_ptr<const Model> model, const DynamicGraph& g) : model_(std::move(model)) {
+IncrementalGnn::IncrementalGnn(std::shared_ptr<const Model> model, const DynamicGraph& g)
+    : model_(std::move(model)) {
   const Model& m = *model_;
-  if (!m.is_gnn()) throw InputError("model", "incremental inference is for GCN, GIN and GraphSAGE, not a transformer");
+  if (!m.is_gnn())
+    throw InputError("model",
+                     "incremental inference is for GCN, GIN and GraphSAGE, not a transformer");
   if (g.feature_len() != m.spec().in_features)
-    throw InputError("x", "the graph's stored features are " + std::to_string(g.feature_len()) + " wide, the model takes " +
-                              std::to_string(m.spec().in_features));
+    throw InputError("x", "the graph's stored features are " + std::to_string(g.feature_len()) +
+                              " wide, the model takes " + std::to_string(m.spec().in_features));
   const int per = m.family() == ModelFamily::gin ? 3 : 2;
   for (int l = 0; l < m.spec().layers; ++l) {
     const Step& agg = m.step(per * l);
@@ -97,15 +103,19 @@ void IncrementalGnn::resize(std::int64_t n) {
 
 float IncrementalGnn::self_weight() const {
   switch (model_->family()) {
-    case ModelFamily::gcn: return 1.0f;
-    case ModelFamily::gin: return 1.0f + model_->spec().gin_eps;
-    default: return 0.0f;
+    case ModelFamily::gcn:
+      return 1.0f;
+    case ModelFamily::gin:
+      return 1.0f + model_->spec().gin_eps;
+    default:
+      return 0.0f;
   }
 }
 
 float IncrementalGnn::row_scale(const DynamicGraph& g, std::int64_t u) const {
   if (model_->family() == ModelFamily::gcn) return column_scale(g, u);
-  if (model_->family() == ModelFamily::sage) return g.in_degree(u) > 0 ? 1.0f / static_cast<float>(g.in_degree(u)) : 0.0f;
+  if (model_->family() == ModelFamily::sage)
+    return g.in_degree(u) > 0 ? 1.0f / static_cast<float>(g.in_degree(u)) : 0.0f;
   return 1.0f;
 }
 
@@ -136,8 +146,8 @@ std::int64_t IncrementalGnn::sum_row(const DynamicGraph& g, Layer& L, std::int64
   return static_cast<std::int64_t>(g.in(u).size()) + 1;
 }
 
-void IncrementalGnn::project(const Layer& L, std::span<const float> h, std::int64_t count, std::vector<float>& p,
-                             std::vector<float>& q) const {
+void IncrementalGnn::project(const Layer& L, std::span<const float> h, std::int64_t count,
+                             std::vector<float>& p, std::vector<float>& q) const {
   const auto size = static_cast<std::size_t>(count * L.width);
   p.resize(size);
   if (count == 0) return;
@@ -148,8 +158,8 @@ void IncrementalGnn::project(const Layer& L, std::span<const float> h, std::int6
   }
 }
 
-void IncrementalGnn::finish(const DynamicGraph& g, const Layer& L, std::span<const std::int32_t> rows,
-                            std::vector<float>& y) const {
+void IncrementalGnn::finish(const DynamicGraph& g, const Layer& L,
+                            std::span<const std::int32_t> rows, std::vector<float>& y) const {
   const auto k = static_cast<std::int64_t>(rows.size());
   const std::int64_t w = L.width;
   std::vector<float> a(static_cast<std::size_t>(k * w));
@@ -177,8 +187,10 @@ IncrementalStats IncrementalGnn::update(const DynamicGraph& g, const GraphChange
   resize(n);
   const Model& m = *model_;
   const bool gcn = m.family() == ModelFamily::gcn;
-  if (static_cast<std::int64_t>(change.edges.size() + change.feature_rows.size()) * kRebuildShare > n) {
+  if (rebuilds(change)) {
     *this = IncrementalGnn(model_, g);
+    st.rebuilt = true;
+    st.projected.assign(layers_.size(), n);
     st.rows.assign(layers_.size(), n);
     st.nnz.assign(layers_.size(), g.num_edges() + n);
     st.changed.resize(static_cast<std::size_t>(n));
@@ -197,13 +209,15 @@ IncrementalStats IncrementalGnn::update(const DynamicGraph& g, const GraphChange
   const std::int64_t f = g.feature_len();
   std::vector<float> h(d_rows.size() * static_cast<std::size_t>(f));
   for (std::size_t i = 0; i < d_rows.size(); ++i)
-    std::copy_n(g.features().data.begin() + static_cast<std::ptrdiff_t>(d_rows[i] * f), f, h.begin() + static_cast<std::ptrdiff_t>(i * f));
+    std::copy_n(g.features().data.begin() + static_cast<std::ptrdiff_t>(d_rows[i] * f), f,
+                h.begin() + static_cast<std::ptrdiff_t>(i * f));
   const float self = self_weight();
   std::vector<float> p_new, q_new, dz, y;
   for (std::size_t l = 0; l < layers_.size(); ++l) {
     Layer& L = layers_[l];
     const std::int64_t w = L.width;
     project(L, h, static_cast<std::int64_t>(d_rows.size()), p_new, q_new);
+    st.projected.push_back(static_cast<std::int64_t>(d_rows.size()));
     if (++stamp_ == 0) {
       std::fill(mark_.begin(), mark_.end(), 0);
       stamp_ = 1;
@@ -225,14 +239,18 @@ IncrementalStats IncrementalGnn::update(const DynamicGraph& g, const GraphChange
     // Edges added or removed: their source's Z before this update, in or out of the target's sum.
     for (const auto& e : change.edges) {
       if (gcn && e.src == e.dst) continue;
-      add_to(e.dst, static_cast<float>(e.delta) * L.zscale[e.src], L.p.data() + static_cast<std::int64_t>(e.src) * w);
+      add_to(e.dst, static_cast<float>(e.delta) * L.zscale[e.src],
+             L.p.data() + static_cast<std::int64_t>(e.src) * w);
       ++nnz;
     }
     // Columns whose Z changed: the difference, to each out-neighbour and to the node's own row.
     // Under GCN a degree change rescales a column's Z too; otherwise only new inputs change it.
     std::vector<std::int32_t> columns;
-    if (gcn) std::set_union(d_rows.begin(), d_rows.end(), scaled.begin(), scaled.end(), std::back_inserter(columns));
-    else columns = d_rows;
+    if (gcn)
+      std::set_union(d_rows.begin(), d_rows.end(), scaled.begin(), scaled.end(),
+                     std::back_inserter(columns));
+    else
+      columns = d_rows;
     dz.resize(static_cast<std::size_t>(w));
     std::size_t di = 0;
     for (const std::int32_t j : columns) {
@@ -248,7 +266,8 @@ IncrementalStats IncrementalGnn::update(const DynamicGraph& g, const GraphChange
       nnz += static_cast<std::int64_t>(g.out(j).size());
       if (fresh) {
         std::copy_n(pn, w, p);
-        if (!L.q.empty()) std::copy_n(q_new.data() + di * w, w, L.q.data() + static_cast<std::int64_t>(j) * w);
+        if (!L.q.empty())
+          std::copy_n(q_new.data() + di * w, w, L.q.data() + static_cast<std::int64_t>(j) * w);
       }
       L.zscale[j] = zs_new;
     }
@@ -267,7 +286,8 @@ IncrementalStats IncrementalGnn::update(const DynamicGraph& g, const GraphChange
     if (l + 1 == layers_.size()) {
       const std::int64_t o = out_.cols;
       for (std::size_t i = 0; i < touched.size(); ++i)
-        std::copy_n(y.data() + i * o, o, out_.data.data() + static_cast<std::int64_t>(touched[i]) * o);
+        std::copy_n(y.data() + i * o, o,
+                    out_.data.data() + static_cast<std::int64_t>(touched[i]) * o);
       st.changed = std::move(touched);
     } else {
       h.swap(y);
@@ -277,12 +297,87 @@ IncrementalStats IncrementalGnn::update(const DynamicGraph& g, const GraphChange
   return st;
 }
 
-HostTensor IncrementalGnn::rows(std::span<const std::int64_t> ids) const { return take_rows(out_, ids); }
+bool IncrementalGnn::rebuilds(const GraphChange& change) {
+  return static_cast<std::int64_t>(change.edges.size() + change.feature_rows.size()) *
+             kRebuildShare >
+         change.new_nodes;
+}
+
+IncrementalStats IncrementalGnn::reach(const Model& m, const DynamicGraph& g,
+                                       const GraphChange& change) {
+  IncrementalStats st;
+  const auto layers = static_cast<std::size_t>(m.spec().layers);
+  const std::int64_t n = change.new_nodes;
+  if (rebuilds(change)) {
+    st.rebuilt = true;
+    st.projected.assign(layers, n);
+    st.rows.assign(layers, n);
+    st.nnz.assign(layers, g.num_edges() + n);
+    st.changed.resize(static_cast<std::size_t>(n));
+    for (std::int64_t i = 0; i < n; ++i) st.changed[i] = static_cast<std::int32_t>(i);
+    return st;
+  }
+  // The sets update() walks, layer by layer (see there for why each row is in them).
+  const bool gcn = m.family() == ModelFamily::gcn, sage = m.family() == ModelFamily::sage;
+  std::vector<std::int32_t> scaled;
+  if (m.family() != ModelFamily::gin)
+    for (const auto& e : change.edges)
+      if (!(gcn && e.src == e.dst)) scaled.push_back(e.dst);
+  std::sort(scaled.begin(), scaled.end());
+  scaled.erase(std::unique(scaled.begin(), scaled.end()), scaled.end());
+  std::vector<std::int32_t> d_rows = change.feature_rows;
+  std::vector<char> mark(static_cast<std::size_t>(n), 0);
+  for (std::size_t l = 0; l < layers; ++l) {
+    st.projected.push_back(static_cast<std::int64_t>(d_rows.size()));
+    std::vector<std::int32_t> touched;
+    auto touch = [&](std::int32_t u) {
+      if (!mark[u]) {
+        mark[u] = 1;
+        touched.push_back(u);
+      }
+    };
+    std::int64_t nnz = 0;
+    for (const auto& e : change.edges) {
+      if (gcn && e.src == e.dst) continue;
+      touch(e.dst);
+      ++nnz;
+    }
+    std::vector<std::int32_t> columns;
+    if (gcn)
+      std::set_union(d_rows.begin(), d_rows.end(), scaled.begin(), scaled.end(),
+                     std::back_inserter(columns));
+    else
+      columns = d_rows;
+    for (const std::int32_t j : columns) {
+      for (const auto& [u, c] : g.out(j))
+        if (!(gcn && u == j)) touch(u);
+      if (!sage) touch(j);  // the node's own term (GCN's self loop, GIN's 1 + eps)
+      nnz += static_cast<std::int64_t>(g.out(j).size());
+    }
+    for (const std::int32_t u : scaled) touch(u);
+    if (sage)
+      for (const std::int32_t u : d_rows) touch(u);
+    for (const std::int32_t u : touched) mark[u] = 0;
+    std::sort(touched.begin(), touched.end());
+    st.rows.push_back(static_cast<std::int64_t>(touched.size()));
+    st.nnz.push_back(nnz);
+    if (l + 1 == layers)
+      st.changed = std::move(touched);
+    else
+      d_rows = std::move(touched);
+  }
+  return st;
+}
+
+HostTensor IncrementalGnn::rows(std::span<const std::int64_t> ids) const {
+  return take_rows(out_, ids);
+}
 
 std::size_t IncrementalGnn::bytes() const {
   std::size_t b = out_.data.size() * sizeof(float) + mark_.size() * sizeof(std::uint32_t);
   for (const Layer& L : layers_)
-    b += (L.p.size() + L.raw.size() + L.q.size() + L.zscale.size()) * sizeof(float) + L.deltas.size() * sizeof(std::uint16_t);
+    b += (L.p.size() + L.raw.size() + L.q.size() + L.zscale.size()) * sizeof(float) +
+         L.deltas.size() * sizeof(std::uint16_t);
   return b;
 }
 
@@ -290,7 +385,8 @@ std::size_t IncrementalGnn::bytes_for(const Model& model, std::int64_t nodes) {
   if (!model.is_gnn()) return 0;
   const int per = model.family() == ModelFamily::gin ? 3 : 2;
   const auto n = static_cast<std::size_t>(nodes);
-  std::size_t b = n * (static_cast<std::size_t>(model.output_cols()) * sizeof(float) + sizeof(std::uint32_t));
+  std::size_t b =
+      n * (static_cast<std::size_t>(model.output_cols()) * sizeof(float) + sizeof(std::uint32_t));
   for (int l = 0; l < model.spec().layers; ++l) {
     const auto w = static_cast<std::size_t>(model.step(per * l + 1).out_cols);
     const std::size_t mats = model.family() == ModelFamily::sage ? 3 : 2;

@@ -32,9 +32,11 @@ namespace dype::rt {
 // What one incremental update recomputed: per layer, the rows whose output changed and the
 // adjacency entries read (the touched subgraph's nnz), the work the update cost.
 struct IncrementalStats {
-  std::vector<std::int64_t> rows;  // per layer
-  std::vector<std::int64_t> nnz;   // per layer
-  std::int64_t refreshed = 0;      // rows summed afresh against drift
+  std::vector<std::int64_t> rows;       // per layer
+  std::vector<std::int64_t> nnz;        // per layer
+  std::vector<std::int64_t> projected;  // per layer: rows whose dense product (P = h W) was redone
+  std::int64_t refreshed = 0;           // rows summed afresh against drift
+  bool rebuilt = false;                 // a bulk update: every layer recomputed whole
   // The rows of the answer that changed (the last layer's), ascending.
   std::vector<std::int32_t> changed;
 };
@@ -50,6 +52,13 @@ class IncrementalGnn {
 
   // Brings every layer to `graph`, to which `change` was just applied (and nothing since).
   IncrementalStats update(const DynamicGraph& graph, const GraphChange& change);
+  // What update(graph, change) would recompute for `model`, without computing it: the same rows,
+  // entries and changed nodes per layer (rows refreshed against drift aside), so the cost of
+  // keeping activations can be priced while none are kept.
+  static IncrementalStats reach(const Model& model, const DynamicGraph& graph,
+                                const GraphChange& change);
+  // Whether `change` is bulk enough that update() recomputes every layer whole instead.
+  static bool rebuilds(const GraphChange& change);
 
   std::int64_t nodes() const { return out_.rows; }
   const HostTensor& output() const { return out_; }
@@ -65,11 +74,11 @@ class IncrementalGnn {
     std::span<const float> wa, wr;   // P = h wa; SAGE: h wr (the self half)
     std::span<const float> b;        // bias added to the aggregate (GIN: the first MLP layer's)
     kernels::Epilogue act = kernels::Epilogue::none;  // GCN, SAGE: the layer's; GIN: mlp1's
-    std::span<const float> w2, b2;   // GIN: the second MLP layer
+    std::span<const float> w2, b2;                    // GIN: the second MLP layer
     kernels::Epilogue act2 = kernels::Epilogue::none;
-    std::int64_t out = 0;            // the layer's output width
-    std::vector<float> p, raw, q;    // [nodes x width]; q: SAGE's h wr
-    std::vector<float> zscale;       // GCN: 1 / sqrt(d); unused otherwise
+    std::int64_t out = 0;               // the layer's output width
+    std::vector<float> p, raw, q;       // [nodes x width]; q: SAGE's h wr
+    std::vector<float> zscale;          // GCN: 1 / sqrt(d); unused otherwise
     std::vector<std::uint16_t> deltas;  // differences taken since the row was last summed
   };
 
@@ -79,9 +88,11 @@ class IncrementalGnn {
   // raw[u] summed from u's in-neighbours; returns the entries read.
   std::int64_t sum_row(const DynamicGraph& g, Layer& L, std::int64_t u) const;
   // The layer's output rows `rows` from raw (and q) into y [rows x out].
-  void finish(const DynamicGraph& g, const Layer& L, std::span<const std::int32_t> rows, std::vector<float>& y) const;
+  void finish(const DynamicGraph& g, const Layer& L, std::span<const std::int32_t> rows,
+              std::vector<float>& y) const;
   // P (and q) of rows `rows` of h = `h` [rows x L.in].
-  void project(const Layer& L, std::span<const float> h, std::int64_t count, std::vector<float>& p, std::vector<float>& q) const;
+  void project(const Layer& L, std::span<const float> h, std::int64_t count, std::vector<float>& p,
+               std::vector<float>& q) const;
   void resize(std::int64_t nodes);
 
   std::shared_ptr<const Model> model_;

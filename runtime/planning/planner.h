@@ -78,6 +78,8 @@ class SchedPlanner : public Planner {
   sched::Plan solve(const Characteristics& c, const sched::ObjectiveSpec& objective,
                     const std::set<std::string>& excluded, const FpgaImagePlan* images = nullptr) const;
   const hw::System& system() const { return system_; }
+  // One device's time for one kernel shape, from the models this planner plans with.
+  double predict_kernel_s(const hw::Device& d, const kernels::OpShape& shape) const { return kernel_time_(d, shape); }
 
   // The scheduler's inputs for these characteristics (kinds = schedulable devices not excluded).
   // `images`: plan as if the FPGAs held these images (image choice; planning_kinds.h).

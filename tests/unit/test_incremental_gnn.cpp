@@ -79,7 +79,14 @@ void check_sequence(const ModelSpec& spec, int updates) {
   std::int64_t rows = 0;
   for (int i = 0; i < updates; ++i) {
     const GraphUpdate u = random_update(rng, g, mirror, f);
-    const IncrementalStats s = gnn.update(g, g.apply(u));
+    const GraphChange change = g.apply(u);
+    const IncrementalStats reached = IncrementalGnn::reach(*model, g, change);
+    const IncrementalStats s = gnn.update(g, change);
+    // What reach() says an update recomputes is what it recomputes (what prices keeping activations).
+    ASSERT_EQ(reached.rows, s.rows) << "update " << i;
+    ASSERT_EQ(reached.projected, s.projected) << "update " << i;
+    ASSERT_EQ(reached.changed, s.changed) << "update " << i;
+    for (std::size_t l = 0; l < s.nnz.size(); ++l) ASSERT_LE(reached.nnz[l], s.nnz[l]) << "refreshes only add";
     rows += s.rows.back();
     const double err = relative_error(gnn.output(), whole_forward(*model, g));
     ASSERT_LT(err, 1e-5) << to_string(spec.family) << " after update " << i << " (version " << g.version() << ")";

@@ -259,7 +259,8 @@ std::optional<HostTensor> answer_from_graph(InferenceService& service, GraphRegi
   check_no_graph_tensors(in);
   std::vector<std::string> names = requested_outputs(info, in);
   const std::vector<std::int64_t> rows = node_ids_of(in, graphs.num_nodes(*id));
-  std::optional<HostTensor> y = graphs.answer_kept(*id, info.name, info.model, rows, graph_version_of(in), nullptr);
+  std::optional<HostTensor> y = graphs.answer_kept(*id, info.name, info.model, rows, graph_version_of(in), nullptr,
+                                                   service.incremental_pricer(model));
   if (!y) return std::nullopt;
   if (outputs) *outputs = std::move(names);
   if (version) *version = info.version;
