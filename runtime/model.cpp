@@ -5,12 +5,12 @@
 #include <memory>
 #include <span>
 
-#include "kernels/cpu/norm.h"
-#include "kernels/cpu/spmm.h"
-#include "kernels/cpu/window_attention.h"
 #include "common/error.h"
 #include "graph/characteristics.h"
 #include "graph/generators.h"
+#include "kernels/cpu/norm.h"
+#include "kernels/cpu/spmm.h"
+#include "kernels/cpu/window_attention.h"
 
 namespace dype::rt {
 
@@ -36,8 +36,8 @@ HostTensor HostTensor::shape_only(std::int64_t rows, std::int64_t cols) {
 HostTensor make_tensor(std::int64_t rows, std::int64_t cols, std::vector<float> data) {
   if (static_cast<std::int64_t>(data.size()) != rows * cols) {
     throw InputError("tensor", "holds " + std::to_string(data.size()) + " values, shape [" +
-                                   std::to_string(rows) + " x " + std::to_string(cols) + "] needs " +
-                                   std::to_string(rows * cols));
+                                   std::to_string(rows) + " x " + std::to_string(cols) +
+                                   "] needs " + std::to_string(rows * cols));
   }
   HostTensor t;
   t.rows = rows;
@@ -48,20 +48,28 @@ HostTensor make_tensor(std::int64_t rows, std::int64_t cols, std::vector<float> 
 
 const char* to_string(ModelFamily f) {
   switch (f) {
-    case ModelFamily::gcn: return "gcn";
-    case ModelFamily::gin: return "gin";
-    case ModelFamily::sage: return "sage";
-    case ModelFamily::transformer: return "transformer";
+    case ModelFamily::gcn:
+      return "gcn";
+    case ModelFamily::gin:
+      return "gin";
+    case ModelFamily::sage:
+      return "sage";
+    case ModelFamily::transformer:
+      return "transformer";
   }
   return "unknown";
 }
 
-const char* to_string(Nonlinearity a) { return a == Nonlinearity::gelu ? "gelu" : "relu"; }
+const char* to_string(Nonlinearity a) {
+  return a == Nonlinearity::gelu ? "gelu" : "relu";
+}
 
 // ---- models -------------------------------------------------------------------------------------
 
-int Model::add_weight(std::int64_t rows, std::int64_t cols, std::uint64_t stream, float scale, float center) {
-  HostTensor t = spec_.materialize_weights ? HostTensor::zeros(rows, cols) : HostTensor::shape_only(rows, cols);
+int Model::add_weight(std::int64_t rows, std::int64_t cols, std::uint64_t stream, float scale,
+                      float center) {
+  HostTensor t = spec_.materialize_weights ? HostTensor::zeros(rows, cols)
+                                           : HostTensor::shape_only(rows, cols);
   if (spec_.materialize_weights) {
     kernels::FeatureOptions o;
     o.low = center - scale;
@@ -75,8 +83,9 @@ int Model::add_weight(std::int64_t rows, std::int64_t cols, std::uint64_t stream
 void Model::set_weight(int i, HostTensor values, const std::string& what) {
   HostTensor& w = weights_.at(static_cast<std::size_t>(i));
   if (values.rows != w.rows || values.cols != w.cols) {
-    throw InputError(what, "shape [" + std::to_string(values.rows) + ", " + std::to_string(values.cols) +
-                               "], the model needs [" + std::to_string(w.rows) + ", " + std::to_string(w.cols) + "]");
+    throw InputError(what, "shape [" + std::to_string(values.rows) + ", " +
+                               std::to_string(values.cols) + "], the model needs [" +
+                               std::to_string(w.rows) + ", " + std::to_string(w.cols) + "]");
   }
   if (static_cast<std::int64_t>(values.data.size()) != values.rows * values.cols) {
     throw InputError(what, "holds " + std::to_string(values.data.size()) + " values for its shape");
@@ -95,7 +104,8 @@ void check_spec(const ModelSpec& s) {
   } else {
     if (s.in_features < 1) throw InputError("model.in_features", "must be >= 1");
     if (s.hidden < 1) throw InputError("model.hidden", "must be >= 1");
-    if (s.out_features < 0) throw InputError("model.out_features", "must be >= 1 (or 0 for hidden)");
+    if (s.out_features < 0)
+      throw InputError("model.out_features", "must be >= 1 (or 0 for hidden)");
   }
 }
 // The GEMM epilogue of a hidden layer: bias, then the model's activation.
@@ -113,10 +123,17 @@ Model Model::gcn(ModelSpec spec) {
   std::uint64_t stream = 0;
   for (int l = 0; l < spec.layers; ++l) {
     const bool last = l + 1 == spec.layers;
-    m.steps_.push_back({"l" + std::to_string(l) + ".aggregate", l, OpKind::spmm, false, width, width, Epilogue::none, {}});
+    m.steps_.push_back({"l" + std::to_string(l) + ".aggregate",
+                        l,
+                        OpKind::spmm,
+                        false,
+                        width,
+                        width,
+                        Epilogue::none,
+                        {}});
     const float sc = 1.0f / std::sqrt(static_cast<float>(width));
     const std::int64_t out = last ? spec.out_width() : spec.hidden;
-    Step g{"l" + std::to_string(l) + ".update", l, OpKind::gemm, false, width, out,
+    Step g{"l" + std::to_string(l) + ".update",           l, OpKind::gemm, false, width, out,
            last ? Epilogue::bias : hidden_epilogue(spec), {}};
     g.weights = {m.add_weight(width, out, stream++, sc), m.add_weight(1, out, stream++, 0.1f)};
     m.steps_.push_back(g);
@@ -135,13 +152,16 @@ Model Model::gin(ModelSpec spec) {
     const bool last = l + 1 == spec.layers;
     const std::string p = "l" + std::to_string(l) + ".";
     m.steps_.push_back({p + "aggregate", l, OpKind::spmm, false, width, width, Epilogue::none, {}});
-    // PyG's GIN: each layer's MLP is [width, out, out] (out = hidden, the last layer's out_features).
+    // PyG's GIN: each layer's MLP is [width, out, out] (out = hidden, the last layer's
+    // out_features).
     const std::int64_t out = last ? spec.out_width() : spec.hidden;
     Step a{p + "mlp1", l, OpKind::gemm, false, width, out, hidden_epilogue(spec), {}};
     a.weights = {m.add_weight(width, out, stream++, 1.0f / std::sqrt(static_cast<float>(width))),
                  m.add_weight(1, out, stream++, 0.1f)};
     m.steps_.push_back(a);
-    Step b{p + "mlp2", l, OpKind::gemm, false, out, out, last ? Epilogue::bias : hidden_epilogue(spec), {}};
+    Step b{
+        p + "mlp2", l, OpKind::gemm, false, out, out, last ? Epilogue::bias : hidden_epilogue(spec),
+        {}};
     b.weights = {m.add_weight(out, out, stream++, 1.0f / std::sqrt(static_cast<float>(out))),
                  m.add_weight(1, out, stream++, 0.1f)};
     m.steps_.push_back(b);
@@ -161,11 +181,20 @@ Model Model::sage(ModelSpec spec) {
     const std::string p = "l" + std::to_string(l) + ".";
     // [A_mean h | h] in one SpMM over the interleaved matrix (Graph::sage_mean), then one GEMM with
     // [W_l ; W_r] stacked: lin_l(mean of neighbours) + lin_r(h) + b.
-    m.steps_.push_back({p + "aggregate", l, OpKind::spmm, false, width, 2 * width, Epilogue::none, {}});
+    m.steps_.push_back(
+        {p + "aggregate", l, OpKind::spmm, false, width, 2 * width, Epilogue::none, {}});
     const std::int64_t out = last ? spec.out_width() : spec.hidden;
-    Step g{p + "update", l, OpKind::gemm, false, 2 * width, out, last ? Epilogue::bias : hidden_epilogue(spec), {}};
-    g.weights = {m.add_weight(2 * width, out, stream++, 1.0f / std::sqrt(static_cast<float>(2 * width))),
-                 m.add_weight(1, out, stream++, 0.1f)};
+    Step g{p + "update",
+           l,
+           OpKind::gemm,
+           false,
+           2 * width,
+           out,
+           last ? Epilogue::bias : hidden_epilogue(spec),
+           {}};
+    g.weights = {
+        m.add_weight(2 * width, out, stream++, 1.0f / std::sqrt(static_cast<float>(2 * width))),
+        m.add_weight(1, out, stream++, 0.1f)};
     m.steps_.push_back(g);
     width = out;
   }
@@ -187,7 +216,8 @@ Model Model::transformer(ModelSpec spec) {
     s.residual = rn ? r : Residual::none;
     s.carry_cols = s.residual == Residual::none ? 0 : d;
   };
-  auto gemm = [&](const std::string& name, int l, std::int64_t in, std::int64_t out, Epilogue e, float scale, Residual r) {
+  auto gemm = [&](const std::string& name, int l, std::int64_t in, std::int64_t out, Epilogue e,
+                  float scale, Residual r) {
     Step g{name, l, OpKind::gemm, false, in, out, e, {}};
     g.weights = {m.add_weight(in, out, stream++, scale), m.add_weight(1, out, stream++, 0.1f)};
     carry(g, r);
@@ -218,7 +248,8 @@ Model Model::transformer(ModelSpec spec) {
     m.steps_.push_back(gemm(p + "out_proj", l, d, d, add, sd, Residual::add));
     if (rn && !pre) m.steps_.push_back(norm(p + "norm1", l, Residual::none));
     if (pre) m.steps_.push_back(norm(p + "norm2", l, Residual::save));
-    m.steps_.push_back(gemm(p + "ffn1", l, d, spec.ffn, hidden_epilogue(spec), sd, pre ? Residual::pass : Residual::save));
+    m.steps_.push_back(gemm(p + "ffn1", l, d, spec.ffn, hidden_epilogue(spec), sd,
+                            pre ? Residual::pass : Residual::save));
     m.steps_.push_back(gemm(p + "ffn2", l, spec.ffn, d, add, sf, Residual::add));
     if (rn && !pre) m.steps_.push_back(norm(p + "norm2", l, Residual::none));
   }
@@ -227,10 +258,14 @@ Model Model::transformer(ModelSpec spec) {
 
 Model Model::make(ModelSpec spec) {
   switch (spec.family) {
-    case ModelFamily::gcn: return gcn(spec);
-    case ModelFamily::gin: return gin(spec);
-    case ModelFamily::sage: return sage(spec);
-    case ModelFamily::transformer: return transformer(spec);
+    case ModelFamily::gcn:
+      return gcn(spec);
+    case ModelFamily::gin:
+      return gin(spec);
+    case ModelFamily::sage:
+      return sage(spec);
+    case ModelFamily::transformer:
+      return transformer(spec);
   }
   throw Error("unknown model family");
 }
@@ -324,12 +359,15 @@ void validate_request(const Model& model, const Request& r) {
       throw InputError("request.x", "has " + std::to_string(x.rows) + " rows, the graph " +
                                         std::to_string(r.graph()->nodes) + " nodes");
     if (x.cols != model.spec().in_features)
-      throw InputError("request.x", "has " + std::to_string(x.cols) + " features, the model expects " +
+      throw InputError("request.x", "has " + std::to_string(x.cols) +
+                                        " features, the model expects " +
                                         std::to_string(model.spec().in_features));
     const std::int32_t layout = model.family() == ModelFamily::sage ? 2 : 1;
     if (r.graph()->rows_per_node != layout)
-      throw InputError("request.graph", std::string("was built for another model family (") +
-                                            (layout == 2 ? "SAGE needs Graph::sage_mean" : "SAGE's interleaved matrix") + ")");
+      throw InputError(
+          "request.graph",
+          std::string("was built for another model family (") +
+              (layout == 2 ? "SAGE needs Graph::sage_mean" : "SAGE's interleaved matrix") + ")");
     if (!x.size_only && r.graph()->size_only())
       throw InputError("request.graph", "shape-only graph with real features");
   } else {
@@ -354,7 +392,10 @@ struct Activation {
   static Activation borrow(const HostTensor& t) { return {t.rows, t.cols, nullptr, t.data.data()}; }
   static Activation allocate(std::int64_t rows, std::int64_t cols, bool overwritten) {
     const auto n = static_cast<std::size_t>(rows * cols);
-    Activation a{rows, cols, overwritten ? std::make_unique_for_overwrite<float[]>(n) : std::make_unique<float[]>(n), nullptr};
+    Activation a{
+        rows, cols,
+        overwritten ? std::make_unique_for_overwrite<float[]>(n) : std::make_unique<float[]>(n),
+        nullptr};
     a.at = a.owned.get();
     return a;
   }
@@ -376,26 +417,30 @@ HostTensor reference_forward(const Model& model, const Request& r) {
     if (s.op == OpKind::spmm) {
       const Graph& g = *r.graph();
       kernels::CsrView<std::int32_t> a{g.csr_rows(), g.nodes, g.indptr, g.indices, g.values};
-      Activation y = Activation::allocate(rows, s.out_cols, true);  // [csr_rows x in_cols] is [rows x out_cols]
+      Activation y = Activation::allocate(rows, s.out_cols,
+                                          true);  // [csr_rows x in_cols] is [rows x out_cols]
       kernels::cpu::spmm(a, act[0].in(), s.in_cols, y.out());
       next.push_back(std::move(y));
     } else if (s.op == OpKind::window_attention) {
       Activation y = Activation::allocate(rows, s.out_cols, false);
-      kernels::cpu::window_attention(act[0].in(), act[1].in(), act[2].in(), y.out(),
-                                     {rows, model.spec().heads, model.spec().d_model / model.spec().heads, r.window()});
+      kernels::cpu::window_attention(
+          act[0].in(), act[1].in(), act[2].in(), y.out(),
+          {rows, model.spec().heads, model.spec().d_model / model.spec().heads, r.window()});
       next.push_back(std::move(y));
     } else if (s.op == OpKind::layer_norm) {
       Activation y = Activation::allocate(rows, s.out_cols, false);
-      kernels::cpu::layer_norm_rows(act[0].in(), model.weight(s.weights[0]).data, model.weight(s.weights[1]).data,
-                                    y.out(), rows, s.out_cols, model.spec().layer_norm_eps);
+      kernels::cpu::layer_norm_rows(act[0].in(), model.weight(s.weights[0]).data,
+                                    model.weight(s.weights[1]).data, y.out(), rows, s.out_cols,
+                                    model.spec().layer_norm_eps);
       next.push_back(std::move(y));
     } else {
       std::span<const float> residual;
       if (s.residual == Residual::add) residual = act.back().in();
       for (int o = 0; o < s.launches(); ++o) {
         Activation y = Activation::allocate(rows, s.out_cols, true);
-        kernels::cpu::gemm(act[0].in(), model.weight(s.weights[2 * o]).data, model.weight(s.weights[2 * o + 1]).data,
-                           y.out(), {rows, s.in_cols, s.out_cols}, s.epilogue, residual);
+        kernels::cpu::gemm(act[0].in(), model.weight(s.weights[2 * o]).data,
+                           model.weight(s.weights[2 * o + 1]).data, y.out(),
+                           {rows, s.in_cols, s.out_cols}, s.epilogue, residual);
         next.push_back(std::move(y));
       }
     }
@@ -412,12 +457,17 @@ HostTensor take_rows(const HostTensor& y, std::span<const std::int64_t> rows) {
   HostTensor t;
   t.rows = static_cast<std::int64_t>(rows.size());
   t.cols = y.cols;
-  t.data.resize(rows.size() * static_cast<std::size_t>(y.cols));
+  // A timing-only answer has a shape and no values: its rows are a shape too.
+  t.size_only = y.size_only || y.data.size() < static_cast<std::size_t>(y.rows * y.cols);
+  if (!t.size_only) t.data.resize(rows.size() * static_cast<std::size_t>(y.cols));
   for (std::size_t i = 0; i < rows.size(); ++i) {
     if (rows[i] < 0 || rows[i] >= y.rows)
-      throw InputError("node_ids[" + std::to_string(i) + "]",
-                       "node " + std::to_string(rows[i]) + " out of range [0, " + std::to_string(y.rows) + ")");
-    std::copy_n(y.data.begin() + rows[i] * y.cols, y.cols, t.data.begin() + static_cast<std::ptrdiff_t>(i * y.cols));
+      throw InputError(
+          "node_ids[" + std::to_string(i) + "]",
+          "node " + std::to_string(rows[i]) + " out of range [0, " + std::to_string(y.rows) + ")");
+    if (!t.size_only)
+      std::copy_n(y.data.begin() + rows[i] * y.cols, y.cols,
+                  t.data.begin() + static_cast<std::ptrdiff_t>(i * y.cols));
   }
   return t;
 }

@@ -8,10 +8,10 @@
 
 #include <gtest/gtest.h>
 
+#include "../test_served_daemon.h"
 #include "runtime/daemon/kserve/tensor.h"
 #include "runtime/daemon/proto/dype_graphs.grpc.pb.h"
 #include "runtime/daemon/proto/grpc_service.grpc.pb.h"
-#include "../test_served_daemon.h"
 
 #include <grpcpp/grpcpp.h>
 // After the project headers: httplib pulls in <resolv.h>, whose _res macro breaks Eigen headers.
@@ -26,16 +26,25 @@ namespace {
 constexpr std::int64_t kFeatures = 16;
 
 rt::ModelSpec spec_of(rt::ModelFamily f) {
-  return {.family = f, .layers = 2, .in_features = kFeatures, .hidden = 24, .out_features = 6, .gin_eps = 0.1f, .seed = 9};
+  return {.family = f,
+          .layers = 2,
+          .in_features = kFeatures,
+          .hidden = 24,
+          .out_features = 6,
+          .gin_eps = 0.1f,
+          .seed = 9};
 }
 
 EngineServiceOptions models() {
   EngineServiceOptions o;
   o.system_config = std::string(DYPE_SOURCE_DIR) + "/configs/systems/paper-testbed-pcie4.yaml";
   o.mode = "perf";
-  o.models = {{"gcn", spec_of(rt::ModelFamily::gcn), {.nodes = 200, .nnz = 1000, .feature_len = kFeatures}},
-              {"gin", spec_of(rt::ModelFamily::gin), {.nodes = 200, .nnz = 1000, .feature_len = kFeatures}},
-              {"sage", spec_of(rt::ModelFamily::sage), {.nodes = 200, .nnz = 1000, .feature_len = kFeatures}}};
+  o.models = {
+      {"gcn", spec_of(rt::ModelFamily::gcn), {.nodes = 200, .nnz = 1000, .feature_len = kFeatures}},
+      {"gin", spec_of(rt::ModelFamily::gin), {.nodes = 200, .nnz = 1000, .feature_len = kFeatures}},
+      {"sage",
+       spec_of(rt::ModelFamily::sage),
+       {.nodes = 200, .nnz = 1000, .feature_len = kFeatures}}};
   return o;
 }
 
@@ -45,16 +54,19 @@ struct Truth {
   std::vector<float> x;
   rt::HostTensor answer(rt::ModelFamily f) const {
     const rt::Model m = rt::Model::make(spec_of(f));
-    return rt::reference_forward(m, rt::Request::gnn(rt::graph_for_model(edges, m.spec()),
-                                                     rt::make_tensor(edges.num_nodes, kFeatures, x)));
+    return rt::reference_forward(m,
+                                 rt::Request::gnn(rt::graph_for_model(edges, m.spec()),
+                                                  rt::make_tensor(edges.num_nodes, kFeatures, x)));
   }
 };
 
-json tensor_json(const std::string& name, const std::string& type, std::vector<std::int64_t> shape, const json& data) {
+json tensor_json(const std::string& name, const std::string& type, std::vector<std::int64_t> shape,
+                 const json& data) {
   return {{"name", name}, {"datatype", type}, {"shape", shape}, {"data", data}};
 }
 
-json edges_json(const std::string& name, const std::vector<std::pair<std::int64_t, std::int64_t>>& e) {
+json edges_json(const std::string& name,
+                const std::vector<std::pair<std::int64_t, std::int64_t>>& e) {
   std::vector<std::int64_t> flat;
   for (const auto& p : e) flat.push_back(p.first);
   for (const auto& p : e) flat.push_back(p.second);
@@ -85,7 +97,8 @@ class StreamingGraph : public ::testing::Test {
     EXPECT_EQ(j["version"], 0);
   }
 
-  std::pair<int, std::string> post(const std::string& path, const json& body, const std::string& owner = "") {
+  std::pair<int, std::string> post(const std::string& path, const json& body,
+                                   const std::string& owner = "") {
     httplib::Headers h;
     if (!owner.empty()) h.emplace("Dype-Graph-Owner", owner);
     auto r = http_->Post(path, h, body.dump(), "application/json");
@@ -99,7 +112,8 @@ class StreamingGraph : public ::testing::Test {
     json body = {{"parameters", {{"graph_id", id_}}}, {"inputs", json::array()}};
     if (version) body["parameters"]["graph_version"] = *version;
     if (!node_ids.empty())
-      body["inputs"].push_back(tensor_json("node_ids", "INT64", {static_cast<std::int64_t>(node_ids.size())}, node_ids));
+      body["inputs"].push_back(
+          tensor_json("node_ids", "INT64", {static_cast<std::int64_t>(node_ids.size())}, node_ids));
     auto r = post("/v2/models/" + model + "/infer", body);
     EXPECT_EQ(r.first, expect) << r.second;
     if (!message.empty()) {
@@ -140,23 +154,34 @@ TEST_F(StreamingGraph, StoredFeaturesAnswerWithoutXAndNodeIdsPickRows) {
     const rt::HostTensor y = infer(rt::to_string(f));
     EXPECT_LT(rt::relative_error(y, want), 1e-5) << rt::to_string(f);
     const std::vector<std::int64_t> ids = {5, 0, 5, 199};
-    EXPECT_LT(rt::relative_error(infer(rt::to_string(f), ids), rt::take_rows(want, ids)), 1e-5) << rt::to_string(f);
+    EXPECT_LT(rt::relative_error(infer(rt::to_string(f), ids), rt::take_rows(want, ids)), 1e-5)
+        << rt::to_string(f);
   }
   infer("gcn", {0, 200}, std::nullopt, 400, "input 'node_ids'[1]: node 200 out of range [0, 200)");
 }
 
 TEST_F(StreamingGraph, UpdatesApplyWholeAndAnswersFollowThem) {
   infer("gcn");  // the activations are kept from here on
-  const json u = update({edges_json("add_edges", {{1, 2}, {3, 4}, {200, 0}}),
-                         edges_json("remove_edges", {{truth_.edges.src[0], truth_.edges.dst[0]}}),
-                         tensor_json("add_nodes", "FP32", {1, kFeatures}, std::vector<float>(kFeatures, 0.5f)),
-                         tensor_json("set_rows", "INT64", {1}, std::vector<std::int64_t>{7}),
-                         tensor_json("x", "FP32", {1, kFeatures}, std::vector<float>(kFeatures, -0.25f))});
+  const json u =
+      update({edges_json("add_edges", {{1, 2}, {3, 4}, {200, 0}}),
+              edges_json("remove_edges", {{truth_.edges.src[0], truth_.edges.dst[0]}}),
+              tensor_json("add_nodes", "FP32", {1, kFeatures}, std::vector<float>(kFeatures, 0.5f)),
+              tensor_json("set_rows", "INT64", {1}, std::vector<std::int64_t>{7}),
+              tensor_json("x", "FP32", {1, kFeatures}, std::vector<float>(kFeatures, -0.25f))});
   EXPECT_EQ(u["version"], 1);
   EXPECT_EQ(u["num_nodes"], 201);
   EXPECT_EQ(u["num_edges"], 1002);
   ASSERT_TRUE(u["models"].contains("gcn")) << u.dump();
   EXPECT_GT(u["models"]["gcn"]["changed"].get<int>(), 0);
+  // Priced by the model's planner both ways; a few changed rows of a 200-node graph: keeping them
+  // on the CPU beats a subgraph through the emulated GPUs and FPGAs.
+  EXPECT_EQ(u["models"]["gcn"]["answers"], "kept") << u.dump();
+  ASSERT_TRUE(u["models"]["gcn"].contains("priced")) << u.dump();
+  const json& priced = u["models"]["gcn"]["priced"];
+  EXPECT_GT(priced["kept_s"].get<double>(), 0.0);
+  EXPECT_LT(priced["kept_s"].get<double>(), priced["rebuild_s"].get<double>());
+  EXPECT_GT(priced["pipeline_s"].get<double>(), 0.0);
+  EXPECT_FALSE(priced["pipeline_plan"].get<std::string>().empty());
   // The same change to the test's own copy.
   truth_.edges.num_nodes = 201;
   truth_.edges.src.erase(truth_.edges.src.begin());
@@ -168,7 +193,8 @@ TEST_F(StreamingGraph, UpdatesApplyWholeAndAnswersFollowThem) {
   truth_.x.insert(truth_.x.end(), kFeatures, 0.5f);
   std::fill_n(truth_.x.begin() + 7 * kFeatures, kFeatures, -0.25f);
   for (const auto f : {rt::ModelFamily::gcn, rt::ModelFamily::gin, rt::ModelFamily::sage})
-    EXPECT_LT(rt::relative_error(infer(rt::to_string(f), {}, 1), truth_.answer(f)), 1e-5) << rt::to_string(f);
+    EXPECT_LT(rt::relative_error(infer(rt::to_string(f), {}, 1), truth_.answer(f)), 1e-5)
+        << rt::to_string(f);
   infer("gcn", {}, 0, 400, "parameters.graph_version: version 0 of graph '" + id_ + "' is gone");
   infer("gcn", {}, 5, 400, "does not exist yet");
 }
@@ -178,21 +204,31 @@ TEST_F(StreamingGraph, BadUpdatesAreRefusedWholeAndTheDaemonServesOn) {
     auto r = http_->Get("/v2/dype/graphs");
     return json::parse(r->body)["graphs"][0]["version"].get<int>();
   };
-  update({edges_json("add_edges", {{0, 1}, {0, 200}})}, 400, "add_edges[1][1]: node 200 out of range [0, 200)");
-  update({edges_json("add_edges", {{0, 1}}), edges_json("remove_edges", {{5, 5}})}, 400, "edge 5 -> 5 is not in the graph");
+  update({edges_json("add_edges", {{0, 1}, {0, 200}})}, 400,
+         "add_edges[1][1]: node 200 out of range [0, 200)");
+  update({edges_json("add_edges", {{0, 1}}), edges_json("remove_edges", {{5, 5}})}, 400,
+         "edge 5 -> 5 is not in the graph");
   update({tensor_json("set_rows", "INT64", {1}, std::vector<std::int64_t>{3}),
           tensor_json("x", "FP32", {1, 3}, std::vector<float>{1, 2, 3})},
          400, "x: rows of the wrong width");
-  update({tensor_json("add_nodes", "FP32", {1, 4}, std::vector<float>{1, 2, 3, 4})}, 400, "add_nodes: new nodes need");
-  update({tensor_json("x", "FP32", {1, kFeatures}, std::vector<float>(kFeatures, 0.f))}, 400, "name the nodes with set_rows");
-  update({tensor_json("edge_index", "INT64", {2, 1}, std::vector<std::int64_t>{0, 1})}, 400, "not an input of a graph update");
+  update({tensor_json("add_nodes", "FP32", {1, 4}, std::vector<float>{1, 2, 3, 4})}, 400,
+         "add_nodes: new nodes need");
+  update({tensor_json("x", "FP32", {1, kFeatures}, std::vector<float>(kFeatures, 0.f))}, 400,
+         "name the nodes with set_rows");
+  update({tensor_json("edge_index", "INT64", {2, 1}, std::vector<std::int64_t>{0, 1})}, 400,
+         "not an input of a graph update");
   update({}, 400, "an update needs");
-  update({tensor_json("add_nodes", "FP32", {1, 0}, json::array())}, 400, "at least one feature wide");
-  auto empty_x = post("/v2/dype/graphs", {{"inputs",
-                                           {tensor_json("edge_index", "INT64", {2, 1}, std::vector<std::int64_t>{0, 0}),
-                                            tensor_json("x", "FP32", {0, kFeatures}, json::array())}}});
+  update({tensor_json("add_nodes", "FP32", {1, 0}, json::array())}, 400,
+         "at least one feature wide");
+  auto empty_x =
+      post("/v2/dype/graphs",
+           {{"inputs",
+             {tensor_json("edge_index", "INT64", {2, 1}, std::vector<std::int64_t>{0, 0}),
+              tensor_json("x", "FP32", {0, kFeatures}, json::array())}}});
   EXPECT_EQ(empty_x.first, 400);
-  EXPECT_NE(empty_x.second.find("input 'x': must have a row for each node, got none"), std::string::npos) << empty_x.second;
+  EXPECT_NE(empty_x.second.find("input 'x': must have a row for each node, got none"),
+            std::string::npos)
+      << empty_x.second;
   update({edges_json("add_edges", {{0, 1}})}, 404, "unknown graph id", "someone-else");
   EXPECT_EQ(version(), 0);
   EXPECT_LT(rt::relative_error(infer("gcn"), truth_.answer(rt::ModelFamily::gcn)), 1e-5);
@@ -216,8 +252,11 @@ TEST_F(StreamingGraph, RandomUpdateSequenceStaysExact) {
       truth_.edges.src.push_back(s);
       truth_.edges.dst.push_back(d);
     }
-    const rt::ModelFamily f = step % 3 == 0 ? rt::ModelFamily::gcn : step % 3 == 1 ? rt::ModelFamily::gin : rt::ModelFamily::sage;
-    ASSERT_LT(rt::relative_error(infer(rt::to_string(f)), truth_.answer(f)), 1e-5) << "step " << step;
+    const rt::ModelFamily f = step % 3 == 0   ? rt::ModelFamily::gcn
+                              : step % 3 == 1 ? rt::ModelFamily::gin
+                                              : rt::ModelFamily::sage;
+    ASSERT_LT(rt::relative_error(infer(rt::to_string(f)), truth_.answer(f)), 1e-5)
+        << "step " << step;
   }
 }
 
@@ -226,12 +265,16 @@ TEST_F(StreamingGraph, RandomUpdateSequenceStaysExact) {
 TEST_F(StreamingGraph, PastTheActivationBoundTheEngineAnswers) {
   start({.max_activation_bytes = 0});
   const std::vector<std::int64_t> ids = {3, 3, 150};
-  EXPECT_LT(rt::relative_error(infer("gin", ids), rt::take_rows(truth_.answer(rt::ModelFamily::gin), ids)), 1e-5);
+  EXPECT_LT(rt::relative_error(infer("gin", ids),
+                               rt::take_rows(truth_.answer(rt::ModelFamily::gin), ids)),
+            1e-5);
   const json u = update({edges_json("add_edges", {{3, 150}})});
   EXPECT_TRUE(u["models"].empty()) << u.dump();
   truth_.edges.src.push_back(3);
   truth_.edges.dst.push_back(150);
-  EXPECT_LT(rt::relative_error(infer("gin", ids), rt::take_rows(truth_.answer(rt::ModelFamily::gin), ids)), 1e-5);
+  EXPECT_LT(rt::relative_error(infer("gin", ids),
+                               rt::take_rows(truth_.answer(rt::ModelFamily::gin), ids)),
+            1e-5);
   EXPECT_NE(metrics().find("dype_graph_activation_bytes 0\n"), std::string::npos);
 }
 
@@ -269,18 +312,23 @@ TEST_F(StreamingGraph, GrpcInferenceReadsTheStoredGraph) {
   ASSERT_TRUE(st.ok()) << st.error_message();
   ASSERT_EQ(resp.outputs(0).shape(0), 3);
   const std::string& raw = resp.raw_output_contents(0);
-  const rt::HostTensor got = rt::make_tensor(3, 6, std::vector<float>(reinterpret_cast<const float*>(raw.data()),
-                                                                      reinterpret_cast<const float*>(raw.data()) + 18));
-  EXPECT_LT(rt::relative_error(got, rt::take_rows(truth_.answer(rt::ModelFamily::sage), want_ids)), 1e-5);
+  const rt::HostTensor got =
+      rt::make_tensor(3, 6,
+                      std::vector<float>(reinterpret_cast<const float*>(raw.data()),
+                                         reinterpret_cast<const float*>(raw.data()) + 18));
+  EXPECT_LT(rt::relative_error(got, rt::take_rows(truth_.answer(rt::ModelFamily::sage), want_ids)),
+            1e-5);
 }
 
 // dype.graphs over gRPC: registration with features, a stream of updates answered in order (a
 // refused one with its error, nothing applied, the stream going on), another owner refused.
 TEST_F(StreamingGraph, GrpcRegistersAndStreamsUpdates) {
-  auto channel = grpc::CreateChannel("127.0.0.1:" + std::to_string(daemon_->grpc->port()), grpc::InsecureChannelCredentials());
+  auto channel = grpc::CreateChannel("127.0.0.1:" + std::to_string(daemon_->grpc->port()),
+                                     grpc::InsecureChannelCredentials());
   auto graphs = dype::graphs::DypeGraphs::NewStub(channel);
-  auto tensor = [](inference::ModelInferRequest& r, const std::string& name, const std::string& type,
-                   std::vector<std::int64_t> shape, const void* data, std::size_t bytes) {
+  auto tensor = [](inference::ModelInferRequest& r, const std::string& name,
+                   const std::string& type, std::vector<std::int64_t> shape, const void* data,
+                   std::size_t bytes) {
     auto* t = r.add_inputs();
     t->set_name(name);
     t->set_datatype(type);
@@ -304,7 +352,8 @@ TEST_F(StreamingGraph, GrpcRegistersAndStreamsUpdates) {
   grpc::ClientContext ctx;
   ctx.AddMetadata("dype-graph-owner", "me");
   auto stream = graphs->UpdateStream(&ctx);
-  const std::vector<std::vector<std::int64_t>> adds = {{0, 1}, {0, 999}, {2, 3}};  // the second is out of range
+  const std::vector<std::vector<std::int64_t>> adds = {
+      {0, 1}, {0, 999}, {2, 3}};  // the second is out of range
   for (const auto& e : adds) {
     dype::graphs::GraphUpdateRequest u;
     u.set_graph_id(id);
@@ -317,7 +366,8 @@ TEST_F(StreamingGraph, GrpcRegistersAndStreamsUpdates) {
   ASSERT_TRUE(stream->Finish().ok());
   ASSERT_EQ(answers.size(), 3u);
   EXPECT_EQ(json::parse(answers[0].json())["version"], 1);
-  EXPECT_NE(answers[1].error_message().find("add_edges[1][0]: node 999 out of range [0, 200)"), std::string::npos)
+  EXPECT_NE(answers[1].error_message().find("add_edges[1][0]: node 999 out of range [0, 200)"),
+            std::string::npos)
       << answers[1].error_message();
   EXPECT_EQ(json::parse(answers[2].json())["version"], 2);
   // Another owner's graph is unknown; its owner deletes it.

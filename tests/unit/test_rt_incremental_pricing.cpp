@@ -14,6 +14,8 @@
 
 #include "graph/generators.h"
 #include "runtime/daemon/graph_registry.h"
+#include "runtime/engine.h"
+#include "runtime/incremental/computation_subgraph.h"
 #include "runtime/planning/incremental_pricing.h"
 #include "test_rt_common.h"
 
@@ -155,6 +157,44 @@ TEST(IncrementalPricing,
                            whole_rows()),
             1e-5);
   EXPECT_NE(reg.metrics_text().find("dype_graph_answer_mode_switches_total 2"), std::string::npos);
+}
+
+TEST(IncrementalPricing, EngineReplansWhenAStreamDriftsFromWholeGraphsToUpdateAnswers) {
+  // What the engine is given once a graph's answers come from the pipeline: each update's answer
+  // rows as their computation subgraph. The DyPe planner sees those small graphs as such, so the
+  // stream drifting from whole-graph requests to update answers re-plans, with the default drift
+  // settings the daemon uses.
+  const hw::System sys = testing::emu_system(2, 3, /*timing_only=*/true);
+  const Model m = Model::gcn({.layers = 2,
+                              .in_features = 128,
+                              .hidden = 128,
+                              .out_features = 16,
+                              .materialize_weights = false});
+  const std::int64_t n = 68471;
+  const auto g = Graph::from_edges(random_graph(n, 500000, 9), /*gcn_norm=*/true);
+  auto whole = [&] { return Request::gnn(g, HostTensor::shape_only(n, 128)); };
+  auto answer = [&](std::int64_t node) {
+    const std::vector<std::int64_t> ids = {node};
+    const ComputationSubgraph s = computation_subgraph(*g, ids, 2);
+    Request r = Request::gnn(s.graph, HostTensor::shape_only(s.graph->nodes, 128));
+    r.set_rows_wanted(s.rows_wanted);
+    return r;
+  };
+  EngineOptions o;
+  o.replan_beside = false;  // decided at the request that detects it
+  Engine e(m, std::make_shared<SchedPlanner>(m, sys), whole().characteristics(), o);
+  const std::string whole_plan = e.current_label();
+  for (int i = 0; i < 20; ++i) e.submit(whole());
+  for (int i = 0; i < 60; ++i) e.submit(answer(i * 1000));
+  e.drain();
+  bool drifted = false;
+  for (const ReplanRecord& r : e.replans())
+    if (r.cause == "drift" && r.swapped) drifted = true;
+  std::printf("whole graph: %s; update answers: %s (subgraph of one node: %lld nodes)\n",
+              whole_plan.c_str(), e.current_label().c_str(),
+              static_cast<long long>(answer(0).graph()->nodes));
+  EXPECT_TRUE(drifted);
+  EXPECT_NE(e.current_label(), whole_plan);
 }
 
 }  // namespace
