@@ -3,6 +3,7 @@
 #include "runtime/daemon/errors.h"
 
 #include <algorithm>
+#include <bit>
 #include <cstdio>
 #include <random>
 #include <sstream>
@@ -439,9 +440,17 @@ GraphUpdateResult GraphRegistry::update(const std::string& id, const GraphOwner&
       else if (k.pricer)
         m.stats = IncrementalGnn::reach(*k.model, g, change);  // what keeping would cost
       if (k.pricer) {
-        const SubgraphSize answer =
-            computation_subgraph_size(g, m.stats.changed, k.model->spec().layers);
-        k.last = m.costs = k.pricer->price(m.stats, answer, g.nodes(), g.num_edges());
+        const int octave = std::bit_width(
+            static_cast<std::uint64_t>(change.edges.size() + change.feature_rows.size()));
+        if (!k.last || octave != k.size_octave ||
+            ++k.since_priced >= GraphEntry::Kept::kRepriceEvery) {
+          const SubgraphSize answer =
+              computation_subgraph_size(g, m.stats.changed, k.model->spec().layers);
+          k.last = k.pricer->price(m.stats, answer, g.nodes(), g.num_edges());
+          k.size_octave = octave;
+          k.since_priced = 0;
+        }
+        m.costs = k.last;
         if (k.choice.observe(*m.costs)) {
           ++mode_switches_;
           k.gnn.reset();  // to the pipeline: freed; back to kept: rebuilt on the next answer

@@ -65,6 +65,12 @@ struct GraphEntry {
     std::shared_ptr<IncrementalPricer> pricer;
     IncrementalChoice choice;
     std::optional<IncrementalCosts> last;  // the latest update's prices
+    // Pricing walks the answer's neighbourhood and asks the planner: a stream of like updates is
+    // priced every kRepriceEvery and whenever an update's size changes octave; the others reuse
+    // the last prices.
+    static constexpr int kRepriceEvery = 64;
+    int since_priced = 0;
+    int size_octave = -1;
   };
   std::map<std::string, Kept> activations;  // by model name
 };
