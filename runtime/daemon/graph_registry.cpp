@@ -130,7 +130,7 @@ std::string GraphRegistry::add(kernels::EdgeList edges, const GraphOwner& owner,
                        "edge weights: register it without edge_weight");
     dynamic = std::make_unique<DynamicGraph>(edges, std::move(x));
   }
-  std::lock_guard lock(mu_);
+  std::unique_lock lock(mu_);
   drop_idle_locked();
   const std::size_t need = dynamic ? dynamic->bytes() : edge_bytes(edges);
   try {
@@ -169,13 +169,26 @@ std::string GraphRegistry::add(kernels::EdgeList edges, const GraphOwner& owner,
   bytes_ += need;
   graphs_[e->id] = e;
   if (store_ && e->dynamic) {
-    try {  // kept before the id is answered: a restart finds every graph a client was told of
-      store_->save(e->id, e->owner, e->address, *e->dynamic);
+    // Kept before the id is answered: a restart finds every graph a client was told of. Written
+    // under the entry's own lock only (a listing may name it to its owner meanwhile, whose
+    // updates wait), not the registry's: a snapshot of tens of MB and its fsync must not stall
+    // every other graph's requests. The entry's lock is new, so taking it here cannot wait.
+    std::unique_lock entry(e->mu);
+    const std::shared_ptr<GraphStore> store = store_;
+    lock.unlock();
+    try {
+      store->save(e->id, e->owner, e->address, *e->dynamic);
     } catch (...) {
-      forget_locked(*e);
-      graphs_.erase(e->id);
+      lock.lock();
+      if (registered_locked(*e)) {
+        forget_locked(*e);
+        graphs_.erase(e->id);
+      }
       throw;
     }
+    lock.lock();
+    // Deleted while it was written (its folder removed, then written again): leave nothing behind.
+    if (!registered_locked(*e)) store_->remove(e->id);
   }
   ++accepted_;
   return e->id;
@@ -270,88 +283,6 @@ std::shared_ptr<const Graph> GraphRegistry::graph_for(const std::string& id, con
   return normalised(*e, model);
 }
 
-namespace {
-const DynamicGraph& features_of(const GraphEntry& e) {
-  if (!e.dynamic || !e.dynamic->has_features())
-    throw InputError("input 'x'", "missing, and graph '" + e.id +
-                                      "' was registered without features (send x, or "
-                                      "register the graph with x)");
-  return *e.dynamic;
-}
-}  // namespace
-
-GraphRegistry::Stored GraphRegistry::stored(const std::string& id, const Model& model,
-                                            std::optional<std::uint64_t> version) {
-  const std::shared_ptr<GraphEntry> e = find(id);
-  std::lock_guard lock(e->mu);
-  const DynamicGraph& g = features_of(*e);
-  check_version(*e, version);
-  ++hits_;
-  return {normalised(*e, model), g.features(), g.version(), {}};
-}
-
-GraphRegistry::Stored GraphRegistry::stored_rows(const std::string& id, const Model& model,
-                                                 std::optional<std::uint64_t> version,
-                                                 std::span<const std::int64_t> node_ids) {
-  const std::shared_ptr<GraphEntry> e = find(id);
-  std::lock_guard lock(e->mu);
-  const DynamicGraph& g = features_of(*e);
-  check_version(*e, version);
-  ++hits_;
-  std::shared_ptr<const Graph> whole = normalised(*e, model);
-  ComputationSubgraph sub = computation_subgraph(*whole, node_ids, model.spec().layers);
-  if (sub.graph->nodes == whole->nodes)
-    return {std::move(whole), g.features(), g.version(),
-            std::vector<std::int64_t>(node_ids.begin(), node_ids.end())};
-  return {std::move(sub.graph), take_rows(g.features(), sub.nodes), g.version(),
-          std::move(sub.rows_wanted)};
-}
-
-std::optional<HostTensor> GraphRegistry::answer_kept(
-    const std::string& id, const std::string& model_name, const std::shared_ptr<const Model>& model,
-    std::span<const std::int64_t> node_ids, std::optional<std::uint64_t> version,
-    std::uint64_t* answered_version, std::shared_ptr<IncrementalPricer> pricer) {
-  if (!model->is_gnn()) return std::nullopt;
-  const std::shared_ptr<GraphEntry> e = find(id);
-  std::lock_guard lock(e->mu);
-  const DynamicGraph& g = features_of(*e);
-  check_version(*e, version);
-  GraphEntry::Kept& kept = e->activations[model_name];
-  if (kept.model != model) {  // computed (or priced) with a version since reloaded
-    kept.gnn.reset();
-    kept.choice = {};
-    kept.model = model;
-    account(*e);  // their bytes are free: the new version's are counted in their place
-  }
-  if (pricer && pricer->host_cpu()) kept.pricer = std::move(pricer);
-  if (kept.choice.mode() == AnswerMode::pipeline) return std::nullopt;  // priced cheaper there
-  if (!kept.gnn) {
-    const std::size_t need = IncrementalGnn::bytes_for(*model, g.nodes());
-    {
-      std::lock_guard reg(mu_);
-      if (activation_bytes_ + need > limits_.max_activation_bytes) {
-        e->activations.erase(model_name);
-        return std::nullopt;
-      }
-    }
-    try {
-      kept.gnn = std::make_unique<IncrementalGnn>(model, g);
-    } catch (...) {
-      e->activations.erase(model_name);
-      throw;
-    }
-    account(*e);
-    if (activation_bytes() > limits_.max_activation_bytes) {  // others were built beside it
-      e->activations.erase(model_name);
-      account(*e);
-      return std::nullopt;
-    }
-  }
-  if (answered_version) *answered_version = g.version();
-  ++hits_;  // only when answered here: otherwise the request goes on to stored(), which counts it
-  return node_ids.empty() ? kept.gnn->output() : kept.gnn->rows(node_ids);
-}
-
 GraphUpdateResult GraphRegistry::update(const std::string& id, const GraphOwner& owner,
                                         const GraphUpdate& u) {
   const std::shared_ptr<GraphEntry> e = find(id);
@@ -391,21 +322,29 @@ GraphUpdateResult GraphRegistry::update(const std::string& id, const GraphOwner&
       static_cast<std::size_t>(u.add_nodes) * (64 + static_cast<std::size_t>(g.feature_len()) * 4);
   const bool converted = fresh != nullptr;
   if (converted && fresh->bytes() > registered_bytes) need += fresh->bytes() - registered_bytes;
+  // From now on it is kept: its first snapshot is written under the entry's lock only (not the
+  // registry's, which every graph's requests take), and taken back if the update goes no further.
+  if (fresh && store_) store_->save(e->id, e->owner, e->address, *fresh);
   {
     std::lock_guard reg(mu_);
-    if (!registered_locked(*e)) throw NotFound("unknown graph id '" + id + "' (deleted meanwhile)");
-    check_growth_locked(holder, need, "this update");
-    if (fresh) {  // from now on it is kept; under the registry's lock, so a deletion cannot leave
-                  // it behind
-      if (store_) store_->save(e->id, e->owner, e->address, *fresh);
+    try {
+      if (!registered_locked(*e))
+        throw NotFound("unknown graph id '" + id + "' (deleted meanwhile)");
+      check_growth_locked(holder, need, "this update");
+    } catch (...) {
+      if (fresh && store_) store_->remove(e->id);
+      throw;
+    }
+    if (fresh) {
       e->dynamic = std::move(fresh);
       e->edges = {};
     }
   }
   if (converted) account(*e);
+  std::optional<std::uint64_t> logged_at;
   if (store_) {  // kept before it applies
     try {
-      store_->append(id, u, g.version() + 1);
+      logged_at = store_->append(id, u, g.version() + 1);
     } catch (...) {
       std::lock_guard reg(mu_);
       if (!registered_locked(*e))
@@ -413,7 +352,19 @@ GraphUpdateResult GraphRegistry::update(const std::string& id, const GraphOwner&
       throw;
     }
   }
-  const GraphChange change = g.apply(u);
+  GraphChange change;
+  try {
+    change = g.apply(u);  // checked above: only memory can fail it, and then it changed nothing
+  } catch (...) {
+    if (logged_at) {
+      try {
+        store_->take_back(id, *logged_at);  // a replay must not apply what the client saw refused
+      } catch (const std::exception&) {
+        // The record stays: a restart would apply it. Nothing better is left to do here.
+      }
+    }
+    throw;
+  }
   if (store_ && GraphStore::compact_due(g.version())) {
     try {
       store_->save(id, e->owner, e->address, g, /*create=*/false);
@@ -427,42 +378,7 @@ GraphUpdateResult GraphRegistry::update(const std::string& id, const GraphOwner&
   }
   e->normalised.clear();  // of the version before
   GraphUpdateResult result;
-  for (auto it = e->activations.begin(); it != e->activations.end();) {
-    GraphEntry::Kept& k = it->second;
-    if (!k.gnn && !k.pricer) {  // nothing kept and nothing to price
-      ++it;
-      continue;
-    }
-    try {
-      GraphUpdateResult::Model m{it->first, {}, k.choice.mode(), std::nullopt};
-      if (k.gnn)
-        m.stats = k.gnn->update(g, change);
-      else if (k.pricer)
-        m.stats = IncrementalGnn::reach(*k.model, g, change);  // what keeping would cost
-      if (k.pricer) {
-        const int octave = std::bit_width(
-            static_cast<std::uint64_t>(change.edges.size() + change.feature_rows.size()));
-        if (!k.last || octave != k.size_octave ||
-            ++k.since_priced >= GraphEntry::Kept::kRepriceEvery) {
-          const SubgraphSize answer =
-              computation_subgraph_size(g, m.stats.changed, k.model->spec().layers);
-          k.last = k.pricer->price(m.stats, answer, g.nodes(), g.num_edges());
-          k.size_octave = octave;
-          k.since_priced = 0;
-        }
-        m.costs = k.last;
-        if (k.choice.observe(*m.costs)) {
-          ++mode_switches_;
-          k.gnn.reset();  // to the pipeline: freed; back to kept: rebuilt on the next answer
-        }
-        m.mode = k.choice.mode();
-      }
-      result.models.push_back(std::move(m));
-      ++it;
-    } catch (...) {
-      it = e->activations.erase(it);  // recomputed whole on next use, never answered stale
-    }
-  }
+  result.models = bring_along(*e, g, change);
   account(*e);
   if (activation_bytes() >
       limits_.max_activation_bytes) {  // grown past the bound: recompute from here on

@@ -208,6 +208,10 @@ class GraphRegistry {
   // Whether `e` is still the entry registered under its id.
   bool registered_locked(const GraphEntry& e) const;
   GraphSummary summary_locked(const GraphEntry& e) const;
+  // Under e.mu, after `change` applied to `g`: every kept model brought along (or, while its
+  // answers come from the pipeline, what keeping would recompute) and priced (graph_answers.cpp).
+  std::vector<GraphUpdateResult::Model> bring_along(GraphEntry& e, const DynamicGraph& g,
+                                                    const GraphChange& change);
 
   mutable std::mutex mu_;
   std::map<std::string, std::shared_ptr<GraphEntry>> graphs_;

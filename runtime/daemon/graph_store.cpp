@@ -82,8 +82,8 @@ GraphStore::GraphStore(fs::path dir) : dir_(std::move(dir) / "graphs") {
   if (ec) throw Error(dir_.string() + ": cannot make it private: " + ec.message());
 }
 
-void GraphStore::save(const std::string& id, const std::string& owner, const std::string& address, const DynamicGraph& g,
-                      bool create) {
+void GraphStore::save(const std::string& id, const std::string& owner, const std::string& address,
+                      const DynamicGraph& g, bool create) {
   const fs::path d = dir_ / id;
   std::error_code ec;
   if (!create && !fs::is_directory(d, ec)) return;
@@ -104,7 +104,8 @@ void GraphStore::save(const std::string& id, const std::string& owner, const std
   fs::remove(d / "updates.log", ec);  // its updates are in the snapshot now
 }
 
-void GraphStore::append(const std::string& id, const GraphUpdate& u, std::uint64_t version) {
+std::uint64_t GraphStore::append(const std::string& id, const GraphUpdate& u,
+                                 std::uint64_t version) {
   Writer w;
   w.bytes(kUpdateMagic, sizeof kUpdateMagic);
   w.u64(version);
@@ -121,9 +122,25 @@ void GraphStore::append(const std::string& id, const GraphUpdate& u, std::uint64
   const std::string path = (dir_ / id / "updates.log").string();
   const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0600);
   if (fd < 0) throw Error(path + ": cannot open: " + std::strerror(errno));
+  const off_t before = ::lseek(fd, 0, SEEK_END);
   const ssize_t n = ::write(fd, w.out.data(), w.out.size());
+  const int write_errno = errno;
+  if (n != static_cast<ssize_t>(w.out.size())) {
+    // A record written in part (the disk full) would hide every later record from a replay.
+    if (before >= 0 && n > 0 && ::ftruncate(fd, before) != 0) {
+      // Nothing more to do here: the loader drops a record cut short, and with it what follows.
+    }
+    ::close(fd);
+    throw Error(path + ": write failed: " + std::strerror(n < 0 ? write_errno : ENOSPC));
+  }
   ::close(fd);
-  if (n != static_cast<ssize_t>(w.out.size())) throw Error(path + ": write failed: " + std::strerror(errno));
+  return before < 0 ? 0 : static_cast<std::uint64_t>(before);
+}
+
+void GraphStore::take_back(const std::string& id, std::uint64_t size) {
+  std::error_code ec;
+  fs::resize_file(dir_ / id / "updates.log", size, ec);
+  if (ec) throw Error((dir_ / id / "updates.log").string() + ": cannot cut back: " + ec.message());
 }
 
 void GraphStore::remove(const std::string& id) {
@@ -145,28 +162,32 @@ std::vector<GraphStore::Loaded> GraphStore::load(std::vector<std::string>& probl
       std::uint64_t version = 0, nodes = 0, f = 0;
       kernels::EdgeList e;
       std::vector<float> x;
-      if (!r.bytes(magic, 8) || std::memcmp(magic, kSnapshotMagic, 8) != 0 || !r.str(l.owner) || !r.str(l.address) ||
-          !r.u64(version) || !r.u64(nodes) || !r.u64(f) || !r.vec(e.src) || !r.vec(e.dst) || !r.vec(x) ||
-          e.src.size() != e.dst.size() || x.size() != nodes * f)
+      if (!r.bytes(magic, 8) || std::memcmp(magic, kSnapshotMagic, 8) != 0 || !r.str(l.owner) ||
+          !r.str(l.address) || !r.u64(version) || !r.u64(nodes) || !r.u64(f) || !r.vec(e.src) ||
+          !r.vec(e.dst) || !r.vec(x) || e.src.size() != e.dst.size() || x.size() != nodes * f)
         throw Error("snapshot unreadable or cut short");
       e.num_nodes = static_cast<std::int64_t>(nodes);
-      l.graph = std::make_unique<DynamicGraph>(e, f > 0 ? make_tensor(static_cast<std::int64_t>(nodes), static_cast<std::int64_t>(f), std::move(x))
-                                                      : HostTensor{});
+      l.graph = std::make_unique<DynamicGraph>(
+          e, f > 0 ? make_tensor(static_cast<std::int64_t>(nodes), static_cast<std::int64_t>(f),
+                                 std::move(x))
+                   : HostTensor{});
       l.graph->restore_version(version);
       const std::string log = read_all(d.path() / "updates.log");
       Reader u{log};
       while (u.at < log.size()) {
         GraphUpdate up;
         std::uint64_t v = 0, add_nodes = 0;
-        if (!u.bytes(magic, 8) || std::memcmp(magic, kUpdateMagic, 8) != 0 || !u.u64(v) || !u.vec(up.add_src) ||
-            !u.vec(up.add_dst) || !u.vec(up.remove_src) || !u.vec(up.remove_dst) || !u.u64(add_nodes) ||
-            !u.vec(up.add_x) || !u.vec(up.set_rows) || !u.vec(up.set_x))
+        if (!u.bytes(magic, 8) || std::memcmp(magic, kUpdateMagic, 8) != 0 || !u.u64(v) ||
+            !u.vec(up.add_src) || !u.vec(up.add_dst) || !u.vec(up.remove_src) ||
+            !u.vec(up.remove_dst) || !u.u64(add_nodes) || !u.vec(up.add_x) || !u.vec(up.set_rows) ||
+            !u.vec(up.set_x))
           break;  // cut short by a crash mid-write: that update was never answered
         if (v <= l.graph->version()) continue;  // already in the snapshot
         up.add_nodes = static_cast<std::int64_t>(add_nodes);
         l.graph->apply(up);
         if (l.graph->version() != v)
-          throw Error("update log skips from version " + std::to_string(l.graph->version() - 1) + " to " + std::to_string(v));
+          throw Error("update log skips from version " + std::to_string(l.graph->version() - 1) +
+                      " to " + std::to_string(v));
       }
       out.push_back(std::move(l));
     } catch (const std::exception& err) {

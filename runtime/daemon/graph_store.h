@@ -35,11 +35,14 @@ class GraphStore {
 
   // A fresh snapshot of the graph, its log emptied. dype::Error when it cannot be written.
   // create false (a compaction): nothing when the graph's folder is gone (deleted meanwhile).
-  void save(const std::string& id, const std::string& owner, const std::string& address, const DynamicGraph& g,
-            bool create = true);
+  void save(const std::string& id, const std::string& owner, const std::string& address,
+            const DynamicGraph& g, bool create = true);
   // Appends an update that takes the graph to `version`, before it applies (so an update that
-  // could not be kept is not applied). dype::Error when it cannot be written.
-  void append(const std::string& id, const GraphUpdate& u, std::uint64_t version);
+  // could not be kept is not applied); returns the log's size before it, for take_back. dype::Error
+  // when it cannot be written (a record written in part is cut off again).
+  std::uint64_t append(const std::string& id, const GraphUpdate& u, std::uint64_t version);
+  // Cuts the log back to `size` (append's answer): the update it logged did not apply after all.
+  void take_back(const std::string& id, std::uint64_t size);
   // Whether the snapshot is due to be rewritten (save) at this version.
   static bool compact_due(std::uint64_t version) { return version % kCompactAfter == 0; }
   void remove(const std::string& id);

@@ -170,8 +170,39 @@ GraphChange DynamicGraph::apply(const GraphUpdate& u) {
   c.old_nodes = nodes();
   c.new_nodes = nodes() + u.add_nodes;
   const auto m = static_cast<std::size_t>(c.new_nodes);
-  in_.resize(m);
-  out_.resize(m);
+  // Every allocation first: past them nothing throws, so an apply that runs out of memory leaves
+  // the graph as it was (the update's log record is then taken back, and a replay agrees).
+  c.edges.reserve(u.remove_src.size() + u.add_src.size());
+  c.feature_rows.reserve(u.set_rows.size() + static_cast<std::size_t>(u.add_nodes));
+  in_.reserve(m);
+  out_.reserve(m);
+  in_deg_.reserve(m);
+  loops_.reserve(m);
+  if (x_.cols > 0) x_.data.reserve(x_.data.size() + u.add_x.size());
+  std::vector<Adjacency> new_in(static_cast<std::size_t>(u.add_nodes)), new_out(new_in.size());
+  {
+    // Each added edge may add a pair to its target's in-list and its source's out-list.
+    std::vector<std::int64_t> dsts(u.add_dst), srcs(u.add_src);
+    std::sort(dsts.begin(), dsts.end());
+    std::sort(srcs.begin(), srcs.end());
+    auto grow = [&](std::vector<std::int64_t>& ids, std::vector<Adjacency>& old_lists,
+                    std::vector<Adjacency>& fresh) {
+      for (std::size_t i = 0; i < ids.size();) {
+        std::size_t j = i;
+        while (j < ids.size() && ids[j] == ids[i]) ++j;
+        Adjacency& a = ids[i] < c.old_nodes ? old_lists[static_cast<std::size_t>(ids[i])]
+                                            : fresh[static_cast<std::size_t>(ids[i] - c.old_nodes)];
+        a.reserve(a.size() + (j - i));
+        i = j;
+      }
+    };
+    grow(dsts, in_, new_in);
+    grow(srcs, out_, new_out);
+  }
+  for (std::size_t i = 0; i < new_in.size(); ++i) {  // moves into reserved room: no allocation
+    in_.push_back(std::move(new_in[i]));
+    out_.push_back(std::move(new_out[i]));
+  }
   in_deg_.resize(m, 0);
   loops_.resize(m, 0);
   const std::int64_t f = x_.cols;
