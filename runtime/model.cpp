@@ -458,7 +458,10 @@ HostTensor take_rows(const HostTensor& y, std::span<const std::int64_t> rows) {
   t.rows = static_cast<std::int64_t>(rows.size());
   t.cols = y.cols;
   // A timing-only answer has a shape and no values: its rows are a shape too.
-  t.size_only = y.size_only || y.data.size() < static_cast<std::size_t>(y.rows * y.cols);
+  t.size_only = y.size_only;
+  if (!y.size_only && y.data.size() < static_cast<std::size_t>(y.rows * y.cols))
+    throw Error("take_rows: a tensor of " + std::to_string(y.rows) + " x " +
+                std::to_string(y.cols) + " holds " + std::to_string(y.data.size()) + " values");
   if (!t.size_only) t.data.resize(rows.size() * static_cast<std::size_t>(y.cols));
   for (std::size_t i = 0; i < rows.size(); ++i) {
     if (rows[i] < 0 || rows[i] >= y.rows)

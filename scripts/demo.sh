@@ -142,10 +142,11 @@ echo "   measured throughput before and after each is in the per-epoch lines of 
 
 echo "== a streaming graph: the gcn's graph registered once with its features, then 300 updates of"
 echo "   2 random edges, then 20 bulk loads of 2000; each answer recomputes only the rows the update"
-echo "   reached (exact), the whole graph only past the activation bound"
+echo "   reached (exact), and the planner prices every update both ways (kept on the CPU, or the"
+echo "   changed nodes' computation subgraph through the planned pipeline): answers move to the cheaper"
 "${client[@]}" stream --model gcn --updates drift --update-drift 0:2,300:2000 --requests 320 \
   --nodes 20000 --edges 200000 | grep -vE '^\[' | sed 's/^/   /'
-curl -s "http://127.0.0.1:$metrics/metrics" | grep -E '^dype_graph_activation_bytes' | sed 's/^/   /'
+curl -s "http://127.0.0.1:$metrics/metrics" | grep -E '^dype_graph_(activation_bytes|answer_mode_switches_total)' | sed 's/^/   /'
 
 echo "== energy (modelled) from /metrics"
 curl -s "http://127.0.0.1:$metrics/metrics" | grep -E '^dype_inference_energy_joules(_total)?\{model="gcn"' | sed 's/^/  /'

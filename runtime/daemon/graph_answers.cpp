@@ -57,6 +57,9 @@ std::optional<HostTensor> GraphRegistry::answer_kept(
   if (kept.model != model) {  // computed (or priced) with a version since reloaded
     kept.gnn.reset();
     kept.choice = {};
+    kept.last.reset();  // priced with the old version's planner
+    kept.since_priced = 0;
+    kept.size_octave = -1;
     kept.model = model;
     account(*e);  // their bytes are free: the new version's are counted in their place
   }
@@ -95,39 +98,52 @@ std::vector<GraphUpdateResult::Model> GraphRegistry::bring_along(GraphEntry& e,
   std::vector<GraphUpdateResult::Model> out;
   for (auto it = e.activations.begin(); it != e.activations.end();) {
     GraphEntry::Kept& k = it->second;
+    if (k.pricer && !k.pricer->host_cpu()) {  // its engine is gone (the model unloaded)
+      k.pricer.reset();
+      k.choice = {};
+      k.last.reset();
+    }
     if (!k.gnn && !k.pricer) {  // nothing kept and nothing to price
-      ++it;
+      it = e.activations.erase(it);
       continue;
     }
+    GraphUpdateResult::Model m{it->first, {}, k.choice.mode(), std::nullopt, 0};
     try {
-      GraphUpdateResult::Model m{it->first, {}, k.choice.mode(), std::nullopt};
       if (k.gnn)
         m.stats = k.gnn->update(g, change);
-      else if (k.pricer)
+      else
         m.stats = IncrementalGnn::reach(*k.model, g, change);  // what keeping would cost
-      if (k.pricer) {
-        const int octave = std::bit_width(
-            static_cast<std::uint64_t>(change.edges.size() + change.feature_rows.size()));
-        if (!k.last || octave != k.size_octave ||
-            ++k.since_priced >= GraphEntry::Kept::kRepriceEvery) {
+    } catch (...) {
+      it = e.activations.erase(it);  // recomputed whole on next use, never answered stale
+      continue;
+    }
+    if (k.pricer) {
+      // Priced again when the answer's size (the rows it changed) moves an octave, and every
+      // kRepriceEvery updates; otherwise the last prices stand.
+      const int octave = std::bit_width(static_cast<std::uint64_t>(m.stats.changed.size()));
+      if (!k.last || octave != k.size_octave ||
+          ++k.since_priced >= GraphEntry::Kept::kRepriceEvery) {
+        try {
           const SubgraphSize answer =
               computation_subgraph_size(g, m.stats.changed, k.model->spec().layers);
           k.last = k.pricer->price(m.stats, answer, g.nodes(), g.num_edges());
-          k.size_octave = octave;
-          k.since_priced = 0;
+          k.priced_version = g.version();
+        } catch (const std::exception&) {
+          // Not priced this time: the mode and the activations stand, the last prices too.
         }
-        m.costs = k.last;
-        if (k.choice.observe(*m.costs)) {
-          ++mode_switches_;
-          k.gnn.reset();  // to the pipeline: freed; back to kept: rebuilt on the next answer
-        }
-        m.mode = k.choice.mode();
+        k.size_octave = octave;
+        k.since_priced = 0;
       }
-      out.push_back(std::move(m));
-      ++it;
-    } catch (...) {
-      it = e.activations.erase(it);  // recomputed whole on next use, never answered stale
+      m.costs = k.last;
+      m.priced_version = k.priced_version;
+      if (m.costs && k.choice.observe(*m.costs)) {
+        ++mode_switches_;
+        k.gnn.reset();  // to the pipeline: freed; back to kept: rebuilt on the next answer
+      }
+      m.mode = k.choice.mode();
     }
+    out.push_back(std::move(m));
+    ++it;
   }
   return out;
 }

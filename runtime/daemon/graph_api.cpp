@@ -40,7 +40,8 @@ json update_graph(GraphRegistry& graphs, const std::string& id, const InferReque
       m["priced"] = {{"kept_s", r_m.costs->kept_s},
                      {"pipeline_s", r_m.costs->pipeline_s},
                      {"rebuild_s", r_m.costs->rebuild_s},
-                     {"pipeline_plan", r_m.costs->pipeline_plan}};
+                     {"pipeline_plan", r_m.costs->pipeline_plan},
+                     {"version", r_m.priced_version}};
     models[r_m.name] = std::move(m);
   }
   return {{"id", id},

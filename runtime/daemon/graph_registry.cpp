@@ -130,6 +130,11 @@ std::string GraphRegistry::add(kernels::EdgeList edges, const GraphOwner& owner,
                        "edge weights: register it without edge_weight");
     dynamic = std::make_unique<DynamicGraph>(edges, std::move(x));
   }
+  // The entry's lock before the registry's, the order every path takes them in: held until its
+  // snapshot is written (below), so an owner who lists it meanwhile waits to update it.
+  auto e = std::make_shared<GraphEntry>();
+  std::unique_lock entry(e->mu, std::defer_lock);
+  if (store_ && dynamic) entry.lock();
   std::unique_lock lock(mu_);
   drop_idle_locked();
   const std::size_t need = dynamic ? dynamic->bytes() : edge_bytes(edges);
@@ -147,7 +152,6 @@ std::string GraphRegistry::add(kernels::EdgeList edges, const GraphOwner& owner,
     ++refused_;
     throw;
   }
-  auto e = std::make_shared<GraphEntry>();
   e->owner = owner.id();
   e->address = owner.address;
   // 128 random bits: a sequential id let any client guess and delete another's graph, and ids
@@ -170,10 +174,8 @@ std::string GraphRegistry::add(kernels::EdgeList edges, const GraphOwner& owner,
   graphs_[e->id] = e;
   if (store_ && e->dynamic) {
     // Kept before the id is answered: a restart finds every graph a client was told of. Written
-    // under the entry's own lock only (a listing may name it to its owner meanwhile, whose
-    // updates wait), not the registry's: a snapshot of tens of MB and its fsync must not stall
-    // every other graph's requests. The entry's lock is new, so taking it here cannot wait.
-    std::unique_lock entry(e->mu);
+    // under the entry's own lock only, not the registry's: a snapshot of tens of MB and its fsync
+    // must not stall every other graph's requests.
     const std::shared_ptr<GraphStore> store = store_;
     lock.unlock();
     try {

@@ -10,7 +10,8 @@
 // the graph's version. For a GNN asked about a graph's stored features, the registry keeps every
 // layer's activations (runtime/incremental/incremental_gnn.h), so that the answer after an update
 // costs only the rows the update reached; bounded by max_activation_bytes, past which inference
-// runs the whole graph through the engine instead (never a stale answer).
+// runs through the engine instead (never a stale answer): the whole graph, or for node_ids their
+// computation subgraph. The planner prices each update both ways (graph_answers.cpp).
 #include <atomic>
 #include <chrono>
 #include <cstdint>
@@ -71,6 +72,7 @@ struct GraphEntry {
     static constexpr int kRepriceEvery = 64;
     int since_priced = 0;
     int size_octave = -1;
+    std::uint64_t priced_version = 0;  // the graph version `last` was priced at
   };
   std::map<std::string, Kept> activations;  // by model name
 };
@@ -82,8 +84,11 @@ struct GraphUpdateResult {
   struct Model {
     std::string name;
     IncrementalStats stats;  // recomputed (kept), or what keeping would recompute (pipeline)
-    AnswerMode mode = AnswerMode::kept;     // where its answers come from after this update
-    std::optional<IncrementalCosts> costs;  // the planner's prices of this update, when priced
+    AnswerMode mode = AnswerMode::kept;  // where its answers come from after this update
+    // The planner's prices, when priced: of this update, or of the like update priced at
+    // priced_version (a stream of like updates is priced once in kRepriceEvery).
+    std::optional<IncrementalCosts> costs;
+    std::uint64_t priced_version = 0;
   };
   std::vector<Model> models;
 };

@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <limits>
 #include <string>
+#include <unordered_map>
+#include <unordered_set>
 
 #include "common/error.h"
 #include "graph/characteristics.h"
@@ -17,15 +19,15 @@ ComputationSubgraph computation_subgraph(const Graph& g, std::span<const std::in
   if (layers < 1) throw InputError("layers", "must be >= 1");
   const std::int64_t n = g.nodes;
   const std::int64_t rpn = g.rows_per_node;
-  // hop[u]: the fewest layers between u and an answered node (-1: not reached within `layers`).
-  std::vector<std::int32_t> hop(static_cast<std::size_t>(n), -1);
+  // hop[u]: the fewest layers between u and an answered node (absent: not reached within
+  // `layers`). Maps, not arrays of n: an answer costs the rows it reaches, however large the graph.
+  std::unordered_map<std::int64_t, std::int32_t> hop;
   std::vector<std::int64_t> frontier, next, reached;
   for (const std::int64_t u : node_ids) {
     if (u < 0 || u >= n)
       throw InputError(
           "node_ids", "node " + std::to_string(u) + " out of range [0, " + std::to_string(n) + ")");
-    if (hop[u] < 0) {
-      hop[u] = 0;
+    if (hop.emplace(u, 0).second) {
       frontier.push_back(u);
       reached.push_back(u);
     }
@@ -38,8 +40,7 @@ ComputationSubgraph computation_subgraph(const Graph& g, std::span<const std::in
       for (std::int64_t r = u * rpn; r < (u + 1) * rpn; ++r)
         for (std::int32_t i = g.indptr[r]; i < g.indptr[r + 1]; ++i) {
           const std::int32_t j = g.indices[i];
-          if (hop[j] < 0) {
-            hop[j] = h;
+          if (hop.emplace(j, h).second) {
             next.push_back(j);
             reached.push_back(j);
           }
@@ -49,8 +50,10 @@ ComputationSubgraph computation_subgraph(const Graph& g, std::span<const std::in
   std::sort(reached.begin(), reached.end());
   ComputationSubgraph s;
   s.nodes = reached;
-  std::vector<std::int32_t> local(static_cast<std::size_t>(n), -1);
-  for (std::size_t i = 0; i < reached.size(); ++i) local[reached[i]] = static_cast<std::int32_t>(i);
+  std::unordered_map<std::int64_t, std::int32_t> local;
+  local.reserve(reached.size());
+  for (std::size_t i = 0; i < reached.size(); ++i)
+    local.emplace(reached[i], static_cast<std::int32_t>(i));
 
   auto sub = std::make_shared<Graph>();
   sub->id = Graph::fresh_id();
@@ -59,11 +62,11 @@ ComputationSubgraph computation_subgraph(const Graph& g, std::span<const std::in
   sub->indptr.reserve(static_cast<std::size_t>(sub->nodes * rpn) + 1);
   sub->indptr.push_back(0);
   for (const std::int64_t u : reached) {
-    const bool read = hop[u] < layers;  // its output is read by a layer (else only its input is)
+    const bool read = hop.at(u) < layers;  // its output is read by a layer (else only its input is)
     for (std::int64_t r = u * rpn; r < (u + 1) * rpn; ++r) {
       if (read)
         for (std::int32_t i = g.indptr[r]; i < g.indptr[r + 1]; ++i) {
-          sub->indices.push_back(local[g.indices[i]]);
+          sub->indices.push_back(local.at(g.indices[i]));
           if (!g.values.empty()) sub->values.push_back(g.values[i]);
         }
       if (sub->indices.size() > static_cast<std::size_t>(std::numeric_limits<std::int32_t>::max()))
@@ -76,20 +79,17 @@ ComputationSubgraph computation_subgraph(const Graph& g, std::span<const std::in
   sub->locality = kernels::gather_locality(sub->indices, sub->nodes);
   s.graph = std::move(sub);
   s.rows_wanted.reserve(node_ids.size());
-  for (const std::int64_t u : node_ids) s.rows_wanted.push_back(local[u]);
+  for (const std::int64_t u : node_ids) s.rows_wanted.push_back(local.at(u));
   return s;
 }
 
 SubgraphSize computation_subgraph_size(const DynamicGraph& g, std::span<const std::int32_t> rows,
                                        int layers) {
   SubgraphSize size;
-  std::vector<char> seen(static_cast<std::size_t>(g.nodes()), 0);
+  std::unordered_set<std::int32_t> seen;
   std::vector<std::int32_t> frontier, next;
   for (const std::int32_t u : rows)
-    if (!seen[u]) {
-      seen[u] = 1;
-      frontier.push_back(u);
-    }
+    if (seen.insert(u).second) frontier.push_back(u);
   size.nodes = static_cast<std::int64_t>(frontier.size());
   for (int h = 1; h <= layers && !frontier.empty(); ++h) {
     next.clear();
@@ -97,10 +97,7 @@ SubgraphSize computation_subgraph_size(const DynamicGraph& g, std::span<const st
       size.nnz +=
           static_cast<std::int64_t>(g.in(u).size()) + 1;  // read at a layer: its row is copied
       for (const auto& [j, c] : g.in(u))
-        if (!seen[j]) {
-          seen[j] = 1;
-          next.push_back(j);
-        }
+        if (seen.insert(j).second) next.push_back(j);
     }
     size.nodes += static_cast<std::int64_t>(next.size());
     frontier.swap(next);

@@ -164,6 +164,15 @@ void DynamicGraph::check(const GraphUpdate& u) const {
   }
 }
 
+namespace {
+// Room for `need` elements, growing geometrically as push_back would: an exact reserve per update
+// would copy a vector whole on every update that grows it (quadratic over a stream).
+template <class V>
+void make_room(V& v, std::size_t need) {
+  if (need > v.capacity()) v.reserve(std::max(need, 2 * v.capacity()));
+}
+}  // namespace
+
 GraphChange DynamicGraph::apply(const GraphUpdate& u) {
   check(u);
   GraphChange c;
@@ -174,11 +183,11 @@ GraphChange DynamicGraph::apply(const GraphUpdate& u) {
   // the graph as it was (the update's log record is then taken back, and a replay agrees).
   c.edges.reserve(u.remove_src.size() + u.add_src.size());
   c.feature_rows.reserve(u.set_rows.size() + static_cast<std::size_t>(u.add_nodes));
-  in_.reserve(m);
-  out_.reserve(m);
-  in_deg_.reserve(m);
-  loops_.reserve(m);
-  if (x_.cols > 0) x_.data.reserve(x_.data.size() + u.add_x.size());
+  make_room(in_, m);
+  make_room(out_, m);
+  make_room(in_deg_, m);
+  make_room(loops_, m);
+  if (x_.cols > 0) make_room(x_.data, x_.data.size() + u.add_x.size());
   std::vector<Adjacency> new_in(static_cast<std::size_t>(u.add_nodes)), new_out(new_in.size());
   {
     // Each added edge may add a pair to its target's in-list and its source's out-list.
@@ -192,7 +201,7 @@ GraphChange DynamicGraph::apply(const GraphUpdate& u) {
         while (j < ids.size() && ids[j] == ids[i]) ++j;
         Adjacency& a = ids[i] < c.old_nodes ? old_lists[static_cast<std::size_t>(ids[i])]
                                             : fresh[static_cast<std::size_t>(ids[i] - c.old_nodes)];
-        a.reserve(a.size() + (j - i));
+        make_room(a, a.size() + (j - i));
         i = j;
       }
     };

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <string>
+#include <unordered_set>
 
 #include <tbb/parallel_for.h>
 
@@ -319,6 +320,8 @@ IncrementalStats IncrementalGnn::reach(const Model& m, const DynamicGraph& g,
   }
   // The sets update() walks, layer by layer (see there for why each row is in them).
   const bool gcn = m.family() == ModelFamily::gcn, sage = m.family() == ModelFamily::sage;
+  const bool own = gcn || (m.family() == ModelFamily::gin &&
+                           1.0f + m.spec().gin_eps != 0.0f);  // self_weight() != 0
   std::vector<std::int32_t> scaled;
   if (m.family() != ModelFamily::gin)
     for (const auto& e : change.edges)
@@ -326,15 +329,12 @@ IncrementalStats IncrementalGnn::reach(const Model& m, const DynamicGraph& g,
   std::sort(scaled.begin(), scaled.end());
   scaled.erase(std::unique(scaled.begin(), scaled.end()), scaled.end());
   std::vector<std::int32_t> d_rows = change.feature_rows;
-  std::vector<char> mark(static_cast<std::size_t>(n), 0);
+  std::unordered_set<std::int32_t> mark;  // O(rows reached), not O(nodes): a graph may be huge
   for (std::size_t l = 0; l < layers; ++l) {
     st.projected.push_back(static_cast<std::int64_t>(d_rows.size()));
     std::vector<std::int32_t> touched;
     auto touch = [&](std::int32_t u) {
-      if (!mark[u]) {
-        mark[u] = 1;
-        touched.push_back(u);
-      }
+      if (mark.insert(u).second) touched.push_back(u);
     };
     std::int64_t nnz = 0;
     for (const auto& e : change.edges) {
@@ -351,13 +351,13 @@ IncrementalStats IncrementalGnn::reach(const Model& m, const DynamicGraph& g,
     for (const std::int32_t j : columns) {
       for (const auto& [u, c] : g.out(j))
         if (!(gcn && u == j)) touch(u);
-      if (!sage) touch(j);  // the node's own term (GCN's self loop, GIN's 1 + eps)
+      if (own) touch(j);  // the node's own term (GCN's self loop, GIN's 1 + eps unless 0)
       nnz += static_cast<std::int64_t>(g.out(j).size());
     }
     for (const std::int32_t u : scaled) touch(u);
     if (sage)
       for (const std::int32_t u : d_rows) touch(u);
-    for (const std::int32_t u : touched) mark[u] = 0;
+    mark.clear();
     std::sort(touched.begin(), touched.end());
     st.rows.push_back(static_cast<std::int64_t>(touched.size()));
     st.nnz.push_back(nnz);

@@ -62,7 +62,7 @@ std::pair<double, std::string> IncrementalPricer::pipeline_latency(std::int64_t 
     obj.objective = sched::objective_from_string(mode);
     const sched::Plan p = planner_->solve(c, obj, left_out);
     out = {p.latency_s, p.mnemonic};
-  } catch (const Error&) {  // no plan for so small a graph: the pipeline is not an option
+  } catch (const std::exception&) {  // no plan for it (none feasible): the pipeline is no option
   }
   std::lock_guard lock(mu_);
   if (cache_.size() > 4096) cache_.clear();  // bounded: the state (mode, devices) rarely changes
@@ -118,6 +118,8 @@ IncrementalCosts IncrementalPricer::price(const IncrementalStats& work, const Su
 }
 
 bool IncrementalChoice::observe(const IncrementalCosts& c) {
+  // NaN says nothing (a model that predicts none): it neither adds to the excess nor clears it.
+  if (std::isnan(c.kept_s) || std::isnan(c.pipeline_s) || std::isnan(c.rebuild_s)) return false;
   if (!std::isfinite(c.kept_s) && !std::isfinite(c.pipeline_s)) return false;
   const double ours = mode_ == AnswerMode::kept ? c.kept_s : c.pipeline_s;
   const double other = mode_ == AnswerMode::kept ? c.pipeline_s : c.kept_s;

@@ -15,8 +15,12 @@
 // kept costs a rebuild (the whole forward on the host CPU), so a graph changes mode only once the
 // other mode would have saved more than one rebuild since it last was the cheaper one.
 //
-//   rt::IncrementalPricer pricer(model, planner, [&] { return engine.planning_state(); });
-//   rt::IncrementalCosts c = pricer.price(stats, answer_size, whole);
+//   rt::IncrementalPricer pricer(model, planner, [&] {
+//     const auto s = engine.planning_state();
+//     return std::optional{std::pair{s.mode, s.left_out}};
+//   });
+//   rt::IncrementalCosts c = pricer.price(stats, computation_subgraph_size(g, stats.changed, 2),
+//                                         g.nodes(), g.num_edges());
 //   if (choice.observe(c)) log("answers now from " + to_string(choice.mode()));
 #include <atomic>
 #include <cstdint>
