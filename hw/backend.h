@@ -1,7 +1,7 @@
 #pragma once
 // What a backend is (hw/<name>/<name>_backend.h each make one): it creates a device from its
 // config entry, detects the real devices present, and describes a real device's attributes.
-// registry.h lists the compiled-in ones.
+// registry.h lists every one dype knows and which of them this build has.
 #include <functional>
 #include <optional>
 #include <string>

@@ -5,7 +5,6 @@
 #include <yaml-cpp/yaml.h>
 
 #include "hw/config_parse.h"
-#include "hw/kernel_timing_model.h"
 #include "common/error.h"
 
 namespace dype::hw {
@@ -239,10 +238,6 @@ std::string device_profile_yaml(const DeviceProfile& d) {
   out.SetDoublePrecision(10);
   out << n;
   return std::string(out.c_str()) + "\n";
-}
-
-double profile_kernel_time_s(const DeviceProfile& profile, const kernels::OpShape& shape, const std::string& device) {
-  return timing::modelled_time_s(profile, nullptr, shape, device);
 }
 
 }  // namespace dype::hw

@@ -88,10 +88,4 @@ Bitstream load_bitstream(const std::string& path);
 // writes a detected GPU's, with its measured link and power).
 std::string device_profile_yaml(const DeviceProfile& profile);
 
-// The time `profile` models for `shape` on a device without an FPGA image (the roofline formulas
-// the emulator's clock uses too, hw/kernel_timing_model.h): how the planner times a device that has a
-// profile in its config but no modelled time of its own, such as the detected CPU. DeviceError
-// naming `device` when the profile cannot run the op.
-double profile_kernel_time_s(const DeviceProfile& profile, const kernels::OpShape& shape, const std::string& device);
-
 }  // namespace dype::hw

@@ -113,3 +113,12 @@ double modelled_time_s(const DeviceProfile& model, const Bitstream* bitstream,
 }
 
 }  // namespace dype::hw::timing
+
+namespace dype::hw {
+
+double profile_kernel_time_s(const DeviceProfile& profile, const kernels::OpShape& shape,
+                             const std::string& device) {
+  return timing::modelled_time_s(profile, nullptr, shape, device);
+}
+
+}  // namespace dype::hw

@@ -62,3 +62,14 @@ double modelled_time_s(const DeviceProfile& model, const Bitstream* bitstream,
 bool model_supports(const DeviceProfile& model, const Bitstream* bitstream, kernels::OpKind op);
 
 }  // namespace dype::hw::timing
+
+namespace dype::hw {
+
+// The time `profile` models for `shape` on a device without an FPGA image (the roofline formulas
+// above, which the emulator's clock uses too): how the planner times a device that has a profile
+// in its config but no modelled time of its own, such as the detected CPU. DeviceError naming
+// `device` when the profile cannot run the op.
+double profile_kernel_time_s(const DeviceProfile& profile, const kernels::OpShape& shape,
+                             const std::string& device);
+
+}  // namespace dype::hw

@@ -1,5 +1,6 @@
 #pragma once
-// System: the devices of one box and their topology, built from a SystemConfig.
+// System: the devices of one box and their topology, built from a SystemConfig (a system file
+// read by system_file.h, or detect_system_config()).
 //
 //   auto sys = hw::System::from_config(hw::load_system_config("configs/systems/paper-testbed-pcie4.yaml"));
 //   for (hw::Device* d : sys.devices()) std::puts(d->name().c_str());
@@ -14,6 +15,7 @@
 #include "hw/device.h"
 #include "hw/registry.h"
 #include "hw/system_config.h"
+#include "hw/system_file.h"
 #include "hw/topology.h"
 
 namespace dype::hw {

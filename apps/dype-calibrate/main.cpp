@@ -34,7 +34,7 @@
 #include "hw/device.h"
 #include "hw/device_profile.h"
 #include "hw/registry.h"
-#include "hw/system_config.h"
+#include "hw/system_file.h"
 #include "common/error.h"
 #ifdef DYPE_HAVE_REMOTE
 #include "runtime/daemon/admin/admin.h"

@@ -35,7 +35,7 @@
 #include "runtime/host_memory.h"
 #include "runtime/observer.h"
 #ifdef DYPE_HAVE_REMOTE
-#include "hw/system_config.h"
+#include "hw/system_file.h"
 #include "runtime/remote/remote_stages.h"
 #include "runtime/daemon/admin/host_join.h"
 #include "runtime/remote/stage_server.h"

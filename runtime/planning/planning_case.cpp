@@ -4,7 +4,7 @@
 #include <cstdio>
 #include <optional>
 
-#include "hw/system_config.h"
+#include "hw/system_file.h"
 #include "common/error.h"
 #include "scheduler/baselines.h"
 

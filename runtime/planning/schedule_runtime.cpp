@@ -4,7 +4,7 @@
 #include <filesystem>
 
 #include "hw/kernel_timing_model.h"
-#include "hw/system_config.h"
+#include "hw/system_file.h"
 #include "common/error.h"
 #include "runtime/planning/image_planner.h"
 #include "runtime/planning/perf_planner.h"

@@ -10,7 +10,7 @@
 #include <string>
 
 #include "../test_temp_dir.h"
-#include "hw/system_config.h"
+#include "hw/system_file.h"
 
 namespace {
 

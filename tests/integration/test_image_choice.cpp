@@ -6,7 +6,7 @@
 
 #include <cmath>
 
-#include "hw/system_config.h"
+#include "hw/system_file.h"
 #include "graph/generators.h"
 #include "runtime/planning/image_choice.h"
 #include "runtime/planning/schedule_inputs.h"

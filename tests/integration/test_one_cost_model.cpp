@@ -9,7 +9,7 @@
 #include <cstdio>
 #include <string>
 
-#include "hw/system_config.h"
+#include "hw/system_file.h"
 #include "graph/generators.h"
 #include "runtime/planning/perf_planner.h"
 #include "runtime/planning/schedule_inputs.h"

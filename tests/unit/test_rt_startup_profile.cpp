@@ -7,7 +7,7 @@
 #include <chrono>
 #include <filesystem>
 
-#include "hw/system_config.h"
+#include "hw/system_file.h"
 #include "runtime/planning/device_planning.h"
 #include "runtime/planning/startup_profile.h"
 #include "test_rt_common.h"

@@ -15,7 +15,7 @@
 #include <string>
 #include <vector>
 
-#include "hw/system_config.h"
+#include "hw/system_file.h"
 #include "graph/generators.h"
 #include "runtime/planning/image_choice.h"
 #include "runtime/planning/planning_case.h"
