@@ -22,25 +22,7 @@ namespace {
 
 double wall_now_s() { return hw::now_s(); }
 
-std::string join_names(const std::vector<hw::Device*>& ds) {
-  std::string s;
-  for (auto* d : ds) {
-    if (!s.empty()) s += "+";
-    s += d->name();
-  }
-  return s;
-}
-
 }  // namespace
-
-std::string describe(const PipelineSpec& spec) {
-  std::string s;
-  for (const auto& st : spec.stages) {
-    if (!s.empty()) s += " | ";
-    s += std::to_string(st.first) + "-" + std::to_string(st.last) + ":" + (st.remote ? st.remote->where() : join_names(st.devices));
-  }
-  return s;
-}
 
 Pipeline::Pipeline(const Model& model, PipelineSpec spec, PipelineOptions options)
     : model_(model), spec_(std::move(spec)), options_(std::move(options)) {
@@ -91,7 +73,7 @@ Pipeline::Pipeline(const Model& model, PipelineSpec spec, PipelineOptions option
     auto st = std::make_unique<StageState>();
     st->index = static_cast<int>(s);
     st->spec = spec_.stages[s];
-    st->names = st->spec.remote ? st->spec.remote->where() : join_names(st->spec.devices);
+    st->names = device_names(st->spec);
     st->stats.devices = st->names;
     st->stats.predicted_s = st->spec.predicted_s;
     for (int k = st->spec.first; k <= st->spec.last; ++k) st->has_spmm |= model_.step(k).op == OpKind::spmm;

@@ -10,6 +10,7 @@
 #include "hw/kernel_launch.h"
 #include "common/error.h"
 #include "graph/partition.h"
+#include "runtime/pipeline.h"
 #include "runtime/pipeline_state.h"
 #include "runtime/rows_needed.h"
 

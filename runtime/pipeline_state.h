@@ -1,7 +1,7 @@
 #pragma once
-// The Pipeline's inner state (pipeline.h keeps it opaque): what each stage and each of its devices
-// hold, and one request's work in flight. Shared by pipeline.cpp (the workers, the lifecycle) and
-// pipeline_stage.cpp (what a stage does with a request).
+// The Pipeline's inner state (pipeline.h only names these types): what each stage and each of
+// its devices hold, and one request's work in flight. Shared by pipeline.cpp (the workers, the
+// lifecycle) and pipeline_stage.cpp (what a stage does with a request).
 #include <condition_variable>
 #include <cstddef>
 #include <memory>
@@ -10,21 +10,27 @@
 #include <string>
 #include <vector>
 
-#include "runtime/pipeline.h"
+#include "hw/buffer.h"
+#include "hw/device.h"
+#include "runtime/observer.h"
+#include "runtime/pipeline_spec.h"
+#include "runtime/transfer.h"
 
 namespace dype::rt {
 
 // A zero-size or size-only copy still needs a valid pointer: this one.
 alignas(64) inline std::byte g_pipeline_sink[64];
 
-inline std::span<const std::byte> bytes_or_size(const void* data, std::size_t bytes, bool size_only) {
+inline std::span<const std::byte> bytes_or_size(const void* data, std::size_t bytes,
+                                                bool size_only) {
   if (size_only || data == nullptr) return {g_pipeline_sink, bytes};
   return {static_cast<const std::byte*>(data), bytes};
 }
 
+namespace pipeline_state {
 
 // A device's slice of a graph: rows [r0, r1) in CSR.
-struct Pipeline::GraphRows {
+struct GraphRows {
   std::uint64_t graph_id = 0;
   std::int64_t r0 = 0, r1 = 0, nnz = 0;
   hw::BufferPtr indptr, indices, values;
@@ -32,19 +38,19 @@ struct Pipeline::GraphRows {
 
 // The rows a device holds, shared by its stages of every round: a stage takes a reference for the
 // request it runs, so another round's stage may place a new graph meanwhile.
-struct Pipeline::GraphSlot {
+struct GraphSlot {
   std::mutex mu;
   std::shared_ptr<GraphRows> rows;
 };
 
-struct Pipeline::DeviceState {
+struct DeviceState {
   hw::Device* dev = nullptr;
   std::vector<std::vector<hw::BufferPtr>> weights;  // [step - first] -> W, bias (x3 for qkv)
   std::shared_ptr<GraphSlot> slot;
   std::shared_ptr<GraphRows> graph;  // the rows this stage's current request uses
 };
 
-struct Pipeline::StageState {
+struct StageState {
   int index = 0;
   PipelineStage spec;
   std::vector<DeviceState> devs;
@@ -69,13 +75,16 @@ struct Pipeline::StageState {
   double depth_sum = 0.0;
 };
 
-struct Pipeline::Work {
+struct Work {
   Job job;
   Activation act;
-  std::vector<HostTensor> host;  // the activation in host memory, on its way to or from a remote stage
+  // The activation in host memory, on its way to or from a remote stage.
+  std::vector<HostTensor> host;
   Completion c;
   bool failed = false;
   std::vector<KernelTiming> timings;  // this stage's launches (only when observers listen)
 };
+
+}  // namespace pipeline_state
 
 }  // namespace dype::rt
