@@ -104,7 +104,7 @@ Engine::~Engine() {
 }
 
 std::vector<Observer*> Engine::observer_ptrs() const {
-  std::vector<Observer*> out{energy_.get(), finished_.get()};
+  std::vector<Observer*> out{energy_.get(), &controller_.stage_times()};
   const auto more = observers_->current();
   out.insert(out.end(), more->begin(), more->end());
   return out;
@@ -121,7 +121,7 @@ void Engine::install_locked(ReplanDecision d, double t0) {
   po.preload_graph = last_graph_;
   po.preload_not_before_s = answers_.latest_modelled_end_s();
   po.epoch = d.record.new_epoch;
-  po.observers = {energy_.get(), finished_.get()};
+  po.observers = {energy_.get(), &controller_.stage_times()};
   po.more_observers = observers_;
   if (options_.prepare_spec) options_.prepare_spec(d.spec);
   auto p = std::make_shared<Pipeline>(model_, d.spec, po);  // beside the old one
@@ -169,9 +169,8 @@ std::future<HostTensor> Engine::submit(Request request, ResponseCallback callbac
   answers_.reserve();
   std::lock_guard sl(submit_mu_);
   if (req->graph()) last_graph_ = req->graph();
-  // Stage times of the requests answered since the last submission, then this request's
-  // characteristics: a swap they cause serves this request already.
-  for (const RequestEvent& e : finished_->take()) controller_.on_request_done(e);
+  // The controller reads the stage times of the requests answered since the last submission, then
+  // this request's characteristics: a swap they cause serves this request already.
   const double t0 = hw::now_s();
   if (options_.replan_beside) {
     if (auto job = controller_.on_request_job(req->characteristics(), next_seq_)) {
@@ -203,7 +202,6 @@ bool Engine::try_submit(Request& request, AnswerCallback done) {
   }
   auto req = std::make_shared<const Request>(std::move(request));
   if (req->graph()) last_graph_ = req->graph();
-  for (const RequestEvent& e : finished_->take()) controller_.on_request_done(e);
   if (auto job = controller_.on_request_job(req->characteristics(), next_seq_)) {
     std::lock_guard lock(plan_mu_);
     plan_job_ = std::move(*job);

@@ -196,10 +196,9 @@ class Engine {
 
   const Model& model_;
   EngineOptions options_;
-  // The engine's own observers, on every pipeline: the energy account and the stage times the
-  // controller's drift detector reads.
+  // The engine's own observers, on every pipeline: the energy account, and the controller's
+  // stage_times() (what its drift detector reads).
   std::shared_ptr<EnergyObserver> energy_ = std::make_shared<EnergyObserver>();
-  std::shared_ptr<RequestEventQueue> finished_ = std::make_shared<RequestEventQueue>();
   // EngineOptions::observers and those added since: every pipeline reads it at each event.
   std::shared_ptr<ObserverSet> observers_ = std::make_shared<ObserverSet>();
 

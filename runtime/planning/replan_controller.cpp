@@ -64,6 +64,7 @@ std::optional<ReplanController::Trigger> ReplanController::check(const Character
 }
 
 std::optional<ReplanDecision> ReplanController::on_request(const Characteristics& c, std::uint64_t seq) {
+  take_stage_times();
   next_request_ = seq;  // a swap decided now serves this request already
   std::optional<ReplanDecision> out;
   try {
@@ -78,6 +79,7 @@ std::optional<ReplanDecision> ReplanController::on_request(const Characteristics
 
 std::optional<ReplanController::PlanJob> ReplanController::on_request_job(const Characteristics& c,
                                                                           std::uint64_t seq) {
+  take_stage_times();
   next_request_ = seq;
   std::optional<PlanJob> out;
   try {
@@ -149,6 +151,10 @@ void ReplanController::on_request_done(const RequestEvent& e) {
   if (e.failed) return;
   for (std::size_t s = 0; s < e.stages.size(); ++s)
     drift_.observe_stage_time(static_cast<int>(s), e.stages[s].predicted_s, e.stages[s].modelled_s, e.seq);
+}
+
+void ReplanController::take_stage_times() {
+  for (const RequestEvent& e : stage_times_->take()) on_request_done(e);
 }
 
 std::optional<ReplanDecision> ReplanController::replan(const std::string& cause, const std::string& detail,

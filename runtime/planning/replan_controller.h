@@ -1,13 +1,15 @@
 #pragma once
 // ReplanController: when the engine should change its plan, and to what. Thread-free, like the
-// scheduler: numbers in, an optional decision out; the engine calls it under its submission lock,
-// builds what it decides and reports back (installed). Tested without threads or pipelines
+// scheduler (but for the stage_times() inbox the pipelines write): numbers in, an optional
+// decision out; the engine calls it under its submission lock, builds what it decides and reports
+// back (installed). Tested without threads or pipelines
 // (tests/unit/test_rt_replan_controller.cpp).
 //
 // In: every request's characteristics in submission order (on_request), its stage times against
-// the plan's (on_request_done), and operator or fault changes (mode, drained and failed devices,
-// replan, swap_to). It holds the drift detector (hysteresis, rate limit: drift.h), asks the planner,
-// applies the swap policy, and keeps the re-plan records (the latest kMaxRecords) and counts.
+// the plan's (on_request_done, or through stage_times(), an observer on the engine's pipelines),
+// and operator or fault changes (mode, drained and failed devices, replan, swap_to). It holds the
+// drift detector (hysteresis, rate limit: drift.h), asks the planner, applies the swap policy, and
+// keeps the re-plan records (the latest kMaxRecords) and counts.
 //
 // Out: std::nullopt when nothing was re-planned; otherwise a ReplanDecision whose record says why.
 // record.swapped false: the current plan stands (the record is kept already; the engine tells its
@@ -94,6 +96,10 @@ class ReplanController {
 
   // A finished request's stage times against the plan's (stage-time drift; failed ones ignored).
   void on_request_done(const RequestEvent& e);
+  // The observer that hands the controller every finished request's stage times: the engine puts
+  // it on each pipeline. The one part written from other threads (the pipelines'); what it holds
+  // reaches on_request_done at the start of the next on_request or on_request_job.
+  Observer& stage_times() const { return *stage_times_; }
 
   // Re-plans now for the current characteristics. Throws (recorded) when no plan exists, unless
   // the policy is if_gain.
@@ -150,9 +156,11 @@ class ReplanController {
   };
   std::optional<Trigger> check(const Characteristics& c, std::uint64_t seq);
   std::set<std::string> left_out() const;  // failed + drained
+  void take_stage_times();                 // stage_times_ -> on_request_done
   void add_record(const ReplanRecord& r);
 
   std::shared_ptr<Planner> planner_;
+  std::unique_ptr<RequestEventQueue> stage_times_ = std::make_unique<RequestEventQueue>();
   std::string mode_;
   DriftDetector drift_;
   Characteristics planned_for_;

@@ -223,6 +223,41 @@ TEST(RtReplanController, StageTimesAgainstThePlanTriggerADecision) {
   EXPECT_FALSE(f.feed(kBase, 1));
 }
 
+TEST(RtReplanController, StageTimesReachTheDetectorThroughItsObserver) {
+  // What a pipeline tells stage_times() counts at the next request, as on_request_done would.
+  DriftOptions o = drift(3, 0);
+  o.window = 4;
+  Fixture f(o);
+  Observer& pipelines_tell = f.ctl.stage_times();
+  auto done = [](std::uint64_t seq, double measured_s) {
+    RequestEvent e;
+    e.seq = seq;
+    e.stages.push_back(
+        {.predicted_s = 1.0, .modelled_s = measured_s, .wall_s = 0.0, .execute_w = 0.0});
+    return e;
+  };
+  std::uint64_t seq = 0;
+  for (; seq < 4; ++seq) pipelines_tell.on_request(done(seq, 1.1));
+  f.seq = seq;
+  EXPECT_FALSE(f.feed(kBase, 1));
+  seq = f.seq;
+  for (int i = 0; i < 3; ++i, ++seq) pipelines_tell.on_request(done(seq, 3.0));
+  f.planner->current_score = 1.5;
+  auto d = f.feed(kBase, 1);
+  ASSERT_TRUE(d);
+  EXPECT_EQ(d->record.cause, "drift");
+  EXPECT_NE(d->record.detail.find("stage 0"), std::string::npos) << d->record.detail;
+
+  // A controller that re-plans beside the pipeline reads them at on_request_job.
+  Fixture g(o);
+  for (seq = 0; seq < 4; ++seq) g.ctl.stage_times().on_request(done(seq, 1.1));
+  EXPECT_FALSE(g.ctl.on_request_job(kBase, seq++));
+  for (int i = 0; i < 3; ++i, ++seq) g.ctl.stage_times().on_request(done(seq, 3.0));
+  auto job = g.ctl.on_request_job(kBase, seq);
+  ASSERT_TRUE(job);
+  EXPECT_EQ(job->cause, "drift");
+}
+
 TEST(RtReplanController, PlannerRecheckAsksForAModelReplan) {
   Fixture f;
   f.planner->recheck = "gpu spmm model refined";
