@@ -6,6 +6,7 @@
 #include <spdlog/spdlog.h>
 
 #include "hw/system_config.h"
+#include "hw/system_file.h"
 #include "scheduler/cost_tables.h"
 #include "scheduler/plan.h"
 #include "scheduler/recurrent.h"
