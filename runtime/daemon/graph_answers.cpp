@@ -1,6 +1,7 @@
 #include "runtime/daemon/graph_registry.h"
 
 #include <bit>
+#include <cstdlib>
 
 // The registry's answers: a graph's stored features (whole, or the computation subgraph of the
 // rows asked for), the kept activations answered from and brought along by each update, and the
@@ -118,10 +119,11 @@ std::vector<GraphUpdateResult::Model> GraphRegistry::bring_along(GraphEntry& e,
       continue;
     }
     if (k.pricer) {
-      // Priced again when the answer's size (the rows it changed) moves an octave, and every
-      // kRepriceEvery updates; otherwise the last prices stand.
+      // Priced again when the answer's size (the rows it changed) moves two octaves (a factor of
+      // 4: one-edge updates vary by less, a hub's reach by more), and every kRepriceEvery updates;
+      // otherwise the last prices stand.
       const int octave = std::bit_width(static_cast<std::uint64_t>(m.stats.changed.size()));
-      if (!k.last || octave != k.size_octave ||
+      if (!k.last || std::abs(octave - k.size_octave) >= 2 ||
           ++k.since_priced >= GraphEntry::Kept::kRepriceEvery) {
         try {
           const SubgraphSize answer =

@@ -4,11 +4,11 @@
 #include <limits>
 #include <string>
 #include <unordered_map>
-#include <unordered_set>
 
 #include "common/error.h"
 #include "graph/characteristics.h"
 #include "graph/gather_locality.h"
+#include "runtime/incremental/node_set.h"
 
 namespace dype::rt {
 
@@ -86,10 +86,10 @@ ComputationSubgraph computation_subgraph(const Graph& g, std::span<const std::in
 SubgraphSize computation_subgraph_size(const DynamicGraph& g, std::span<const std::int32_t> rows,
                                        int layers) {
   SubgraphSize size;
-  std::unordered_set<std::int32_t> seen;
+  NodeSet seen(g.nodes());
   std::vector<std::int32_t> frontier, next;
   for (const std::int32_t u : rows)
-    if (seen.insert(u).second) frontier.push_back(u);
+    if (seen.insert(u)) frontier.push_back(u);
   size.nodes = static_cast<std::int64_t>(frontier.size());
   for (int h = 1; h <= layers && !frontier.empty(); ++h) {
     next.clear();
@@ -97,7 +97,7 @@ SubgraphSize computation_subgraph_size(const DynamicGraph& g, std::span<const st
       size.nnz +=
           static_cast<std::int64_t>(g.in(u).size()) + 1;  // read at a layer: its row is copied
       for (const auto& [j, c] : g.in(u))
-        if (seen.insert(j).second) next.push_back(j);
+        if (seen.insert(j)) next.push_back(j);
     }
     size.nodes += static_cast<std::int64_t>(next.size());
     frontier.swap(next);

@@ -3,12 +3,12 @@
 #include <algorithm>
 #include <cmath>
 #include <string>
-#include <unordered_set>
 
 #include <tbb/parallel_for.h>
 
 #include "common/error.h"
 #include "kernels/cpu/gemm.h"
+#include "runtime/incremental/node_set.h"
 
 namespace dype::rt {
 
@@ -329,12 +329,12 @@ IncrementalStats IncrementalGnn::reach(const Model& m, const DynamicGraph& g,
   std::sort(scaled.begin(), scaled.end());
   scaled.erase(std::unique(scaled.begin(), scaled.end()), scaled.end());
   std::vector<std::int32_t> d_rows = change.feature_rows;
-  std::unordered_set<std::int32_t> mark;  // O(rows reached), not O(nodes): a graph may be huge
+  NodeSet mark(n);
   for (std::size_t l = 0; l < layers; ++l) {
     st.projected.push_back(static_cast<std::int64_t>(d_rows.size()));
     std::vector<std::int32_t> touched;
     auto touch = [&](std::int32_t u) {
-      if (mark.insert(u).second) touched.push_back(u);
+      if (mark.insert(u)) touched.push_back(u);
     };
     std::int64_t nnz = 0;
     for (const auto& e : change.edges) {
@@ -357,7 +357,7 @@ IncrementalStats IncrementalGnn::reach(const Model& m, const DynamicGraph& g,
     for (const std::int32_t u : scaled) touch(u);
     if (sage)
       for (const std::int32_t u : d_rows) touch(u);
-    mark.clear();
+    mark.clear(touched);
     std::sort(touched.begin(), touched.end());
     st.rows.push_back(static_cast<std::int64_t>(touched.size()));
     st.nnz.push_back(nnz);
