@@ -61,6 +61,7 @@ std::optional<HostTensor> GraphRegistry::answer_kept(
     kept.last.reset();  // priced with the old version's planner
     kept.since_priced = 0;
     kept.size_octave = -1;
+    kept.priced_rebuilt = false;
     kept.model = model;
     account(*e);  // their bytes are free: the new version's are counted in their place
   }
@@ -123,13 +124,19 @@ std::vector<GraphUpdateResult::Model> GraphRegistry::bring_along(GraphEntry& e,
       // 4: one-edge updates vary by less, a hub's reach by more), and every kRepriceEvery updates;
       // otherwise the last prices stand.
       const int octave = std::bit_width(static_cast<std::uint64_t>(m.stats.changed.size()));
-      if (!k.last || std::abs(octave - k.size_octave) >= 2 ||
+      // A bulk update (every layer recomputed), and the one after it, are always priced: their
+      // prices differ in kind.
+      if (!k.last || m.stats.rebuilt || k.priced_rebuilt || std::abs(octave - k.size_octave) >= 2 ||
           ++k.since_priced >= GraphEntry::Kept::kRepriceEvery) {
         try {
+          // A bulk update changes every answer row: the whole graph, without a walk.
           const SubgraphSize answer =
-              computation_subgraph_size(g, m.stats.changed, k.model->spec().layers);
+              m.stats.rebuilt
+                  ? SubgraphSize{g.nodes(), g.num_edges() + g.nodes()}
+                  : computation_subgraph_size(g, m.stats.changed, k.model->spec().layers);
           k.last = k.pricer->price(m.stats, answer, g.nodes(), g.num_edges());
           k.priced_version = g.version();
+          k.priced_rebuilt = m.stats.rebuilt;
         } catch (const std::exception&) {
           // Not priced this time: the mode and the activations stand, the last prices too.
         }

@@ -73,6 +73,7 @@ struct GraphEntry {
     int since_priced = 0;
     int size_octave = -1;
     std::uint64_t priced_version = 0;  // the graph version `last` was priced at
+    bool priced_rebuilt = false;       // `last` priced a bulk update
   };
   std::map<std::string, Kept> activations;  // by model name
 };
