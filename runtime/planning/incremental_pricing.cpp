@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <shared_mutex>
 
 #include "common/error.h"
 
@@ -32,7 +33,7 @@ IncrementalPricer::IncrementalPricer(std::shared_ptr<const Model> model,
 }
 
 void IncrementalPricer::detach() {
-  std::lock_guard lock(state_mu_);
+  std::unique_lock lock(state_mu_);
   state_ = nullptr;
   cpu_ = nullptr;  // the system it belongs to may go with the engine's service
 }
@@ -72,7 +73,7 @@ std::pair<double, std::string> IncrementalPricer::pipeline_latency(std::int64_t 
 
 IncrementalCosts IncrementalPricer::price(const IncrementalStats& work, const SubgraphSize& answer,
                                           std::int64_t whole_nodes, std::int64_t whole_edges) {
-  std::lock_guard state_lock(state_mu_);
+  std::shared_lock state_lock(state_mu_);  // pricings of a model's graphs run side by side
   IncrementalCosts c;
   const Model& m = *model_;
   const bool gin = m.family() == ModelFamily::gin, sage = m.family() == ModelFamily::sage;

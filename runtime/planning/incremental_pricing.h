@@ -30,6 +30,7 @@
 #include <mutex>
 #include <optional>
 #include <set>
+#include <shared_mutex>
 #include <string>
 #include <tuple>
 
@@ -77,7 +78,8 @@ class IncrementalPricer {
 
   std::shared_ptr<const Model> model_;
   std::shared_ptr<SchedPlanner> planner_;
-  std::mutex state_mu_;  // held while pricing, so detach() waits for a pricing to finish
+  // Shared while pricing, exclusive in detach(), which so waits for pricings under way to finish.
+  std::shared_mutex state_mu_;
   PlanningState state_;
   std::atomic<const hw::Device*> cpu_{nullptr};
   std::mutex mu_;
