@@ -47,8 +47,9 @@ ComputationSubgraph computation_subgraph(const Graph& g, std::span<const std::in
         }
     frontier.swap(next);
   }
-  std::sort(reached.begin(), reached.end());
   ComputationSubgraph s;
+  if (static_cast<std::int64_t>(reached.size()) == n) return s;  // all of it: no copy to make
+  std::sort(reached.begin(), reached.end());
   s.nodes = reached;
   std::unordered_map<std::int64_t, std::int32_t> local;
   local.reserve(reached.size());

@@ -24,7 +24,9 @@
 namespace dype::rt {
 
 struct ComputationSubgraph {
-  std::shared_ptr<const Graph> graph;     // nodes relabelled 0.. in the order of `nodes`
+  // Nodes relabelled 0.. in the order of `nodes`. Null when the answers read every node: the
+  // graph itself is then the subgraph (`nodes` and `rows_wanted` are left empty), not a copy.
+  std::shared_ptr<const Graph> graph;
   std::vector<std::int64_t> nodes;        // subgraph node i is graph node nodes[i] (ascending)
   std::vector<std::int64_t> rows_wanted;  // node_ids in the subgraph's numbering, in their order
 };

@@ -32,6 +32,40 @@ std::span<const float> weight(const Model& m, int i) {
 
 // A bulk update past this share of the nodes costs about a whole forward: run that instead.
 constexpr std::int64_t kRebuildShare = 8;
+
+// What recomputing every layer of an n-node graph with `edges` edges does (a bulk update).
+IncrementalStats whole_stats(std::size_t layers, std::int64_t n, std::int64_t edges) {
+  IncrementalStats st;
+  st.rebuilt = true;
+  st.projected.assign(layers, n);
+  st.rows.assign(layers, n);
+  st.nnz.assign(layers, edges + n);
+  st.changed.resize(static_cast<std::size_t>(n));
+  for (std::int64_t i = 0; i < n; ++i) st.changed[i] = static_cast<std::int32_t>(i);
+  return st;
+}
+
+// Rows whose scale changed (GCN: d; SAGE: the in-degree), ascending; none under GIN.
+std::vector<std::int32_t> rescaled_rows(const Model& m, const GraphChange& change) {
+  const bool gcn = m.family() == ModelFamily::gcn;
+  std::vector<std::int32_t> scaled;
+  if (m.family() != ModelFamily::gin)
+    for (const auto& e : change.edges)
+      if (!(gcn && e.src == e.dst)) scaled.push_back(e.dst);
+  std::sort(scaled.begin(), scaled.end());
+  scaled.erase(std::unique(scaled.begin(), scaled.end()), scaled.end());
+  return scaled;
+}
+
+// Columns whose Z changed: new inputs, and under GCN the rescaled rows too.
+std::vector<std::int32_t> changed_columns(bool gcn, const std::vector<std::int32_t>& d_rows,
+                                          const std::vector<std::int32_t>& scaled) {
+  if (!gcn) return d_rows;
+  std::vector<std::int32_t> columns;
+  std::set_union(d_rows.begin(), d_rows.end(), scaled.begin(), scaled.end(),
+                 std::back_inserter(columns));
+  return columns;
+}
 }  // namespace
 
 IncrementalGnn::IncrementalGnn(std::shared_ptr<const Model> model, const DynamicGraph& g)
@@ -190,21 +224,10 @@ IncrementalStats IncrementalGnn::update(const DynamicGraph& g, const GraphChange
   const bool gcn = m.family() == ModelFamily::gcn;
   if (rebuilds(change)) {
     *this = IncrementalGnn(model_, g);
-    st.rebuilt = true;
-    st.projected.assign(layers_.size(), n);
-    st.rows.assign(layers_.size(), n);
-    st.nnz.assign(layers_.size(), g.num_edges() + n);
-    st.changed.resize(static_cast<std::size_t>(n));
-    for (std::int64_t i = 0; i < n; ++i) st.changed[i] = static_cast<std::int32_t>(i);
-    return st;
+    return whole_stats(layers_.size(), n, g.num_edges());
   }
   // Rows whose scale changed (GCN: d; SAGE: the in-degree); under GCN also the columns' Z.
-  std::vector<std::int32_t> scaled;
-  if (m.family() != ModelFamily::gin)
-    for (const auto& e : change.edges)
-      if (!(gcn && e.src == e.dst)) scaled.push_back(e.dst);
-  std::sort(scaled.begin(), scaled.end());
-  scaled.erase(std::unique(scaled.begin(), scaled.end()), scaled.end());
+  const std::vector<std::int32_t> scaled = rescaled_rows(m, change);
 
   std::vector<std::int32_t> d_rows = change.feature_rows;  // rows whose h changed, ascending
   const std::int64_t f = g.feature_len();
@@ -246,12 +269,7 @@ IncrementalStats IncrementalGnn::update(const DynamicGraph& g, const GraphChange
     }
     // Columns whose Z changed: the difference, to each out-neighbour and to the node's own row.
     // Under GCN a degree change rescales a column's Z too; otherwise only new inputs change it.
-    std::vector<std::int32_t> columns;
-    if (gcn)
-      std::set_union(d_rows.begin(), d_rows.end(), scaled.begin(), scaled.end(),
-                     std::back_inserter(columns));
-    else
-      columns = d_rows;
+    const std::vector<std::int32_t> columns = changed_columns(gcn, d_rows, scaled);
     dz.resize(static_cast<std::size_t>(w));
     std::size_t di = 0;
     for (const std::int32_t j : columns) {
@@ -309,25 +327,12 @@ IncrementalStats IncrementalGnn::reach(const Model& m, const DynamicGraph& g,
   IncrementalStats st;
   const auto layers = static_cast<std::size_t>(m.spec().layers);
   const std::int64_t n = change.new_nodes;
-  if (rebuilds(change)) {
-    st.rebuilt = true;
-    st.projected.assign(layers, n);
-    st.rows.assign(layers, n);
-    st.nnz.assign(layers, g.num_edges() + n);
-    st.changed.resize(static_cast<std::size_t>(n));
-    for (std::int64_t i = 0; i < n; ++i) st.changed[i] = static_cast<std::int32_t>(i);
-    return st;
-  }
+  if (rebuilds(change)) return whole_stats(layers, n, g.num_edges());
   // The sets update() walks, layer by layer (see there for why each row is in them).
   const bool gcn = m.family() == ModelFamily::gcn, sage = m.family() == ModelFamily::sage;
   const bool own = gcn || (m.family() == ModelFamily::gin &&
                            1.0f + m.spec().gin_eps != 0.0f);  // self_weight() != 0
-  std::vector<std::int32_t> scaled;
-  if (m.family() != ModelFamily::gin)
-    for (const auto& e : change.edges)
-      if (!(gcn && e.src == e.dst)) scaled.push_back(e.dst);
-  std::sort(scaled.begin(), scaled.end());
-  scaled.erase(std::unique(scaled.begin(), scaled.end()), scaled.end());
+  const std::vector<std::int32_t> scaled = rescaled_rows(m, change);
   std::vector<std::int32_t> d_rows = change.feature_rows;
   NodeSet mark(n);
   for (std::size_t l = 0; l < layers; ++l) {
@@ -342,13 +347,7 @@ IncrementalStats IncrementalGnn::reach(const Model& m, const DynamicGraph& g,
       touch(e.dst);
       ++nnz;
     }
-    std::vector<std::int32_t> columns;
-    if (gcn)
-      std::set_union(d_rows.begin(), d_rows.end(), scaled.begin(), scaled.end(),
-                     std::back_inserter(columns));
-    else
-      columns = d_rows;
-    for (const std::int32_t j : columns) {
+    for (const std::int32_t j : changed_columns(gcn, d_rows, scaled)) {
       for (const auto& [u, c] : g.out(j))
         if (!(gcn && u == j)) touch(u);
       if (own) touch(j);  // the node's own term (GCN's self loop, GIN's 1 + eps unless 0)
