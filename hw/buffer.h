@@ -30,6 +30,9 @@ class Buffer {
   // buffers and also for every real GPU's: those hold data all the same, written by copies. Not
   // the test for "should I write this buffer" (the profiler once skipped every GPU input on it).
   bool has_data() const { return !host_span().empty() || size_bytes_ == 0; }
+  // The buffer's address in its GPU's memory (what an IPC handle is made from); null for memory
+  // that is not a GPU's.
+  virtual const void* gpu_address() const { return nullptr; }
 
   // Virtual-clock time at which the last write to this buffer completes: an operation reading it
   // cannot start earlier (dependency tracking for emulated devices). Measured backends leave 0.

@@ -30,6 +30,7 @@
 namespace dype::hw {
 
 class Topology;
+class DeviceIpcMemory;
 struct Bitstream;
 struct DeviceProfile;
 
@@ -113,6 +114,16 @@ class Device {
   // it and consult the topology for P2P.
   Event copy_to_peer(const Buffer& src, Buffer& dst, std::span<const Event> after = {});
   Event copy_to_peer(const Buffer& src, Buffer& dst, const CopyRegion& region, std::span<const Event> after = {});
+
+  // Copies `bytes` of another process's GPU memory (opened from an IPC handle: the CUDA
+  // shared-memory extension), from `src_offset`, into `dst` on this device, when that memory lies
+  // on this very device: a device-local copy instead of a round trip through the host. nullopt
+  // when this device cannot (another device or vendor, not a GPU). InputError past either end.
+  virtual std::optional<Event> copy_from_ipc_memory(Buffer& /*dst*/, const DeviceIpcMemory& /*src*/,
+                                                    std::size_t /*src_offset*/,
+                                                    std::size_t /*bytes*/) {
+    return std::nullopt;
+  }
 
   // Energy drawn since creation, if the device can tell (a power sensor, or a model on emu).
   virtual std::optional<EnergyReport> energy() const { return std::nullopt; }

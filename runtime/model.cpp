@@ -3,11 +3,13 @@
 #include <algorithm>
 #include <cmath>
 #include <memory>
+#include <mutex>
 #include <span>
 
 #include "common/error.h"
 #include "graph/characteristics.h"
 #include "graph/generators.h"
+#include "hw/device_ipc_memory.h"
 #include "kernels/cpu/norm.h"
 #include "kernels/cpu/spmm.h"
 #include "kernels/cpu/window_attention.h"
@@ -333,6 +335,51 @@ Request Request::transformer(HostTensor x, std::int64_t window) {
   return r;
 }
 
+struct Request::OnDevice {
+  DeviceFeatures where;
+  std::once_flag read;
+  HostTensor host;
+};
+
+namespace {
+HostTensor shape_of(const DeviceFeatures& x) {
+  if (!x.memory) throw InputError("request.x", "device features without their memory");
+  HostTensor t;
+  t.rows = x.rows;
+  t.cols = x.cols;
+  return t;
+}
+}  // namespace
+
+Request Request::gnn(std::shared_ptr<const Graph> graph, DeviceFeatures x) {
+  Request r = gnn(std::move(graph), shape_of(x));
+  r.device_ = std::make_shared<OnDevice>();
+  r.device_->where = std::move(x);
+  return r;
+}
+
+Request Request::transformer(DeviceFeatures x, std::int64_t window) {
+  Request r = transformer(shape_of(x), window);
+  r.device_ = std::make_shared<OnDevice>();
+  r.device_->where = std::move(x);
+  return r;
+}
+
+const HostTensor& Request::input() const {
+  if (!device_) return x_;
+  std::call_once(device_->read, [this] {
+    const DeviceFeatures& d = device_->where;
+    HostTensor h = HostTensor::zeros(d.rows, d.cols);
+    d.memory->read(d.offset, h.data.data(), h.bytes());
+    device_->host = std::move(h);
+  });
+  return device_->host;
+}
+
+const DeviceFeatures* Request::device_input() const {
+  return device_ ? &device_->where : nullptr;
+}
+
 Characteristics Request::characteristics() const {
   Characteristics c;
   if (graph_) {
@@ -350,9 +397,15 @@ Characteristics Request::characteristics() const {
 }
 
 void validate_request(const Model& model, const Request& r) {
-  const HostTensor& x = r.input();
-  if (!x.size_only && static_cast<std::int64_t>(x.data.size()) != x.rows * x.cols)
-    throw InputError("request.x", "data size does not match its shape");
+  HostTensor x;  // the shape; device features are not read for it
+  x.rows = r.rows();
+  x.cols = r.cols();
+  if (!r.device_input()) {
+    const HostTensor& h = r.input();
+    if (!h.size_only && static_cast<std::int64_t>(h.data.size()) != h.rows * h.cols)
+      throw InputError("request.x", "data size does not match its shape");
+    x.size_only = h.size_only;
+  }
   if (model.is_gnn()) {
     if (!r.graph()) throw InputError("request.graph", "a GNN request needs a graph");
     if (x.rows != r.graph()->nodes)

@@ -22,6 +22,10 @@
 #include "common/op.h"
 #include "scheduler/workload.h"
 
+namespace dype::hw {
+class DeviceIpcMemory;
+}
+
 namespace dype::rt {
 
 // Row-major FP32 [rows x cols] on the host. size_only: shape without storage (timing-only runs of
@@ -209,17 +213,35 @@ class RequestCancelled : public Error {
   using Error::Error;
 };
 
+// Features left in GPU memory another process shared with the daemon (the CUDA shared-memory
+// extension): row-major FP32 [rows x cols] at `offset` bytes into `memory`, already checked finite.
+struct DeviceFeatures {
+  std::shared_ptr<const hw::DeviceIpcMemory> memory;
+  std::size_t offset = 0;
+  std::int64_t rows = 0;
+  std::int64_t cols = 0;
+};
+
 // One inference: GNN = a (registered) graph plus node features [nodes x in_features];
 // transformer = token embeddings [seq_len x d_model] and the window.
 class Request {
  public:
   static Request gnn(std::shared_ptr<const Graph> graph, HostTensor x);
   static Request transformer(HostTensor x, std::int64_t window);
+  // x left where it is, in GPU memory: a first stage on that very GPU copies it in place
+  // (TransferEngine::upload_input); anything else reads it to the host once, on first use.
+  static Request gnn(std::shared_ptr<const Graph> graph, DeviceFeatures x);
+  static Request transformer(DeviceFeatures x, std::int64_t window);
 
   const std::shared_ptr<const Graph>& graph() const { return graph_; }
-  const HostTensor& input() const { return x_; }
+  // x on the host. For device features: read from the device on the first call (thread-safe),
+  // DeviceError / InputError when that read fails.
+  const HostTensor& input() const;
+  // Where x lies when it was left in GPU memory; null otherwise.
+  const DeviceFeatures* device_input() const;
   std::int64_t window() const { return window_; }
   std::int64_t rows() const { return x_.rows; }
+  std::int64_t cols() const { return x_.cols; }
   Characteristics characteristics() const;
   // The rows of the answer wanted, in this order (a GNN's node_ids): the engine answers with those
   // rows only. Empty: every row.
@@ -230,8 +252,10 @@ class Request {
   const CancelToken* cancel() const { return cancel_.get(); }
 
  private:
+  struct OnDevice;  // device features and their host copy, made once
   std::shared_ptr<const Graph> graph_;
-  HostTensor x_;
+  HostTensor x_;  // device features: the shape only, until input() reads them
+  std::shared_ptr<OnDevice> device_;
   std::int64_t window_ = 0;
   std::vector<std::int64_t> rows_wanted_;
   std::shared_ptr<const CancelToken> cancel_;

@@ -196,8 +196,9 @@ void Pipeline::process(StageState& st, Work& w, TransferCounters& tc) {
     const Step& step = model_.step(k);
     const std::vector<Need> needs = needs_for(st, part, k, req, &w.act);
     if (k == st.spec.first && st.index == 0) {
-      w.act = w.job.inputs.empty() ? xfer_.upload(req.input(), needs, w.job.not_before_s, tc)
-                                   : xfer_.upload(std::span<const HostTensor>(w.job.inputs), needs, w.job.not_before_s, tc);
+      w.act = w.job.inputs.empty() ? xfer_.upload_input(req, needs, w.job.not_before_s, tc)
+                                   : xfer_.upload(std::span<const HostTensor>(w.job.inputs), needs,
+                                                  w.job.not_before_s, tc);
     } else if (!TransferEngine::satisfied(w.act, needs)) {
       w.act = xfer_.redistribute(std::move(w.act), needs, tc);
     }

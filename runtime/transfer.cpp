@@ -5,6 +5,7 @@
 #include <optional>
 
 #include "common/error.h"
+#include "hw/device_ipc_memory.h"
 #include "runtime/handoff_route.h"
 
 namespace dype::rt {
@@ -91,6 +92,44 @@ Activation TransferEngine::upload(std::span<const HostTensor> xs, const std::vec
       counters.bytes += static_cast<double>(count * sizeof(float));
       s.tensors.push_back(std::move(b));
     }
+    act.shards.push_back(std::move(s));
+  }
+  return act;
+}
+
+Activation TransferEngine::upload_input(const Request& request, const std::vector<Need>& needs,
+                                        double not_before_s, TransferCounters& counters) const {
+  const DeviceFeatures* on_gpu = request.device_input();
+  if (!on_gpu) return upload(request.input(), needs, not_before_s, counters);
+  Activation act;
+  act.rows = on_gpu->rows;
+  act.cols = {on_gpu->cols};
+  const auto row_bytes = static_cast<std::size_t>(on_gpu->cols) * sizeof(float);
+  for (const Need& n : needs) {
+    const std::size_t bytes = static_cast<std::size_t>(n.hi - n.lo) * row_bytes;
+    hw::BufferPtr b = n.device->allocate(bytes);
+    const std::size_t at = on_gpu->offset + static_cast<std::size_t>(n.lo) * row_bytes;
+    if (n.device->copy_from_ipc_memory(*b, *on_gpu->memory, at, bytes)) {
+      counters.p2p_copies++;
+    } else {
+      const HostTensor& x = request.input();
+      const auto after = n.device->info().time_source == hw::TimeSource::modelled
+                             ? modelled_after(not_before_s)
+                             : std::vector<hw::Event>{};
+      n.device->copy_from_host(*b,
+                               const_bytes(x.data, static_cast<std::size_t>(n.lo * x.cols),
+                                           bytes / sizeof(float), false),
+                               0, after);
+      counters.staged_copies++;
+    }
+    counters.bytes += static_cast<double>(bytes);
+    Shard s;
+    s.device = n.device;
+    s.held_lo = s.valid_lo = n.lo;
+    s.held_hi = s.valid_hi = n.hi;
+    s.own_lo = n.own_lo;
+    s.own_hi = n.own_hi;
+    s.tensors.push_back(std::move(b));
     act.shards.push_back(std::move(s));
   }
   return act;

@@ -69,6 +69,11 @@ class TransferEngine {
   // Q, K, V, a carried skip tensor) -> devices, one buffer per tensor on each device.
   Activation upload(std::span<const HostTensor> xs, const std::vector<Need>& needs, double not_before_s,
                     TransferCounters& counters) const;
+  // A request's x -> devices. Features left in GPU memory (Request::device_input) are copied in
+  // place on the GPU that holds them (hw::Device::copy_from_ipc_memory, counted as a peer copy:
+  // no host leg); any other device gets them from their host copy (Request::input, read once).
+  Activation upload_input(const Request& request, const std::vector<Need>& needs,
+                          double not_before_s, TransferCounters& counters) const;
   // Re-shard `from` so each need is met; consumes `from`.
   Activation redistribute(Activation&& from, const std::vector<Need>& needs,
                           TransferCounters& counters) const;

@@ -280,6 +280,9 @@ def compare(a):
     if a.dype_shm_p50_ms >= 0:
         dype_line += (f"; through system shared memory (x and y in regions, dype-client --shm) p50 "
                       f"{a.dype_shm_p50_ms:.1f} ms")
+    if a.dype_cuda_shm_p50_ms >= 0:
+        dype_line += (f"; through CUDA shared memory (x and y in GPU memory, HTTP, a python client) p50 "
+                      f"{a.dype_cuda_shm_p50_ms:.1f} ms")
     reference = a.reference
     if reference == "auto":
         reference = "pyg" if try_import("torch_geometric") is not None else "none"
@@ -382,6 +385,7 @@ def main():
     pc.add_argument("--dype-out", required=True)
     pc.add_argument("--dype-p50-ms", type=float, default=-1)
     pc.add_argument("--dype-shm-p50-ms", type=float, default=-1)
+    pc.add_argument("--dype-cuda-shm-p50-ms", type=float, default=-1)
     pc.add_argument("--dype-requests", type=int, default=0)
     pc.add_argument("--reference", choices=["auto", "pyg", "torch", "none"], default="auto")
     pc.add_argument("--tol", type=float, default=1e-4)

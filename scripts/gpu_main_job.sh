@@ -41,6 +41,14 @@ call_secs=${MAIN_JOB_CALL_SECS:-60}
 python=${PYTHON:-python3}
 allow_cpu=${DYPE_MAIN_JOB_ALLOW_CPU:-0}
 model=gcn-main
+cuda_py() {  # the CUDA shared-memory client, its output into $1, under the call limit
+  local log=$1; shift
+  if [[ -v MAIN_JOB_PYTHON_LD_LIBRARY_PATH ]]; then
+    LD_LIBRARY_PATH=$MAIN_JOB_PYTHON_LD_LIBRARY_PATH bounded "$python" -u scripts/gpu_cuda_shm_client.py "$@" > "$log" 2>&1
+  else
+    bounded "$python" -u scripts/gpu_cuda_shm_client.py "$@" > "$log" 2>&1
+  fi
+}
 py() {
   if [[ -v MAIN_JOB_PYTHON_LD_LIBRARY_PATH ]]; then
     LD_LIBRARY_PATH=$MAIN_JOB_PYTHON_LD_LIBRARY_PATH "$python" -u scripts/gpu_main_job.py "$@"
@@ -133,6 +141,19 @@ sed 's/^/  client| /' "$work/infer.log"
 p2=$(plan_of) || fail "could not read the plan"
 show_plan "that answered it" "$p2"
 bounded "${client[@]}" admin --token-file "$work/token" devices > "$work/devices.json" 2>&1 || true
+# CUDA shared memory, from a client dype did not write (HTTP + the CUDA runtime through ctypes): x
+# and y in GPU memory of that client's, the answer checked against the kept one. Where the python
+# has no CUDA it says so; a failure is reported, not counted against the main job.
+cuda_shm_p50=-1
+echo "  CUDA shared memory (scripts/gpu_cuda_shm_client.py): x and y cudaMalloc'd by a python client, $requests requests"
+if cuda_py "$work/cuda_shm.log" --http-port "$(port http)" --model "$model" --graph "$graph" \
+    --features "$work/x.npy" --expect "$work/y.npy" --requests "$requests"; then
+  grep -v '^cuda_shm_p50_ms' "$work/cuda_shm.log" || true
+  cuda_shm_p50=$(sed -n 's/^cuda_shm_p50_ms \([0-9.]*\)$/\1/p' "$work/cuda_shm.log")
+else
+  sed 's/^/  | /' "$work/cuda_shm.log"
+  echo "  (the CUDA shared-memory client failed: reported above, not counted against the main job)"
+fi
 
 kill -TERM "$pid"
 status=0
@@ -150,7 +171,7 @@ gpu_plan=0
 [[ "$label" == *G* ]] && gpu_plan=1
 
 py compare --graph "$graph" --weights "$work/repo/$model/model.safetensors" --features "$work/x.npy" \
-  --dype-out "$work/y.npy" --dype-p50-ms "${p50:--1}" --dype-shm-p50-ms "${shm_p50:--1}" --dype-requests "$requests" \
+  --dype-out "$work/y.npy" --dype-p50-ms "${p50:--1}" --dype-shm-p50-ms "${shm_p50:--1}" --dype-cuda-shm-p50-ms "${cuda_shm_p50:--1}" --dype-requests "$requests" \
   --reference "${DYPE_MAIN_JOB_REFERENCE:-auto}" || fail "the answer check failed (above)"
 
 if [[ "$gpu_plan" == 1 ]]; then

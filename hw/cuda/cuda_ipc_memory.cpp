@@ -1,12 +1,14 @@
 // CUDA IPC memory (hw/device_ipc_memory.h) on the CUDA runtime.
 #include <cstring>
+#include <mutex>
 #include <string>
 
 #include <cuda_runtime_api.h>
 
+#include "common/error.h"
 #include "hw/cuda/cuda_runtime.h"
 #include "hw/device_ipc_memory.h"
-#include "common/error.h"
+#include "kernels/cuda/kernels.h"
 
 namespace dype::hw {
 namespace {
@@ -28,10 +30,37 @@ class CudaIpcMemory final : public DeviceIpcMemory {
   }
   ~CudaIpcMemory() override {
     cudaSetDevice(device_id_);
+    if (flag_) cudaFree(flag_);
+    if (stream_) cudaStreamDestroy(stream_);
     cudaIpcCloseMemHandle(ptr_);
   }
   std::size_t size() const override { return size_; }
   int device_id() const override { return device_id_; }
+  std::string_view backend() const override { return "cuda"; }
+  const void* device_ptr() const override { return ptr_; }
+  bool all_finite_f32(std::size_t offset, std::size_t count) const override {
+    if (offset > size_ || count > (size_ - offset) / sizeof(float))
+      throw InputError("shared_memory_offset", std::to_string(offset) + " + " +
+                                                   std::to_string(count) + " floats run past the " +
+                                                   std::to_string(size_) + "-byte CUDA region");
+    std::lock_guard lock(check_mu_);  // one flag and stream per region
+    cuda_check(name(), "cudaSetDevice", cudaSetDevice(device_id_));
+    if (!stream_) {
+      cuda_check(name(), "cudaStreamCreateWithFlags",
+                 cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
+      cuda_check(name(), "cudaMalloc", cudaMalloc(reinterpret_cast<void**>(&flag_), sizeof *flag_));
+    }
+    unsigned int found = 0;
+    cuda_check(name(), "cudaMemsetAsync", cudaMemsetAsync(flag_, 0, sizeof *flag_, stream_));
+    cuda_check(name(), "flag_non_finite",
+               kernels::cuda::flag_non_finite(
+                   reinterpret_cast<const float*>(static_cast<const char*>(ptr_) + offset), count,
+                   flag_, stream_));
+    cuda_check(name(), "cudaMemcpyAsync(D2H)",
+               cudaMemcpyAsync(&found, flag_, sizeof found, cudaMemcpyDeviceToHost, stream_));
+    cuda_check(name(), "cudaStreamSynchronize", cudaStreamSynchronize(stream_));
+    return found == 0;
+  }
   void read(std::size_t offset, void* dst, std::size_t n) const override {
     check(offset, n);
     cuda_check(name(), "cudaMemcpy(D2H)",
@@ -54,6 +83,9 @@ class CudaIpcMemory final : public DeviceIpcMemory {
   void* ptr_ = nullptr;
   int device_id_;
   std::size_t size_;
+  mutable std::mutex check_mu_;
+  mutable cudaStream_t stream_ = nullptr;
+  mutable unsigned int* flag_ = nullptr;
 };
 
 }  // namespace

@@ -51,6 +51,7 @@ class GpuBuffer final : public Buffer {
   }
 
   void* device_ptr() const { return ptr_; }
+  const void* gpu_address() const override { return ptr_; }
   template <typename T>
   T* ptr() const { return static_cast<T*>(ptr_); }
 

@@ -56,6 +56,10 @@ class GpuDevice : public Device, public SpmmPlanCount {
   // DMA proceed together. Said only when the system plans `transfers: overlap`, so that the
   // transfer router and the planner's costs assume the same.
   bool copies_overlap() const override { return options_.overlap_copies && copy_engines_ >= 2; }
+  // In place when `src` is this vendor's memory on this device: a device-to-device copy on the
+  // inbound staging stream.
+  std::optional<Event> copy_from_ipc_memory(hw::Buffer& dst, const DeviceIpcMemory& src,
+                                            std::size_t src_offset, std::size_t bytes) override;
 
  protected:
   GpuDevice(DeviceInfo info, int ordinal, GpuOptions options);

@@ -6,6 +6,7 @@
 
 #include <spdlog/spdlog.h>
 
+#include "hw/device_ipc_memory.h"
 #include "hw/gpu/gpu_device.h"
 
 namespace dype::hw {
@@ -275,6 +276,25 @@ Event GpuDevice<Api>::do_copy_to_peer(const hw::Buffer& src, hw::Buffer& dst, co
         same ? Api::memcpy_d2d_async(to, from, region.bytes, stream)
              : Api::memcpy_peer_async(to, peer->ordinal(), from, ordinal_, region.bytes, stream);
     Api::check(name(), same ? Api::kMemcpyD2D : Api::kMemcpyPeer, rc);
+  });
+  d.mark_written();
+  return e;
+}
+
+template <class Api>
+std::optional<Event> GpuDevice<Api>::copy_from_ipc_memory(hw::Buffer& dst,
+                                                          const DeviceIpcMemory& src,
+                                                          std::size_t src_offset,
+                                                          std::size_t bytes) {
+  if (src.backend() != Api::kBackend || src.device_id() != ordinal_) return std::nullopt;
+  auto& d = on_device(&dst, "copy_from_ipc_memory dst");
+  check_copy_range(name() + ": copy_from_ipc_memory dst", 0, bytes, d.size_bytes());
+  check_copy_range(name() + ": copy_from_ipc_memory src", src_offset, bytes, src.size());
+  set_current();
+  void* to = d.device_ptr();
+  const void* from = static_cast<const std::byte*>(src.device_ptr()) + src_offset;
+  const Event e = copy_on_staging_stream(CopyDirection::inbound, [&](Stream stream) {
+    Api::check(name(), Api::kMemcpyD2D, Api::memcpy_d2d_async(to, from, bytes, stream));
   });
   d.mark_written();
   return e;

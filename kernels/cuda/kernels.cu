@@ -1,4 +1,5 @@
 // Own CUDA kernels of the cuda backend (see kernels.h). Built for sm_80 and sm_90.
+#include <algorithm>
 #include <cfloat>
 
 #include "kernels/cuda/kernels.h"
@@ -123,7 +124,25 @@ __global__ void window_attention_kernel(const float* q, const float* k, const fl
   }
 }
 
+// Grid-stride over x; a thread that sees an exponent of all ones (NaN or Inf) sets the flag.
+__global__ void flag_non_finite_kernel(const float* x, std::size_t n, unsigned int* flag) {
+  unsigned int any = 0;
+  for (std::size_t i = blockIdx.x * static_cast<std::size_t>(blockDim.x) + threadIdx.x; i < n;
+       i += static_cast<std::size_t>(gridDim.x) * blockDim.x)
+    any |= (__float_as_uint(x[i]) & 0x7f800000u) == 0x7f800000u;
+  if (__syncthreads_or(any) && threadIdx.x == 0) atomicOr(flag, 1u);
+}
+
 }  // namespace
+
+cudaError_t flag_non_finite(const float* x, std::size_t n, unsigned int* flag,
+                            cudaStream_t stream) {
+  if (n == 0) return cudaSuccess;
+  constexpr unsigned int kBlock = 256;
+  const std::size_t blocks = std::min<std::size_t>((n + kBlock - 1) / kBlock, 4096);
+  flag_non_finite_kernel<<<static_cast<unsigned int>(blocks), kBlock, 0, stream>>>(x, n, flag);
+  return cudaGetLastError();
+}
 
 cudaError_t bias_act(float* y, const float* bias, const float* residual, std::int64_t m,
                      std::int64_t n, Activation act, cudaStream_t stream) {

@@ -30,4 +30,7 @@ cudaError_t window_attention(const float* q, const float* k, const float* v, flo
                              const WindowDims& dims, cudaStream_t stream,
                              std::size_t max_shared_bytes);
 
+// *flag |= 1 when any of x[0, n) is NaN or infinite (flag in device memory, cleared by the caller).
+cudaError_t flag_non_finite(const float* x, std::size_t n, unsigned int* flag, cudaStream_t stream);
+
 }  // namespace dype::kernels::cuda

@@ -255,6 +255,19 @@ TEST_F(DaemonSharedMemory, BadUsesArePreciseAndTheDaemonKeepsServing) {
   expect(post("/v2/models/gcn/infer", infer_body(in.bytes, 0, y_bytes()), "someone-else"), 403,
          "belongs to another client");
   expect(post("/v2/systemsharedmemory/region/in/unregister", json::object(), "someone-else"), 403, "another client");
+  // CUDA regions: a 64-byte handle in standard base64 ends in "==", as Triton's clients send it.
+  // It reaches the CUDA runtime (no CUDA in this build: 501; no device: device_id), not a
+  // base64 error; bad base64 is one.
+  const std::string handle_b64 = std::string(84, 'A') + "AA==";
+  auto cuda = post("/v2/cudasharedmemory/region/c/register",
+                   {{"raw_handle", {{"b64", handle_b64}}}, {"device_id", 0}, {"byte_size", 64}});
+  ASSERT_TRUE(cuda);
+  EXPECT_TRUE(cuda->status == 501 || cuda->status == 400) << cuda->body;
+  EXPECT_EQ(cuda->body.find("raw_handle"), std::string::npos) << cuda->body;
+  for (const std::string bad : {"AAA$", "A===", "AAAAA", "AA=A"})
+    expect(post("/v2/cudasharedmemory/region/c/register",
+                {{"raw_handle", {{"b64", bad}}}, {"device_id", 0}, {"byte_size", 64}}),
+           400, "raw_handle.b64");
   // Truncated by the client after registering: refused, no SIGBUS.
   ASSERT_EQ(ftruncate(in.fd, 16), 0);
   expect(post("/v2/models/gcn/infer", infer_body(in.bytes, 0, y_bytes())), 400, "truncated");

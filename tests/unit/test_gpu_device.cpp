@@ -4,7 +4,8 @@
 // direction), the SpMM plan is built once per graph and rebuilt when the graph is rewritten, and
 // peer copies between two GPUs. Kernels against the CPU run for every backend in
 // test_device_conformance.cpp; what only one vendor has (ROCm SMI, mapped windows) stays in
-// test_hip_device.cpp.
+// test_hip_device.cpp. Memory handed over by the CUDA shared-memory extension is copied in place
+// on its own GPU.
 // Without the vendor's build, driver or GPU the cases skip and say why.
 #include <gtest/gtest.h>
 
@@ -18,6 +19,8 @@
 #include <vector>
 
 #include "../test_device_data.h"
+#include "common/error.h"
+#include "hw/device_ipc_memory.h"
 #include "hw/gpu/spmm_plan_cache.h"
 #include "hw/registry.h"
 #include "hw/system_config.h"
@@ -73,6 +76,32 @@ int spmm_plans_built(hw::Device& d) {
   ADD_FAILURE() << d.name() << " is not a GPU backend device";
   return -1;
 }
+
+// GPU memory as the shared-memory extension hands it to a device: the daemon opens another
+// process's allocation from its IPC handle; here a buffer of the test's own stands in (the
+// device copies from an address either way). Host reads are not what is under test.
+class HandedOverMemory final : public hw::DeviceIpcMemory {
+ public:
+  HandedOverMemory(std::string backend, int ordinal, const hw::Buffer& b, std::size_t bytes)
+      : backend_(std::move(backend)), ordinal_(ordinal), ptr_(b.gpu_address()), bytes_(bytes) {}
+  std::size_t size() const override { return bytes_; }
+  int device_id() const override { return ordinal_; }
+  std::string_view backend() const override { return backend_; }
+  const void* device_ptr() const override { return ptr_; }
+  bool all_finite_f32(std::size_t, std::size_t) const override {
+    throw dype::Error("not under test");
+  }
+  void read(std::size_t, void*, std::size_t) const override { throw dype::Error("not under test"); }
+  void write(std::size_t, const void*, std::size_t) const override {
+    throw dype::Error("not under test");
+  }
+
+ private:
+  std::string backend_;
+  int ordinal_;
+  const void* ptr_;
+  std::size_t bytes_;
+};
 
 class GpuDevice : public ::testing::TestWithParam<std::string> {
  protected:
@@ -193,6 +222,29 @@ TEST_P(GpuDevice, SpmmMatchesCpuAndReusesPlanWhileGraphUnchanged) {
   auto bx = upload(*gpu, random_floats(cols * feat, 99));
   gpu->launch(hw::KernelLaunch::spmm(*bp, *bi, *bv, *bx, *by, rows, cols, feat, nnz));
   EXPECT_EQ(spmm_plans_built(*gpu), 2);
+}
+
+// Features a client left in this GPU's memory reach a stage's buffer by a device-local copy;
+// memory of another device or vendor is declined (the engine then reads it through the host), and
+// a copy past either end is an InputError.
+TEST_P(GpuDevice, CopiesIpcMemoryOnItsOwnGpuInPlace) {
+  if (!have(1)) GTEST_SKIP() << why_none();
+  auto gpu = make(0);
+  const int ordinal = found().configs.at(0).ordinal;
+  const auto v = random_floats((12u << 20) / 4 + 5, 41);
+  auto src = upload(*gpu, v);
+  const HandedOverMemory mine(GetParam(), ordinal, *src, v.size() * 4);
+  const std::size_t skip = 64;  // the tensor starts inside the region
+  auto dst = gpu->allocate((v.size() - skip) * 4);
+  ASSERT_TRUE(gpu->copy_from_ipc_memory(*dst, mine, skip * 4, (v.size() - skip) * 4).has_value());
+  EXPECT_EQ(download(*gpu, *dst), std::vector<float>(v.begin() + skip, v.end()));
+  const HandedOverMemory other_device(GetParam(), ordinal + 1, *src, v.size() * 4);
+  EXPECT_FALSE(gpu->copy_from_ipc_memory(*dst, other_device, 0, 64).has_value());
+  const HandedOverMemory other_vendor(GetParam() == "cuda" ? "hip" : "cuda", ordinal, *src,
+                                      v.size() * 4);
+  EXPECT_FALSE(gpu->copy_from_ipc_memory(*dst, other_vendor, 0, 64).has_value());
+  EXPECT_THROW(gpu->copy_from_ipc_memory(*dst, mine, skip * 4 + 4, (v.size() - skip) * 4),
+               dype::InputError);
 }
 
 TEST_P(GpuDevice, PeerCopyBetweenTwoGpus) {

@@ -32,14 +32,22 @@ std::optional<std::string> region_param(const HttpRequest& req) {
              : std::nullopt;
 }
 
+// Standard base64 with its padding, as Triton's clients send the 64-byte handle ("...==").
+// Beast's decoder stops at the first '=', so the padding is checked here.
 std::string decode_base64(const std::string& text) {
   namespace b64 = boost::beast::detail::base64;
-  for (const char c : text)
-    if (!std::isalnum(static_cast<unsigned char>(c)) && c != '+' && c != '/' && c != '=')
-      throw InputError("raw_handle.b64", "is not base64");
-  std::string out(b64::decoded_size(text.size()), '\0');
-  const auto [written, read] = b64::decode(out.data(), text.data(), text.size());
-  if (read != text.size()) throw InputError("raw_handle.b64", "is not base64");
+  const std::size_t pad = text.size() - text.find_last_not_of('=') - 1;
+  const std::size_t body = text.size() - pad;  // all '=': pad is the whole text
+  for (std::size_t i = 0; i < body; ++i) {
+    const unsigned char c = static_cast<unsigned char>(text[i]);
+    if (!std::isalnum(c) && c != '+' && c != '/')
+      throw InputError("raw_handle.b64", "is not base64 (character " + std::to_string(i) + ")");
+  }
+  if (pad > 2 || (pad > 0 && text.size() % 4 != 0) || body % 4 == 1)
+    throw InputError("raw_handle.b64", "is not base64 (its length or padding is wrong)");
+  std::string out(b64::decoded_size(body) + 3, '\0');
+  const auto [written, read] = b64::decode(out.data(), text.data(), body);
+  if (read != body) throw InputError("raw_handle.b64", "is not base64");
   out.resize(written);
   return out;
 }

@@ -10,6 +10,7 @@
 
 #include "common/error.h"
 #include "graph/edge_index.h"
+#include "hw/device_ipc_memory.h"
 #include "runtime/daemon/errors.h"
 
 namespace dype::rt::daemon {
@@ -51,13 +52,42 @@ bool copy_all_finite(std::span<const float> in, std::vector<float>& out) {
 
 }  // namespace
 
-HostTensor features(const Tensor& x, std::int64_t cols_expected, const char* cols_name) {
+namespace {
+
+void check_feature_shape(const Tensor& x, std::int64_t cols_expected, const char* cols_name) {
   if (x.shape.size() != 2)
     throw InputError("input '" + x.name + "'", "must have rank 2 [rows, " + std::string(cols_name) + "], got rank " +
                                       std::to_string(x.shape.size()));
   if (x.shape[1] != cols_expected)
     throw InputError("input '" + x.name + "'", "shape[1] is " + std::to_string(x.shape[1]) + ", the model expects " +
                                       std::string(cols_name) + " = " + std::to_string(cols_expected));
+}
+
+// The error for features holding a NaN/Inf, naming its row and column.
+InputError non_finite(const Tensor& x, std::span<const float> v) {
+  const std::size_t i = first_non_finite(v);
+  const auto c = static_cast<std::size_t>(x.shape[1]);
+  return InputError(
+      "input '" + x.name + "'[" + std::to_string(i / c) + "][" + std::to_string(i % c) + "]",
+      std::string("is ") + (std::isnan(v[i]) ? "NaN" : "infinite") + "; features must be finite");
+}
+
+// x left in GPU memory, read to the host (graph registration and other host-only uses).
+std::vector<float> read_device_features(const Tensor& x) {
+  std::vector<float> v(static_cast<std::size_t>(x.shape[0] * x.shape[1]));
+  x.device->read(x.shared_memory->offset, v.data(), v.size() * sizeof(float));
+  return v;
+}
+
+}  // namespace
+
+HostTensor features(const Tensor& x, std::int64_t cols_expected, const char* cols_name) {
+  check_feature_shape(x, cols_expected, cols_name);
+  if (x.device) {
+    std::vector<float> v = read_device_features(x);
+    if (first_non_finite(v) != v.size()) throw non_finite(x, v);
+    return make_tensor(x.shape[0], x.shape[1], std::move(v));
+  }
   std::vector<float> scratch;
   const std::span<const float> in = x.f32_span(scratch);
   // The engine owns its input: the one copy of x (scratch already is one when the bytes were not
@@ -71,13 +101,18 @@ HostTensor features(const Tensor& x, std::int64_t cols_expected, const char* col
     v.reserve(in.size());
     finite = copy_all_finite(in, v);
   }
-  if (!finite) {
-    const std::size_t i = first_non_finite(v);
-    const auto c = static_cast<std::size_t>(x.shape[1]);
-    throw InputError("input '" + x.name + "'[" + std::to_string(i / c) + "][" + std::to_string(i % c) + "]",
-                     std::string("is ") + (std::isnan(v[i]) ? "NaN" : "infinite") + "; features must be finite");
-  }
+  if (!finite) throw non_finite(x, v);
   return make_tensor(x.shape[0], x.shape[1], std::move(v));
+}
+
+DeviceFeatures features_on_device(const Tensor& x, std::int64_t cols_expected,
+                                  const char* cols_name) {
+  check_feature_shape(x, cols_expected, cols_name);
+  const auto n = static_cast<std::size_t>(x.shape[0] * x.shape[1]);
+  // Checked where it lies; read to the host only to name the first bad value.
+  if (!x.device->all_finite_f32(x.shared_memory->offset, n))
+    throw non_finite(x, read_device_features(x));
+  return {x.device, x.shared_memory->offset, x.shape[0], x.shape[1]};
 }
 
 namespace {
@@ -166,7 +201,7 @@ Request build_request(const Model& model, const InferRequest& in, GraphRegistry&
   check_input_names(in);
   if (!model.is_gnn()) {
     if (in.find("node_ids")) throw InputError("input 'node_ids'", "not an input of this model (a transformer has no nodes)");
-    HostTensor x = features(need(in, "x"), model.spec().d_model, "d_model");
+    const Tensor& xt = need(in, "x");
     std::optional<std::int64_t> window = in.int_parameter("window");
     if (const Tensor* w = in.find("window")) {
       if (window) throw InputError("window", "given both as parameter and input");
@@ -176,7 +211,10 @@ Request build_request(const Model& model, const InferRequest& in, GraphRegistry&
     if (!window && model.spec().window >= 0) window = model.spec().window;  // the config's default
     if (!window) throw InputError("parameters.window", "missing (the attention window: token i sees j with |i - j| <= window / 2)");
     if (*window < 0) throw InputError("parameters.window", "is " + std::to_string(*window) + ", must be >= 0");
-    Request r = Request::transformer(std::move(x), *window);
+    const std::int64_t d_model = model.spec().d_model;
+    Request r = xt.device
+                    ? Request::transformer(features_on_device(xt, d_model, "d_model"), *window)
+                    : Request::transformer(features(xt, d_model, "d_model"), *window);
     validate_request(model, r);
     return r;
   }
@@ -196,20 +234,30 @@ Request build_request(const Model& model, const InferRequest& in, GraphRegistry&
     GraphRegistry::Stored s = graphs.stored(*id, model, version);
     r = Request::gnn(std::move(s.graph), std::move(s.x));
   } else {
-    HostTensor x = features(need(in, "x"), model.spec().in_features, "in_features");
+    const Tensor& xt = need(in, "x");
+    const std::int64_t f = model.spec().in_features;
+    std::optional<DeviceFeatures> on_gpu;
+    HostTensor x;
+    if (xt.device) {
+      on_gpu = features_on_device(xt, f, "in_features");
+    } else {
+      x = features(xt, f, "in_features");
+    }
+    const std::int64_t rows = on_gpu ? on_gpu->rows : x.rows;
     std::shared_ptr<const Graph> g;
     if (id) {
       check_no_graph_tensors(in);
       const std::int64_t n = graphs.num_nodes(*id);
-      if (n != x.rows)
-        throw InputError("input 'x'", "has " + std::to_string(x.rows) + " rows, graph '" + *id + "' has " +
-                                          std::to_string(n) + " nodes");
+      if (n != rows)
+        throw InputError("input 'x'", "has " + std::to_string(rows) + " rows, graph '" + *id +
+                                          "' has " + std::to_string(n) + " nodes");
       g = graphs.graph_for(*id, model, version);
     } else {
       // x fixes the node count: an edge id >= rows is out of range, not a bigger graph.
-      g = normalise_for(edges_from_request(in, x.rows), model);
+      g = normalise_for(edges_from_request(in, rows), model);
     }
-    r = Request::gnn(std::move(g), std::move(x));
+    r = on_gpu ? Request::gnn(std::move(g), std::move(*on_gpu))
+               : Request::gnn(std::move(g), std::move(x));
   }
   validate_request(model, r);
   r.set_rows_wanted(node_ids_of(in, r.graph()->nodes));

@@ -22,6 +22,9 @@ Request build_request(const Model& model, const InferRequest& in, GraphRegistry&
 // Input x FP32 [rows, cols_expected] copied out, every value finite (InputError naming the row and
 // column otherwise; cols_name names the width in the message).
 HostTensor features(const Tensor& x, std::int64_t cols_expected, const char* cols_name);
+// Input x left in GPU memory (Tensor::device): the same checks, made on the device.
+DeviceFeatures features_on_device(const Tensor& x, std::int64_t cols_expected,
+                                  const char* cols_name);
 
 // Graph tensors only (edge_index or CSR), for registration. num_nodes: parameters.num_nodes or
 // inferred from the ids.

@@ -28,6 +28,10 @@
 
 #include <nlohmann/json.hpp>
 
+namespace dype::hw {
+class DeviceIpcMemory;
+}
+
 namespace dype::rt::daemon {
 
 // Bytes per element of a KServe datatype ("FP32" -> 4); 0 for BYTES; InputError when unknown.
@@ -93,6 +97,9 @@ struct Tensor {
   // Input: its bytes are in this region (bound by bind_shared_memory, which sets `view`). Output:
   // its bytes were written there, and the response carries these parameters instead of data.
   std::optional<SharedMemoryRef> shared_memory = std::nullopt;
+  // Input x in a CUDA region: left in that GPU memory (at shared_memory->offset), no bytes here;
+  // the request builder checks it there and the engine copies it in place (rt::DeviceFeatures).
+  std::shared_ptr<const hw::DeviceIpcMemory> device = nullptr;
 
   std::string_view bytes() const { return view ? *view : std::string_view(raw); }
   std::int64_t elements() const;

@@ -270,9 +270,13 @@ void bind_shared_memory(InferRequest& request, const SharedMemoryRegistry* regis
     const std::string where = "inputs['" + t.name + "']";
     auto r = registry->use(*t.shared_memory, owner, where);
     if (r->kind == Kind::cuda) {
-      t.raw.resize(t.shared_memory->byte_size);  // the one copy: device to host
-      r->device->read(t.shared_memory->offset, t.raw.data(), t.raw.size());
       t.view.reset();
+      if (t.name == "x" && t.datatype == "FP32") {  // the features stay on the GPU (Tensor::device)
+        t.device = r->device;
+        continue;
+      }
+      t.raw.resize(t.shared_memory->byte_size);  // small inputs: the one copy, device to host
+      r->device->read(t.shared_memory->offset, t.raw.data(), t.raw.size());
       continue;
     }
     t.view =

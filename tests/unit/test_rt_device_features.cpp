@@ -1,0 +1,167 @@
+// Features left in GPU memory (the CUDA shared-memory extension), on the paths that need no GPU:
+// the request keeps only their shape until a stage not on that GPU asks for them, then reads them
+// to the host once; the engine's answer equals the one for the same features sent on the host; the
+// daemon's request builder checks them where they lie and names a NaN's row and column. The
+// memory here is host memory behind hw::DeviceIpcMemory under a backend no device claims, so
+// every stage takes the host path; the in-place copy on a real GPU is test_gpu_device.cpp's.
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <cmath>
+#include <cstring>
+#include <limits>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "common/error.h"
+#include "graph/generators.h"
+#include "hw/device_ipc_memory.h"
+#include "runtime/daemon/graph_registry.h"
+#include "runtime/daemon/kserve/request_builder.h"
+#include "runtime/engine.h"
+#include "runtime/planning/planner.h"
+#include "test_rt_common.h"
+
+namespace dype::rt {
+namespace {
+
+// Another process's memory as the daemon would see it, held in host memory: reads and finiteness
+// checks are counted, so a test can tell which path touched it.
+class HostHeldIpcMemory final : public hw::DeviceIpcMemory {
+ public:
+  explicit HostHeldIpcMemory(std::size_t bytes) : bytes_(bytes, std::byte{0}) {}
+  std::size_t size() const override { return bytes_.size(); }
+  int device_id() const override { return 0; }
+  std::string_view backend() const override { return "host-held"; }
+  const void* device_ptr() const override { return bytes_.data(); }
+  bool all_finite_f32(std::size_t offset, std::size_t count) const override {
+    checks++;
+    std::vector<float> v(count);
+    read(offset, v.data(), count * sizeof(float));
+    reads--;  // the check is not a read to the host
+    for (float f : v)
+      if (!std::isfinite(f)) return false;
+    return true;
+  }
+  void read(std::size_t offset, void* dst, std::size_t n) const override {
+    if (offset > bytes_.size() || n > bytes_.size() - offset)
+      throw InputError("offset", "past the end");
+    reads++;
+    std::memcpy(dst, bytes_.data() + offset, n);
+  }
+  void write(std::size_t offset, const void* src, std::size_t n) const override {
+    if (offset > bytes_.size() || n > bytes_.size() - offset)
+      throw InputError("offset", "past the end");
+    std::memcpy(const_cast<std::byte*>(bytes_.data()) + offset, src, n);
+  }
+  mutable std::atomic<int> reads{0};
+  mutable std::atomic<int> checks{0};
+
+ private:
+  std::vector<std::byte> bytes_;
+};
+
+constexpr std::size_t kOffset =
+    256;  // the features start inside the region, as a client may place them
+
+std::shared_ptr<HostHeldIpcMemory> holding(const HostTensor& x) {
+  auto m = std::make_shared<HostHeldIpcMemory>(kOffset + x.bytes());
+  m->write(kOffset, x.data.data(), x.bytes());
+  return m;
+}
+
+TEST(RtDeviceFeatures, ReadToTheHostOnceOnlyWhenAStageNeedsThem) {
+  const HostTensor x = make_tensor(300, 16, kernels::generate_features(300, 16, 5));
+  auto mem = holding(x);
+  auto g = Graph::from_edges(random_graph(300, 2000, 9), true);
+  const Request r = Request::gnn(g, DeviceFeatures{mem, kOffset, 300, 16});
+  ASSERT_NE(r.device_input(), nullptr);
+  EXPECT_EQ(r.rows(), 300);
+  EXPECT_EQ(r.cols(), 16);
+  Model m = Model::gcn({.layers = 2, .in_features = 16, .hidden = 8, .seed = 3});
+  validate_request(m, r);
+  EXPECT_EQ(mem->reads, 0) << "the shape is known without reading the features";
+  EXPECT_EQ(r.input().data, x.data);
+  EXPECT_EQ(r.input().data, x.data);
+  EXPECT_EQ(mem->reads, 1) << "read once, then kept";
+  const Request wrong = Request::gnn(g, DeviceFeatures{mem, kOffset, 300, 15});
+  EXPECT_THROW(validate_request(m, wrong), InputError);
+  EXPECT_THROW(Request::gnn(g, DeviceFeatures{nullptr, 0, 300, 16}), InputError);
+}
+
+TEST(RtDeviceFeatures, EngineAnswersAsForTheSameFeaturesOnTheHost) {
+  auto sys = testing::emu_system(2, 1);
+  Model m = Model::gcn({.layers = 2, .in_features = 16, .hidden = 8, .seed = 4});
+  auto g = Graph::from_edges(random_graph(400, 3000, 3), true);
+  const HostTensor x = make_tensor(400, 16, kernels::generate_features(400, 16, 11));
+  auto planner = std::make_shared<SchedPlanner>(m, sys);
+  const Request host = Request::gnn(g, x);
+  Engine e(m, planner, host.characteristics(), {});
+  std::vector<std::shared_ptr<HostHeldIpcMemory>> mems;
+  std::vector<std::future<HostTensor>> answers;
+  for (int i = 0; i < 6; ++i) {
+    mems.push_back(holding(x));
+    answers.push_back(e.submit(Request::gnn(g, DeviceFeatures{mems.back(), kOffset, 400, 16})));
+  }
+  const HostTensor want = reference_forward(m, host);
+  for (int i = 0; i < 6; ++i) {
+    EXPECT_LE(relative_error(answers[static_cast<std::size_t>(i)].get(), want), 1e-6) << i;
+    EXPECT_EQ(mems[static_cast<std::size_t>(i)]->reads, 1)
+        << "no device here holds them: one read to the host";
+  }
+  e.drain();
+}
+
+TEST(RtDeviceFeatures, RequestBuilderChecksThemWhereTheyLie) {
+  using daemon::InferRequest;
+  using daemon::SharedMemoryRef;
+  using daemon::Tensor;
+  const Model m = Model::gcn({.layers = 2, .in_features = 4, .hidden = 4, .seed = 1});
+  daemon::GraphRegistry graphs;
+  const std::string id = graphs.add(random_graph(50, 200, 2));
+  HostTensor x = make_tensor(50, 4, kernels::generate_features(50, 4, 7));
+  auto mem = holding(x);
+  auto request = [&] {
+    InferRequest in;
+    Tensor t;
+    t.name = "x";
+    t.datatype = "FP32";
+    t.shape = {50, 4};
+    t.shared_memory = SharedMemoryRef{"x_cuda", kOffset, x.bytes()};
+    t.device = mem;
+    in.inputs.push_back(std::move(t));
+    in.parameters["graph_id"] = id;
+    return in;
+  };
+  const Request r = daemon::build_request(m, request(), graphs);
+  ASSERT_NE(r.device_input(), nullptr);
+  EXPECT_EQ(r.device_input()->offset, kOffset);
+  EXPECT_EQ(mem->checks, 1);
+  EXPECT_EQ(mem->reads, 0) << "finite features are never read to the host to be built";
+  EXPECT_EQ(
+      relative_error(reference_forward(m, r), reference_forward(m, Request::gnn(r.graph(), x))),
+      0.0);
+
+  // A NaN at row 7, column 2: refused, naming it (the one read is for the message).
+  const float nan = std::numeric_limits<float>::quiet_NaN();
+  mem->write(kOffset + (7 * 4 + 2) * sizeof(float), &nan, sizeof nan);
+  try {
+    daemon::build_request(m, request(), graphs);
+    ADD_FAILURE() << "a NaN in device features was accepted";
+  } catch (const InputError& e) {
+    EXPECT_NE(std::string(e.what()).find("input 'x'[7][2]"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("NaN"), std::string::npos) << e.what();
+  }
+  // Host-only uses (graph registration with features) read them, with the same check.
+  InferRequest in = request();
+  EXPECT_THROW(daemon::features(in.inputs[0], 4, "in_features"), InputError);
+  // A wrong width is refused before anything is read or checked.
+  in.inputs[0].shape = {25, 8};
+  const int checks = mem->checks;
+  EXPECT_THROW(daemon::features_on_device(in.inputs[0], 4, "in_features"), InputError);
+  EXPECT_EQ(mem->checks, checks);
+}
+
+}  // namespace
+}  // namespace dype::rt
