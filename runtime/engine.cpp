@@ -1,7 +1,6 @@
 #include "runtime/engine.h"
 
 #include <chrono>
-#include <functional>
 #include <thread>
 
 #include "hw/event.h"
@@ -154,15 +153,6 @@ void Engine::apply_locked(std::optional<ReplanDecision> d, double t0) {
   for (Observer* o : observer_ptrs()) o->on_replan(d->record);
 }
 
-void Engine::submit_job_locked(std::uint64_t seq, std::shared_ptr<const Request> request) {
-  Job job;
-  job.seq = seq;
-  job.request = std::move(request);
-  job.not_before_s = answers_.latest_modelled_end_s();
-  job.done = std::bind_front(&FaultRecovery::on_complete, recovery_.get());
-  current_->submit(std::move(job));
-}
-
 std::future<HostTensor> Engine::submit(Request request, ResponseCallback callback) {
   validate_request(model_, request);
   auto req = std::make_shared<const Request>(std::move(request));
@@ -187,7 +177,7 @@ std::future<HostTensor> Engine::submit(Request request, ResponseCallback callbac
   }
   const std::uint64_t seq = next_seq_++;
   std::future<HostTensor> fut = answers_.add(seq, req, std::move(callback));
-  submit_job_locked(seq, req);
+  current_->submit(recovery_->job(seq, req));
   return fut;
 }
 
@@ -209,7 +199,8 @@ bool Engine::try_submit(Request& request, AnswerCallback done) {
   }
   const std::uint64_t seq = next_seq_++;
   answers_.add_answered_by(seq, req, std::move(done));
-  submit_job_locked(seq, req);  // does not wait: has_room() under submit_mu_, which every submission holds
+  // Does not wait: has_room() under submit_mu_, which every submission holds.
+  current_->submit(recovery_->job(seq, req));
   return true;
 }
 
@@ -230,7 +221,7 @@ FaultRecovery::Rerun Engine::rerun(const FaultRecovery::Failed& f) {
     for (const hw::Device* d : st.devices)
       if (controller_.failed(d->name())) return {FaultRecovery::Rerun::on_failed_device, ""};
   if (!f.request) return {FaultRecovery::Rerun::not_pending, ""};
-  submit_job_locked(f.seq, f.request);
+  current_->submit(recovery_->job(f.seq, f.request));
   return {FaultRecovery::Rerun::submitted, ""};
 }
 

@@ -188,7 +188,6 @@ class Engine {
   void install_locked(ReplanDecision d, double t0);
   // Installs a swap, or tells the observers why the current plan stands.
   void apply_locked(std::optional<ReplanDecision> d, double t0);
-  void submit_job_locked(std::uint64_t seq, std::shared_ptr<const Request> request);
   // Fault recovery's way back in: re-plan without a failed device, re-submit the request.
   FaultRecovery::Rerun rerun(const FaultRecovery::Failed& f);
   std::vector<Observer*> observer_ptrs() const;

@@ -1,6 +1,7 @@
 #include "runtime/fault_recovery.h"
 
 #include <algorithm>
+#include <functional>
 
 #include "hw/device.h"
 
@@ -46,6 +47,15 @@ void FaultRecovery::stop() {
   }
   cv_.notify_all();
   if (thread_.joinable()) thread_.join();
+}
+
+Job FaultRecovery::job(std::uint64_t seq, std::shared_ptr<const Request> request) {
+  Job job;
+  job.seq = seq;
+  job.request = std::move(request);
+  job.not_before_s = answers_.latest_modelled_end_s();
+  job.done = std::bind_front(&FaultRecovery::on_complete, this);
+  return job;
 }
 
 void FaultRecovery::on_complete(Completion&& c) {

@@ -12,7 +12,7 @@
 //     ... if f.first_failure: leave f.device out, re-plan (detail f.detail); re-submit f.request ...
 //     return rt::FaultRecovery::Rerun{rt::FaultRecovery::Rerun::submitted};
 //   });
-//   job.done = std::bind_front(&rt::FaultRecovery::on_complete, &recovery);
+//   pipeline.submit(recovery.job(seq, request));  // completes into recovery.on_complete
 #include <condition_variable>
 #include <cstdint>
 #include <deque>
@@ -51,6 +51,9 @@ class FaultRecovery {
   FaultRecovery(const FaultRecovery&) = delete;
   FaultRecovery& operator=(const FaultRecovery&) = delete;
 
+  // Request `seq` as a pipeline's job: it starts no earlier than the latest answer's modelled
+  // end, and its completion comes back here (on_complete).
+  Job job(std::uint64_t seq, std::shared_ptr<const Request> request);
   // A pipeline finished a request (any thread).
   void on_complete(Completion&& c);
   // Finishes the re-runs queued so far and ends the recovery thread.
