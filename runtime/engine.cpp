@@ -22,75 +22,52 @@ bool uses_device(const PipelineSpec& spec, const std::string& device) {
 
 Engine::Engine(const Model& model, std::shared_ptr<Planner> planner, const Characteristics& initial,
                EngineOptions options)
-    : model_(model), options_(std::move(options)), answers_(options_.max_in_flight),
-      controller_(std::move(planner), options_.mode, options_.drift, initial) {
+    : model_(model),
+      options_(std::move(options)),
+      answers_(options_.max_in_flight),
+      controller_(std::move(planner), options_.mode, options_.drift, initial, outlet()) {
   for (const auto& o : options_.observers) observers_->add(o);
   for (const std::string& d : options_.absent_devices) controller_.fail_device(d);
   {
     std::lock_guard lock(submit_mu_);
-    install_locked(controller_.initial_plan(), -1.0);
+    controller_.install_initial();
   }
   start_recovery();
 }
 
 Engine::Engine(const Model& model, std::shared_ptr<Planner> planner, PipelineSpec initial,
                const Characteristics& planned_for, EngineOptions options)
-    : model_(model), options_(std::move(options)), answers_(options_.max_in_flight),
-      controller_(std::move(planner), options_.mode, options_.drift, planned_for) {
+    : model_(model),
+      options_(std::move(options)),
+      answers_(options_.max_in_flight),
+      controller_(std::move(planner), options_.mode, options_.drift, planned_for, outlet()) {
   for (const auto& o : options_.observers) observers_->add(o);
   for (const std::string& d : options_.absent_devices) controller_.fail_device(d);
   {
     std::lock_guard lock(submit_mu_);
-    install_locked(controller_.initial_plan(std::move(initial)), -1.0);
+    controller_.install_initial(std::move(initial));
   }
   start_recovery();
 }
 
-void Engine::start_recovery() {
-  recovery_ = std::make_unique<FaultRecovery>(options_.max_retries, answers_,
-                                              [this](const FaultRecovery::Failed& f) { return rerun(f); });
-  if (options_.replan_beside) planner_thread_ = std::thread([this] { plan_loop(); });
+ReplanController::Outlet Engine::outlet() {
+  return {.installer = *this,
+          .lock = submit_mu_,
+          .observers = observers_,
+          .solve_beside = options_.replan_beside};
 }
 
-void Engine::plan_loop() {
-  std::unique_lock lock(plan_mu_);
-  for (;;) {
-    plan_cv_.wait(lock, [this] { return plan_stop_ || plan_job_.has_value(); });
-    if (plan_stop_) return;
-    ReplanController::PlanJob job = std::move(*plan_job_);
-    plan_job_.reset();
-    planning_ = true;
-    lock.unlock();
-    ReplanController::solve(job);  // requests keep flowing meanwhile
-    {
-      std::lock_guard sl(submit_mu_);
-      try {
-        // pause: building the new pipeline only; no request waited for the solve.
-        apply_locked(controller_.complete(std::move(job)), hw::now_s());
-      } catch (const std::exception&) {
-        // The new pipeline could not be built: keep serving on the current one.
-      }
-    }
-    lock.lock();
-    planning_ = false;
-    plan_cv_.notify_all();
-  }
+void Engine::start_recovery() {
+  recovery_ = std::make_unique<FaultRecovery>(
+      options_.max_retries, answers_, [this](const FaultRecovery::Failed& f) { return rerun(f); });
 }
 
 void Engine::wait_replans() {
-  std::unique_lock lock(plan_mu_);
-  plan_cv_.wait(lock, [this] { return plan_stop_ || (!plan_job_ && !planning_); });
+  controller_.wait_replans();
 }
 
 Engine::~Engine() {
-  if (planner_thread_.joinable()) {
-    {
-      std::lock_guard lock(plan_mu_);
-      plan_stop_ = true;
-    }
-    plan_cv_.notify_all();
-    planner_thread_.join();
-  }
+  controller_.stop();
   try {
     drain();
   } catch (...) {
@@ -102,28 +79,20 @@ Engine::~Engine() {
   for (auto& r : retired_) r->join();
 }
 
-std::vector<Observer*> Engine::observer_ptrs() const {
-  std::vector<Observer*> out{energy_.get(), &controller_.stage_times()};
-  const auto more = observers_->current();
-  out.insert(out.end(), more->begin(), more->end());
-  return out;
-}
-
 void Engine::add_observer(std::shared_ptr<Observer> observer) {
   observers_->add(std::move(observer));  // the running pipeline hears it from its next event
 }
 
-void Engine::install_locked(ReplanDecision d, double t0) {
-  const double build_t0 = hw::now_s();
+void Engine::install(PipelineSpec spec, std::uint64_t epoch) {
   PipelineOptions po;
   po.queue_capacity = options_.queue_capacity;
   po.preload_graph = last_graph_;
   po.preload_not_before_s = answers_.latest_modelled_end_s();
-  po.epoch = d.record.new_epoch;
+  po.epoch = epoch;
   po.observers = {energy_.get(), &controller_.stage_times()};
   po.more_observers = observers_;
-  if (options_.prepare_spec) options_.prepare_spec(d.spec);
-  auto p = std::make_shared<Pipeline>(model_, d.spec, po);  // beside the old one
+  if (options_.prepare_spec) options_.prepare_spec(spec);
+  auto p = std::make_shared<Pipeline>(model_, spec, po);  // beside the old one
   if (current_) {
     current_->close();  // drains on its own
     retired_.push_back(current_);
@@ -137,20 +106,6 @@ void Engine::install_locked(ReplanDecision d, double t0) {
       ++it;
     }
   }
-  const double now = hw::now_s();
-  d.record.build_s = now - build_t0;
-  if (t0 >= 0) d.record.pause_s = now - t0;
-  controller_.installed(d);
-  for (Observer* o : observer_ptrs()) o->on_replan(d.record);
-}
-
-void Engine::apply_locked(std::optional<ReplanDecision> d, double t0) {
-  if (!d) return;
-  if (d->record.swapped) {
-    install_locked(std::move(*d), t0);
-    return;
-  }
-  for (Observer* o : observer_ptrs()) o->on_replan(d->record);
 }
 
 std::future<HostTensor> Engine::submit(Request request, ResponseCallback callback) {
@@ -160,21 +115,9 @@ std::future<HostTensor> Engine::submit(Request request, ResponseCallback callbac
   std::lock_guard sl(submit_mu_);
   if (req->graph()) last_graph_ = req->graph();
   // The controller reads the stage times of the requests answered since the last submission, then
-  // this request's characteristics: a swap they cause serves this request already.
-  const double t0 = hw::now_s();
-  if (options_.replan_beside) {
-    if (auto job = controller_.on_request_job(req->characteristics(), next_seq_)) {
-      std::lock_guard lock(plan_mu_);
-      plan_job_ = std::move(*job);
-      plan_cv_.notify_all();
-    }
-  } else {
-    try {
-      apply_locked(controller_.on_request(req->characteristics(), next_seq_), t0);
-    } catch (const std::exception&) {
-      // The new pipeline could not be built: keep serving on the current one.
-    }
-  }
+  // this request's characteristics: a swap they cause (solved here without replan_beside) serves
+  // this request already.
+  controller_.on_submit(req->characteristics(), next_seq_);
   const std::uint64_t seq = next_seq_++;
   std::future<HostTensor> fut = answers_.add(seq, req, std::move(callback));
   current_->submit(recovery_->job(seq, req));
@@ -192,11 +135,7 @@ bool Engine::try_submit(Request& request, AnswerCallback done) {
   }
   auto req = std::make_shared<const Request>(std::move(request));
   if (req->graph()) last_graph_ = req->graph();
-  if (auto job = controller_.on_request_job(req->characteristics(), next_seq_)) {
-    std::lock_guard lock(plan_mu_);
-    plan_job_ = std::move(*job);
-    plan_cv_.notify_all();
-  }
+  controller_.on_submit(req->characteristics(), next_seq_);  // solved beside: does not wait
   const std::uint64_t seq = next_seq_++;
   answers_.add_answered_by(seq, req, std::move(done));
   // Does not wait: has_room() under submit_mu_, which every submission holds.
@@ -207,12 +146,11 @@ bool Engine::try_submit(Request& request, AnswerCallback done) {
 FaultRecovery::Rerun Engine::rerun(const FaultRecovery::Failed& f) {
   std::lock_guard sl(submit_mu_);
   if (f.first_failure) {
-    controller_.fail_device(f.device);
+    std::vector<std::string> devices{f.device};
     if (options_.failure_domain)
-      for (const std::string& d : options_.failure_domain(f.device)) controller_.fail_device(d);
+      for (const std::string& d : options_.failure_domain(f.device)) devices.push_back(d);
     try {
-      const double t0 = hw::now_s();
-      apply_locked(controller_.replan("fault", f.detail, SwapPolicy::always), t0);
+      controller_.fail_over(devices, f.detail);
     } catch (const std::exception& e) {
       return {FaultRecovery::Rerun::no_plan, e.what()};
     }
@@ -228,88 +166,43 @@ FaultRecovery::Rerun Engine::rerun(const FaultRecovery::Failed& f) {
 void Engine::swap_to(PipelineSpec spec, const std::string& label, const std::string& cause,
                      const std::string& detail) {
   std::lock_guard sl(submit_mu_);
-  const double t0 = hw::now_s();
-  install_locked(controller_.swap_to(std::move(spec), label, cause, detail), t0);
+  controller_.swap_to(std::move(spec), label, cause, detail);
 }
 
 void Engine::set_mode(const std::string& mode) {
   (void)sched::objective_from_string(mode);  // InputError on unknown names
   std::lock_guard sl(submit_mu_);
-  const std::string old = controller_.mode();
   controller_.set_mode(mode);
-  try {
-    const double t0 = hw::now_s();
-    apply_locked(controller_.replan("mode", "mode " + old + " -> " + mode, SwapPolicy::if_different), t0);
-  } catch (...) {
-    controller_.set_mode(old);  // no plan for the new objective: keep serving under the old one
-    throw;
-  }
 }
 
 bool Engine::drain_device(const std::string& device, const std::string& cause, const std::string& detail,
                           double timeout_s) {
   {
     std::lock_guard sl(submit_mu_);
-    if (controller_.drain(device)) {
-      try {
-        const double t0 = hw::now_s();
-        apply_locked(controller_.replan(cause, detail.empty() ? "operator drained " + device : detail,
-                                        SwapPolicy::if_different),
-                     t0);
-      } catch (...) {
-        controller_.undrain(device);  // still serving on it: the current plan stands
-        throw;
-      }
-    }
+    controller_.drain(device, cause, detail);
   }
   return wait_device_idle(device, timeout_s);
 }
 
 void Engine::undrain_device(const std::string& device, const std::string& cause, const std::string& detail) {
   std::lock_guard sl(submit_mu_);
-  if (!controller_.undrain(device)) return;
-  try {
-    const double t0 = hw::now_s();
-    apply_locked(controller_.replan(cause, detail.empty() ? "operator undrained " + device : detail,
-                                    SwapPolicy::if_different),
-                 t0);
-  } catch (...) {
-    controller_.drain(device);
-    throw;
-  }
+  controller_.undrain(device, cause, detail);
 }
 
 bool Engine::restore_devices(const std::vector<std::string>& devices, const std::string& detail) {
   std::lock_guard sl(submit_mu_);
-  bool any = false;
-  for (const std::string& d : devices) {
-    any = controller_.unfail_device(d) || any;
-    recovery_->forget_failed(d);
-  }
-  if (!any) return false;
-  const double t0 = hw::now_s();
-  apply_locked(controller_.replan("rejoin", detail, SwapPolicy::if_different), t0);
-  return true;
+  for (const std::string& d : devices) recovery_->forget_failed(d);
+  return controller_.restore_devices(devices, detail);
 }
 
 bool Engine::fail_devices(const std::vector<std::string>& devices, const std::string& detail) {
   std::lock_guard sl(submit_mu_);
-  bool any = false;
-  for (const std::string& d : devices) {
-    if (controller_.failed(d)) continue;
-    controller_.fail_device(d);
-    any = true;
-  }
-  if (!any) return false;
-  const double t0 = hw::now_s();
-  apply_locked(controller_.replan("host lost", detail, SwapPolicy::if_different), t0);
-  return true;
+  return controller_.fail_devices(devices, detail);
 }
 
 void Engine::replan(const std::string& cause, const std::string& detail) {
   std::lock_guard sl(submit_mu_);
-  const double t0 = hw::now_s();
-  apply_locked(controller_.replan(cause, detail, SwapPolicy::if_different), t0);
+  controller_.replan(cause, detail, SwapPolicy::if_different);
 }
 
 bool Engine::wait_device_idle(const std::string& device, double timeout_s) {
@@ -330,11 +223,8 @@ bool Engine::wait_device_idle(const std::string& device, double timeout_s) {
 
 void Engine::restore(PipelineSpec spec, const std::string& label, std::set<std::string> drained,
                      const std::string& detail) {
-  {
-    std::lock_guard sl(submit_mu_);
-    controller_.set_drained(std::move(drained));
-  }
-  swap_to(std::move(spec), label, "rollback", detail);
+  std::lock_guard sl(submit_mu_);
+  controller_.restore(std::move(spec), label, std::move(drained), detail);
 }
 
 std::set<std::string> Engine::drained_devices() const {

@@ -23,16 +23,17 @@
 //
 // Callbacks run on a pipeline thread, in order; they must not block or submit.
 //
-// Drift and model re-checks are solved on the engine's planner thread (EngineOptions::
+// Drift and model re-checks are solved on the re-plan controller's planner thread (EngineOptions::
 // replan_beside): the request that detected the drift is queued at once on the current plan, and
 // the swap lands when the solve is done. Operator changes (mode, drain, undrain, replan) and
 // faults re-plan at once, holding submissions while they solve.
 //
-// The engine itself only validates, asks its ReplanController (replan_controller.h: drift,
-// planner, swap policy, records), installs what it decides and submits. Answers leave through a
+// The engine itself validates, hands each request's characteristics and each operator or fault
+// change to its ReplanController (replan_controller.h: drift, planner, swap policy, records and the
+// planner thread), builds the pipeline when the controller calls install() with a new plan, and
+// submits. Answers leave through a
 // ReorderBuffer (reorder_buffer.h), failed requests through FaultRecovery (fault_recovery.h), and
 // energy is counted by an EnergyObserver (energy_observer.h) on every pipeline.
-#include <condition_variable>
 #include <cstdint>
 #include <future>
 #include <map>
@@ -41,7 +42,6 @@
 #include <optional>
 #include <set>
 #include <string>
-#include <thread>
 #include <utility>
 #include <vector>
 
@@ -63,8 +63,8 @@ struct EngineOptions {
   std::string mode = "perf";       // perf | energy | balanced | qos
   DriftOptions drift;
   int max_retries = 3;             // re-runs of one request after device faults
-  // Drift and model re-checks are solved on the engine's planner thread, beside the pipeline: no
-  // request waits on a solve, and a swap serves the requests submitted after it lands. false:
+  // Drift and model re-checks are solved on the controller's planner thread, beside the pipeline:
+  // no request waits on a solve, and a swap serves the requests submitted after it lands. false:
   // solved on the path of the request that detected the drift, which it then serves (the order of
   // swaps and requests is then reproducible: modelled benchmarks use it).
   bool replan_beside = true;
@@ -100,7 +100,7 @@ struct EngineStats {
   std::vector<std::string> failed_devices;
 };
 
-class Engine {
+class Engine : private PlanInstaller {
  public:
   // Plans for `initial` and builds epoch 1. Throws when no plan exists.
   Engine(const Model& model, std::shared_ptr<Planner> planner, const Characteristics& initial,
@@ -183,14 +183,12 @@ class Engine {
   DriftWatch drift_watch() const;
 
  private:
-  // Builds d.spec beside the current pipeline and routes new requests to it (under submit_mu_).
-  // t0: when the re-plan began (the pause a client saw); < 0 for the first plan (nobody waited).
-  void install_locked(ReplanDecision d, double t0);
-  // Installs a swap, or tells the observers why the current plan stands.
-  void apply_locked(std::optional<ReplanDecision> d, double t0);
+  // The controller's one call when it decided a plan (under submit_mu_): builds `spec` beside the
+  // current pipeline and routes new requests to it; the old one drains on its own.
+  void install(PipelineSpec spec, std::uint64_t epoch) override;
+  ReplanController::Outlet outlet();
   // Fault recovery's way back in: re-plan without a failed device, re-submit the request.
   FaultRecovery::Rerun rerun(const FaultRecovery::Failed& f);
-  std::vector<Observer*> observer_ptrs() const;
   void start_recovery();
 
   const Model& model_;
@@ -198,26 +196,19 @@ class Engine {
   // The engine's own observers, on every pipeline: the energy account, and the controller's
   // stage_times() (what its drift detector reads).
   std::shared_ptr<EnergyObserver> energy_ = std::make_shared<EnergyObserver>();
-  // EngineOptions::observers and those added since: every pipeline reads it at each event.
+  // EngineOptions::observers and those added since: every pipeline reads it at each event, and
+  // the controller tells it each re-plan record.
   std::shared_ptr<ObserverSet> observers_ = std::make_shared<ObserverSet>();
 
   ReorderBuffer answers_;
 
   mutable std::mutex submit_mu_;  // submissions, swaps, re-runs: one at a time, in order
+  // Owns the planner thread (replan_beside), which takes submit_mu_ to install a plan it solved.
   ReplanController controller_;
   std::shared_ptr<Pipeline> current_;
   std::vector<std::shared_ptr<Pipeline>> retired_;
   std::uint64_t next_seq_ = 0;
   std::shared_ptr<const Graph> last_graph_;
-
-  // The planner thread (replan_beside): solves the controller's jobs without submit_mu_ held.
-  void plan_loop();
-  std::mutex plan_mu_;
-  std::condition_variable plan_cv_;
-  std::optional<ReplanController::PlanJob> plan_job_;  // queued (at most one: the controller says so)
-  bool planning_ = false;                              // a job is being solved or installed
-  bool plan_stop_ = false;
-  std::thread planner_thread_;
 
   std::unique_ptr<FaultRecovery> recovery_;  // last: its thread calls back into the members above
 };

@@ -106,7 +106,7 @@ class ObserverSet {
 };
 
 // Keeps every finished request's event until take(): how pipeline threads hand stage times to a
-// reader that runs elsewhere (the engine feeds them to its thread-free re-plan controller).
+// reader that runs elsewhere (the re-plan controller reads them at each submission).
 class RequestEventQueue : public Observer {
  public:
   void on_request(const RequestEvent& e) override;

@@ -23,37 +23,78 @@ bool same_layout(const PipelineSpec& a, const PipelineSpec& b) {
 
 }  // namespace
 
-ReplanController::ReplanController(std::shared_ptr<Planner> planner, std::string mode, DriftOptions drift,
-                                   Characteristics planned_for)
-    : planner_(std::move(planner)), mode_(std::move(mode)), drift_(drift, planned_for), planned_for_(planned_for) {}
-
-ReplanDecision ReplanController::initial_plan() {
-  if (!planner_) throw InputError("engine", "needs a planner");
-  PlannedPipeline p = planner_->plan(planned_for_, mode_, left_out());
-  ReplanDecision d;
-  d.record.cause = "initial";
-  d.record.detail = "planned for the first characteristics, mode " + mode_;
-  d.record.new_plan = p.mnemonic;
-  d.record.cost_source = p.cost_source;
-  d.record.swapped = true;
-  d.record.new_epoch = epoch_ + 1;
-  d.record.at_request = next_request_;
-  d.spec = std::move(p.spec);
-  d.planned_for = planned_for_;
-  return d;
+ReplanController::ReplanController(std::shared_ptr<Planner> planner, std::string mode,
+                                   DriftOptions drift, Characteristics planned_for, Outlet outlet)
+    : planner_(std::move(planner)),
+      outlet_(std::move(outlet)),
+      mode_(std::move(mode)),
+      drift_(drift, planned_for),
+      planned_for_(planned_for) {
+  if (outlet_.solve_beside) planner_thread_ = std::thread([this] { plan_loop(); });
 }
 
-ReplanDecision ReplanController::initial_plan(PipelineSpec spec) {
-  ReplanDecision d;
-  d.record.cause = "initial";
-  d.record.detail = "explicit pipeline";
-  d.record.new_plan = spec.label.empty() ? describe(spec) : spec.label;
-  d.record.swapped = true;
-  d.record.new_epoch = epoch_ + 1;
-  d.record.at_request = next_request_;
-  d.spec = std::move(spec);
-  d.planned_for = planned_for_;
-  return d;
+ReplanController::~ReplanController() {
+  stop();
+}
+
+void ReplanController::stop() {
+  if (!planner_thread_.joinable()) return;
+  {
+    std::lock_guard lock(jobs_mu_);
+    stopping_ = true;
+  }
+  jobs_cv_.notify_all();
+  planner_thread_.join();
+}
+
+void ReplanController::wait_replans() {
+  std::unique_lock lock(jobs_mu_);
+  jobs_cv_.wait(lock, [this] { return stopping_ || (!queued_ && !solving_); });
+}
+
+void ReplanController::plan_loop() {
+  std::unique_lock lock(jobs_mu_);
+  for (;;) {
+    jobs_cv_.wait(lock, [this] { return stopping_ || queued_.has_value(); });
+    if (stopping_) return;
+    PlanJob job = std::move(*queued_);
+    queued_.reset();
+    solving_ = true;
+    lock.unlock();
+    solve(job);  // requests keep flowing meanwhile
+    {
+      std::lock_guard landing(outlet_.lock);
+      complete(std::move(job));
+    }
+    lock.lock();
+    solving_ = false;
+    jobs_cv_.notify_all();
+  }
+}
+
+void ReplanController::install_initial() {
+  if (!planner_) throw InputError("engine", "needs a planner");
+  PlannedPipeline p = planner_->plan(planned_for_, mode_, left_out());
+  ReplanRecord r;
+  r.detail = "planned for the first characteristics, mode " + mode_;
+  r.new_plan = p.mnemonic;
+  r.cost_source = p.cost_source;
+  install_first(std::move(p.spec), std::move(r));
+}
+
+void ReplanController::install_initial(PipelineSpec spec) {
+  ReplanRecord r;
+  r.detail = "explicit pipeline";
+  r.new_plan = spec.label.empty() ? describe(spec) : spec.label;
+  install_first(std::move(spec), std::move(r));
+}
+
+void ReplanController::install_first(PipelineSpec spec, ReplanRecord r) {
+  r.cause = "initial";
+  r.swapped = true;
+  r.new_epoch = epoch_ + 1;
+  r.at_request = next_request_;
+  install({std::move(r), std::move(spec), planned_for_}, -1.0);
 }
 
 std::optional<ReplanController::Trigger> ReplanController::check(const Characteristics& c, std::uint64_t seq) {
@@ -63,36 +104,25 @@ std::optional<ReplanController::Trigger> ReplanController::check(const Character
   return std::nullopt;
 }
 
-std::optional<ReplanDecision> ReplanController::on_request(const Characteristics& c, std::uint64_t seq) {
+void ReplanController::on_submit(const Characteristics& c, std::uint64_t seq) {
   take_stage_times();
   next_request_ = seq;  // a swap decided now serves this request already
-  std::optional<ReplanDecision> out;
   try {
-    if (const auto t = check(c, seq)) out = replan_for(t->cause, t->detail, t->target, SwapPolicy::if_gain);
-  } catch (const std::exception&) {
-    // Keep serving on the current plan; the record says why no swap happened.
-    out.reset();
-  }
-  next_request_ = seq + 1;
-  return out;
-}
-
-std::optional<ReplanController::PlanJob> ReplanController::on_request_job(const Characteristics& c,
-                                                                          std::uint64_t seq) {
-  take_stage_times();
-  next_request_ = seq;
-  std::optional<PlanJob> out;
-  try {
-    const auto t = check(c, seq);
-    if (t && !job_out_) {
-      out = begin(t->cause, t->detail, t->target, SwapPolicy::if_gain);
+    const std::optional<Trigger> t = check(c, seq);
+    if (t && !outlet_.solve_beside) {
+      replan_for(t->cause, t->detail, t->target, SwapPolicy::if_gain);
+    } else if (t && !job_out_) {
+      PlanJob job = begin(t->cause, t->detail, t->target, SwapPolicy::if_gain);
       job_out_ = true;
+      std::lock_guard lock(jobs_mu_);
+      queued_ = std::move(job);
+      jobs_cv_.notify_all();
     }
   } catch (const std::exception&) {
-    out.reset();
+    // No plan, or the new pipeline could not be built: keep serving on the current one (a record
+    // says why when there was no plan).
   }
   next_request_ = seq + 1;
-  return out;
 }
 
 ReplanController::PlanJob ReplanController::begin(const std::string& cause, const std::string& detail,
@@ -128,7 +158,7 @@ void ReplanController::solve(PlanJob& j) {
   }
 }
 
-std::optional<ReplanDecision> ReplanController::complete(PlanJob job) {
+void ReplanController::complete(PlanJob job) {
   job_out_ = false;
   if (job.epoch != epoch_ || job.mode != mode_ || job.left_out != left_out()) {
     ReplanRecord r;
@@ -138,12 +168,15 @@ std::optional<ReplanDecision> ReplanController::complete(PlanJob job) {
     r.old_epoch = epoch_;
     r.at_request = next_request_;
     add_record(r);
-    return std::nullopt;
+    return;
   }
   try {
-    return decide(std::move(job));
+    // The pause: building the new pipeline only; no request waited for the solve.
+    const double t0 = hw::now_s();
+    land(decide(std::move(job)), t0);
   } catch (const std::exception&) {
-    return std::nullopt;  // if_gain jobs do not throw; recorded either way
+    // The new pipeline could not be built: keep serving on the current one (if_gain jobs do not
+    // throw for want of a plan; that is recorded).
   }
 }
 
@@ -157,20 +190,21 @@ void ReplanController::take_stage_times() {
   for (const RequestEvent& e : stage_times_->take()) on_request_done(e);
 }
 
-std::optional<ReplanDecision> ReplanController::replan(const std::string& cause, const std::string& detail,
-                                                       SwapPolicy policy) {
-  return replan_for(cause, detail, planned_for_, policy);
+void ReplanController::replan(const std::string& cause, const std::string& detail,
+                              SwapPolicy policy) {
+  replan_for(cause, detail, planned_for_, policy);
 }
 
-std::optional<ReplanDecision> ReplanController::replan_for(const std::string& cause, const std::string& detail,
-                                                           const Characteristics& target, SwapPolicy policy) {
+void ReplanController::replan_for(const std::string& cause, const std::string& detail,
+                                  const Characteristics& target, SwapPolicy policy) {
+  const double t0 = hw::now_s();
   PlanJob job = begin(cause, detail, target, policy);
   solve(job);
-  return decide(std::move(job));
+  land(decide(std::move(job)), t0);
 }
 
-std::optional<ReplanDecision> ReplanController::decide(PlanJob job) {
-  ReplanDecision d;
+std::optional<ReplanController::Decision> ReplanController::decide(PlanJob job) {
+  Decision d;
   ReplanRecord& r = d.record;
   r.cause = job.cause;
   r.detail = job.detail;
@@ -213,9 +247,41 @@ std::optional<ReplanDecision> ReplanController::decide(PlanJob job) {
   return d;
 }
 
-ReplanDecision ReplanController::swap_to(PipelineSpec spec, const std::string& label, const std::string& cause,
-                                         const std::string& detail) {
-  ReplanDecision d;
+void ReplanController::land(std::optional<Decision> d, double t0) {
+  if (!d) return;
+  if (d->record.swapped) {
+    install(std::move(*d), t0);
+    return;
+  }
+  for (Observer* o : *outlet_.observers->current()) o->on_replan(d->record);
+}
+
+void ReplanController::install(Decision d, double t0) {
+  ReplanRecord& r = d.record;
+  const double build_t0 = hw::now_s();
+  outlet_.installer.install(d.spec, r.new_epoch);
+  const double now = hw::now_s();
+  r.build_s = now - build_t0;
+  if (t0 >= 0) r.pause_s = now - t0;
+  has_current_ = true;
+  current_ = std::move(d.spec);
+  label_ = r.new_plan;
+  epoch_ = r.new_epoch;
+  planned_for_ = d.planned_for;
+  if (r.cause != "initial") {
+    swaps_.count++;
+    swaps_.max_pause_s = std::max(swaps_.max_pause_s, r.pause_s);
+    swaps_.total_pause_s += r.pause_s;
+  }
+  add_record(r);
+  drift_.rebase(d.planned_for, r.at_request);
+  for (Observer* o : *outlet_.observers->current()) o->on_replan(r);
+}
+
+void ReplanController::swap_to(PipelineSpec spec, const std::string& label,
+                               const std::string& cause, const std::string& detail) {
+  const double t0 = hw::now_s();
+  Decision d;
   ReplanRecord& r = d.record;
   r.cause = cause;
   r.detail = detail.empty() ? "swap_to " + (spec.label.empty() ? describe(spec) : spec.label) : detail;
@@ -235,23 +301,72 @@ ReplanDecision ReplanController::swap_to(PipelineSpec spec, const std::string& l
   }
   d.spec = std::move(spec);
   d.planned_for = planned_for_;
-  return d;
+  install(std::move(d), t0);
 }
 
-void ReplanController::installed(const ReplanDecision& d) {
-  const ReplanRecord& r = d.record;
-  has_current_ = true;
-  current_ = d.spec;
-  label_ = r.new_plan;
-  epoch_ = r.new_epoch;
-  planned_for_ = d.planned_for;
-  drift_.rebase(d.planned_for, r.at_request);
-  if (r.cause != "initial") {
-    swaps_.count++;
-    swaps_.max_pause_s = std::max(swaps_.max_pause_s, r.pause_s);
-    swaps_.total_pause_s += r.pause_s;
+void ReplanController::restore(PipelineSpec spec, const std::string& label,
+                               std::set<std::string> drained, const std::string& detail) {
+  drained_ = std::move(drained);
+  swap_to(std::move(spec), label, "rollback", detail);
+}
+
+void ReplanController::set_mode(const std::string& mode) {
+  const std::string old = std::exchange(mode_, mode);
+  try {
+    replan("mode", "mode " + old + " -> " + mode, SwapPolicy::if_different);
+  } catch (...) {
+    mode_ = old;  // no plan for the new objective: keep serving under the old one
+    throw;
   }
-  add_record(r);
+}
+
+bool ReplanController::drain(const std::string& device, const std::string& cause,
+                             const std::string& detail) {
+  if (!drained_.insert(device).second) return false;
+  try {
+    replan(cause, detail.empty() ? "operator drained " + device : detail, SwapPolicy::if_different);
+  } catch (...) {
+    drained_.erase(device);  // still serving on it: the current plan stands
+    throw;
+  }
+  return true;
+}
+
+bool ReplanController::undrain(const std::string& device, const std::string& cause,
+                               const std::string& detail) {
+  if (drained_.erase(device) == 0) return false;
+  try {
+    replan(cause, detail.empty() ? "operator undrained " + device : detail,
+           SwapPolicy::if_different);
+  } catch (...) {
+    drained_.insert(device);
+    throw;
+  }
+  return true;
+}
+
+void ReplanController::fail_over(const std::vector<std::string>& devices,
+                                 const std::string& detail) {
+  failed_.insert(devices.begin(), devices.end());
+  replan("fault", detail, SwapPolicy::always);
+}
+
+bool ReplanController::fail_devices(const std::vector<std::string>& devices,
+                                    const std::string& detail) {
+  bool any = false;
+  for (const std::string& d : devices) any = failed_.insert(d).second || any;
+  if (!any) return false;
+  replan("host lost", detail, SwapPolicy::if_different);
+  return true;
+}
+
+bool ReplanController::restore_devices(const std::vector<std::string>& devices,
+                                       const std::string& detail) {
+  bool any = false;
+  for (const std::string& d : devices) any = failed_.erase(d) > 0 || any;
+  if (!any) return false;
+  replan("rejoin", detail, SwapPolicy::if_different);
+  return true;
 }
 
 std::set<std::string> ReplanController::left_out() const {

@@ -1,35 +1,39 @@
 #pragma once
-// ReplanController: when the engine should change its plan, and to what. Thread-free, like the
-// scheduler (but for the stage_times() inbox the pipelines write): numbers in, an optional
-// decision out; the engine calls it under its submission lock, builds what it decides and reports
-// back (installed). Tested without threads or pipelines
-// (tests/unit/test_rt_replan_controller.cpp).
+// ReplanController: when the engine should change its plan, and to what. It holds the drift
+// detector (hysteresis, rate limit: drift.h), asks the planner, applies the swap policy, keeps the
+// re-plan records (the latest kMaxRecords) and counts, and owns the planner thread that solves
+// drift and model re-checks beside the pipeline. A decided plan reaches the engine as one call,
+// PlanInstaller::install; the controller then makes it the current plan and tells the observers
+// the record. Tested with a recording installer (tests/unit/test_rt_replan_controller.cpp).
 //
-// In: every request's characteristics in submission order (on_request), its stage times against
+// In: every request's characteristics in submission order (on_submit), its stage times against
 // the plan's (on_request_done, or through stage_times(), an observer on the engine's pipelines),
-// and operator or fault changes (mode, drained and failed devices, replan, swap_to). It holds the
-// drift detector (hysteresis, rate limit: drift.h), asks the planner, applies the swap policy, and
-// keeps the re-plan records (the latest kMaxRecords) and counts.
+// and operator or fault changes (mode, drained and failed devices, replan, swap_to), each of which
+// re-plans at once. Every call is made under the outlet's lock (the engine's submission lock); the
+// planner thread takes that lock to land a plan it solved.
 //
-// Out: std::nullopt when nothing was re-planned; otherwise a ReplanDecision whose record says why.
-// record.swapped false: the current plan stands (the record is kept already; the engine tells its
-// observers). record.swapped true: install `spec` as epoch record.new_epoch, then installed().
-//
-//   rt::ReplanController ctl(planner, "perf", {}, first.characteristics());
-//   rt::ReplanDecision d = ctl.initial_plan();
-//   ... build a pipeline for d.spec ...;  ctl.installed(d);
-//   for each request, in order:
-//     if (auto d = ctl.on_request(req.characteristics(), seq); d && d->record.swapped) {
-//       ... build d->spec beside the old pipeline ...;  ctl.installed(*d);
-//     }
+//   struct Builder : rt::PlanInstaller {
+//     void install(rt::PipelineSpec spec, std::uint64_t epoch) override;  // build, route to it
+//   } builder;
+//   std::mutex submissions;
+//   auto observers = std::make_shared<rt::ObserverSet>();
+//   rt::ReplanController ctl(planner, "perf", {}, first.characteristics(),
+//                            {.installer = builder, .lock = submissions, .observers = observers});
+//   std::lock_guard lock(submissions);
+//   ctl.install_initial();                                // builder.install(spec, 1)
+//   for each request, in order: ctl.on_submit(req.characteristics(), seq);  // may install
+#include <condition_variable>
 #include <cstdint>
 #include <deque>
 #include <map>
 #include <memory>
+#include <mutex>
 #include <optional>
 #include <set>
 #include <string>
+#include <thread>
 #include <utility>
+#include <vector>
 
 #include "runtime/planning/drift.h"
 #include "runtime/observer.h"
@@ -45,82 +49,95 @@ enum class SwapPolicy {
   always,        // faults: rebuild even on the same layout
 };
 
-struct ReplanDecision {
-  ReplanRecord record;          // why, old and new plan, predicted gain; swapped: install spec
-  PipelineSpec spec;            // the plan to install (empty when the current one stands)
-  Characteristics planned_for;  // what the plan is for
+// Where the controller's plans land: the engine.
+class PlanInstaller {
+ public:
+  // Builds `spec` beside the running pipeline as epoch `epoch` and routes new requests to it.
+  // Throws when it cannot be built: the running pipeline stays.
+  virtual void install(PipelineSpec spec, std::uint64_t epoch) = 0;
+
+ protected:
+  ~PlanInstaller() = default;
 };
 
 class ReplanController {
  public:
   static constexpr std::size_t kMaxRecords = 4096;
 
+  // What the controller serves: the installer, the lock every call into it is made under (the
+  // planner thread takes it too), the observers that hear each re-plan record, and whether drift
+  // and model re-checks are solved on the planner thread (otherwise on the requesting call).
+  struct Outlet {
+    PlanInstaller& installer;
+    std::mutex& lock;
+    std::shared_ptr<const ObserverSet> observers;
+    bool solve_beside = false;
+  };
+
   // `planner` may be null when the first plan is explicit; re-planning then finds no plan.
   ReplanController(std::shared_ptr<Planner> planner, std::string mode, DriftOptions drift,
-                   Characteristics planned_for);
+                   Characteristics planned_for, Outlet outlet);
+  // Stops the planner thread (stop()).
+  ~ReplanController();
+  ReplanController(const ReplanController&) = delete;
+  ReplanController& operator=(const ReplanController&) = delete;
 
-  // The first plan: the planner's for the characteristics given at construction (throws when
-  // none), or an explicit pipeline.
-  ReplanDecision initial_plan();
-  ReplanDecision initial_plan(PipelineSpec spec);
+  // The first plan, installed as epoch 1: the planner's for the characteristics given at
+  // construction (throws when none), or an explicit pipeline.
+  void install_initial();
+  void install_initial(PipelineSpec spec);
 
   // Request `seq` (submission order, before it runs): drift, or a re-check the planner asks for,
-  // re-plans under the hysteresis. Never throws (no plan: the current one stands, recorded).
-  std::optional<ReplanDecision> on_request(const Characteristics& c, std::uint64_t seq);
-  // The same checks without the solve, for re-planning beside the pipeline: a job to solve
-  // (solve(), no lock needed, then complete() under the caller's lock), or nothing. While a job
-  // is out, no other is started (a signal meanwhile is dropped; the detector signals again).
-  struct PlanJob {
-    std::string cause, detail;
-    Characteristics target;
-    SwapPolicy policy = SwapPolicy::if_gain;
-    // What the plan is made against (a job finished after any of them changed is stale).
-    std::shared_ptr<Planner> planner;
-    std::string mode;
-    std::set<std::string> left_out;
-    bool has_current = false;
-    PipelineSpec current;
-    std::uint64_t epoch = 0;
-    double t0 = 0.0;  // when the re-plan began
-    // Filled by solve().
-    std::optional<PlannedPipeline> plan;
-    std::string error;
-    double old_score = 0.0;
-  };
-  std::optional<PlanJob> on_request_job(const Characteristics& c, std::uint64_t seq);
-  // The planner's part of a job, touching no controller state (the planner guards its own).
-  static void solve(PlanJob& job);
-  // The decision for a solved job, as on_request would have made it; std::nullopt when the job is
-  // stale (epoch, mode or left-out devices changed while it was solved: recorded, not applied).
-  std::optional<ReplanDecision> complete(PlanJob job);
+  // re-plans under the hysteresis. solve_beside: the solve is queued for the planner thread
+  // (while one is queued or solving, another signal is dropped: the detector signals again),
+  // which lands it under the outlet's lock, or records it as superseded when the plan, mode or
+  // devices changed meanwhile. Otherwise it is solved here and a swap serves this request already.
+  // Never throws: without a plan, or when it cannot be built, the current one stands.
+  void on_submit(const Characteristics& c, std::uint64_t seq);
+  // Waits until no re-plan is queued or being solved on the planner thread. Called without the
+  // outlet's lock.
+  void wait_replans();
+  // Ends the planner thread (a solve under way lands first; a queued one is dropped). Called
+  // without the outlet's lock; further calls do nothing.
+  void stop();
 
   // A finished request's stage times against the plan's (stage-time drift; failed ones ignored).
   void on_request_done(const RequestEvent& e);
   // The observer that hands the controller every finished request's stage times: the engine puts
   // it on each pipeline. The one part written from other threads (the pipelines'); what it holds
-  // reaches on_request_done at the start of the next on_request or on_request_job.
+  // reaches on_request_done at the start of the next on_submit.
   Observer& stage_times() const { return *stage_times_; }
 
-  // Re-plans now for the current characteristics. Throws (recorded) when no plan exists, unless
-  // the policy is if_gain.
-  std::optional<ReplanDecision> replan(const std::string& cause, const std::string& detail, SwapPolicy policy);
+  // Operator and fault changes: each re-plans now and installs what it decides. They throw when
+  // no plan exists (recorded) or the plan cannot be built; set_mode, drain and undrain then put
+  // their change back, so the current plan stands under the inputs it was made with.
+  // Re-plans for the current characteristics.
+  void replan(const std::string& cause, const std::string& detail, SwapPolicy policy);
   // Swaps to `spec` whatever the predicted gain (detail "swap_to <label>" unless given).
-  ReplanDecision swap_to(PipelineSpec spec, const std::string& label, const std::string& cause,
-                         const std::string& detail);
-  // The engine built decision `d` and serves new requests on it (d.record carries its build and
-  // pause times): it becomes the current plan, the drift baseline and a record.
-  void installed(const ReplanDecision& d);
+  void swap_to(PipelineSpec spec, const std::string& label, const std::string& cause,
+               const std::string& detail);
+  // Rollback of an operator change: `drained` as it was and `spec` (cause "rollback").
+  void restore(PipelineSpec spec, const std::string& label, std::set<std::string> drained,
+               const std::string& detail);
+  void set_mode(const std::string& mode);  // cause "mode"
+  // Leaves `device` out of every plan (false, nothing re-planned, when it was out already).
+  bool drain(const std::string& device, const std::string& cause, const std::string& detail);
+  // Lets a drained device back in (false, nothing re-planned, when it was not drained).
+  bool undrain(const std::string& device, const std::string& cause, const std::string& detail);
+  // A device fault: `devices` out of every plan for good, and the pipeline rebuilt at once even
+  // on the same layout (cause "fault").
+  void fail_over(const std::vector<std::string>& devices, const std::string& detail);
+  // Devices found dead outside a request: out of every plan, re-planned (cause "host lost") when
+  // any was not failed yet. Returns whether any was not.
+  bool fail_devices(const std::vector<std::string>& devices, const std::string& detail);
+  // Failed devices that work again: re-planned (cause "rejoin") when any was failed. Returns
+  // whether any was.
+  bool restore_devices(const std::vector<std::string>& devices, const std::string& detail);
 
-  // Plan inputs; changing them re-plans nothing by itself (call replan).
-  const std::string& mode() const { return mode_; }
-  void set_mode(std::string mode) { mode_ = std::move(mode); }
-  bool drain(const std::string& device) { return drained_.insert(device).second; }
-  bool undrain(const std::string& device) { return drained_.erase(device) > 0; }
-  void set_drained(std::set<std::string> drained) { drained_ = std::move(drained); }
-  const std::set<std::string>& drained() const { return drained_; }
-  // A failed device stays out of every plan for good.
+  // Before the first plan: a device absent from the start, out of every plan as a failed one.
   void fail_device(const std::string& device) { failed_.insert(device); }
-  bool unfail_device(const std::string& device) { return failed_.erase(device) > 0; }
+  const std::string& mode() const { return mode_; }
+  const std::set<std::string>& drained() const { return drained_; }
   const std::set<std::string>& failed_devices() const { return failed_; }
   bool failed(const std::string& device) const { return failed_.count(device) > 0; }
 
@@ -143,23 +160,66 @@ class ReplanController {
   const Swaps& swaps() const { return swaps_; }
 
  private:
-  std::optional<ReplanDecision> replan_for(const std::string& cause, const std::string& detail,
-                                           const Characteristics& target, SwapPolicy policy);
+  // A re-plan's solve: what it is made against (a job finished after any of them changed is
+  // stale) and, once solve() ran, its result.
+  struct PlanJob {
+    std::string cause, detail;
+    Characteristics target;
+    SwapPolicy policy = SwapPolicy::if_gain;
+    std::shared_ptr<Planner> planner;
+    std::string mode;
+    std::set<std::string> left_out;
+    bool has_current = false;
+    PipelineSpec current;
+    std::uint64_t epoch = 0;
+    double t0 = 0.0;  // when the re-plan began
+    // Filled by solve().
+    std::optional<PlannedPipeline> plan;
+    std::string error;
+    double old_score = 0.0;
+  };
+  // record.swapped false: the current plan stands (recorded already). true: `spec` is to be
+  // installed as epoch record.new_epoch.
+  struct Decision {
+    ReplanRecord record;
+    PipelineSpec spec;
+    Characteristics planned_for;
+  };
+
+  // The first plan, `r` saying what it is (plan, detail, cost source).
+  void install_first(PipelineSpec spec, ReplanRecord r);
   PlanJob begin(const std::string& cause, const std::string& detail, const Characteristics& target,
                 SwapPolicy policy) const;
-  // complete() for a job that is not stale; throws (recorded) as replan does.
-  std::optional<ReplanDecision> decide(PlanJob job);
+  // The planner's part of a job, touching no controller state (the planner guards its own).
+  static void solve(PlanJob& job);
+  // The decision for a solved job; std::nullopt when there is no plan and the policy is if_gain.
+  // Throws (recorded) when there is no plan under the other policies.
+  std::optional<Decision> decide(PlanJob job);
+  // begin, solve, decide and land, on the caller's thread.
+  void replan_for(const std::string& cause, const std::string& detail,
+                  const Characteristics& target, SwapPolicy policy);
+  // Installs a swap, or only tells the observers why the current plan stands. t0: when the
+  // re-plan began (the pause a client saw); < 0 for the first plan (nobody waited).
+  void land(std::optional<Decision> d, double t0);
+  // Has the installer build d.spec; then it is the current plan, the drift baseline and a record,
+  // and the observers hear that record.
+  void install(Decision d, double t0);
   // Drift or the planner's re-check for request `seq`: (cause, detail, target), or nothing.
   struct Trigger {
     std::string cause, detail;
     Characteristics target;
   };
   std::optional<Trigger> check(const Characteristics& c, std::uint64_t seq);
+  // The planner thread: solves queued jobs without the outlet's lock, lands them under it.
+  void plan_loop();
+  // A job solved beside the pipeline, under the outlet's lock: landed, or recorded as stale.
+  void complete(PlanJob job);
   std::set<std::string> left_out() const;  // failed + drained
   void take_stage_times();                 // stage_times_ -> on_request_done
   void add_record(const ReplanRecord& r);
 
   std::shared_ptr<Planner> planner_;
+  Outlet outlet_;
   std::unique_ptr<RequestEventQueue> stage_times_ = std::make_unique<RequestEventQueue>();
   std::string mode_;
   DriftDetector drift_;
@@ -171,10 +231,18 @@ class ReplanController {
   std::string label_;
   std::uint64_t epoch_ = 0;
   std::uint64_t next_request_ = 0;  // the index a re-plan now is recorded at
-  bool job_out_ = false;            // a PlanJob is being solved beside the pipeline
+  bool job_out_ = false;            // a PlanJob is queued for or being solved by the planner thread
   std::deque<ReplanRecord> records_;
   std::map<std::pair<std::string, bool>, std::uint64_t> counts_;
   Swaps swaps_;
+
+  // The planner thread's queue (its own lock: taken after the outlet's, never the other way).
+  std::mutex jobs_mu_;
+  std::condition_variable jobs_cv_;
+  std::optional<PlanJob> queued_;  // at most one: a signal while one is out is dropped
+  bool solving_ = false;           // a job is being solved or landed
+  bool stopping_ = false;
+  std::thread planner_thread_;
 };
 
 }  // namespace dype::rt
