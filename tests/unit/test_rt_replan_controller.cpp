@@ -33,6 +33,7 @@ class ScriptedPlanner : public Planner {
 
   PlannedPipeline plan(const Characteristics& c, const std::string& mode,
                        const std::set<std::string>& excluded) override {
+    std::lock_guard lock(mu_);  // the planner thread and an operator's re-plan may plan at once
     ++plans;
     last_mode = mode;
     last_excluded = excluded;
@@ -51,6 +52,9 @@ class ScriptedPlanner : public Planner {
     return current_score;
   }
   std::optional<std::string> take_recheck() override { return std::exchange(recheck, std::nullopt); }
+
+ private:
+  std::mutex mu_;
 };
 
 const Characteristics kBase{.nodes = 1000, .nnz = 10000, .feature_len = 64};
