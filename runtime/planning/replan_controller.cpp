@@ -109,14 +109,16 @@ void ReplanController::on_submit(const Characteristics& c, std::uint64_t seq) {
   next_request_ = seq;  // a swap decided now serves this request already
   try {
     const std::optional<Trigger> t = check(c, seq);
-    if (t && !outlet_.solve_beside) {
-      replan_for(t->cause, t->detail, t->target, SwapPolicy::if_gain);
-    } else if (t && !job_out_) {
+    if (t && !job_out_) {  // a job out (solving beside) takes no other: the detector signals again
       PlanJob job = begin(t->cause, t->detail, t->target, SwapPolicy::if_gain);
-      job_out_ = true;
-      std::lock_guard lock(jobs_mu_);
-      queued_ = std::move(job);
-      jobs_cv_.notify_all();
+      if (!outlet_.solve_beside) {
+        settle(std::move(job));
+      } else {
+        job_out_ = true;
+        std::lock_guard lock(jobs_mu_);
+        queued_ = std::move(job);
+        jobs_cv_.notify_all();
+      }
     }
   } catch (const std::exception&) {
     // No plan, or the new pipeline could not be built: keep serving on the current one (a record
@@ -192,18 +194,16 @@ void ReplanController::take_stage_times() {
 
 void ReplanController::replan(const std::string& cause, const std::string& detail,
                               SwapPolicy policy) {
-  replan_for(cause, detail, planned_for_, policy);
+  settle(begin(cause, detail, planned_for_, policy));
 }
 
-void ReplanController::replan_for(const std::string& cause, const std::string& detail,
-                                  const Characteristics& target, SwapPolicy policy) {
-  const double t0 = hw::now_s();
-  PlanJob job = begin(cause, detail, target, policy);
+void ReplanController::settle(PlanJob job) {
+  const double t0 = job.t0;
   solve(job);
   land(decide(std::move(job)), t0);
 }
 
-std::optional<ReplanController::Decision> ReplanController::decide(PlanJob job) {
+ReplanController::Decision ReplanController::decide(PlanJob job) const {
   Decision d;
   ReplanRecord& r = d.record;
   r.cause = job.cause;
@@ -211,14 +211,12 @@ std::optional<ReplanController::Decision> ReplanController::decide(PlanJob job) 
   r.old_plan = label_;
   r.old_epoch = epoch_;
   r.at_request = next_request_;
-  const Characteristics& target = job.target;
+  d.planned_for = job.target;
+  d.policy = job.policy;
   if (!job.plan) {
     r.detail += " (no plan: " + job.error + ")";
-    r.swapped = false;
-    add_record(r);
-    if (job.policy != SwapPolicy::if_gain) throw Error(job.error);
-    drift_.rebase(target, next_request_);
-    return std::nullopt;
+    d.no_plan = job.error;
+    return d;
   }
   PlannedPipeline& p = *job.plan;
   const double old_score = job.old_score;
@@ -232,28 +230,31 @@ std::optional<ReplanController::Decision> ReplanController::decide(PlanJob job) 
     case SwapPolicy::if_different: take = differs; break;
     case SwapPolicy::if_gain: take = differs && r.predicted_gain > drift_.options().min_gain; break;
   }
-  d.planned_for = target;
+  r.swapped = take;
   if (!take) {
-    r.swapped = false;
     r.pause_s = hw::now_s() - job.t0;
-    add_record(r);
-    planned_for_ = target;  // later operator re-plans start from what the stream looks like now
-    drift_.rebase(target, next_request_);  // the current plan stands for these characteristics
     return d;
   }
-  r.swapped = true;
   r.new_epoch = epoch_ + 1;
   d.spec = std::move(p.spec);
   return d;
 }
 
-void ReplanController::land(std::optional<Decision> d, double t0) {
-  if (!d) return;
-  if (d->record.swapped) {
-    install(std::move(*d), t0);
+void ReplanController::land(Decision d, double t0) {
+  if (d.record.swapped) {
+    install(std::move(d), t0);
     return;
   }
-  for (Observer* o : *outlet_.observers->current()) o->on_replan(d->record);
+  add_record(d.record);
+  if (d.no_plan) {
+    if (d.policy != SwapPolicy::if_gain) throw Error(*d.no_plan);
+    drift_.rebase(d.planned_for, d.record.at_request);  // drift keeps the current plan
+    return;
+  }
+  // The current plan stands for these characteristics: later operator re-plans start from them.
+  planned_for_ = d.planned_for;
+  drift_.rebase(d.planned_for, d.record.at_request);
+  for (Observer* o : *outlet_.observers->current()) o->on_replan(d.record);
 }
 
 void ReplanController::install(Decision d, double t0) {

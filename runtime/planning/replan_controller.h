@@ -178,12 +178,15 @@ class ReplanController {
     std::string error;
     double old_score = 0.0;
   };
-  // record.swapped false: the current plan stands (recorded already). true: `spec` is to be
-  // installed as epoch record.new_epoch.
+  // What a solved job says, before anything is changed. record.swapped: install `spec` as epoch
+  // record.new_epoch. Otherwise the current plan stands for `planned_for`, or there was no plan
+  // (`no_plan`: the planner's reason, thrown unless the policy is if_gain).
   struct Decision {
     ReplanRecord record;
     PipelineSpec spec;
     Characteristics planned_for;
+    SwapPolicy policy = SwapPolicy::if_gain;
+    std::optional<std::string> no_plan{};
   };
 
   // The first plan, `r` saying what it is (plan, detail, cost source).
@@ -192,15 +195,14 @@ class ReplanController {
                 SwapPolicy policy) const;
   // The planner's part of a job, touching no controller state (the planner guards its own).
   static void solve(PlanJob& job);
-  // The decision for a solved job; std::nullopt when there is no plan and the policy is if_gain.
-  // Throws (recorded) when there is no plan under the other policies.
-  std::optional<Decision> decide(PlanJob job);
-  // begin, solve, decide and land, on the caller's thread.
-  void replan_for(const std::string& cause, const std::string& detail,
-                  const Characteristics& target, SwapPolicy policy);
-  // Installs a swap, or only tells the observers why the current plan stands. t0: when the
-  // re-plan began (the pause a client saw); < 0 for the first plan (nobody waited).
-  void land(std::optional<Decision> d, double t0);
+  // The decision for a solved job, under the swap policy; changes nothing.
+  Decision decide(PlanJob job) const;
+  // solve, decide and land, on the caller's thread.
+  void settle(PlanJob job);
+  // Acts on a decision: installs a swap; otherwise records it and rebases the drift detector (a
+  // plan that stands is told to the observers; no plan throws unless the policy is if_gain).
+  // t0: when the re-plan began (the pause a client saw); < 0 for the first plan (nobody waited).
+  void land(Decision d, double t0);
   // Has the installer build d.spec; then it is the current plan, the drift baseline and a record,
   // and the observers hear that record.
   void install(Decision d, double t0);
