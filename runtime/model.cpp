@@ -4,6 +4,7 @@
 #include <cmath>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <span>
 
 #include "common/error.h"
@@ -335,49 +336,77 @@ Request Request::transformer(HostTensor x, std::int64_t window) {
   return r;
 }
 
-struct Request::OnDevice {
-  DeviceFeatures where;
-  std::once_flag read;
+struct Request::External {
+  std::optional<DeviceFeatures> device;
+  std::optional<MappedFeatures> mapped;
+  std::once_flag copied;
   HostTensor host;
 };
 
-namespace {
-HostTensor shape_of(const DeviceFeatures& x) {
-  if (!x.memory) throw InputError("request.x", "device features without their memory");
-  HostTensor t;
-  t.rows = x.rows;
-  t.cols = x.cols;
-  return t;
+void Request::attach(std::optional<DeviceFeatures> device, std::optional<MappedFeatures> mapped) {
+  const bool has_memory = device ? device->memory != nullptr : mapped && mapped->data != nullptr;
+  if (!has_memory) throw InputError("request.x", "external features without their memory");
+  x_ = HostTensor{};
+  x_.rows = device ? device->rows : mapped->rows;
+  x_.cols = device ? device->cols : mapped->cols;
+  external_ = std::make_shared<External>();
+  external_->device = std::move(device);
+  external_->mapped = std::move(mapped);
 }
-}  // namespace
 
 Request Request::gnn(std::shared_ptr<const Graph> graph, DeviceFeatures x) {
-  Request r = gnn(std::move(graph), shape_of(x));
-  r.device_ = std::make_shared<OnDevice>();
-  r.device_->where = std::move(x);
+  Request r = gnn(std::move(graph), HostTensor{});
+  r.attach(std::move(x), std::nullopt);
   return r;
 }
 
 Request Request::transformer(DeviceFeatures x, std::int64_t window) {
-  Request r = transformer(shape_of(x), window);
-  r.device_ = std::make_shared<OnDevice>();
-  r.device_->where = std::move(x);
+  Request r = transformer(HostTensor{}, window);
+  r.attach(std::move(x), std::nullopt);
+  return r;
+}
+
+Request Request::gnn(std::shared_ptr<const Graph> graph, MappedFeatures x) {
+  Request r = gnn(std::move(graph), HostTensor{});
+  r.attach(std::nullopt, std::move(x));
+  return r;
+}
+
+Request Request::transformer(MappedFeatures x, std::int64_t window) {
+  Request r = transformer(HostTensor{}, window);
+  r.attach(std::nullopt, std::move(x));
   return r;
 }
 
 const HostTensor& Request::input() const {
-  if (!device_) return x_;
-  std::call_once(device_->read, [this] {
-    const DeviceFeatures& d = device_->where;
-    HostTensor h = HostTensor::zeros(d.rows, d.cols);
-    d.memory->read(d.offset, h.data.data(), h.bytes());
-    device_->host = std::move(h);
+  if (!external_) return x_;
+  std::call_once(external_->copied, [this] {
+    HostTensor h = HostTensor::zeros(x_.rows, x_.cols);
+    if (const DeviceFeatures* d = device_input()) {
+      d->memory->read(d->offset, h.data.data(), h.bytes());
+    } else {
+      const MappedFeatures& m = *external_->mapped;
+      std::copy(m.data, m.data + h.data.size(), h.data.begin());
+      check_mapped_intact(m);
+    }
+    external_->host = std::move(h);
   });
-  return device_->host;
+  return external_->host;
 }
 
 const DeviceFeatures* Request::device_input() const {
-  return device_ ? &device_->where : nullptr;
+  return external_ && external_->device ? &*external_->device : nullptr;
+}
+
+const MappedFeatures* Request::mapped_input() const {
+  return external_ && external_->mapped ? &*external_->mapped : nullptr;
+}
+
+void check_mapped_intact(const MappedFeatures& x) {
+  if (x.intact && !x.intact())
+    throw InputError("input 'x'",
+                     "its shared-memory region shrank while it was read (the object behind it was "
+                     "truncated): the request is refused; register the region again");
 }
 
 Characteristics Request::characteristics() const {
@@ -400,7 +429,7 @@ void validate_request(const Model& model, const Request& r) {
   HostTensor x;  // the shape; device features are not read for it
   x.rows = r.rows();
   x.cols = r.cols();
-  if (!r.device_input()) {
+  if (!r.device_input() && !r.mapped_input()) {
     const HostTensor& h = r.input();
     if (!h.size_only && static_cast<std::int64_t>(h.data.size()) != h.rows * h.cols)
       throw InputError("request.x", "data size does not match its shape");

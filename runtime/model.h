@@ -11,7 +11,9 @@
 #include <atomic>
 #include <chrono>
 #include <cstdint>
+#include <functional>
 #include <memory>
+#include <optional>
 #include <span>
 #include <string>
 #include <vector>
@@ -222,6 +224,18 @@ struct DeviceFeatures {
   std::int64_t cols = 0;
 };
 
+// Features read where a client mapped them into this process (a registered system shared-memory
+// region), with no copy of the engine's own: row-major FP32 [rows x cols] at `data`, valid while
+// `keep` is held, already checked finite. `intact()`, asked once they were read, says whether the
+// memory stayed whole meanwhile (a client may shrink the object behind a region at any time).
+struct MappedFeatures {
+  std::shared_ptr<const void> keep;
+  const float* data = nullptr;
+  std::int64_t rows = 0;
+  std::int64_t cols = 0;
+  std::function<bool()> intact;
+};
+
 // One inference: GNN = a (registered) graph plus node features [nodes x in_features];
 // transformer = token embeddings [seq_len x d_model] and the window.
 class Request {
@@ -232,13 +246,18 @@ class Request {
   // (TransferEngine::upload_input); anything else reads it to the host once, on first use.
   static Request gnn(std::shared_ptr<const Graph> graph, DeviceFeatures x);
   static Request transformer(DeviceFeatures x, std::int64_t window);
+  // x read where the client mapped it: stages copy from there (TransferEngine::upload_input);
+  // input() copies it once for anything that needs a tensor of its own.
+  static Request gnn(std::shared_ptr<const Graph> graph, MappedFeatures x);
+  static Request transformer(MappedFeatures x, std::int64_t window);
 
   const std::shared_ptr<const Graph>& graph() const { return graph_; }
-  // x on the host. For device features: read from the device on the first call (thread-safe),
-  // DeviceError / InputError when that read fails.
+  // x on the host. For device or mapped features: copied on the first call (thread-safe);
+  // DeviceError / InputError when that fails (mapped memory that shrank meanwhile).
   const HostTensor& input() const;
-  // Where x lies when it was left in GPU memory; null otherwise.
+  // Where x lies when it was left in GPU memory or read where it was mapped; null otherwise.
   const DeviceFeatures* device_input() const;
+  const MappedFeatures* mapped_input() const;
   std::int64_t window() const { return window_; }
   std::int64_t rows() const { return x_.rows; }
   std::int64_t cols() const { return x_.cols; }
@@ -252,14 +271,19 @@ class Request {
   const CancelToken* cancel() const { return cancel_.get(); }
 
  private:
-  struct OnDevice;  // device features and their host copy, made once
+  struct External;  // device or mapped features and their host copy, made once
+  // x_ the external features' shape, external_ holding them (InputError without their memory).
+  void attach(std::optional<DeviceFeatures> device, std::optional<MappedFeatures> mapped);
   std::shared_ptr<const Graph> graph_;
-  HostTensor x_;  // device features: the shape only, until input() reads them
-  std::shared_ptr<OnDevice> device_;
+  HostTensor x_;  // device or mapped features: the shape only, until input() copies them
+  std::shared_ptr<External> external_;
   std::int64_t window_ = 0;
   std::vector<std::int64_t> rows_wanted_;
   std::shared_ptr<const CancelToken> cancel_;
 };
+
+// InputError naming input 'x' when mapped features' memory did not stay whole while read.
+void check_mapped_intact(const MappedFeatures& x);
 
 // Rows `rows` of y, in that order (InputError naming node_ids[i] when one is out of range).
 HostTensor take_rows(const HostTensor& y, std::span<const std::int64_t> rows);

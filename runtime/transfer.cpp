@@ -100,29 +100,32 @@ Activation TransferEngine::upload(std::span<const HostTensor> xs, const std::vec
 Activation TransferEngine::upload_input(const Request& request, const std::vector<Need>& needs,
                                         double not_before_s, TransferCounters& counters) const {
   const DeviceFeatures* on_gpu = request.device_input();
-  if (!on_gpu) return upload(request.input(), needs, not_before_s, counters);
+  const MappedFeatures* mapped = request.mapped_input();
+  if (!on_gpu && !mapped) return upload(request.input(), needs, not_before_s, counters);
   Activation act;
-  act.rows = on_gpu->rows;
-  act.cols = {on_gpu->cols};
-  const auto row_bytes = static_cast<std::size_t>(on_gpu->cols) * sizeof(float);
+  act.rows = request.rows();
+  act.cols = {request.cols()};
+  const auto cols = static_cast<std::size_t>(request.cols());
   for (const Need& n : needs) {
-    const std::size_t bytes = static_cast<std::size_t>(n.hi - n.lo) * row_bytes;
-    hw::BufferPtr b = n.device->allocate(bytes);
-    const std::size_t at = on_gpu->offset + static_cast<std::size_t>(n.lo) * row_bytes;
-    if (n.device->copy_from_ipc_memory(*b, *on_gpu->memory, at, bytes)) {
+    const std::size_t count = static_cast<std::size_t>(n.hi - n.lo) * cols;
+    const std::size_t first = static_cast<std::size_t>(n.lo) * cols;
+    hw::BufferPtr b = n.device->allocate(count * sizeof(float));
+    if (on_gpu &&
+        n.device->copy_from_ipc_memory(*b, *on_gpu->memory, on_gpu->offset + first * sizeof(float),
+                                       count * sizeof(float))) {
       counters.p2p_copies++;
     } else {
-      const HostTensor& x = request.input();
+      // Mapped features are read where they lie; device features held elsewhere, once, on the host.
+      const std::span<const float> x =
+          mapped ? std::span<const float>(mapped->data + first, count)
+                 : std::span<const float>(request.input().data).subspan(first, count);
       const auto after = n.device->info().time_source == hw::TimeSource::modelled
                              ? modelled_after(not_before_s)
                              : std::vector<hw::Event>{};
-      n.device->copy_from_host(*b,
-                               const_bytes(x.data, static_cast<std::size_t>(n.lo * x.cols),
-                                           bytes / sizeof(float), false),
-                               0, after);
+      n.device->copy_from_host(*b, std::as_bytes(x), 0, after);
       counters.staged_copies++;
     }
-    counters.bytes += static_cast<double>(bytes);
+    counters.bytes += static_cast<double>(count * sizeof(float));
     Shard s;
     s.device = n.device;
     s.held_lo = s.valid_lo = n.lo;
@@ -132,6 +135,7 @@ Activation TransferEngine::upload_input(const Request& request, const std::vecto
     s.tensors.push_back(std::move(b));
     act.shards.push_back(std::move(s));
   }
+  if (mapped) check_mapped_intact(*mapped);  // read whole, or the request is refused
   return act;
 }
 

@@ -1,4 +1,6 @@
-// Features left in GPU memory (the CUDA shared-memory extension), on the paths that need no GPU:
+// Features the engine does not copy: left in GPU memory (the CUDA shared-memory extension), on the
+// paths that need no GPU, and read where a client mapped them (system shared memory).
+// Device features:
 // the request keeps only their shape until a stage not on that GPU asks for them, then reads them
 // to the host once; the engine's answer equals the one for the same features sent on the host; the
 // daemon's request builder checks them where they lie and names a NaN's row and column. The
@@ -62,8 +64,26 @@ class HostHeldIpcMemory final : public hw::DeviceIpcMemory {
   std::vector<std::byte> bytes_;
 };
 
-constexpr std::size_t kOffset =
-    256;  // the features start inside the region, as a client may place them
+// A GCN 16 -> 8 -> 8 served on an emulated system, with features for `nodes` nodes and the host
+// request whose answer is the reference.
+struct Served {
+  Served(int gpus, int fpgas, std::int64_t nodes, std::uint64_t seed)
+      : sys(testing::emu_system(gpus, fpgas)),
+        m(Model::gcn({.layers = 2, .in_features = 16, .hidden = 8, .seed = seed})),
+        g(Graph::from_edges(random_graph(nodes, nodes * 8, seed), true)),
+        x(make_tensor(nodes, 16, kernels::generate_features(nodes, 16, seed + 7))),
+        host(Request::gnn(g, x)),
+        e(m, std::make_shared<SchedPlanner>(m, sys), host.characteristics(), {}) {}
+  hw::System sys;
+  Model m;
+  std::shared_ptr<const Graph> g;
+  HostTensor x;
+  Request host;
+  Engine e;
+};
+
+// The features start inside the region, as a client may place them.
+constexpr std::size_t kOffset = 256;
 
 std::shared_ptr<HostHeldIpcMemory> holding(const HostTensor& x) {
   auto m = std::make_shared<HostHeldIpcMemory>(kOffset + x.bytes());
@@ -91,13 +111,8 @@ TEST(RtDeviceFeatures, ReadToTheHostOnceOnlyWhenAStageNeedsThem) {
 }
 
 TEST(RtDeviceFeatures, EngineAnswersAsForTheSameFeaturesOnTheHost) {
-  auto sys = testing::emu_system(2, 1);
-  Model m = Model::gcn({.layers = 2, .in_features = 16, .hidden = 8, .seed = 4});
-  auto g = Graph::from_edges(random_graph(400, 3000, 3), true);
-  const HostTensor x = make_tensor(400, 16, kernels::generate_features(400, 16, 11));
-  auto planner = std::make_shared<SchedPlanner>(m, sys);
-  const Request host = Request::gnn(g, x);
-  Engine e(m, planner, host.characteristics(), {});
+  Served s(2, 1, 400, 4);
+  auto& [sys, m, g, x, host, e] = s;
   std::vector<std::shared_ptr<HostHeldIpcMemory>> mems;
   std::vector<std::future<HostTensor>> answers;
   for (int i = 0; i < 6; ++i) {
@@ -110,6 +125,28 @@ TEST(RtDeviceFeatures, EngineAnswersAsForTheSameFeaturesOnTheHost) {
     EXPECT_EQ(mems[static_cast<std::size_t>(i)]->reads, 1)
         << "no device here holds them: one read to the host";
   }
+  e.drain();
+}
+
+// Features read where a client mapped them: the engine copies from there (no copy of its own),
+// answers as for a host tensor, and refuses the request when the memory did not stay whole.
+TEST(RtDeviceFeatures, MappedFeaturesAreReadWhereTheyLieAndRefusedWhenPulledAway) {
+  Served s(1, 1, 300, 6);
+  auto& [sys, m, g, x, host, e] = s;
+  auto mapping = std::make_shared<std::vector<float>>(x.data);
+  auto whole = std::make_shared<std::atomic<bool>>(true);
+  auto mapped = [&] {
+    return MappedFeatures{mapping, mapping->data(), 300, 16, [whole] { return whole->load(); }};
+  };
+  const Request r = Request::gnn(g, mapped());
+  ASSERT_NE(r.mapped_input(), nullptr);
+  EXPECT_EQ(r.device_input(), nullptr);
+  validate_request(m, r);
+  EXPECT_LE(relative_error(e.submit(r).get(), reference_forward(m, host)), 1e-6);
+  EXPECT_EQ(r.input().data, x.data);  // a copy of its own only when asked for
+  whole->store(false);                // the client shrank the object under the read
+  EXPECT_THROW(e.submit(Request::gnn(g, mapped())).get(), InputError);
+  EXPECT_THROW(Request::gnn(g, mapped()).input(), InputError);
   e.drain();
 }
 

@@ -29,6 +29,19 @@ std::size_t first_non_finite(std::span<const float> v) {
   return v.size();
 }
 
+// Whether every value is finite: copy_all_finite's check without the copy (features read where
+// a client mapped them).
+bool all_finite(std::span<const float> v) {
+  constexpr std::uint32_t kExponent = 0x7f800000u;
+  std::uint32_t any = 0;
+  for (const float f : v) {
+    std::uint32_t bits;
+    std::memcpy(&bits, &f, sizeof bits);
+    any |= static_cast<std::uint32_t>((bits & kExponent) == kExponent);
+  }
+  return any == 0;
+}
+
 // Appends `in` to `out` (its capacity reserved) and says whether every value is finite, in one
 // pass: block by block, each checked while in L1, so the request's bytes are read once and the
 // buffer written once (no zero-fill). The check is branch-free (integer compares and ORs, which
@@ -103,6 +116,29 @@ HostTensor features(const Tensor& x, std::int64_t cols_expected, const char* col
   }
   if (!finite) throw non_finite(x, v);
   return make_tensor(x.shape[0], x.shape[1], std::move(v));
+}
+
+std::optional<MappedFeatures> features_in_place(const Tensor& x, std::int64_t cols_expected,
+                                                const char* cols_name, const InferRequest& in) {
+  if (!x.view || !x.shared_memory || x.device || x.datatype != "FP32") return std::nullopt;
+  const std::string where = "inputs['" + x.name + "']";
+  std::shared_ptr<const HeldMemory> held;
+  for (const auto& [w, h] : in.held)
+    if (w == where) held = h;
+  std::vector<float> unaligned;
+  const std::span<const float> v = x.f32_span(unaligned);
+  if (!held || !unaligned.empty()) return std::nullopt;  // not a region's, or not aligned for float
+  check_feature_shape(x, cols_expected, cols_name);
+  if (!all_finite(v)) throw non_finite(x, v);
+  auto intact = [held, where] {
+    try {
+      held->check_read(where);
+      return true;
+    } catch (const InputError&) {
+      return false;
+    }
+  };
+  return MappedFeatures{held, v.data(), x.shape[0], x.shape[1], std::move(intact)};
 }
 
 DeviceFeatures features_on_device(const Tensor& x, std::int64_t cols_expected,
@@ -212,9 +248,11 @@ Request build_request(const Model& model, const InferRequest& in, GraphRegistry&
     if (!window) throw InputError("parameters.window", "missing (the attention window: token i sees j with |i - j| <= window / 2)");
     if (*window < 0) throw InputError("parameters.window", "is " + std::to_string(*window) + ", must be >= 0");
     const std::int64_t d_model = model.spec().d_model;
+    std::optional<MappedFeatures> mapped = features_in_place(xt, d_model, "d_model", in);
     Request r = xt.device
                     ? Request::transformer(features_on_device(xt, d_model, "d_model"), *window)
-                    : Request::transformer(features(xt, d_model, "d_model"), *window);
+                : mapped ? Request::transformer(std::move(*mapped), *window)
+                         : Request::transformer(features(xt, d_model, "d_model"), *window);
     validate_request(model, r);
     return r;
   }
@@ -237,13 +275,14 @@ Request build_request(const Model& model, const InferRequest& in, GraphRegistry&
     const Tensor& xt = need(in, "x");
     const std::int64_t f = model.spec().in_features;
     std::optional<DeviceFeatures> on_gpu;
+    std::optional<MappedFeatures> mapped;
     HostTensor x;
     if (xt.device) {
       on_gpu = features_on_device(xt, f, "in_features");
-    } else {
+    } else if (!(mapped = features_in_place(xt, f, "in_features", in))) {
       x = features(xt, f, "in_features");
     }
-    const std::int64_t rows = on_gpu ? on_gpu->rows : x.rows;
+    const std::int64_t rows = on_gpu ? on_gpu->rows : mapped ? mapped->rows : x.rows;
     std::shared_ptr<const Graph> g;
     if (id) {
       check_no_graph_tensors(in);
@@ -256,8 +295,9 @@ Request build_request(const Model& model, const InferRequest& in, GraphRegistry&
       // x fixes the node count: an edge id >= rows is out of range, not a bigger graph.
       g = normalise_for(edges_from_request(in, rows), model);
     }
-    r = on_gpu ? Request::gnn(std::move(g), std::move(*on_gpu))
-               : Request::gnn(std::move(g), std::move(x));
+    r = on_gpu   ? Request::gnn(std::move(g), std::move(*on_gpu))
+        : mapped ? Request::gnn(std::move(g), std::move(*mapped))
+                 : Request::gnn(std::move(g), std::move(x));
   }
   validate_request(model, r);
   r.set_rows_wanted(node_ids_of(in, r.graph()->nodes));

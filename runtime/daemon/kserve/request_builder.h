@@ -8,6 +8,7 @@
 //   transformer:  x FP32 [seq_len, d_model] and parameters.window (or input window INT64 [1]).
 // Index checks come from graph/edge_index.h; NaN/Inf features are refused.
 #include <chrono>
+#include <optional>
 
 #include "graph/edge_list.h"
 #include "runtime/daemon/graph_registry.h"
@@ -25,6 +26,10 @@ HostTensor features(const Tensor& x, std::int64_t cols_expected, const char* col
 // Input x left in GPU memory (Tensor::device): the same checks, made on the device.
 DeviceFeatures features_on_device(const Tensor& x, std::int64_t cols_expected,
                                   const char* cols_name);
+// Input x in a system shared-memory region (its view held by in.held), aligned for float: the same
+// checks, made where it lies, and no copy (rt::MappedFeatures); nullopt for any other x.
+std::optional<MappedFeatures> features_in_place(const Tensor& x, std::int64_t cols_expected,
+                                                const char* cols_name, const InferRequest& in);
 
 // Graph tensors only (edge_index or CSR), for registration. num_nodes: parameters.num_nodes or
 // inferred from the ids.
