@@ -110,6 +110,7 @@ void Engine::install(PipelineSpec spec, std::uint64_t epoch) {
 
 std::future<HostTensor> Engine::submit(Request request, ResponseCallback callback) {
   validate_request(model_, request);
+  const Characteristics chars = request.characteristics();  // what the controller will see
   auto req = std::make_shared<const Request>(std::move(request));
   answers_.reserve();
   std::lock_guard sl(submit_mu_);
@@ -117,7 +118,7 @@ std::future<HostTensor> Engine::submit(Request request, ResponseCallback callbac
   // The controller reads the stage times of the requests answered since the last submission, then
   // this request's characteristics: a swap they cause (solved here without replan_beside) serves
   // this request already.
-  controller_.on_submit(req->characteristics(), next_seq_);
+  controller_.on_submit(chars, next_seq_);
   const std::uint64_t seq = next_seq_++;
   std::future<HostTensor> fut = answers_.add(seq, req, std::move(callback));
   current_->submit(recovery_->job(seq, req));
@@ -126,6 +127,7 @@ std::future<HostTensor> Engine::submit(Request request, ResponseCallback callbac
 
 bool Engine::try_submit(Request& request, AnswerCallback done) {
   validate_request(model_, request);
+  const Characteristics chars = request.characteristics();
   if (!options_.replan_beside) return false;  // a re-plan on the request's path may build a pipeline
   if (!answers_.try_reserve()) return false;
   std::unique_lock sl(submit_mu_, std::try_to_lock);
@@ -135,7 +137,7 @@ bool Engine::try_submit(Request& request, AnswerCallback done) {
   }
   auto req = std::make_shared<const Request>(std::move(request));
   if (req->graph()) last_graph_ = req->graph();
-  controller_.on_submit(req->characteristics(), next_seq_);  // solved beside: does not wait
+  controller_.on_submit(chars, next_seq_);  // solved beside: does not wait
   const std::uint64_t seq = next_seq_++;
   answers_.add_answered_by(seq, req, std::move(done));
   // Does not wait: has_room() under submit_mu_, which every submission holds.
