@@ -426,22 +426,19 @@ Characteristics Request::characteristics() const {
 }
 
 void validate_request(const Model& model, const Request& r) {
-  HostTensor x;  // the shape; device features are not read for it
-  x.rows = r.rows();
-  x.cols = r.cols();
-  if (!r.device_input() && !r.mapped_input()) {
-    const HostTensor& h = r.input();
-    if (!h.size_only && static_cast<std::int64_t>(h.data.size()) != h.rows * h.cols)
-      throw InputError("request.x", "data size does not match its shape");
-    x.size_only = h.size_only;
-  }
+  // Device or mapped features are not read for this: their shape is the request's.
+  const bool external = r.device_input() || r.mapped_input();
+  const bool size_only = !external && r.input().size_only;
+  if (!external && !size_only &&
+      static_cast<std::int64_t>(r.input().data.size()) != r.rows() * r.cols())
+    throw InputError("request.x", "data size does not match its shape");
   if (model.is_gnn()) {
     if (!r.graph()) throw InputError("request.graph", "a GNN request needs a graph");
-    if (x.rows != r.graph()->nodes)
-      throw InputError("request.x", "has " + std::to_string(x.rows) + " rows, the graph " +
+    if (r.rows() != r.graph()->nodes)
+      throw InputError("request.x", "has " + std::to_string(r.rows()) + " rows, the graph " +
                                         std::to_string(r.graph()->nodes) + " nodes");
-    if (x.cols != model.spec().in_features)
-      throw InputError("request.x", "has " + std::to_string(x.cols) +
+    if (r.cols() != model.spec().in_features)
+      throw InputError("request.x", "has " + std::to_string(r.cols()) +
                                         " features, the model expects " +
                                         std::to_string(model.spec().in_features));
     const std::int32_t layout = model.family() == ModelFamily::sage ? 2 : 1;
@@ -450,12 +447,12 @@ void validate_request(const Model& model, const Request& r) {
           "request.graph",
           std::string("was built for another model family (") +
               (layout == 2 ? "SAGE needs Graph::sage_mean" : "SAGE's interleaved matrix") + ")");
-    if (!x.size_only && r.graph()->size_only())
+    if (!size_only && r.graph()->size_only())
       throw InputError("request.graph", "shape-only graph with real features");
   } else {
-    if (x.rows < 1) throw InputError("request.x", "needs at least one token");
-    if (x.cols != model.spec().d_model)
-      throw InputError("request.x", "has " + std::to_string(x.cols) + " columns, d_model is " +
+    if (r.rows() < 1) throw InputError("request.x", "needs at least one token");
+    if (r.cols() != model.spec().d_model)
+      throw InputError("request.x", "has " + std::to_string(r.cols()) + " columns, d_model is " +
                                         std::to_string(model.spec().d_model));
     if (r.window() < 0) throw InputError("request.window", "must be >= 0");
   }

@@ -36,6 +36,23 @@ std::vector<hw::Event> modelled_after(double not_before_s) {
   return {e};
 }
 
+// What an upload's copies into `device` wait for: the input's existence on a modelled clock.
+std::vector<hw::Event> upload_after(const hw::Device& device, double not_before_s) {
+  return device.info().time_source == hw::TimeSource::modelled ? modelled_after(not_before_s)
+                                                               : std::vector<hw::Event>{};
+}
+
+// An uploaded shard: the rows the need holds, all of them valid; its tensors still to add.
+Shard uploaded_shard(const Need& n) {
+  Shard s;
+  s.device = n.device;
+  s.held_lo = s.valid_lo = n.lo;
+  s.held_hi = s.valid_hi = n.hi;
+  s.own_lo = n.own_lo;
+  s.own_hi = n.own_hi;
+  return s;
+}
+
 }  // namespace
 
 bool timing_only(const hw::Device& device) {
@@ -74,16 +91,8 @@ Activation TransferEngine::upload(std::span<const HostTensor> xs, const std::vec
   }
   for (const Need& n : needs) {
     require_data_ok(*n.device, act.size_only);
-    Shard s;
-    s.device = n.device;
-    s.held_lo = n.lo;
-    s.held_hi = n.hi;
-    s.own_lo = n.own_lo;
-    s.own_hi = n.own_hi;
-    s.valid_lo = n.lo;
-    s.valid_hi = n.hi;
-    const auto after = n.device->info().time_source == hw::TimeSource::modelled ? modelled_after(not_before_s)
-                                                                                 : std::vector<hw::Event>{};
+    Shard s = uploaded_shard(n);
+    const std::vector<hw::Event> after = upload_after(*n.device, not_before_s);
     for (const HostTensor& x : xs) {
       const std::size_t count = static_cast<std::size_t>((n.hi - n.lo) * x.cols);
       hw::BufferPtr b = n.device->allocate(count * sizeof(float));
@@ -119,19 +128,11 @@ Activation TransferEngine::upload_input(const Request& request, const std::vecto
       const std::span<const float> x =
           mapped ? std::span<const float>(mapped->data + first, count)
                  : std::span<const float>(request.input().data).subspan(first, count);
-      const auto after = n.device->info().time_source == hw::TimeSource::modelled
-                             ? modelled_after(not_before_s)
-                             : std::vector<hw::Event>{};
-      n.device->copy_from_host(*b, std::as_bytes(x), 0, after);
+      n.device->copy_from_host(*b, std::as_bytes(x), 0, upload_after(*n.device, not_before_s));
       counters.staged_copies++;
     }
     counters.bytes += static_cast<double>(count * sizeof(float));
-    Shard s;
-    s.device = n.device;
-    s.held_lo = s.valid_lo = n.lo;
-    s.held_hi = s.valid_hi = n.hi;
-    s.own_lo = n.own_lo;
-    s.own_hi = n.own_hi;
+    Shard s = uploaded_shard(n);
     s.tensors.push_back(std::move(b));
     act.shards.push_back(std::move(s));
   }

@@ -29,10 +29,10 @@ std::size_t first_non_finite(std::span<const float> v) {
   return v.size();
 }
 
-// Whether every value is finite: copy_all_finite's check without the copy (features read where
-// a client mapped them).
+// Whether every value is finite. Branch-free (integer compares and ORs, which the compiler
+// vectorises even for baseline SSE2), since almost every request has no NaN/Inf.
 bool all_finite(std::span<const float> v) {
-  constexpr std::uint32_t kExponent = 0x7f800000u;
+  constexpr std::uint32_t kExponent = 0x7f800000u;  // all exponent bits set: NaN or Inf
   std::uint32_t any = 0;
   for (const float f : v) {
     std::uint32_t bits;
@@ -44,23 +44,16 @@ bool all_finite(std::span<const float> v) {
 
 // Appends `in` to `out` (its capacity reserved) and says whether every value is finite, in one
 // pass: block by block, each checked while in L1, so the request's bytes are read once and the
-// buffer written once (no zero-fill). The check is branch-free (integer compares and ORs, which
-// the compiler vectorises even for baseline SSE2), since almost every request has no NaN/Inf.
+// buffer written once (no zero-fill).
 bool copy_all_finite(std::span<const float> in, std::vector<float>& out) {
-  constexpr std::uint32_t kExponent = 0x7f800000u;  // all exponent bits set: NaN or Inf
   constexpr std::size_t kBlock = 4096;
-  std::uint32_t any = 0;
+  bool finite = true;
   for (std::size_t b = 0; b < in.size(); b += kBlock) {
-    const std::size_t n = std::min(kBlock, in.size() - b);
-    out.insert(out.end(), in.begin() + static_cast<std::ptrdiff_t>(b), in.begin() + static_cast<std::ptrdiff_t>(b + n));
-    const float* o = out.data() + b;
-    for (std::size_t i = 0; i < n; ++i) {
-      std::uint32_t bits;
-      std::memcpy(&bits, o + i, sizeof bits);
-      any |= static_cast<std::uint32_t>((bits & kExponent) == kExponent);
-    }
+    const std::span<const float> block = in.subspan(b, std::min(kBlock, in.size() - b));
+    out.insert(out.end(), block.begin(), block.end());
+    finite &= all_finite(std::span<const float>(out).subspan(b, block.size()));
   }
-  return any == 0;
+  return finite;
 }
 
 }  // namespace
@@ -125,10 +118,13 @@ std::optional<MappedFeatures> features_in_place(const Tensor& x, std::int64_t co
   std::shared_ptr<const HeldMemory> held;
   for (const auto& [w, h] : in.held)
     if (w == where) held = h;
-  std::vector<float> unaligned;
-  const std::span<const float> v = x.f32_span(unaligned);
-  if (!held || !unaligned.empty()) return std::nullopt;  // not a region's, or not aligned for float
+  const std::string_view b = x.bytes();
+  // Not a region's, or not aligned for float: features() copies it.
+  if (!held || reinterpret_cast<std::uintptr_t>(b.data()) % alignof(float) != 0)
+    return std::nullopt;
   check_feature_shape(x, cols_expected, cols_name);
+  const std::span<const float> v(reinterpret_cast<const float*>(b.data()),
+                                 b.size() / sizeof(float));
   if (!all_finite(v)) throw non_finite(x, v);
   auto intact = [held, where] {
     try {
