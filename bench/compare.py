@@ -1,14 +1,20 @@
 #!/usr/bin/env python3
-"""Compares a run of bench/run_all.sh with an earlier one and flags every ratio that fell.
+"""Compares a run of bench/run_all.sh with earlier ones and flags every ratio that fell.
 
-    python3 bench/compare.py AFTER.json [BEFORE.json] [--tolerance 0.10] [--flagged-out FILE]
+    python3 bench/compare.py AFTER.json [BEFORE.json] [--last 3] [--tolerance 0.10] [--flagged-out FILE]
 
-Without BEFORE, the last run recorded under bench/results/runs/ on a similar machine (the same CPU
-model string from /proc/cpuinfo, run with the same thread count) and dated before AFTER. Prints each metric before -> after.
+Without BEFORE, the baseline is the median, metric by metric, of the last N runs (--last N, default
+3) recorded under bench/results/runs/ on a similar machine (the same CPU model string from
+/proc/cpuinfo, run with the same thread count) and dated before AFTER: one run in which a peer
+happened to be fast or slow does not set the bar. A metric's median is taken over those of the N
+runs that measured it (a run that lacks it or failed it does not count); of two middle values, the
+one less demanding of AFTER. With fewer than N such runs recorded, their median is the baseline (the
+header says so; nothing is flagged for that alone). --last 1 compares with the last run alone, and
+BEFORE with that one run. Prints each metric as baseline (median of k runs) -> after.
 
-- ratio metrics (against a peer, or modelled and dimensionless) are compared across the two runs:
+- ratio metrics (against a peer, or modelled and dimensionless) are compared with the baseline:
   one that moved the wrong way by more than the tolerance (relative; default 10%) is flagged, and
-  so is one the earlier run had that this run lacks or failed to measure;
+  so is one the baseline had that this run lacks or failed to measure;
 - absolute metrics (times, rates) are never compared across runs (the machine's speed drifts):
   this run's value is printed (the earlier one as n/c) and checked against its target only.
 
@@ -24,14 +30,39 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from results import fmt, load_run, recorded_runs  # noqa: E402
 
 
-def previous_run(after):
-    """The last recorded run on the same CPU model with the same thread count, dated before `after`
-    (not `after` itself)."""
+def previous_runs(after, last):
+    """The last `last` recorded runs on the same CPU model with the same thread count, dated before
+    `after` (not `after` itself), oldest first."""
     same = os.path.realpath(after["_path"])
     earlier = [r for r in recorded_runs(after.get("cpu_model"))
                if os.path.realpath(r["_path"]) != same and r.get("date", "") < after.get("date", "")
                and r.get("threads") == after.get("threads")]
-    return earlier[-1] if earlier else None
+    return earlier[-last:]
+
+
+def median(values, higher):
+    """The middle value; of an even number, the lower of the two middle ones where higher is better
+    (the higher where lower is better), so that a ratio is flagged only if it fell against both: a
+    mean of the two would let one outlying run set the bar."""
+    v = sorted(values)
+    n = len(v)
+    return v[n // 2] if n % 2 else v[n // 2 - 1] if higher else v[n // 2]
+
+
+def baseline(runs, ran):
+    """Per metric of the suites in `ran`: (the metric as the latest of `runs` describes it, the median
+    of its values over the runs that measured it or None, how many did)."""
+    meta, values = {}, {}
+    for run in runs:  # oldest first, so the latest run's description of a metric wins
+        for m in run["metrics"]:
+            if m["suite"] not in ran:
+                continue
+            meta[m["name"]] = m
+            if m["status"] == "ok" and m["value"] is not None:
+                values.setdefault(m["name"], []).append(m["value"])
+    return {name: (m, median(values[name], m["higher_is_better"]) if name in values else None,
+                   len(values.get(name, ())))
+            for name, m in meta.items()}
 
 
 def change(before, after, higher):
@@ -44,16 +75,17 @@ def change(before, after, higher):
     return rel if higher else -rel
 
 
-def compare(before, after, tolerance):
-    """Rows (name, kind, before, after, unit, note) and the flagged (suite, name, fell|missing)."""
+def compare(before_runs, after, tolerance):
+    """Rows (name, kind, baseline, after, unit, note, runs in the baseline's median) and the flagged
+    (suite, name, fell|missing). `before_runs`: the runs whose per-metric median is the baseline."""
     ran = {s["name"] for s in after["suites"]}  # a run of some suites (--only) says nothing of the rest
-    b = {m["name"]: m for m in before["metrics"] if m["suite"] in ran}
+    b = baseline(before_runs, ran)
     a = {m["name"]: m for m in after["metrics"]}
     rows, flagged = [], []
     for name in list(a) + [n for n in b if n not in a]:
-        mb, ma = b.get(name), a.get(name)
+        mb, vb, k = b.get(name, (None, None, 0))
+        ma = a.get(name)
         m = ma or mb
-        vb = mb["value"] if mb else None
         va = ma["value"] if ma and ma["status"] == "ok" else None
         note = ""
         if m["kind"] == "ratio":
@@ -72,7 +104,7 @@ def compare(before, after, tolerance):
                 if ma and ma.get("rerun"):
                     note += f"  [re-run; first {fmt(ma.get('first_value'), m['unit'])}]"
         else:
-            vb = None  # never compared across runs: the earlier value is not shown
+            vb, k = None, 0  # never compared across runs: the earlier value is not shown
             if ma and ma["status"] != "ok":
                 note = "FAILED"
             elif ma and ma["met"] is False:
@@ -81,39 +113,64 @@ def compare(before, after, tolerance):
                 note = "target met in this run"
             else:
                 note = "(absolute: not compared across runs)"
-        rows.append((name, m["kind"], vb, va, m["unit"], note))
+        rows.append((name, m["kind"], vb, va, m["unit"], note, k))
     return rows, flagged
+
+
+def describe(run):
+    return f"{run['_path']} ({run['date']}, {run['git_commit'][:10]}, {run['host']})"
 
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("after")
     ap.add_argument("before", nargs="?")
+    ap.add_argument("--last", type=int, default=None, metavar="N",
+                    help="baseline: the per-metric median of the last N recorded runs (default 3)")
     ap.add_argument("--tolerance", type=float, default=0.10, help="relative fall that flags a ratio (0.10: 10%%)")
     ap.add_argument("--flagged-out", default="", help="write 'suite metric fell|missing' per flagged metric here")
     args = ap.parse_args()
+    if args.before and args.last is not None:
+        ap.error("BEFORE and --last exclude each other")
+    last = 3 if args.last is None else args.last
+    if last < 1:
+        ap.error("--last must be at least 1")
     try:
         after = load_run(args.after)
-        before = load_run(args.before) if args.before else previous_run(after)
+        before_runs = [load_run(args.before)] if args.before else previous_runs(after, last)
     except (OSError, ValueError, KeyError) as e:
         print(f"compare: {e}", file=sys.stderr)
         return 2
     if args.flagged_out:
         open(args.flagged_out, "w").close()
-    if before is None:
+    if not before_runs:
         print(f"compare: no earlier run recorded on CPU model '{after.get('cpu_model')}' with {after.get('threads')} "
               "threads: nothing to compare with")
         return 0
-    if before.get("cpu_model") != after.get("cpu_model"):
-        print(f"compare: note: CPU models differ ('{before.get('cpu_model')}' -> '{after.get('cpu_model')}')")
+    # One run (BEFORE, or --last 1) is printed as it always was; a median says which runs made it.
+    several = not args.before and last > 1
+    if args.before and before_runs[0].get("cpu_model") != after.get("cpu_model"):
+        print(f"compare: note: CPU models differ ('{before_runs[0].get('cpu_model')}' -> '{after.get('cpu_model')}')")
     print(f"compare: {args.after} ({after['date']}, {after['git_commit'][:10]}, {after['host']})")
-    print(f"   with: {before['_path']} ({before['date']}, {before['git_commit'][:10]}, {before['host']})")
+    if not several:
+        print(f"   with: {describe(before_runs[0])}")
+    else:
+        n = len(before_runs)
+        which = f"the last {n} runs" if n == last else f"the {n} runs" if n > 1 else "the one run"
+        short = f" (fewer than --last {last}; nothing is flagged for that)" if n < last else ""
+        print(f"   with: the median, metric by metric, of {which} recorded on this CPU model with "
+              f"{after.get('threads')} threads{short}:")
+        for run in before_runs:
+            print(f"         {describe(run)}")
     print(f"   CPU {after.get('cpu_model')}; ratios flagged when they fall by more than {100 * args.tolerance:g}%")
-    rows, flagged = compare(before, after, args.tolerance)
+    rows, flagged = compare(before_runs, after, args.tolerance)
     width = max(len(r[0]) for r in rows) if rows else 10
-    for name, kind, vb, va, unit, note in rows:
+    for name, kind, vb, va, unit, note, k in rows:
         flag = "!!" if any(name == f[1] for f in flagged) else "  "
         before_text = fmt(vb, unit) if kind == "ratio" else "n/c"
+        if several:
+            runs_text = "" if kind != "ratio" or vb is None else "(1 run)" if k == 1 else f"(median of {k} runs)"
+            before_text = f"{before_text:>12} {runs_text:<18}"
         print(f"{flag} {name:<{width}}  {kind:<8}  {before_text:>12} -> {fmt(va, unit):<12}  {note}")
     missed = [m["name"] for m in after["metrics"] if m["met"] is False]
     if missed:

@@ -17,7 +17,8 @@
 
 A metric's kind is "ratio" (against a peer, or modelled and dimensionless: comparable across runs
 on the same CPU model) or "absolute" (a time or rate of this run: checked against its target within
-the run only). bench/compare.py compares a run with the last one recorded on the same CPU model.
+the run only). bench/compare.py compares a run with the per-metric median of the last 3 recorded on
+the same CPU model.
 """
 import argparse
 import datetime
@@ -344,8 +345,10 @@ def markdown(run, plot_name=None):
     w("")
     w("The latest run of `bench/run_all.sh` (every benchmark that prints a ratio against a peer or a "
       "target), from `" + os.path.relpath(run["_path"], ROOT) + "`. `bench/compare.py` compares a run with "
-      "the last one recorded on the same CPU model and flags every ratio that fell by more than the "
-      "tolerance; absolute times are checked against their targets within a run only.")
+      "the median, metric by metric, of the last 3 recorded on the same CPU model and thread count "
+      "(so that one run whose peer happened to be fast or slow does not set the bar) and flags every "
+      "ratio that fell by more than the tolerance; absolute times are checked against their targets "
+      "within a run only.")
     w("")
     w(f"- machine: `{run['host']}`, CPU `{run['cpu_model']}` ({run['cpus']} CPUs), {run['threads']} threads")
     changed = run.get("git_changed_paths") or []
@@ -390,7 +393,8 @@ def markdown(run, plot_name=None):
         w(f"![ratios over recorded runs]({plot_name})")
     w("")
     w("Run it: `bash bench/run_all.sh` (about 10 minutes on 2 cores; `--help` for options). Compare "
-      "two runs: `python3 bench/compare.py NEW.json [OLD.json]`.")
+      "a run with the recorded ones: `python3 bench/compare.py NEW.json [--last N]` (median of the last N, "
+      "default 3), or with one: `python3 bench/compare.py NEW.json OLD.json`.")
     return "\n".join(out) + "\n"
 
 

@@ -2,8 +2,9 @@
 # Every benchmark that prints a ratio against a peer or a target, at a size that takes about 10
 # minutes on 2 cores, recorded as one JSON (bench/results/runs/<date>_<host>.json: machine, CPU
 # model, threads, date, commit, and each metric's value, unit, peer, kind, direction and target),
-# then compared with the last run recorded on the same CPU model (bench/compare.py): a ratio that
-# fell by more than the tolerance is re-run once (its suite) before it is called a slip.
+# then compared with the per-metric median of the last 3 runs recorded on the same CPU model and
+# thread count (bench/compare.py): a ratio that fell by more than the tolerance is re-run once (its
+# suite) before it is called a slip.
 # docs/benchmarks.md is regenerated from the recorded run (bench/results.py table).
 #
 # Suites (each one log; figures measured unless marked modelled):
@@ -27,11 +28,12 @@
 #                 and only the targets the suites need built, unless --no-build)
 #   --out FILE    write the run here instead of bench/results/runs/ (then docs/benchmarks.md is left
 #                 alone and the run is not recorded for later comparisons)
-#   --against F   compare with F instead of the last recorded run on this CPU model
+#   --against F   compare with F alone instead of the median of the last 3 recorded runs on this
+#                 CPU model
 #   Env: THREADS (2), SUITE_TIMEOUT (900 s per suite)
 # Exit status: 0 all ran and no ratio slipped; 1 a benchmark failed (the others still ran and are
 # recorded); 4 a ratio fell by more than the tolerance in the run and in its re-run, or a ratio the
-# last run had is missing; 2 bad usage.
+# baseline had is missing; 2 bad usage.
 set -uo pipefail
 
 root=$(cd "$(dirname "$0")/.." && pwd)
