@@ -15,6 +15,7 @@
 #include <atomic>
 #include <cstddef>
 #include <cstdint>
+#include <memory>
 #include <optional>
 #include <span>
 #include <string>
@@ -123,6 +124,16 @@ class Device {
                                                     std::size_t /*src_offset*/,
                                                     std::size_t /*bytes*/) {
     return std::nullopt;
+  }
+
+  // Host memory used where it lies, as a read-only buffer of this device that holds `keep` (what
+  // keeps the memory alive), when this device's kernels read host memory (the CPU): the input a
+  // client mapped or sent needs no copy. Null when the device cannot (its memory is not host
+  // memory, or copies into it are what an emulated device models). Writing into such a buffer (a
+  // kernel's output, a copy's destination) throws InputError.
+  virtual BufferPtr borrow_host(std::span<const std::byte> /*bytes*/,
+                                std::shared_ptr<const void> /*keep*/) {
+    return nullptr;
   }
 
   // Energy drawn since creation, if the device can tell (a power sensor, or a model on emu).

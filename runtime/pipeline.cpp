@@ -214,6 +214,10 @@ void Pipeline::worker(int s) {
       } else {
         try {
           process(st, *w, tc);
+          // Mapped x that kernels read in place (TransferEngine::upload_input) has been read by
+          // the last stage: an answer computed from memory that shrank meanwhile is refused.
+          if (last && w->job.request->mapped_input())
+            check_mapped_intact(*w->job.request->mapped_input());
           if (!w->c.stage_modelled_s.empty() && w->c.stage_modelled_s.back() >= 0) {
             m1 = w->c.modelled_end_s;
             m0 = m1 - w->c.stage_modelled_s.back();
@@ -230,9 +234,11 @@ void Pipeline::worker(int s) {
           w->c.error = std::current_exception();
         }
       }
-      if (w->failed) {  // release device buffers now
+      if (w->failed) {  // release device buffers now; a failed request carries no answer
         w->act = Activation{};
         w->host.clear();
+        w->c.output = HostTensor{};
+        w->c.tensors.clear();
       }
     }
     const double t1 = wall_now_s();

@@ -72,8 +72,10 @@ class TransferEngine {
   // A request's x -> devices. Features left in GPU memory (Request::device_input) are copied in
   // place on the GPU that holds them (hw::Device::copy_from_ipc_memory, counted as a peer copy:
   // no host leg); any other device gets them from their host copy (Request::input, read once).
-  // Mapped features (Request::mapped_input) are copied from where they lie, and the request is
-  // refused (InputError) if their memory shrank meanwhile.
+  // Mapped features (Request::mapped_input) are used where they lie by devices whose kernels read
+  // host memory (hw::Device::borrow_host: the CPU, counted as a move), and copied from there to
+  // any other. Whether their memory shrank meanwhile is asked once the pipeline has read them
+  // (Pipeline, after the last stage), which refuses the request then.
   Activation upload_input(const Request& request, const std::vector<Need>& needs,
                           double not_before_s, TransferCounters& counters) const;
   // Re-shard `from` so each need is met; consumes `from`.

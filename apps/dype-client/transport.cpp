@@ -4,7 +4,12 @@
 #include <cmath>
 #include <cstring>
 
+#include <google/protobuf/io/coded_stream.h>
+#include <google/protobuf/io/zero_copy_stream_impl_lite.h>
+#include <google/protobuf/wire_format_lite.h>
 #include <grpcpp/grpcpp.h>
+#include <grpcpp/impl/client_unary_call.h>
+#include <grpcpp/support/byte_buffer.h>
 #include <httplib.h>
 
 #include "common/error.h"
@@ -125,8 +130,10 @@ void set_shared_memory(google::protobuf::Map<std::string, inference::InferParame
   p["shared_memory_byte_size"].set_int64_param(static_cast<std::int64_t>(ref.byte_size));
 }
 
-inference::ModelInferRequest to_request(const std::string& model, const std::vector<Tensor>& inputs, const json& params,
-                                        const std::vector<RequestedOutput>& outputs) {
+// Without the raw contents: framed_request appends them without a copy.
+inference::ModelInferRequest request_header(const std::string& model,
+                                            const std::vector<Tensor>& inputs, const json& params,
+                                            const std::vector<RequestedOutput>& outputs) {
   inference::ModelInferRequest r;
   r.set_model_name(model);
   for (const Tensor& t : inputs) {
@@ -135,7 +142,6 @@ inference::ModelInferRequest to_request(const std::string& model, const std::vec
     in->set_datatype(t.datatype);
     for (std::int64_t d : t.shape) in->add_shape(d);
     if (t.shared_memory) set_shared_memory(*in->mutable_parameters(), *t.shared_memory);
-    else r.add_raw_input_contents(std::string(t.bytes()));
   }
   for (const RequestedOutput& o : outputs) {
     auto* out = r.add_outputs();
@@ -146,7 +152,37 @@ inference::ModelInferRequest to_request(const std::string& model, const std::vec
   return r;
 }
 
-InferResponse from_response(const inference::ModelInferResponse& r) {
+// The request as the bytes of its message, with each input's raw contents referenced where they
+// lie instead of copied into the message and again into its serialisation: the header fields
+// serialised, then one raw_input_contents field per input (a protobuf message may be written in
+// any field order, and repeated fields keep the order they are written in). gRPC's transport writes
+// slices with sendmsg's iovecs, so a 35 MB x goes from the tensor to the socket with only the
+// kernel's copy. The slices borrow the tensors' memory: it must stay alive until the answer has
+// come (the server answers only once it has read every byte).
+grpc::ByteBuffer framed_request(const std::string& model, const std::vector<Tensor>& inputs,
+                                const json& params, const std::vector<RequestedOutput>& outputs) {
+  constexpr int kRawInputContents = 7;  // ModelInferRequest.raw_input_contents (grpc_service.proto)
+  std::vector<grpc::Slice> slices;
+  slices.emplace_back(request_header(model, inputs, params, outputs).SerializeAsString());
+  for (const Tensor& t : inputs) {
+    if (t.shared_memory) continue;
+    const std::string_view bytes = t.bytes();
+    std::string tag;
+    {
+      google::protobuf::io::StringOutputStream out(&tag);
+      google::protobuf::io::CodedOutputStream coded(&out);
+      coded.WriteTag(google::protobuf::internal::WireFormatLite::MakeTag(
+          kRawInputContents,
+          google::protobuf::internal::WireFormatLite::WIRETYPE_LENGTH_DELIMITED));
+      coded.WriteVarint64(bytes.size());
+    }
+    slices.emplace_back(std::move(tag));
+    if (!bytes.empty()) slices.emplace_back(bytes.data(), bytes.size(), grpc::Slice::STATIC_SLICE);
+  }
+  return grpc::ByteBuffer(slices.data(), slices.size());
+}
+
+InferResponse from_response(inference::ModelInferResponse& r) {
   InferResponse out;
   out.model_name = r.model_name();
   out.id = r.id();
@@ -171,7 +207,7 @@ InferResponse from_response(const inference::ModelInferResponse& r) {
       out.outputs.push_back(std::move(t));
       continue;
     }
-    t.raw = r.raw_output_contents(i);
+    t.raw = std::move(*r.mutable_raw_output_contents(i));  // the parsed bytes, not a copy
     const std::size_t want = static_cast<std::size_t>(t.elements()) * rt::daemon::datatype_size(t.datatype, "outputs[" + std::to_string(i) + "]");
     if (t.raw.size() != want)
       throw Error("gRPC response: output '" + t.name + "' has " + std::to_string(t.raw.size()) + " bytes, shape needs " +
@@ -197,35 +233,42 @@ class GrpcTransport final : public Transport {
       ssl.pem_root_certs = e.tls_ca_pem;  // empty: gRPC's default roots
       credentials = grpc::SslCredentials(ssl);
     }
-    stub_ = inference::GRPCInferenceService::NewStub(
-        grpc::CreateCustomChannel(e.host + ":" + std::to_string(e.grpc_port), credentials, args));
+    channel_ =
+        grpc::CreateCustomChannel(e.host + ":" + std::to_string(e.grpc_port), credentials, args);
+    stub_ = inference::GRPCInferenceService::NewStub(channel_);
   }
   ~GrpcTransport() override { close_stream(); }
 
-  InferResponse infer(const std::string& model, const std::vector<Tensor>& inputs, const json& params,
-                      const std::vector<RequestedOutput>& outputs) override {
-    const inference::ModelInferRequest q = to_request(model, inputs, params, outputs);
+  InferResponse infer(const std::string& model, const std::vector<Tensor>& inputs,
+                      const json& params, const std::vector<RequestedOutput>& outputs) override {
     if (!streaming_) {
       grpc::ClientContext ctx;
       authorize(ctx);
       inference::ModelInferResponse r;
-      const grpc::Status s = stub_->ModelInfer(&ctx, q, &r);
+      // The stub's ModelInfer, with the request's framed bytes as the message.
+      const grpc::Status s = grpc::internal::BlockingUnaryCall(
+          channel_.get(), unary_method_, &ctx, framed_request(model, inputs, params, outputs), &r);
       if (!s.ok()) throw Error(grpc_error(s));
       return from_response(r);
     }
     if (!stream_) {
       ctx_ = std::make_unique<grpc::ClientContext>();
       authorize(*ctx_);
-      stream_ = stub_->ModelStreamInfer(ctx_.get());
+      // The generated stub's stream, writing framed bytes instead of a message (what the stub's
+      // ModelStreamInfer does, with grpc::ByteBuffer as the written type).
+      stream_.reset(grpc::internal::ClientReaderWriterFactory<
+                    grpc::ByteBuffer, inference::ModelStreamInferResponse>::Create(channel_.get(),
+                                                                                   stream_method_,
+                                                                                   ctx_.get()));
     }
     inference::ModelStreamInferResponse r;
-    if (!stream_->Write(q) || !stream_->Read(&r)) {
+    if (!stream_->Write(framed_request(model, inputs, params, outputs)) || !stream_->Read(&r)) {
       const grpc::Status s = close_stream();
       throw Error("gRPC stream closed: " + grpc_error(s));
     }
     // A failed request is answered in the stream (Triton's convention); the stream stays open.
     if (!r.error_message().empty()) throw Error("gRPC stream: " + r.error_message());
-    return from_response(r.infer_response());
+    return from_response(*r.mutable_infer_response());
   }
 
   ModelInfo model_info(const std::string& model) override {
@@ -272,7 +315,12 @@ class GrpcTransport final : public Transport {
   }
 
   bool streaming_;
+  std::shared_ptr<grpc::Channel> channel_;
   std::unique_ptr<inference::GRPCInferenceService::Stub> stub_;
+  const grpc::internal::RpcMethod unary_method_{"/inference.GRPCInferenceService/ModelInfer",
+                                                grpc::internal::RpcMethod::NORMAL_RPC};
+  const grpc::internal::RpcMethod stream_method_{"/inference.GRPCInferenceService/ModelStreamInfer",
+                                                 grpc::internal::RpcMethod::BIDI_STREAMING};
   std::unique_ptr<grpc::ClientContext> ctx_;
   std::string token_;
   std::string owner_;  // Dype-Graph-Owner's gRPC twin: whose shared-memory regions these are
@@ -280,7 +328,8 @@ class GrpcTransport final : public Transport {
     if (!token_.empty()) ctx.AddMetadata("authorization", "Bearer " + token_);
     if (!owner_.empty()) ctx.AddMetadata("dype-graph-owner", owner_);
   }
-  std::unique_ptr<grpc::ClientReaderWriter<inference::ModelInferRequest, inference::ModelStreamInferResponse>> stream_;
+  std::unique_ptr<grpc::ClientReaderWriter<grpc::ByteBuffer, inference::ModelStreamInferResponse>>
+      stream_;
 };
 
 }  // namespace

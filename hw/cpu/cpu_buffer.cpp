@@ -22,4 +22,14 @@ HostBuffer::HostBuffer(Device& device, std::size_t bytes, AllocMode mode) : Buff
 
 HostBuffer::~HostBuffer() { device().release_memory(size_bytes()); }
 
+BorrowedHostBuffer::BorrowedHostBuffer(Device& device, std::span<const std::byte> bytes,
+                                       std::shared_ptr<const void> keep)
+    : Buffer(device, bytes.size()), bytes_(bytes), keep_(std::move(keep)) {}
+
+std::span<std::byte> BorrowedHostBuffer::host_span() {
+  throw InputError(
+      device().name(),
+      "a borrowed input buffer (memory the request owns) is read-only: refusing to write into it");
+}
+
 }  // namespace dype::hw

@@ -38,6 +38,11 @@ BufferPtr CpuDevice::allocate(std::size_t bytes, AllocMode mode) {
   return std::make_unique<HostBuffer>(*this, bytes, mode);
 }
 
+BufferPtr CpuDevice::borrow_host(std::span<const std::byte> bytes,
+                                 std::shared_ptr<const void> keep) {
+  return std::make_unique<BorrowedHostBuffer>(*this, bytes, std::move(keep));
+}
+
 Event CpuDevice::do_launch(const KernelLaunch& l, std::span<const Event> after, int) {
   for (const Buffer* b : l.inputs) {
     if (!b->has_data()) throw InputError(name(), "input buffer holds no data (size-only)");

@@ -17,7 +17,9 @@ class CpuDevice final : public Device {
   int threads() const { return threads_; }
   bool supports(kernels::OpKind) const override { return true; }
   BufferPtr allocate(std::size_t bytes, AllocMode mode = AllocMode::data) override;
-
+  // The kernels read host memory: `bytes` is used in place (BorrowedHostBuffer).
+  BufferPtr borrow_host(std::span<const std::byte> bytes,
+                        std::shared_ptr<const void> keep) override;
 
  protected:
   Event do_launch(const KernelLaunch& launch, std::span<const Event> after, int queue) override;

@@ -6,6 +6,7 @@
 
 #include "hw/cpu/cpu_device.h"
 #include "hw/system.h"
+#include "test_rt_common.h"
 
 namespace {
 
@@ -71,6 +72,51 @@ TEST(CpuDevice, SoftmaxAndStagedPeerCopy) {
   const Event e = cpu.copy_to_peer(*b, *g);
   EXPECT_EQ(e.source, TimeSource::modelled);  // one leg is modelled
   EXPECT_EQ(g->as<float>()[4], r[4]);
+}
+
+// A request's input read where it lies: the kernel sees the borrowed bytes, the owner's memory is
+// kept alive by the buffer and never written, and nothing counts against the device's memory.
+TEST(CpuDevice, BorrowedHostMemoryIsReadInPlaceAndNeverWritten) {
+  CpuDevice cpu(detect_cpu_info("cpu0"), 1);
+  const std::int64_t m = 4, k = 3, n = 2;
+  auto x = std::make_shared<std::vector<float>>(
+      std::vector<float>{1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12});
+  const std::vector<float> w{1, 0, 0, 1, 1, 1};
+  const std::weak_ptr<std::vector<float>> alive = x;
+  BufferPtr bx = cpu.borrow_host(std::as_bytes(std::span<const float>(*x)), x);
+  ASSERT_NE(bx, nullptr);
+  x.reset();
+  EXPECT_FALSE(alive.expired()) << "the buffer keeps the memory it reads";
+  EXPECT_EQ(cpu.memory_used_bytes(), 0u);
+  EXPECT_EQ(static_cast<const Buffer&>(*bx).host_span().data(),
+            reinterpret_cast<const std::byte*>(alive.lock()->data()))
+      << "read where it lies, not copied";
+  auto bw = cpu.allocate(w.size() * 4), by = cpu.allocate(m * n * 4);
+  cpu.copy_from_host(*bw, std::as_bytes(std::span<const float>(w)));
+  cpu.launch(KernelLaunch::gemm(*bx, *bw, nullptr, *by, m, k, n));
+  const auto y = by->as<float>();
+  for (std::int64_t i = 0; i < m; ++i) {
+    EXPECT_FLOAT_EQ(y[i * n], static_cast<float>(3 * i + 1 + 3 * i + 3)) << i;
+    EXPECT_FLOAT_EQ(y[i * n + 1], static_cast<float>(3 * i + 2 + 3 * i + 3)) << i;
+  }
+  // Written into (a kernel's output, a copy's destination): refused, the owner's bytes unchanged.
+  EXPECT_THROW(cpu.launch(KernelLaunch::gemm(*by, *bw, nullptr, *bx, m, 1, n)), dype::InputError);
+  EXPECT_THROW(cpu.copy_from_host(*bx, std::as_bytes(std::span<const float>(w))), dype::InputError);
+  EXPECT_FLOAT_EQ(alive.lock()->at(0), 1.0f);
+  EXPECT_FLOAT_EQ(alive.lock()->at(5), 6.0f);
+  bx.reset();
+  EXPECT_TRUE(alive.expired());
+}
+
+// Emulated devices model their copies, so they never borrow.
+TEST(CpuDevice, OnlyTheCpuBorrowsHostMemory) {
+  auto sys = dype::rt::testing::emu_system(1, 1);
+  const std::vector<float> x(8, 1.0f);
+  for (Device* d : sys.devices()) {
+    if (d->kind() == DeviceKind::cpu) continue;
+    EXPECT_EQ(d->borrow_host(std::as_bytes(std::span<const float>(x)), nullptr), nullptr)
+        << d->name();
+  }
 }
 
 }  // namespace

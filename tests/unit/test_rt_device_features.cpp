@@ -22,6 +22,7 @@
 #include "runtime/daemon/graph_registry.h"
 #include "runtime/daemon/kserve/request_builder.h"
 #include "runtime/engine.h"
+#include "runtime/pipeline.h"
 #include "runtime/planning/planner.h"
 #include "test_rt_common.h"
 
@@ -198,6 +199,68 @@ TEST(RtDeviceFeatures, RequestBuilderChecksThemWhereTheyLie) {
   const int checks = mem->checks;
   EXPECT_THROW(daemon::features_on_device(in.inputs[0], 4, "in_features"), InputError);
   EXPECT_EQ(mem->checks, checks);
+}
+
+// Runs `r` once through a pipeline of `spec`: its completion and the first stage's transfers.
+std::pair<Completion, TransferCounters> run_once(const Model& m, const PipelineSpec& spec,
+                                                 Request r) {
+  Pipeline p(m, spec);
+  Completion got;
+  p.submit({.seq = 0,
+            .request = std::make_shared<Request>(std::move(r)),
+            .not_before_s = 0,
+            .done = [&](Completion&& c) { got = std::move(c); }});
+  p.close();
+  p.join();
+  return {std::move(got), p.stats().at(0).transfers};
+}
+
+// A CPU stage's kernels read mapped features where they lie (no copy into a buffer of its own), the
+// memory is asked whether it stayed whole only once the pipeline has read it, and a stage on any
+// other device still gets a copy.
+TEST(RtDeviceFeatures, CpuStagesReadMappedFeaturesInPlace) {
+  hw::System sys = testing::emu_system(1, 0);
+  hw::Device* cpu = &sys.device("cpu0");
+  hw::Device* gpu = sys.devices_of(hw::DeviceKind::gpu).at(0);
+  const Model m = Model::gcn({.layers = 2, .in_features = 16, .hidden = 8, .seed = 5});
+  const auto g = Graph::from_edges(random_graph(300, 2400, 5), true);
+  const HostTensor x = make_tensor(300, 16, kernels::generate_features(300, 16, 12));
+  const HostTensor want = reference_forward(m, Request::gnn(g, x));
+  auto mapping = std::make_shared<std::vector<float>>(x.data);
+  auto asked = std::make_shared<std::atomic<int>>(0);
+  auto whole = std::make_shared<std::atomic<bool>>(true);
+  auto mapped = [&] {
+    return Request::gnn(g, MappedFeatures{mapping, mapping->data(), 300, 16, [asked, whole] {
+                                            ++*asked;
+                                            return whole->load();
+                                          }});
+  };
+  const int last = m.num_kernels() - 1;
+
+  auto [on_cpu, cpu_moves] = run_once(m, {{{0, last, {cpu}, 0}}, ""}, mapped());
+  ASSERT_FALSE(on_cpu.error);
+  EXPECT_LE(relative_error(on_cpu.output, want), 1e-5);
+  EXPECT_EQ(cpu_moves.moves, 1) << "used in place";
+  EXPECT_EQ(cpu_moves.staged_copies, 1) << "only the answer's download";
+  EXPECT_EQ(asked->load(), 1) << "asked once, after the last stage";
+  EXPECT_EQ(*mapping, x.data) << "the client's memory is never written";
+
+  // The CPU first, then a GPU: the borrowed rows are copied on from the CPU's buffer.
+  auto [split, split_moves] = run_once(m, {{{0, 1, {cpu}, 0}, {2, last, {gpu}, 0}}, ""}, mapped());
+  ASSERT_FALSE(split.error);
+  EXPECT_LE(relative_error(split.output, want), 1e-5);
+  EXPECT_EQ(split_moves.moves, 1);
+  auto [on_gpu, gpu_moves] = run_once(m, {{{0, last, {gpu}, 0}}, ""}, mapped());
+  ASSERT_FALSE(on_gpu.error);
+  EXPECT_LE(relative_error(on_gpu.output, want), 1e-5);
+  EXPECT_EQ(gpu_moves.moves, 0) << "an emulated GPU models its copy";
+
+  // The object shrank while the kernels read it (read as zeros): the answer is refused.
+  whole->store(false);
+  auto [shrunk, shrunk_moves] = run_once(m, {{{0, last, {cpu}, 0}}, ""}, mapped());
+  ASSERT_TRUE(shrunk.error);
+  EXPECT_THROW(std::rethrow_exception(shrunk.error), InputError);
+  EXPECT_TRUE(shrunk.output.data.empty());
 }
 
 }  // namespace

@@ -72,16 +72,29 @@ grpc::Status status_of(std::exception_ptr ep, std::string& reason) {
   return {answer.grpc_code, std::move(answer.message)};
 }
 
-InferRequest from_proto(const pb::ModelInferRequest& r) {
+namespace {
+
+// raw_input_contents moved out of a request (no copy), kept for as long as the engine reads them
+// where they lie. Owned memory: it cannot shrink under a reader, so there is nothing to check.
+struct ReceivedContents final : HeldMemory {
+  google::protobuf::RepeatedPtrField<std::string> raw;
+  void check_read(const std::string& /*where*/) const override {}
+};
+
+// `raw`: the request's raw_input_contents (in it, or moved out of it).
+InferRequest from_proto(const pb::ModelInferRequest& r,
+                        const google::protobuf::RepeatedPtrField<std::string>& raw,
+                        const std::shared_ptr<const ReceivedContents>& held) {
   InferRequest in;
   in.id = r.id();
   for (const auto& [k, v] : r.parameters()) in.parameters[k] = param_json(v);
   // raw_input_contents: one entry for each input whose data is not in shared memory, in order.
   int in_memory = 0;
   for (const auto& t : r.inputs()) in_memory += t.parameters().count("shared_memory_region") ? 0 : 1;
-  if (r.raw_input_contents_size() > 0 && r.raw_input_contents_size() != in_memory)
-    throw InputError("raw_input_contents", std::to_string(r.raw_input_contents_size()) + " entries for " +
-                                               std::to_string(in_memory) + " inputs not in shared memory");
+  if (raw.size() > 0 && raw.size() != in_memory)
+    throw InputError("raw_input_contents", std::to_string(raw.size()) + " entries for " +
+                                               std::to_string(in_memory) +
+                                               " inputs not in shared memory");
   int raw_i = 0;
   for (int i = 0; i < r.inputs_size(); ++i) {
     const auto& t = r.inputs(i);
@@ -108,9 +121,10 @@ InferRequest from_proto(const pb::ModelInferRequest& r) {
       in.inputs.push_back(std::move(x));
       continue;
     }
-    if (r.raw_input_contents_size() > 0) {
+    if (raw.size() > 0) {
       if (t.has_contents()) throw InputError(where, "has contents and raw_input_contents");
-      x.view = std::string_view(r.raw_input_contents(raw_i++));  // in place: the request outlives `in`
+      x.view = std::string_view(raw.Get(raw_i++));  // in place
+      if (held) in.held.emplace_back(where, held);
     } else if (x.datatype == "FP32") {
       append_raw<float>(x.raw, t.contents().fp32_contents());
     } else if (x.datatype == "INT64") {
@@ -134,6 +148,20 @@ InferRequest from_proto(const pb::ModelInferRequest& r) {
         {o.name(), true, shared_memory_ref(shared_memory_params(o.parameters()), "outputs[" + std::to_string(i) + "]")});
   }
   return in;
+}
+
+}  // namespace
+
+InferRequest from_proto(const pb::ModelInferRequest& r) {
+  return from_proto(r, r.raw_input_contents(), nullptr);
+}
+
+InferRequest take_from_proto(pb::ModelInferRequest& r) {
+  if (r.raw_input_contents_size() == 0) return from_proto(r);
+  auto held = std::make_shared<ReceivedContents>();
+  // Swapped out, not copied (neither is on an arena): a 35 MB x stays where the parser put it.
+  held->raw.Swap(r.mutable_raw_input_contents());
+  return from_proto(r, held->raw, held);
 }
 
 void to_proto(const std::string& model, std::int64_t version, const std::string& id,

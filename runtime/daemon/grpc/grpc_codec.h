@@ -24,6 +24,9 @@ namespace dype::rt::daemon {
 
 // raw_input_contents are viewed in place (Tensor::view): `request` must outlive the result.
 InferRequest from_proto(const inference::ModelInferRequest& request);
+// The same, with raw_input_contents moved out of `request` into memory the result holds
+// (InferRequest::held), so the engine may read them in place after `request` is reused.
+InferRequest take_from_proto(inference::ModelInferRequest& request);
 // The answer's outputs as raw_output_contents, one per output, in order.
 void to_proto(const std::string& model, std::int64_t version, const std::string& id, const std::vector<Tensor>& outputs,
               inference::ModelInferResponse& response);

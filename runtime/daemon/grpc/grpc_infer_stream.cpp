@@ -212,8 +212,9 @@ class InferStream final : public StreamBase {
       it.version = s_.service.model(it.model).version;
       check_version(it.model, req_.model_version(), it.version);
       it.ticket = std::make_unique<AdmissionControl::Ticket>(s_.admission);
-      // The engine's request owns copies of what it needs, so `req_` can be reused at once.
-      InferRequest in = from_proto(req_);
+      // The request holds what it needs (raw contents moved out of `req_`), so `req_` can be
+      // reused at once.
+      InferRequest in = take_from_proto(req_);
       s_.bind_regions(in, owner_);
       it.requested = in.outputs;
       if (const auto timeout = request_timeout(in)) it.deadline = it.t0 + *timeout;

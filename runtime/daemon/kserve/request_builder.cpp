@@ -113,13 +113,13 @@ HostTensor features(const Tensor& x, std::int64_t cols_expected, const char* col
 
 std::optional<MappedFeatures> features_in_place(const Tensor& x, std::int64_t cols_expected,
                                                 const char* cols_name, const InferRequest& in) {
-  if (!x.view || !x.shared_memory || x.device || x.datatype != "FP32") return std::nullopt;
+  if (!x.view || x.device || x.datatype != "FP32") return std::nullopt;
   const std::string where = "inputs['" + x.name + "']";
   std::shared_ptr<const HeldMemory> held;
   for (const auto& [w, h] : in.held)
     if (w == where) held = h;
   const std::string_view b = x.bytes();
-  // Not a region's, or not aligned for float: features() copies it.
+  // Held by nothing (a view the caller may reuse), or not aligned for float: features() copies it.
   if (!held || reinterpret_cast<std::uintptr_t>(b.data()) % alignof(float) != 0)
     return std::nullopt;
   check_feature_shape(x, cols_expected, cols_name);

@@ -26,8 +26,9 @@ HostTensor features(const Tensor& x, std::int64_t cols_expected, const char* col
 // Input x left in GPU memory (Tensor::device): the same checks, made on the device.
 DeviceFeatures features_on_device(const Tensor& x, std::int64_t cols_expected,
                                   const char* cols_name);
-// Input x in a system shared-memory region (its view held by in.held), aligned for float: the same
-// checks, made where it lies, and no copy (rt::MappedFeatures); nullopt for any other x.
+// Input x viewed in memory the request holds (in.held: a system shared-memory region, or a gRPC
+// stream's received raw contents), aligned for float: the same checks, made where it lies, and no
+// copy (rt::MappedFeatures); nullopt for any other x.
 std::optional<MappedFeatures> features_in_place(const Tensor& x, std::int64_t cols_expected,
                                                 const char* cols_name, const InferRequest& in);
 
