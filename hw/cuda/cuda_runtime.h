@@ -78,6 +78,13 @@ struct CudaRuntime {
   static Error can_access_peer(int* can, int a, int b) { return cudaDeviceCanAccessPeer(can, a, b); }
   static Error enable_peer_access(int peer) { return cudaDeviceEnablePeerAccess(peer, 0); }
   static bool peer_access_already_enabled(Error rc) { return rc == cudaErrorPeerAccessAlreadyEnabled; }
+  static constexpr const char* kHostRegister = "cudaHostRegister";
+  // Portable: pinned for every device's context, not only the current one.
+  static Error host_register(void* p, std::size_t n) {
+    return cudaHostRegister(p, n, cudaHostRegisterPortable);
+  }
+  static Error host_unregister(void* p) { return cudaHostUnregister(p); }
+  static const char* error_string(Error rc) { return cudaGetErrorString(rc); }
 };
 
 }  // namespace dype::hw

@@ -78,6 +78,13 @@ struct HipRuntime {
   static Error can_access_peer(int* can, int a, int b) { return hipDeviceCanAccessPeer(can, a, b); }
   static Error enable_peer_access(int peer) { return hipDeviceEnablePeerAccess(peer, 0); }
   static bool peer_access_already_enabled(Error rc) { return rc == hipErrorPeerAccessAlreadyEnabled; }
+  static constexpr const char* kHostRegister = "hipHostRegister";
+  // Portable: pinned for every device, not only the current one.
+  static Error host_register(void* p, std::size_t n) {
+    return hipHostRegister(p, n, hipHostRegisterPortable);
+  }
+  static Error host_unregister(void* p) { return hipHostUnregister(p); }
+  static const char* error_string(Error rc) { return hipGetErrorString(rc); }
 };
 
 }  // namespace dype::hw

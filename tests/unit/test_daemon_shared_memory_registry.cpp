@@ -11,6 +11,7 @@
 
 #include <gtest/gtest.h>
 
+#include "hw/pinned_host_memory.h"
 #include "runtime/daemon/errors.h"
 #include "runtime/daemon/kserve/request_builder.h"
 #include "runtime/daemon/shm/guarded_mapping.h"
@@ -134,4 +135,35 @@ TEST(SharedMemoryRegistry, OwnersSizesAndTheSwitchAreChecked) {
   } catch (const InputError& e) {
     EXPECT_NE(std::string(e.what()).find("truncated"), std::string::npos) << e.what();
   }
+}
+
+// A registered region is pinned for the GPUs once, at registration (here by a pinner that records
+// what cudaHostRegister would be given), its bytes are the ones a request's x views, and it stays
+// pinned while a request holds it after unregistering.
+TEST(SharedMemoryRegistry, RegionsArePinnedOnceAndUnpinnedWithTheirLastHolder) {
+  static std::vector<std::pair<void*, std::size_t>> pinned;
+  static std::vector<void*> unpinned;
+  hw::add_host_pinner({"cuda",
+                       [](void* p, std::size_t n, std::string&) {
+                         pinned.emplace_back(p, n);
+                         return true;
+                       },
+                       [](void* p) { unpinned.push_back(p); }});
+  Object in("dype-reg-pin", 64);
+  SharedMemoryRegistry shm(true);
+  shm.register_system("in", in.key, 0, 64, "key a");
+  ASSERT_EQ(pinned.size(), 1u);
+  EXPECT_EQ(pinned[0].second, 64u);
+  InferRequest r;
+  r.inputs.push_back(x_in("in", 64));
+  bind_shared_memory(r, &shm, "key a");
+  EXPECT_EQ(static_cast<const void*>(r.inputs[0].bytes().data()), pinned[0].first);
+  EXPECT_TRUE(hw::host_memory_pinned(r.inputs[0].bytes().data(), 64))
+      << "a GPU upload of x is one DMA";
+  shm.unregister(SharedMemoryRegion::Kind::system, "in", "key a");
+  EXPECT_TRUE(unpinned.empty()) << "the request still reads it";
+  r = InferRequest{};
+  ASSERT_EQ(unpinned.size(), 1u);
+  EXPECT_EQ(unpinned[0], pinned[0].first);
+  EXPECT_EQ(pinned.size(), 1u) << "pinned once";
 }

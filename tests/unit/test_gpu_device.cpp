@@ -22,6 +22,7 @@
 #include "common/error.h"
 #include "hw/device_ipc_memory.h"
 #include "hw/gpu/spmm_plan_cache.h"
+#include "hw/pinned_host_memory.h"
 #include "hw/registry.h"
 #include "hw/system_config.h"
 
@@ -149,6 +150,29 @@ TEST_P(GpuDevice, CopyRoundTripAcrossStagingChunks) {
   const auto v = random_floats((20u << 20) / 4 + 17, 1);
   auto b = upload(*gpu, v);
   EXPECT_EQ(download(*gpu, *b), v);
+}
+
+// A pinned host range (a registered shared-memory region) is copied in one DMA each way, with the
+// same bytes as the staged path; the device's backend is what pinned it.
+TEST_P(GpuDevice, CopiesPinnedHostMemoryWithoutStaging) {
+  if (!have(1)) GTEST_SKIP() << why_none();
+  auto gpu = make(0);  // adds the backend's pinner
+  auto v = random_floats((20u << 20) / 4 + 17, 3);
+  std::string why;
+  auto pin = hw::pin_host_memory(v.data(), v.size() * sizeof(float), &why);
+  ASSERT_NE(pin, nullptr) << why;
+  EXPECT_NE(pin->backends().find(GetParam()), std::string::npos) << pin->backends();
+  ASSERT_TRUE(hw::host_memory_pinned(v.data(), v.size() * sizeof(float)));
+  auto b = upload(*gpu, v);
+  std::vector<float> back(v.size(), 0.0f);
+  auto pin_back = hw::pin_host_memory(back.data(), back.size() * sizeof(float), &why);
+  ASSERT_NE(pin_back, nullptr) << why;
+  gpu->copy_to_host(*b, std::as_writable_bytes(std::span<float>(back)));
+  EXPECT_EQ(back, v);
+  pin.reset();
+  pin_back.reset();
+  EXPECT_FALSE(hw::host_memory_pinned(v.data(), 4));
+  EXPECT_EQ(download(*gpu, *b), v) << "the staged path after unpinning";
 }
 
 // Each direction has its own staging stream and pinned slots: copies in and out from two threads

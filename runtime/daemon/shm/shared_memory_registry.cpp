@@ -8,7 +8,10 @@
 #include <cerrno>
 #include <cstring>
 
+#include <spdlog/spdlog.h>
+
 #include "hw/device_ipc_memory.h"
+#include "hw/pinned_host_memory.h"
 #include "runtime/daemon/errors.h"
 #include "runtime/daemon/shm/guarded_mapping.h"
 
@@ -129,6 +132,14 @@ void SharedMemoryRegistry::register_system(const std::string& name, const std::s
                                       "' (" + std::to_string(st.st_size) + " bytes)");
   region->mapping = std::make_shared<const GuardedMapping>(fd, offset, byte_size, /*writable=*/true,
                                                            "key '" + key + "'");
+  // Pinned once here, so GPU stages copy x from it, and y into it, without the staging copy.
+  std::string why_not;
+  region->pinned = hw::pin_host_memory(region->mapping->data(), byte_size, &why_not);
+  if (region->pinned)
+    spdlog::info("shared memory region '{}': {} bytes pinned for {}", name, byte_size,
+                 region->pinned->backends());
+  else
+    spdlog::debug("shared memory region '{}': not pinned ({})", name, why_not);
   add(std::move(region));
 }
 
@@ -209,6 +220,7 @@ std::vector<SharedMemoryRegion> SharedMemoryRegistry::status(Kind kind,
     if (r->kind != kind || r->owner != owner || (name && n != *name)) continue;
     SharedMemoryRegion s = *r;
     s.mapping = nullptr;
+    s.pinned = nullptr;
     s.device = nullptr;
     s.fd = -1;
     s.fd_closer = nullptr;

@@ -31,6 +31,7 @@
 
 namespace dype::hw {
 class DeviceIpcMemory;
+class PinnedHostMemory;
 }
 
 namespace dype::rt::daemon {
@@ -47,6 +48,9 @@ struct SharedMemoryRegion {
   std::uint64_t byte_size = 0;
   std::int64_t device_id = -1;                        // cuda
   std::shared_ptr<const GuardedMapping> mapping;      // system
+  // system: the mapping page-locked for the GPUs (hw/pinned_host_memory.h), when this process has
+  // one; declared after `mapping`, so it is unpinned before it is unmapped.
+  std::shared_ptr<const hw::PinnedHostMemory> pinned;
   std::shared_ptr<const hw::DeviceIpcMemory> device;  // cuda
   int fd = -1;                            // system: kept open to check its size at each use
   std::shared_ptr<const void> fd_closer;  // closes fd with the last holder
