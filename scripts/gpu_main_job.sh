@@ -155,6 +155,24 @@ else
   echo "  (the CUDA shared-memory client failed: reported above, not counted against the main job)"
 fi
 
+# The same through dype-client --cuda-shm (its own CUDA regions), over gRPC and HTTP: its checksum
+# must equal the kept answer's. Reported, not counted against the main job.
+want_sum=$(sed -n 's/.*checksum \(sum=[^ ]* abs_sum=[^ ]*\).*/\1/p' "$work/infer.log")
+for proto in grpc http; do
+  echo "  dype-client --protocol $proto infer --cuda-shm: x and y in the client's GPU memory"
+  if bounded "$bin/dype-client" --protocol "$proto" --http-port "$(port http)" --grpc-port "$(port grpc)" \
+      --metrics-port "$(port metrics)" infer --cuda-shm --model "$model" --graph "$graph" \
+      --features "$work/x.npy" --top-k 0 > "$work/infer_cuda_$proto.log" 2>&1; then
+    sed 's/^/  client| /' "$work/infer_cuda_$proto.log"
+    got_sum=$(sed -n 's/.*checksum \(sum=[^ ]* abs_sum=[^ ]*\).*/\1/p' "$work/infer_cuda_$proto.log")
+    [[ -n "$got_sum" && "$got_sum" == "$want_sum" ]] && echo "  the same checksum as the kept answer ($got_sum)" ||
+      echo "  (checksum $got_sum differs from the kept answer's $want_sum)"
+  else
+    sed 's/^/  client| /' "$work/infer_cuda_$proto.log"
+    echo "  (dype-client --cuda-shm failed: reported above, not counted against the main job)"
+  fi
+done
+
 kill -TERM "$pid"
 status=0
 wait "$pid" || status=$?

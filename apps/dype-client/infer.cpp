@@ -9,6 +9,7 @@
 #include <numeric>
 
 #include "common/error.h"
+#include "cuda_region.h"
 #include "graph/generators.h"
 #include "runtime/repository/npy.h"
 #include "runtime/repository/safetensors.h"
@@ -106,11 +107,36 @@ int run_infer(Transport& t, const InferOptions& o) {
     y_region = std::make_unique<ClientRegion>(t, "y", static_cast<std::size_t>(rows) * info.out_columns * sizeof(float));
     outputs.push_back(y_region->output("y"));
   }
+  // --cuda-shm: the same with GPU memory; x is copied to the GPU before the clock starts, y read
+  // back after it stops (what a client whose tensors live on the GPU skips).
+  std::unique_ptr<CudaClientRegion> x_gpu, y_gpu;
+  if (o.cuda_shm) {
+    if (o.shm) throw InputError("--cuda-shm", "and --shm cannot both carry x and y");
+    if (info.out_columns <= 0)
+      throw InputError("--cuda-shm",
+                       "model '" + o.model + "' answers no output y to place in a region");
+    const Tensor x = std::move(in.front());
+    x_gpu = std::make_unique<CudaClientRegion>(t, "x", x.bytes().size(), o.cuda_device);
+    x_gpu->write(x.bytes().data(), x.bytes().size());
+    in.front() = x_gpu->tensor("x", "FP32", x.shape);
+    y_gpu = std::make_unique<CudaClientRegion>(
+        t, "y", static_cast<std::size_t>(rows) * info.out_columns * sizeof(float), o.cuda_device);
+    outputs.push_back(y_gpu->output("y"));
+  }
   const auto t0 = std::chrono::steady_clock::now();
   rt::daemon::InferResponse r = t.infer(o.model, in, params, outputs);
   const double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
-  for (Tensor& out : r.outputs)
-    if (out.shared_memory && y_region) out.raw.assign(y_region->data() + out.shared_memory->offset, out.shared_memory->byte_size);
+  for (Tensor& out : r.outputs) {
+    if (!out.shared_memory) continue;
+    if (y_region)
+      out.raw.assign(y_region->data() + out.shared_memory->offset, out.shared_memory->byte_size);
+    if (y_gpu) {
+      if (out.shared_memory->offset != 0 || out.shared_memory->byte_size > y_gpu->size())
+        throw Error("response: output '" + out.name + "' lies outside region " + y_gpu->name());
+      out.raw.resize(out.shared_memory->byte_size);
+      y_gpu->read(out.raw.data(), out.raw.size());
+    }
+  }
   const Tensor* y = nullptr;
   const Tensor* predictions = nullptr;
   for (const Tensor& t : r.outputs) {

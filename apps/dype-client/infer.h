@@ -21,6 +21,8 @@ struct InferOptions {
   std::uint64_t seed = 1;
   std::string protocol_name = "http";
   bool shm = false;  // x and y through system shared-memory regions instead of the protocol
+  bool cuda_shm = false;  // x and y through CUDA shared-memory regions (GPU memory) instead
+  int cuda_device = 0;    // the CUDA device those regions are allocated on
 };
 
 // Returns the exit status (0); throws dype::Error on bad inputs or a refused request.

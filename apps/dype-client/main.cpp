@@ -370,6 +370,15 @@ int main(int argc, char** argv) {
   infer->add_flag("--shm", io.shm,
                   "send x and receive y through system shared-memory regions this client creates and registers "
                   "(dype-serve --allow-client-shm) instead of the protocol");
+  infer
+      ->add_flag("--cuda-shm", io.cuda_shm,
+                 "send x and receive y through CUDA shared-memory regions: GPU memory this client "
+                 "allocates and "
+                 "registers by IPC handle (a CUDA build of dype-client and of dype-serve "
+                 "--allow-client-shm)")
+      ->excludes("--shm");
+  infer->add_option("--cuda-device", io.cuda_device,
+                    "the CUDA device --cuda-shm allocates on (default 0)");
 
   auto* stream = app.add_subcommand("stream", "a stream of requests: a drift schedule or a directory of graph files");
   int requests = 0, concurrency = 4, per_file = 50;

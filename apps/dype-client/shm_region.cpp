@@ -13,10 +13,9 @@
 namespace dype::client {
 
 ClientRegion::ClientRegion(Transport& transport, const std::string& role, std::size_t bytes)
-    : transport_(transport),
-      name_("dype-client-" + std::to_string(getpid()) + "-" + role),
-      key_("/" + name_),
-      bytes_(bytes) {
+    : NamedRegion("dype-client-" + std::to_string(getpid()) + "-" + role, bytes),
+      transport_(transport),
+      key_("/" + name_) {
   fd_ = shm_open(key_.c_str(), O_RDWR | O_CREAT | O_TRUNC, 0600);
   if (fd_ < 0)
     throw Error("--shm: cannot create shared-memory object " + key_ + ": " + std::strerror(errno));
@@ -59,8 +58,8 @@ ClientRegion::~ClientRegion() {
   shm_unlink(key_.c_str());
 }
 
-rt::daemon::Tensor ClientRegion::tensor(const std::string& tensor_name, const std::string& datatype,
-                                        std::vector<std::int64_t> shape) const {
+rt::daemon::Tensor NamedRegion::tensor(const std::string& tensor_name, const std::string& datatype,
+                                       std::vector<std::int64_t> shape) const {
   rt::daemon::Tensor t;
   t.name = tensor_name;
   t.datatype = datatype;
@@ -69,7 +68,7 @@ rt::daemon::Tensor ClientRegion::tensor(const std::string& tensor_name, const st
   return t;
 }
 
-rt::daemon::RequestedOutput ClientRegion::output(const std::string& output_name) const {
+rt::daemon::RequestedOutput NamedRegion::output(const std::string& output_name) const {
   return {output_name, false, rt::daemon::SharedMemoryRef{name_, 0, bytes_}, nullptr};
 }
 

@@ -14,7 +14,24 @@
 
 namespace dype::client {
 
-class ClientRegion {
+// A registered region as requests name it: its name and size, the tensors that live in it.
+class NamedRegion {
+ public:
+  const std::string& name() const { return name_; }
+  std::size_t size() const { return bytes_; }
+  // An input tensor whose bytes are this whole region.
+  rt::daemon::Tensor tensor(const std::string& tensor_name, const std::string& datatype,
+                            std::vector<std::int64_t> shape) const;
+  // An output asked for into this whole region.
+  rt::daemon::RequestedOutput output(const std::string& output_name) const;
+
+ protected:
+  NamedRegion(std::string name, std::size_t bytes) : name_(std::move(name)), bytes_(bytes) {}
+  std::string name_;
+  std::size_t bytes_ = 0;
+};
+
+class ClientRegion : public NamedRegion {
  public:
   // The object is /dype-client-<pid>-<role>; the region's name is the same without the slash.
   ClientRegion(Transport& transport, const std::string& role, std::size_t bytes);
@@ -23,20 +40,12 @@ class ClientRegion {
   ClientRegion& operator=(const ClientRegion&) = delete;
 
   char* data() const { return data_; }
-  std::size_t size() const { return bytes_; }
-  const std::string& name() const { return name_; }
-  // An input tensor whose bytes are this whole region.
-  rt::daemon::Tensor tensor(const std::string& tensor_name, const std::string& datatype,
-                            std::vector<std::int64_t> shape) const;
-  // An output asked for into this whole region.
-  rt::daemon::RequestedOutput output(const std::string& output_name) const;
 
  private:
   Transport& transport_;
-  std::string name_, key_;
+  std::string key_;
   int fd_ = -1;
   char* data_ = nullptr;
-  std::size_t bytes_ = 0;
   bool registered_ = false;
 };
 

@@ -11,6 +11,7 @@
 #include <grpcpp/impl/client_unary_call.h>
 #include <grpcpp/support/byte_buffer.h>
 #include <httplib.h>
+#include <boost/beast/core/detail/base64.hpp>
 
 #include "common/error.h"
 #include "runtime/daemon/proto/grpc_service.grpc.pb.h"
@@ -96,6 +97,19 @@ class HttpTransport final : public Transport {
   }
   void unregister_region(const std::string& name) override {
     post_json("/v2/systemsharedmemory/region/" + name + "/unregister", json::object());
+  }
+  void register_cuda_region(const std::string& name, const std::string& raw_handle, int device_id,
+                            std::uint64_t byte_size) override {
+    // Standard base64 with its padding, as Triton's clients send it.
+    namespace b64 = boost::beast::detail::base64;
+    std::string text(b64::encoded_size(raw_handle.size()), '\0');
+    text.resize(b64::encode(text.data(), raw_handle.data(), raw_handle.size()));
+    post_json(
+        "/v2/cudasharedmemory/region/" + name + "/register",
+        {{"raw_handle", {{"b64", text}}}, {"device_id", device_id}, {"byte_size", byte_size}});
+  }
+  void unregister_cuda_region(const std::string& name) override {
+    post_json("/v2/cudasharedmemory/region/" + name + "/unregister", json::object());
   }
 
  private:
@@ -302,6 +316,28 @@ class GrpcTransport final : public Transport {
     q.set_name(name);
     inference::SystemSharedMemoryUnregisterResponse r;
     if (const grpc::Status s = stub_->SystemSharedMemoryUnregister(&ctx, q, &r); !s.ok()) throw Error(grpc_error(s));
+  }
+  void register_cuda_region(const std::string& name, const std::string& raw_handle, int device_id,
+                            std::uint64_t byte_size) override {
+    grpc::ClientContext ctx;
+    authorize(ctx);
+    inference::CudaSharedMemoryRegisterRequest q;
+    q.set_name(name);
+    q.set_raw_handle(raw_handle);
+    q.set_device_id(device_id);
+    q.set_byte_size(byte_size);
+    inference::CudaSharedMemoryRegisterResponse r;
+    if (const grpc::Status s = stub_->CudaSharedMemoryRegister(&ctx, q, &r); !s.ok())
+      throw Error(grpc_error(s));
+  }
+  void unregister_cuda_region(const std::string& name) override {
+    grpc::ClientContext ctx;
+    authorize(ctx);
+    inference::CudaSharedMemoryUnregisterRequest q;
+    q.set_name(name);
+    inference::CudaSharedMemoryUnregisterResponse r;
+    if (const grpc::Status s = stub_->CudaSharedMemoryUnregister(&ctx, q, &r); !s.ok())
+      throw Error(grpc_error(s));
   }
 
  private:

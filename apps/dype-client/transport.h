@@ -64,6 +64,11 @@ class Transport {
   // POSIX shared-memory object `key`, and unregister it.
   virtual void register_region(const std::string& name, const std::string& key, std::uint64_t byte_size) = 0;
   virtual void unregister_region(const std::string& name) = 0;
+  // The CUDA shared-memory extension: register GPU memory by its serialised cudaIpcMemHandle_t
+  // (64 bytes) on CUDA device `device_id`, and unregister it.
+  virtual void register_cuda_region(const std::string& name, const std::string& raw_handle,
+                                    int device_id, std::uint64_t byte_size) = 0;
+  virtual void unregister_cuda_region(const std::string& name) = 0;
 };
 
 // The graph as request tensors: edge_index INT64 [2, E], plus edge_weight FP32 [E] when weighted.

@@ -114,6 +114,38 @@ TEST_F(DypeClientCli, SharedMemoryGivesTheSameAnswerAndCleansUp) {
     EXPECT_EQ(e.path().filename().string().rfind("dype-client-", 0), std::string::npos) << e.path();
 }
 
+// --cuda-shm: x and y in GPU memory the client registers by IPC handle. With a CUDA device, the
+// same answer as through the protocol over HTTP and gRPC; without one (or without CUDA), a clear
+// refusal before anything is registered, and the daemon serves on.
+TEST_F(DypeClientCli, CudaSharedMemoryGivesTheSameAnswerOrSaysWhyNot) {
+  const fs::path g = graph_dir("cuda-shm") / "a.mtx";
+  const Result plain = run(ports_ + " infer --model gcn --mtx " + g.string());
+  ASSERT_EQ(plain.status, 0) << plain.out;
+  for (const char* protocol : {"http", "grpc"}) {
+    const Result r = run(ports_ + " --protocol " + protocol +
+                         " infer --cuda-shm --model gcn --mtx " + g.string());
+    if (r.status != 0) {
+      EXPECT_EQ(r.status, 1) << r.out;
+      const bool no_device = r.out.find("--cuda-shm: no CUDA device here") != std::string::npos;
+      const bool no_cuda =
+          r.out.find("--cuda-shm: this dype-client was built without CUDA") != std::string::npos;
+      EXPECT_TRUE(no_device || no_cuda) << r.out;
+      std::printf("no CUDA shared memory here: %s\n", r.out.c_str());
+    } else {
+      EXPECT_EQ(checksum_of(r.out), checksum_of(plain.out)) << r.out;
+    }
+    EXPECT_TRUE(http_->shared_memory()
+                    .status(SharedMemoryRegion::Kind::cuda, std::nullopt, "address 127.0.0.1")
+                    .empty());
+  }
+  const Result both = run(ports_ + " infer --cuda-shm --shm --model gcn --mtx " + g.string());
+  EXPECT_NE(both.status, 0);
+  EXPECT_NE(both.out.find("excludes"), std::string::npos) << both.out;
+  const Result again = run(ports_ + " infer --model gcn --mtx " + g.string());
+  ASSERT_EQ(again.status, 0) << again.out;
+  EXPECT_EQ(checksum_of(again.out), checksum_of(plain.out));
+}
+
 // The user's own features (.npy written by numpy, or .safetensors) go in, the output comes back
 // as a .npy numpy reads, equal to the daemon's reference answer; small outputs print top classes.
 TEST_F(DypeClientCli, InferWithFeaturesFromNpyWritesNpy) {

@@ -1,0 +1,44 @@
+#pragma once
+// GPU memory dype-client allocates and registers with dype-serve as a region of Triton's CUDA
+// shared-memory extension (dype-serve --allow-client-shm, on a CUDA build): cudaMalloc,
+// cudaIpcGetMemHandle, and the handle's 64 bytes sent as raw_handle with the device's index. x is
+// copied into it once and y read back from it; the daemon reads x where it lies (on that very GPU,
+// with no host copy). Unregistered and freed when it goes, also when the request failed.
+//
+//   CudaClientRegion x(transport, "x", bytes, /*device=*/0);   x.write(features, bytes);
+//   Tensor t = x.tensor("x", "FP32", {n, f});                   // names the region, carries no
+//   bytes
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "shm_region.h"
+#include "transport.h"
+
+namespace dype::client {
+
+// Whether this dype-client was built with CUDA (else --cuda-shm is refused, saying so).
+bool cuda_shm_built();
+
+class CudaClientRegion : public NamedRegion {
+ public:
+  // The region's name is dype-client-<pid>-cuda-<role>. Error when there is no such CUDA device
+  // or the allocation fails (the CUDA runtime's message), or the daemon refuses the region.
+  CudaClientRegion(Transport& transport, const std::string& role, std::size_t bytes, int device);
+  ~CudaClientRegion();
+  CudaClientRegion(const CudaClientRegion&) = delete;
+  CudaClientRegion& operator=(const CudaClientRegion&) = delete;
+
+  // Host -> region at its start, and region -> host (n at most size()).
+  void write(const void* src, std::size_t n);
+  void read(void* dst, std::size_t n) const;
+
+ private:
+  Transport& transport_;
+  int device_ = 0;
+  void* ptr_ = nullptr;
+  bool registered_ = false;
+};
+
+}  // namespace dype::client
