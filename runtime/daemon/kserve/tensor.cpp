@@ -357,7 +357,7 @@ EncodedBody encode_infer_response(const ResponseHeader& h, const std::vector<Ten
 
 EncodedBody encode_infer_request(const std::string& id, const std::vector<Tensor>& inputs,
                                  const nlohmann::json& parameters, bool binary, bool binary_output,
-                                 const std::vector<RequestedOutput>& outputs) {
+                                 const std::vector<RequestedOutput>& outputs, bool inline_binary) {
   json params = parameters.is_object() ? parameters : json::object();
   if (binary_output) params["binary_data_output"] = true;
   const std::vector<bool> flags(inputs.size(), binary);
@@ -389,7 +389,7 @@ EncodedBody encode_infer_request(const std::string& id, const std::vector<Tensor
     append_parameters(b, params);
   }
   finish(out, unbounded);
-  append_binary(out, inputs, flags);
+  if (inline_binary) append_binary(out, inputs, flags);
   return out;
 }
 

@@ -175,9 +175,13 @@ EncodedBody encode_infer_response_header(const ResponseHeader& header, const std
 std::string json_number_text(double v);
 // The client side: same body format as a request (inputs in binary when binary is true).
 // `outputs`, when given, are the outputs asked for (a shared_memory one names its region).
+// inline_binary false: the body ends with the JSON header (header_length still set) and the binary
+// inputs' bytes are the caller's to send after it, in input order (those not in shared memory),
+// e.g. straight from the tensors instead of through a copy into the body.
 EncodedBody encode_infer_request(const std::string& id, const std::vector<Tensor>& inputs,
                                  const nlohmann::json& parameters, bool binary, bool binary_output,
-                                 const std::vector<RequestedOutput>& outputs = {});
+                                 const std::vector<RequestedOutput>& outputs = {},
+                                 bool inline_binary = true);
 // Client side: parse a response body (outputs + parameters) in either form.
 struct InferResponse {
   std::string model_name;
