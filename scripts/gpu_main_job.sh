@@ -172,6 +172,14 @@ for proto in grpc http; do
     echo "  (dype-client --cuda-shm failed: reported above, not counted against the main job)"
   fi
 done
+echo "  dype-client stream --cuda-shm: $requests requests over one gRPC stream, x written once into GPU memory"
+if bounded "${client[@]}" stream --cuda-shm --model "$model" --dir "$work/graphs" --per-file "$requests" \
+    --requests "$requests" --concurrency 1 > "$work/stream_cuda.log" 2>&1; then
+  sed 's/^/  client| /' "$work/stream_cuda.log"
+else
+  sed 's/^/  client| /' "$work/stream_cuda.log"
+  echo "  (the CUDA shared-memory stream failed: reported above, not counted against the main job)"
+fi
 
 kill -TERM "$pid"
 status=0

@@ -26,12 +26,12 @@ class CudaClientRegion : public NamedRegion {
   // The region's name is dype-client-<pid>-cuda-<role>. Error when there is no such CUDA device
   // or the allocation fails (the CUDA runtime's message), or the daemon refuses the region.
   CudaClientRegion(Transport& transport, const std::string& role, std::size_t bytes, int device);
-  ~CudaClientRegion();
+  ~CudaClientRegion() override;
   CudaClientRegion(const CudaClientRegion&) = delete;
   CudaClientRegion& operator=(const CudaClientRegion&) = delete;
 
   // Host -> region at its start, and region -> host (n at most size()).
-  void write(const void* src, std::size_t n);
+  void write(const void* src, std::size_t n) override;
   void read(void* dst, std::size_t n) const;
 
  private:

@@ -27,6 +27,7 @@
 #include <iostream>
 #include <map>
 #include <mutex>
+#include <optional>
 #include <sstream>
 #include <thread>
 
@@ -35,12 +36,13 @@
 #include <nlohmann/json.hpp>
 
 #include "common/error.h"
+#include "cuda_region.h"
 #include "graph/generators.h"
 #include "graph/snap_reader.h"
+#include "infer.h"
 #include "runtime/daemon/admin/admin.h"
 #include "runtime/daemon/http/tls.h"
 #include "runtime/host_memory.h"
-#include "infer.h"
 #include "shm_region.h"
 #include "transport.h"
 #include "update_stream.h"
@@ -80,18 +82,27 @@ struct RegisteredGraphs {
   }
 };
 
-int run_stream(const Endpoint& ep, Protocol protocol, const std::string& model, std::vector<PhaseSpec> specs,
-               int requests, int per_file, double rate, int concurrency, bool whole_graphs, bool shm,
+int run_stream(const Endpoint& ep, Protocol protocol, const std::string& model,
+               std::vector<PhaseSpec> specs, int requests, int per_file, double rate,
+               int concurrency, bool whole_graphs, bool shm, std::optional<int> cuda_device,
                std::uint64_t seed) {
   if (concurrency < 1) throw InputError("--concurrency", "must be at least 1, got " + std::to_string(concurrency));
   if (requests < 1) throw InputError("--requests", "must be at least 1, got " + std::to_string(requests));
   if (rate < 0) throw InputError("--rate", "must not be negative");
   const std::unique_ptr<Transport> control = make_transport(protocol, ep, false);
   const ModelInfo info = control->model_info(model);
-  if (shm && info.out_columns <= 0) throw InputError("--shm", "model '" + model + "' answers no output y to place in a region");
+  const char* shm_flag = cuda_device ? "--cuda-shm" : "--shm";
+  shm = shm || cuda_device.has_value();
+  if (shm && info.out_columns <= 0)
+    throw InputError(shm_flag, "model '" + model + "' answers no output y to place in a region");
   RegisteredGraphs registered{ep, {}};
-  // --shm: each phase's x in a region of its own, written once; each worker's y into its own.
-  std::vector<std::unique_ptr<ClientRegion>> regions;
+  // --shm / --cuda-shm: each phase's x in a region of its own, written once; each worker's y into
+  // its own (system shared memory, or GPU memory registered by IPC handle).
+  std::vector<std::unique_ptr<NamedRegion>> regions;
+  auto region = [&](const std::string& role, std::size_t bytes) -> std::unique_ptr<NamedRegion> {
+    if (cuda_device) return std::make_unique<CudaClientRegion>(*control, role, bytes, *cuda_device);
+    return std::make_unique<ClientRegion>(*control, role, bytes);
+  };
   std::int64_t max_rows = 0;
   std::vector<Phase> phases;
   for (std::size_t i = 0; i < specs.size(); ++i) {
@@ -115,8 +126,8 @@ int run_stream(const Endpoint& ep, Protocol protocol, const std::string& model, 
     max_rows = std::max(max_rows, p.inputs.front().shape[0]);
     if (shm) {
       const Tensor x = std::move(p.inputs.front());
-      regions.push_back(std::make_unique<ClientRegion>(*control, "x" + std::to_string(i), x.bytes().size()));
-      std::memcpy(regions.back()->data(), x.bytes().data(), x.bytes().size());
+      regions.push_back(region("x" + std::to_string(i), x.bytes().size()));
+      regions.back()->write(x.bytes().data(), x.bytes().size());
       p.inputs.front() = regions.back()->tensor("x", "FP32", x.shape);
     }
     std::cout << "phase " << i << " from request " << s.at << ": " << s.source
@@ -144,8 +155,9 @@ int run_stream(const Endpoint& ep, Protocol protocol, const std::string& model, 
   std::vector<std::vector<RequestedOutput>> worker_outputs(static_cast<std::size_t>(concurrency));
   if (shm)
     for (int w = 0; w < concurrency; ++w) {
-      regions.push_back(std::make_unique<ClientRegion>(*control, "y" + std::to_string(w),
-                                                       static_cast<std::size_t>(max_rows * info.out_columns) * sizeof(float)));
+      regions.push_back(
+          region("y" + std::to_string(w),
+                 static_cast<std::size_t>(max_rows * info.out_columns) * sizeof(float)));
       worker_outputs[static_cast<std::size_t>(w)].push_back(regions.back()->output("y"));
     }
   std::atomic<int> worker_ids{0};
@@ -399,6 +411,16 @@ int main(int argc, char** argv) {
   stream->add_flag("--shm", shm,
                    "x and y through system shared-memory regions (dype-serve --allow-client-shm): each phase's x "
                    "written once into a region, each worker's y answered into its own");
+  bool stream_cuda_shm = false;
+  int stream_cuda_device = 0;
+  stream
+      ->add_flag("--cuda-shm", stream_cuda_shm,
+                 "the same through CUDA shared-memory regions: GPU memory this client allocates "
+                 "and registers "
+                 "by IPC handle (CUDA builds)")
+      ->excludes("--shm");
+  stream->add_option("--cuda-device", stream_cuda_device,
+                     "the CUDA device --cuda-shm allocates on (default 0)");
   stream->add_option("--seed", seed);
   UpdateStreamOptions updates;
   std::string update_graph;
@@ -408,7 +430,10 @@ int main(int argc, char** argv) {
       "a streaming graph: register the graph with its features, then send updates, each followed by the answer for the "
       "nodes it changed: an update file (docs/streaming-graphs.md gives its format) or 'drift' (generated: "
       "--update-drift)");
-  updates_opt->excludes("--dir")->excludes("--whole-graphs")->excludes("--shm");
+  updates_opt->excludes("--dir")
+      ->excludes("--whole-graphs")
+      ->excludes("--shm")
+      ->excludes("--cuda-shm");
   stream->add_option("--update-drift", updates.drift,
                      "with --updates drift: at_update:EDGES, comma separated (each update adds EDGES random edges)");
   stream->add_option("--graph", update_graph, "with --updates: the graph file (default: generated, --nodes/--edges)");
@@ -464,7 +489,10 @@ int main(int argc, char** argv) {
         specs = drift_phases(drift, make_transport(protocol, ep, false)->model_info(model).transformer, seed);
       }
       if (requests == 0) requests = from_dir ? per_file * static_cast<int>(specs.size()) : 200;
-      return run_stream(ep, protocol, model, std::move(specs), requests, from_dir ? per_file : 0, rate, concurrency, whole_graphs, shm, seed);
+      return run_stream(ep, protocol, model, std::move(specs), requests, from_dir ? per_file : 0,
+                        rate, concurrency, whole_graphs, shm,
+                        stream_cuda_shm ? std::optional<int>(stream_cuda_device) : std::nullopt,
+                        seed);
     }
     if (*graphs) {
       if (graphs_action == "delete") {

@@ -58,6 +58,11 @@ ClientRegion::~ClientRegion() {
   shm_unlink(key_.c_str());
 }
 
+void ClientRegion::write(const void* src, std::size_t n) {
+  if (n > bytes_) throw Error("--shm: " + std::to_string(n) + " bytes do not fit region " + name_);
+  std::memcpy(data_, src, n);
+}
+
 rt::daemon::Tensor NamedRegion::tensor(const std::string& tensor_name, const std::string& datatype,
                                        std::vector<std::int64_t> shape) const {
   rt::daemon::Tensor t;

@@ -17,6 +17,9 @@ namespace dype::client {
 // A registered region as requests name it: its name and size, the tensors that live in it.
 class NamedRegion {
  public:
+  virtual ~NamedRegion() = default;
+  // Host bytes -> the region's start (n at most size()).
+  virtual void write(const void* src, std::size_t n) = 0;
   const std::string& name() const { return name_; }
   std::size_t size() const { return bytes_; }
   // An input tensor whose bytes are this whole region.
@@ -35,11 +38,12 @@ class ClientRegion : public NamedRegion {
  public:
   // The object is /dype-client-<pid>-<role>; the region's name is the same without the slash.
   ClientRegion(Transport& transport, const std::string& role, std::size_t bytes);
-  ~ClientRegion();
+  ~ClientRegion() override;
   ClientRegion(const ClientRegion&) = delete;
   ClientRegion& operator=(const ClientRegion&) = delete;
 
   char* data() const { return data_; }
+  void write(const void* src, std::size_t n) override;
 
  private:
   Transport& transport_;

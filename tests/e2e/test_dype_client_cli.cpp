@@ -138,6 +138,16 @@ TEST_F(DypeClientCli, CudaSharedMemoryGivesTheSameAnswerOrSaysWhyNot) {
                     .status(SharedMemoryRegion::Kind::cuda, std::nullopt, "address 127.0.0.1")
                     .empty());
   }
+  const Result s = run(ports_ + " --protocol grpc stream --cuda-shm --model gcn --dir " +
+                       graph_dir("cuda-shm-stream").string() + " --per-file 3 --concurrency 2");
+  if (s.status == 0) {
+    EXPECT_NE(s.out.find("9 ok, 0 failed"), std::string::npos) << s.out;
+  } else {
+    EXPECT_NE(s.out.find("--cuda-shm: "), std::string::npos) << s.out;
+  }
+  EXPECT_TRUE(http_->shared_memory()
+                  .status(SharedMemoryRegion::Kind::cuda, std::nullopt, "address 127.0.0.1")
+                  .empty());
   const Result both = run(ports_ + " infer --cuda-shm --shm --model gcn --mtx " + g.string());
   EXPECT_NE(both.status, 0);
   EXPECT_NE(both.out.find("excludes"), std::string::npos) << both.out;
