@@ -451,7 +451,8 @@ def cmd_table(args):
     plot_name = None
     if args.plot:
         runs = recorded_runs(run["cpu_model"])
-        if not any(r["_path"] == run["_path"] for r in runs):
+        # Compared as real paths: a RUN given relative to the working folder is still a recorded one.
+        if not any(os.path.realpath(r["_path"]) == os.path.realpath(run["_path"]) for r in runs):
             runs.append(run)
         if plot(runs, args.plot):
             plot_name = os.path.relpath(args.plot, os.path.dirname(os.path.abspath(args.md)) if args.md else ".")
