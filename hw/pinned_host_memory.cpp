@@ -1,7 +1,7 @@
 #include "hw/pinned_host_memory.h"
 
+#include <algorithm>
 #include <cstdint>
-#include <iterator>
 #include <map>
 #include <mutex>
 #include <utility>
@@ -44,7 +44,7 @@ std::unique_ptr<PinnedHostMemory> pin_host_memory(void* data, std::size_t bytes,
       *why_not = pinners.empty() ? "no GPU backend has a device in this process" : "empty range";
     return nullptr;
   }
-  std::unique_ptr<PinnedHostMemory> m(new PinnedHostMemory(data, bytes));
+  std::unique_ptr<PinnedHostMemory> m(new PinnedHostMemory(data));
   std::string errors;
   for (const HostPinner& h : pinners) {
     std::string error;

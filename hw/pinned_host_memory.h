@@ -39,9 +39,8 @@ class PinnedHostMemory {
 
  private:
   friend std::unique_ptr<PinnedHostMemory> pin_host_memory(void*, std::size_t, std::string*);
-  PinnedHostMemory(void* data, std::size_t bytes) : data_(data), bytes_(bytes) {}
+  explicit PinnedHostMemory(void* data) : data_(data) {}
   void* data_;
-  std::size_t bytes_;
   std::string backends_;
   std::vector<std::function<void(void*)>> unpins_;
 };

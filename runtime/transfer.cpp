@@ -118,31 +118,28 @@ Activation TransferEngine::upload_input(const Request& request, const std::vecto
   for (const Need& n : needs) {
     const std::size_t count = static_cast<std::size_t>(n.hi - n.lo) * cols;
     const std::size_t first = static_cast<std::size_t>(n.lo) * cols;
-    if (mapped) {
-      // A device whose kernels read host memory reads the mapped rows where they lie: no copy.
-      const std::span<const float> rows(mapped->data + first, count);
-      if (hw::BufferPtr in_place = n.device->borrow_host(std::as_bytes(rows), mapped->keep)) {
-        counters.moves++;
-        Shard s = uploaded_shard(n);
-        s.tensors.push_back(std::move(in_place));
-        act.shards.push_back(std::move(s));
-        continue;
-      }
-    }
-    hw::BufferPtr b = n.device->allocate(count * sizeof(float));
-    if (on_gpu &&
-        n.device->copy_from_ipc_memory(*b, *on_gpu->memory, on_gpu->offset + first * sizeof(float),
-                                       count * sizeof(float))) {
-      counters.p2p_copies++;
+    const std::span<const float> rows =
+        mapped ? std::span<const float>(mapped->data + first, count) : std::span<const float>();
+    // A device whose kernels read host memory reads mapped rows where they lie: no copy.
+    hw::BufferPtr b = mapped ? n.device->borrow_host(std::as_bytes(rows), mapped->keep) : nullptr;
+    if (b) {
+      counters.moves++;
     } else {
-      // Mapped features are read where they lie; device features held elsewhere, once, on the host.
-      const std::span<const float> x =
-          mapped ? std::span<const float>(mapped->data + first, count)
-                 : std::span<const float>(request.input().data).subspan(first, count);
-      n.device->copy_from_host(*b, std::as_bytes(x), 0, upload_after(*n.device, not_before_s));
-      counters.staged_copies++;
+      b = n.device->allocate(count * sizeof(float));
+      if (on_gpu &&
+          n.device->copy_from_ipc_memory(
+              *b, *on_gpu->memory, on_gpu->offset + first * sizeof(float), count * sizeof(float))) {
+        counters.p2p_copies++;
+      } else {
+        // Mapped rows copied from where they lie; device features held elsewhere, once, on the
+        // host.
+        const std::span<const float> x =
+            mapped ? rows : std::span<const float>(request.input().data).subspan(first, count);
+        n.device->copy_from_host(*b, std::as_bytes(x), 0, upload_after(*n.device, not_before_s));
+        counters.staged_copies++;
+      }
+      counters.bytes += static_cast<double>(count * sizeof(float));
     }
-    counters.bytes += static_cast<double>(count * sizeof(float));
     Shard s = uploaded_shard(n);
     s.tensors.push_back(std::move(b));
     act.shards.push_back(std::move(s));

@@ -23,10 +23,6 @@ void check(cudaError_t rc, const std::string& what) {
 }
 }  // namespace
 
-bool cuda_shm_built() {
-  return true;
-}
-
 CudaClientRegion::CudaClientRegion(Transport& transport, const std::string& role, std::size_t bytes,
                                    int device)
     : NamedRegion("dype-client-" + std::to_string(getpid()) + "-cuda-" + role, bytes),
@@ -65,31 +61,31 @@ CudaClientRegion::~CudaClientRegion() {
 }
 
 void CudaClientRegion::write(const void* src, std::size_t n) {
-  if (n > bytes_)
-    throw Error("--cuda-shm: " + std::to_string(n) + " bytes do not fit region " + name_);
+  check_range(0, n);
   check(cudaSetDevice(device_), "cudaSetDevice");
   check(cudaMemcpy(ptr_, src, n, cudaMemcpyHostToDevice), "cudaMemcpy(host -> " + name_ + ")");
 }
 
-void CudaClientRegion::read(void* dst, std::size_t n) const {
-  if (n > bytes_)
-    throw Error("--cuda-shm: " + std::to_string(n) + " bytes are more than region " + name_ +
-                " holds");
+void CudaClientRegion::read(std::size_t offset, void* dst, std::size_t n) const {
+  check_range(offset, n);
   check(cudaSetDevice(device_), "cudaSetDevice");
-  check(cudaMemcpy(dst, ptr_, n, cudaMemcpyDeviceToHost), "cudaMemcpy(" + name_ + " -> host)");
+  check(cudaMemcpy(dst, static_cast<const char*>(ptr_) + offset, n, cudaMemcpyDeviceToHost),
+        "cudaMemcpy(" + name_ + " -> host)");
 }
 #else
-bool cuda_shm_built() {
-  return false;
-}
-
 CudaClientRegion::CudaClientRegion(Transport& transport, const std::string&, std::size_t, int)
     : NamedRegion("", 0), transport_(transport) {
   throw Error("--cuda-shm: this dype-client was built without CUDA");
 }
 CudaClientRegion::~CudaClientRegion() = default;
 void CudaClientRegion::write(const void*, std::size_t) {}
-void CudaClientRegion::read(void*, std::size_t) const {}
+void CudaClientRegion::read(std::size_t, void*, std::size_t) const {}
 #endif
+
+std::unique_ptr<NamedRegion> make_region(Transport& transport, const std::string& role,
+                                         std::size_t bytes, std::optional<int> cuda_device) {
+  if (cuda_device) return std::make_unique<CudaClientRegion>(transport, role, bytes, *cuda_device);
+  return std::make_unique<ClientRegion>(transport, role, bytes);
+}
 
 }  // namespace dype::client

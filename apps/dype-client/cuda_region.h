@@ -6,10 +6,11 @@
 // with no host copy). Unregistered and freed when it goes, also when the request failed.
 //
 //   CudaClientRegion x(transport, "x", bytes, /*device=*/0);   x.write(features, bytes);
-//   Tensor t = x.tensor("x", "FP32", {n, f});                   // names the region, carries no
-//   bytes
+//   Tensor t = x.tensor("x", "FP32", {n, f});   // names the region, carries no bytes
 #include <cstddef>
 #include <cstdint>
+#include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -17,9 +18,6 @@
 #include "transport.h"
 
 namespace dype::client {
-
-// Whether this dype-client was built with CUDA (else --cuda-shm is refused, saying so).
-bool cuda_shm_built();
 
 class CudaClientRegion : public NamedRegion {
  public:
@@ -30,9 +28,8 @@ class CudaClientRegion : public NamedRegion {
   CudaClientRegion(const CudaClientRegion&) = delete;
   CudaClientRegion& operator=(const CudaClientRegion&) = delete;
 
-  // Host -> region at its start, and region -> host (n at most size()).
   void write(const void* src, std::size_t n) override;
-  void read(void* dst, std::size_t n) const;
+  void read(std::size_t offset, void* dst, std::size_t n) const override;
 
  private:
   Transport& transport_;
@@ -40,5 +37,9 @@ class CudaClientRegion : public NamedRegion {
   void* ptr_ = nullptr;
   bool registered_ = false;
 };
+
+// A region of `bytes` for --shm (system shared memory) or, given a CUDA device, --cuda-shm.
+std::unique_ptr<NamedRegion> make_region(Transport& transport, const std::string& role,
+                                         std::size_t bytes, std::optional<int> cuda_device);
 
 }  // namespace dype::client

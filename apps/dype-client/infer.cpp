@@ -1,7 +1,6 @@
 #include "infer.h"
 
 #include <algorithm>
-#include <cstring>
 #include <memory>
 #include <chrono>
 #include <cmath>
@@ -94,48 +93,33 @@ int run_infer(Transport& t, const InferOptions& o) {
     }
     for (Tensor& g : graph_tensors(el)) in.push_back(std::move(g));
   }
-  // --shm: x is written into a region of this client's and y asked for into another, so neither
-  // travels through the protocol; y is read back from its region.
-  std::unique_ptr<ClientRegion> x_region, y_region;
+  // --shm / --cuda-shm: x is written into a region of this client's (system shared memory, or GPU
+  // memory registered by IPC handle) and y asked for into another, so neither travels through the
+  // protocol; y is read back from its region. x is written before the clock starts and y read after
+  // it stops (what a client whose tensors already live there skips).
+  std::unique_ptr<NamedRegion> x_region, y_region;
   std::vector<rt::daemon::RequestedOutput> outputs;
-  if (o.shm) {
-    if (info.out_columns <= 0) throw InputError("--shm", "model '" + o.model + "' answers no output y to place in a region");
-    const Tensor x = std::move(in.front());
-    x_region = std::make_unique<ClientRegion>(t, "x", x.bytes().size());
-    std::memcpy(x_region->data(), x.bytes().data(), x.bytes().size());
-    in.front() = x_region->tensor("x", "FP32", x.shape);
-    y_region = std::make_unique<ClientRegion>(t, "y", static_cast<std::size_t>(rows) * info.out_columns * sizeof(float));
-    outputs.push_back(y_region->output("y"));
-  }
-  // --cuda-shm: the same with GPU memory; x is copied to the GPU before the clock starts, y read
-  // back after it stops (what a client whose tensors live on the GPU skips).
-  std::unique_ptr<CudaClientRegion> x_gpu, y_gpu;
-  if (o.cuda_shm) {
-    if (o.shm) throw InputError("--cuda-shm", "and --shm cannot both carry x and y");
+  if (o.shm || o.cuda_shm) {
+    const char* flag = o.cuda_shm ? "--cuda-shm" : "--shm";
+    if (o.shm && o.cuda_shm) throw InputError("--cuda-shm", "and --shm cannot both carry x and y");
     if (info.out_columns <= 0)
-      throw InputError("--cuda-shm",
-                       "model '" + o.model + "' answers no output y to place in a region");
+      throw InputError(flag, "model '" + o.model + "' answers no output y to place in a region");
+    const std::optional<int> device = o.cuda_shm ? std::optional<int>(o.cuda_device) : std::nullopt;
     const Tensor x = std::move(in.front());
-    x_gpu = std::make_unique<CudaClientRegion>(t, "x", x.bytes().size(), o.cuda_device);
-    x_gpu->write(x.bytes().data(), x.bytes().size());
-    in.front() = x_gpu->tensor("x", "FP32", x.shape);
-    y_gpu = std::make_unique<CudaClientRegion>(
-        t, "y", static_cast<std::size_t>(rows) * info.out_columns * sizeof(float), o.cuda_device);
-    outputs.push_back(y_gpu->output("y"));
+    x_region = make_region(t, "x", x.bytes().size(), device);
+    x_region->write(x.bytes().data(), x.bytes().size());
+    in.front() = x_region->tensor("x", "FP32", x.shape);
+    y_region = make_region(
+        t, "y", static_cast<std::size_t>(rows) * info.out_columns * sizeof(float), device);
+    outputs.push_back(y_region->output("y"));
   }
   const auto t0 = std::chrono::steady_clock::now();
   rt::daemon::InferResponse r = t.infer(o.model, in, params, outputs);
   const double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
   for (Tensor& out : r.outputs) {
-    if (!out.shared_memory) continue;
-    if (y_region)
-      out.raw.assign(y_region->data() + out.shared_memory->offset, out.shared_memory->byte_size);
-    if (y_gpu) {
-      if (out.shared_memory->offset != 0 || out.shared_memory->byte_size > y_gpu->size())
-        throw Error("response: output '" + out.name + "' lies outside region " + y_gpu->name());
-      out.raw.resize(out.shared_memory->byte_size);
-      y_gpu->read(out.raw.data(), out.raw.size());
-    }
+    if (!out.shared_memory || !y_region) continue;
+    out.raw.resize(out.shared_memory->byte_size);
+    y_region->read(out.shared_memory->offset, out.raw.data(), out.raw.size());
   }
   const Tensor* y = nullptr;
   const Tensor* predictions = nullptr;

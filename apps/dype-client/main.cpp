@@ -99,10 +99,6 @@ int run_stream(const Endpoint& ep, Protocol protocol, const std::string& model,
   // --shm / --cuda-shm: each phase's x in a region of its own, written once; each worker's y into
   // its own (system shared memory, or GPU memory registered by IPC handle).
   std::vector<std::unique_ptr<NamedRegion>> regions;
-  auto region = [&](const std::string& role, std::size_t bytes) -> std::unique_ptr<NamedRegion> {
-    if (cuda_device) return std::make_unique<CudaClientRegion>(*control, role, bytes, *cuda_device);
-    return std::make_unique<ClientRegion>(*control, role, bytes);
-  };
   std::int64_t max_rows = 0;
   std::vector<Phase> phases;
   for (std::size_t i = 0; i < specs.size(); ++i) {
@@ -126,7 +122,8 @@ int run_stream(const Endpoint& ep, Protocol protocol, const std::string& model,
     max_rows = std::max(max_rows, p.inputs.front().shape[0]);
     if (shm) {
       const Tensor x = std::move(p.inputs.front());
-      regions.push_back(region("x" + std::to_string(i), x.bytes().size()));
+      regions.push_back(
+          make_region(*control, "x" + std::to_string(i), x.bytes().size(), cuda_device));
       regions.back()->write(x.bytes().data(), x.bytes().size());
       p.inputs.front() = regions.back()->tensor("x", "FP32", x.shape);
     }
@@ -155,9 +152,9 @@ int run_stream(const Endpoint& ep, Protocol protocol, const std::string& model,
   std::vector<std::vector<RequestedOutput>> worker_outputs(static_cast<std::size_t>(concurrency));
   if (shm)
     for (int w = 0; w < concurrency; ++w) {
-      regions.push_back(
-          region("y" + std::to_string(w),
-                 static_cast<std::size_t>(max_rows * info.out_columns) * sizeof(float)));
+      regions.push_back(make_region(
+          *control, "y" + std::to_string(w),
+          static_cast<std::size_t>(max_rows * info.out_columns) * sizeof(float), cuda_device));
       worker_outputs[static_cast<std::size_t>(w)].push_back(regions.back()->output("y"));
     }
   std::atomic<int> worker_ids{0};

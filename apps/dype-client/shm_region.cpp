@@ -59,8 +59,19 @@ ClientRegion::~ClientRegion() {
 }
 
 void ClientRegion::write(const void* src, std::size_t n) {
-  if (n > bytes_) throw Error("--shm: " + std::to_string(n) + " bytes do not fit region " + name_);
+  check_range(0, n);
   std::memcpy(data_, src, n);
+}
+
+void ClientRegion::read(std::size_t offset, void* dst, std::size_t n) const {
+  check_range(offset, n);
+  std::memcpy(dst, data_ + offset, n);
+}
+
+void NamedRegion::check_range(std::size_t offset, std::size_t n) const {
+  if (offset > bytes_ || n > bytes_ - offset)
+    throw Error(std::to_string(n) + " bytes at offset " + std::to_string(offset) +
+                " lie outside region " + name_ + " (" + std::to_string(bytes_) + " bytes)");
 }
 
 rt::daemon::Tensor NamedRegion::tensor(const std::string& tensor_name, const std::string& datatype,

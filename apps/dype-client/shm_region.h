@@ -18,8 +18,10 @@ namespace dype::client {
 class NamedRegion {
  public:
   virtual ~NamedRegion() = default;
-  // Host bytes -> the region's start (n at most size()).
+  // Host bytes -> the region's start (n at most size()), and n bytes at `offset` -> host; Error
+  // naming the region past its end.
   virtual void write(const void* src, std::size_t n) = 0;
+  virtual void read(std::size_t offset, void* dst, std::size_t n) const = 0;
   const std::string& name() const { return name_; }
   std::size_t size() const { return bytes_; }
   // An input tensor whose bytes are this whole region.
@@ -30,6 +32,7 @@ class NamedRegion {
 
  protected:
   NamedRegion(std::string name, std::size_t bytes) : name_(std::move(name)), bytes_(bytes) {}
+  void check_range(std::size_t offset, std::size_t n) const;
   std::string name_;
   std::size_t bytes_ = 0;
 };
@@ -44,6 +47,7 @@ class ClientRegion : public NamedRegion {
 
   char* data() const { return data_; }
   void write(const void* src, std::size_t n) override;
+  void read(std::size_t offset, void* dst, std::size_t n) const override;
 
  private:
   Transport& transport_;
