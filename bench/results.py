@@ -16,7 +16,9 @@
         recorded runs on the same CPU model (matplotlib).
 
 A metric's kind is "ratio" (against a peer, or modelled and dimensionless: comparable across runs
-on the same CPU model) or "absolute" (a time or rate of this run: checked against its target within
+on the same CPU model), "own_ratio" (between two of dype's own paths in one run, such as one edge
+against a whole-graph request: it moves when either path does, so a fall is shown but the metric
+answers to its target) or "absolute" (a time or rate of this run: checked against its target within
 the run only). bench/compare.py compares a run with the per-metric median of the last 3 recorded on
 the same CPU model.
 """
@@ -128,6 +130,10 @@ def extract_runtime(data):
         o = data["overhead"]
         lines.append(result_line("engine_overhead_us", o["overhead_us_measured"], "us", "absolute", "lower",
                                  peer="direct-call", target="50", basis="measured"))
+        if "thread_round_trip_us_measured" in o:
+            lines.append(result_line("engine_overhead_vs_thread_round_trip",
+                                     o["overhead_us_measured"] / o["thread_round_trip_us_measured"], "x", "ratio",
+                                     "lower", peer="thread-round-trip", basis="measured"))
     return lines
 
 
@@ -153,7 +159,7 @@ def extract_daemon_http(data):
                         target=target),
             result_line(f"http_{key}_client_rtt_us", v["client_rtt_us_median"], "us", "absolute", "lower"),
             result_line(f"http_{key}_engine_share", v["engine_us_median"] / v["client_rtt_us_median"], "x",
-                        "ratio", peer="client-rtt"),
+                        "own_ratio", peer="client-rtt"),
         ]
     return lines
 
@@ -410,7 +416,7 @@ def plot(runs, path):
     names = []
     for r in runs:
         for m in r["metrics"]:
-            if m["kind"] == "ratio" and m["name"] not in names:
+            if m["kind"] in ("ratio", "own_ratio") and m["name"] not in names:
                 names.append(m["name"])
     if not names:
         return False

@@ -5,6 +5,9 @@
 # nodes, ~300k edges), 128 input features, 128 hidden, 16 classes, 2 layers. For each of GCN,
 # GraphSAGE and GIN: PyTorch's PyG-style message passing (gather/scatter) and its CSR-matmul variant, dype's CPU
 # path, the ratios (target dype >= 2x PyTorch), and dype's answer checked against PyTorch's (1e-4).
+# Each ratio divides the peer's FASTEST rep by dype's median: torch's CPU SpMM is bimodal on this
+# 2-core VM (one call 20 ms, the next 51-58 ms, in one process), so its median flipped between runs;
+# its best rep is its fast mode, and holding dype's median to it is the stricter comparison.
 #
 #   bench/run_model_peers.sh [BUILD_DIR]        (default build/kernel-peers)
 #   Env: THREADS (2), REPS (5), GRAPH (default: the Debian dependency graph, written to /tmp),
@@ -47,12 +50,12 @@ for family in ${FAMILIES:-gcn sage gin}; do
   echo "RESULT name=${family}_ms value=$d unit=ms kind=absolute better=lower peer=- target=-"
   echo "RESULT name=${family}_rel_err_vs_torch value=$err unit=rel kind=absolute better=lower peer=torch target=1e-4"
   for way in gather csr; do
-    t=$(grep "torch $family $way" <<<"$torch_out" | sed -E 's/.*median_ms=([0-9.]+).*/\1/')
+    t=$(grep "torch $family $way" <<<"$torch_out" | sed -E 's/.*min_ms=([0-9.]+).*/\1/')
     ratio=$(awk -v a="$t" -v b="$d" 'BEGIN { printf "%.2f", a / b }')
     verdict=$(awk -v r="$ratio" 'BEGIN { print (r >= 2.0) ? "met" : "MISSED" }')
-    echo "  dype / torch ($way): ${ratio}x (target >= 2x: $verdict)"
-    echo "RESULT name=${family}_vs_torch_$way value=$(awk -v a="$t" -v b="$d" 'BEGIN { printf "%.4g", a / b }')" \
-         "unit=x kind=ratio better=higher peer=torch-$way target=2"
+    echo "  torch's fastest ($way) / dype's median: ${ratio}x (target >= 2x: $verdict)"
+    echo "RESULT name=${family}_vs_fastest_torch_$way value=$(awk -v a="$t" -v b="$d" 'BEGIN { printf "%.4g", a / b }')" \
+         "unit=x kind=ratio better=higher peer=torch-$way-fastest target=2"
     [[ $verdict == met ]] || status=1
   done
 done
