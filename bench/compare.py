@@ -188,9 +188,9 @@ def main():
     width = max(len(r[0]) for r in rows) if rows else 10
     for name, kind, vb, va, unit, note, k in rows:
         flag = "!!" if any(name == f[1] for f in flagged) else "  "
-        before_text = fmt(vb, unit) if kind == "ratio" else "n/c"
+        before_text = fmt(vb, unit) if kind in ("ratio", "own_ratio") else "n/c"
         if several:
-            runs_text = "" if kind != "ratio" or vb is None else "(1 run)" if k == 1 else f"(median of {k} runs)"
+            runs_text = "" if kind not in ("ratio", "own_ratio") or vb is None else "(1 run)" if k == 1 else f"(median of {k} runs)"
             before_text = f"{before_text:>12} {runs_text:<18}"
         print(f"{flag} {name:<{width}}  {kind:<8}  {before_text:>12} -> {fmt(va, unit):<12}  {note}")
     missed = [m["name"] for m in after["metrics"] if m["met"] is False]
