@@ -236,6 +236,18 @@ struct MappedFeatures {
   std::function<bool()> intact;
 };
 
+// Memory a client mapped for the answer (a registered output region): the last stage's one
+// download writes the whole answer there, row-major FP32, instead of into a tensor of its own, and
+// the answer the engine returns is then shape-only. `bytes` is the room at `data`; `written` is set
+// once the answer is there; `intact()`, asked after writing, says whether the memory stayed whole.
+struct AnswerMemory {
+  std::shared_ptr<const void> keep;
+  float* data = nullptr;
+  std::size_t bytes = 0;
+  std::function<bool()> intact;
+  std::shared_ptr<std::atomic<bool>> written = std::make_shared<std::atomic<bool>>(false);
+};
+
 // One inference: GNN = a (registered) graph plus node features [nodes x in_features];
 // transformer = token embeddings [seq_len x d_model] and the window.
 class Request {
@@ -266,6 +278,11 @@ class Request {
   // rows only. Empty: every row.
   void set_rows_wanted(std::vector<std::int64_t> rows) { rows_wanted_ = std::move(rows); }
   const std::vector<std::int64_t>& rows_wanted() const { return rows_wanted_; }
+  // Where the whole answer goes when the client mapped memory for it (not used with rows_wanted).
+  void set_answer_memory(std::shared_ptr<const AnswerMemory> m) { answer_ = std::move(m); }
+  const AnswerMemory* answer_memory() const {
+    return rows_wanted_.empty() ? answer_.get() : nullptr;
+  }
   // Ties the request to a token (none: it always runs to the end).
   void set_cancel(std::shared_ptr<const CancelToken> token) { cancel_ = std::move(token); }
   const CancelToken* cancel() const { return cancel_.get(); }
@@ -280,6 +297,7 @@ class Request {
   std::int64_t window_ = 0;
   std::vector<std::int64_t> rows_wanted_;
   std::shared_ptr<const CancelToken> cancel_;
+  std::shared_ptr<const AnswerMemory> answer_;
 };
 
 // InputError naming input 'x' when mapped features' memory did not stay whole while read.

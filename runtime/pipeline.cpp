@@ -218,6 +218,11 @@ void Pipeline::worker(int s) {
           // the last stage: an answer computed from memory that shrank meanwhile is refused.
           if (last && w->job.request->mapped_input())
             check_mapped_intact(*w->job.request->mapped_input());
+          if (const AnswerMemory* a = last ? w->job.request->answer_memory() : nullptr;
+              a && a->written->load() && a->intact && !a->intact())
+            throw InputError("outputs",
+                             "the answer's shared-memory region shrank while it was written (the "
+                             "object behind it was truncated): register the region again");
           if (!w->c.stage_modelled_s.empty() && w->c.stage_modelled_s.back() >= 0) {
             m1 = w->c.modelled_end_s;
             m0 = m1 - w->c.stage_modelled_s.back();

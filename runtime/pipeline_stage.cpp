@@ -291,7 +291,7 @@ void Pipeline::process(StageState& st, Work& w, TransferCounters& tc) {
     if (spec_.last_kernel + 1 < model_.num_kernels()) {
       w.c.tensors = xfer_.download_all(w.act, tc, end);
     } else {
-      w.c.output = xfer_.download(w.act, tc, end);
+      w.c.output = xfer_.download(w.act, tc, end, w.job.request->answer_memory());
     }
     w.act = Activation{};
   } else if (stages_[static_cast<std::size_t>(st.index) + 1]->spec.remote) {

@@ -367,26 +367,38 @@ void TransferEngine::relay_through_host(const Activation& from, Activation& out,
 
 namespace {
 
-HostTensor download_tensor(const Activation& act, std::size_t t, TransferCounters& counters, double& modelled_end_s) {
+HostTensor download_tensor(const Activation& act, std::size_t t, TransferCounters& counters,
+                           double& modelled_end_s, const AnswerMemory* into = nullptr) {
   const std::int64_t c = act.cols.at(t);
-  HostTensor y = act.size_only ? HostTensor::shape_only(act.rows, c) : HostTensor::zeros(act.rows, c);
+  const std::size_t total = static_cast<std::size_t>(act.rows * c);
+  // The client's memory takes the rows (no tensor of our own, no second copy) when it has room.
+  const bool mapped = into && !act.size_only && into->data && into->bytes >= total * sizeof(float);
+  HostTensor y = act.size_only || mapped ? HostTensor::shape_only(act.rows, c)
+                                         : HostTensor::zeros(act.rows, c);
+  const std::span<float> whole =
+      mapped ? std::span<float>(into->data, total) : std::span<float>(y.data);
   for (const Shard& s : act.shards) {
     const std::size_t count = static_cast<std::size_t>((s.own_hi - s.own_lo) * c);
     if (count == 0) continue;
-    hw::Event e = s.device->copy_to_host(*s.tensors.at(t), mut_bytes(y.data, static_cast<std::size_t>(s.own_lo * c), count, act.size_only),
-                                         static_cast<std::size_t>((s.own_lo - s.held_lo) * c) * sizeof(float));
+    const std::span<std::byte> to =
+        act.size_only
+            ? std::span<std::byte>(g_size_only_sink, count * sizeof(float))
+            : std::as_writable_bytes(whole.subspan(static_cast<std::size_t>(s.own_lo * c), count));
+    hw::Event e = s.device->copy_to_host(
+        *s.tensors.at(t), to, static_cast<std::size_t>((s.own_lo - s.held_lo) * c) * sizeof(float));
     if (e.source == hw::TimeSource::modelled) modelled_end_s = std::max(modelled_end_s, e.end_s);
     counters.staged_copies++;
     counters.bytes += static_cast<double>(count * sizeof(float));
   }
+  if (mapped) into->written->store(true);
   return y;
 }
 
 }  // namespace
 
 HostTensor TransferEngine::download(const Activation& act, TransferCounters& counters,
-                                    double& modelled_end_s) const {
-  return download_tensor(act, 0, counters, modelled_end_s);
+                                    double& modelled_end_s, const AnswerMemory* into) const {
+  return download_tensor(act, 0, counters, modelled_end_s, into);
 }
 
 std::vector<HostTensor> TransferEngine::download_all(const Activation& act, TransferCounters& counters,

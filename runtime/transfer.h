@@ -83,7 +83,10 @@ class TransferEngine {
                           TransferCounters& counters) const;
   // Owned rows of every shard of tensor 0 -> one host tensor. `modelled_end_s` gets the latest
   // modelled event end (or stays as is when no device is modelled).
-  HostTensor download(const Activation& act, TransferCounters& counters, double& modelled_end_s) const;
+  // With `into` (the request's AnswerMemory, room enough): the rows go there instead, it is marked
+  // written, and the tensor returned is shape-only.
+  HostTensor download(const Activation& act, TransferCounters& counters, double& modelled_end_s,
+                      const AnswerMemory* into = nullptr) const;
   // Every tensor of `act` (owned rows) -> host tensors, in the activation's order: what a stage
   // hands to a stage on another host.
   std::vector<HostTensor> download_all(const Activation& act, TransferCounters& counters,

@@ -16,6 +16,7 @@
 #include "runtime/daemon/kserve/request_builder.h"
 #include "runtime/daemon/shm/guarded_mapping.h"
 #include "runtime/daemon/shm/shared_memory_registry.h"
+#include "runtime/model.h"
 
 using namespace dype;
 using namespace dype::rt::daemon;
@@ -105,6 +106,46 @@ TEST(SharedMemoryRegistry, UnregisteredWhileARequestHoldsItStaysMappedForThatReq
   ASSERT_EQ(pread(out.fd, written, sizeof written, 0), static_cast<ssize_t>(sizeof written));
   EXPECT_EQ(written[15], 15.0f);
   munmap(mapped, 64);
+}
+
+// An output region offers its memory for the engine to write the answer into (Request::
+// set_answer_memory): the answer delivered after that copies nothing and reports its own size. A
+// region too small, or whose object shrank, offers none, and a shrink after the offer is noticed.
+TEST(SharedMemoryRegistry, OutputRegionTakesTheAnswerInPlace) {
+  Object out("dype-reg-answer", 4096 + 64);
+  SharedMemoryRegistry shm(true);
+  shm.register_system("out", out.key, 0, 4096 + 64, "key a");
+  InferRequest r;
+  r.outputs.push_back({"y", false, SharedMemoryRef{"out", 4096, 64}});
+  bind_shared_memory(r, &shm, "key a");
+  const OutputSink& sink = *r.outputs[0].sink;
+  EXPECT_EQ(sink.memory_for(65), nullptr) << "more than the output's byte size";
+  const std::shared_ptr<const rt::AnswerMemory> m = sink.memory_for(64);
+  ASSERT_NE(m, nullptr);
+  ASSERT_EQ(m->bytes, 64u);
+  EXPECT_TRUE(m->intact());
+  for (int i = 0; i < 16; ++i) m->data[i] = static_cast<float>(i);  // the engine's download
+  m->written->store(true);
+  EXPECT_TRUE(sink.written_in_place());
+  rt::HostTensor y = rt::HostTensor::shape_only(4, 4);  // what the engine answers then
+  std::vector<Tensor> outputs = output_tensors(y, {"y"}, /*view=*/true);
+  deliver_outputs(outputs, r.outputs);
+  ASSERT_TRUE(outputs[0].shared_memory);
+  EXPECT_EQ(outputs[0].shared_memory->byte_size, 64u);
+  EXPECT_EQ(outputs[0].shared_memory->offset, 4096u);
+  float written[16];
+  ASSERT_EQ(pread(out.fd, written, sizeof written, 4096), static_cast<ssize_t>(sizeof written));
+  EXPECT_EQ(written[15], 15.0f);
+
+  // The client shrinks the object: no memory is offered, and memory offered before says so.
+  InferRequest again;
+  again.outputs.push_back({"y", false, SharedMemoryRef{"out", 4096, 64}});
+  bind_shared_memory(again, &shm, "key a");
+  const std::shared_ptr<const rt::AnswerMemory> before = again.outputs[0].sink->memory_for(64);
+  ASSERT_NE(before, nullptr);
+  ASSERT_EQ(ftruncate(out.fd, 4096), 0);
+  EXPECT_FALSE(before->intact());
+  EXPECT_EQ(again.outputs[0].sink->memory_for(64), nullptr);
 }
 
 TEST(SharedMemoryRegistry, OwnersSizesAndTheSwitchAreChecked) {

@@ -263,5 +263,79 @@ TEST(RtDeviceFeatures, CpuStagesReadMappedFeaturesInPlace) {
   EXPECT_TRUE(shrunk.output.data.empty());
 }
 
+// An answer asked for in client memory (an output region) is written there by the last stage's
+// one download: the engine's answer is then shape-only and the memory holds what the answer would
+// have been, on a CPU stage, an emulated GPU and a split pipeline alike. Memory too small, or an
+// answer of some rows only, takes the usual path; memory that shrank while written is refused.
+TEST(RtDeviceFeatures, AnswerIsWrittenIntoTheClientsMemory) {
+  hw::System sys = testing::emu_system(1, 0);
+  hw::Device* cpu = &sys.device("cpu0");
+  hw::Device* gpu = sys.devices_of(hw::DeviceKind::gpu).at(0);
+  const Model m = Model::gcn({.layers = 2, .in_features = 16, .hidden = 8, .seed = 5});
+  const auto g = Graph::from_edges(random_graph(300, 2400, 5), true);
+  const HostTensor x = make_tensor(300, 16, kernels::generate_features(300, 16, 12));
+  const HostTensor want = reference_forward(m, Request::gnn(g, x));
+  ASSERT_EQ(want.cols, m.output_cols());
+  const int last = m.num_kernels() - 1;
+  auto whole = std::make_shared<std::atomic<bool>>(true);
+  auto memory = [&](std::vector<float>& room) {
+    auto a = std::make_shared<AnswerMemory>();
+    a->data = room.data();
+    a->bytes = room.size() * sizeof(float);
+    a->intact = [whole] { return whole->load(); };
+    return a;
+  };
+  const std::vector<PipelineSpec> specs = {{{{0, last, {cpu}, 0}}, "1C"},
+                                           {{{0, last, {gpu}, 0}}, "1G"},
+                                           {{{0, 1, {cpu}, 0}, {2, last, {gpu}, 0}}, "1C1G"}};
+  for (const PipelineSpec& spec : specs) {
+    SCOPED_TRACE(spec.label);
+    std::vector<float> room(want.data.size(), -1.0f);
+    Request r = Request::gnn(g, x);
+    const std::shared_ptr<AnswerMemory> a = memory(room);
+    r.set_answer_memory(a);
+    auto [got, moves] = run_once(m, spec, std::move(r));
+    ASSERT_FALSE(got.error);
+    EXPECT_TRUE(a->written->load());
+    EXPECT_TRUE(got.output.size_only)
+        << "the answer is in the client's memory, not a tensor of ours";
+    EXPECT_EQ(got.output.rows, want.rows);
+    EXPECT_EQ(got.output.cols, want.cols);
+    EXPECT_TRUE(got.output.data.empty());
+    EXPECT_LE(relative_error(make_tensor(want.rows, want.cols, room), want), 1e-5);
+  }
+
+  // Room for less than the answer: our own tensor, the memory untouched.
+  std::vector<float> small(want.data.size() - 1, -1.0f);
+  Request r = Request::gnn(g, x);
+  auto a = memory(small);
+  r.set_answer_memory(a);
+  auto [own, own_moves] = run_once(m, specs[0], std::move(r));
+  ASSERT_FALSE(own.error);
+  EXPECT_FALSE(a->written->load());
+  EXPECT_LE(relative_error(own.output, want), 1e-5);
+  EXPECT_EQ(small, std::vector<float>(small.size(), -1.0f));
+
+  // Some rows asked for (node_ids): the engine answers those rows itself.
+  std::vector<float> room(want.data.size(), -1.0f);
+  Request rows = Request::gnn(g, x);
+  a = memory(room);
+  rows.set_answer_memory(a);
+  rows.set_rows_wanted({7, 3});
+  EXPECT_EQ(rows.answer_memory(), nullptr);
+  auto [picked, picked_moves] = run_once(m, specs[0], std::move(rows));
+  ASSERT_FALSE(picked.error);
+  EXPECT_FALSE(a->written->load());
+
+  // The memory shrank while the answer was written: refused, naming the outputs.
+  whole->store(false);
+  Request shrunk = Request::gnn(g, x);
+  a = memory(room);
+  shrunk.set_answer_memory(a);
+  auto [refused, refused_moves] = run_once(m, specs[0], std::move(shrunk));
+  ASSERT_TRUE(refused.error);
+  EXPECT_THROW(std::rethrow_exception(refused.error), InputError);
+}
+
 }  // namespace
 }  // namespace dype::rt

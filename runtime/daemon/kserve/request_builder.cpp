@@ -329,6 +329,14 @@ Request prepare_infer(InferenceService& service, GraphRegistry& graphs, const st
   Request request = build_request(*info.model, in, graphs);
   check_inputs_read(in);
   request.set_cancel(std::move(cancel));
+  // The answer alone, whole, asked for in a region: the engine's download writes it there.
+  if (in.outputs.size() == 1 && in.outputs[0].name == "y" && in.outputs[0].sink &&
+      request.rows_wanted().empty()) {
+    const auto bytes =
+        static_cast<std::size_t>(request.rows() * info.model->output_cols()) * sizeof(float);
+    if (auto memory = in.outputs[0].sink->memory_for(bytes))
+      request.set_answer_memory(std::move(memory));
+  }
   return request;
 }
 
@@ -446,7 +454,10 @@ void deliver_outputs(std::vector<Tensor>& outputs, const std::vector<RequestedOu
       if (o.name != t.name || !o.sink) continue;
       o.sink->write(t.bytes(), "outputs[" + std::to_string(i) + "]");
       SharedMemoryRef ref = *o.shared_memory;
-      ref.byte_size = t.bytes().size();
+      // Written in place by the engine, the answer here is its shape only.
+      ref.byte_size = o.sink->written_in_place()
+                          ? static_cast<std::uint64_t>(t.elements()) * sizeof(float)
+                          : t.bytes().size();
       t.shared_memory = std::move(ref);
       t.raw.clear();
       t.view = std::string_view();

@@ -32,6 +32,10 @@ namespace dype::hw {
 class DeviceIpcMemory;
 }
 
+namespace dype::rt {
+struct AnswerMemory;
+}
+
 namespace dype::rt::daemon {
 
 // Bytes per element of a KServe datatype ("FP32" -> 4); 0 for BYTES; InputError when unknown.
@@ -70,6 +74,13 @@ struct HeldMemory {
 struct OutputSink {
   virtual ~OutputSink() = default;
   virtual void write(std::string_view bytes, const std::string& where) const = 0;
+  // Memory for the engine to write a whole output of `bytes` into itself (Request::
+  // set_answer_memory), or null. Once the engine wrote there, write() copies nothing and only
+  // checks the memory stayed whole.
+  virtual std::shared_ptr<const rt::AnswerMemory> memory_for(std::size_t /*bytes*/) const {
+    return nullptr;
+  }
+  virtual bool written_in_place() const { return false; }
 };
 
 // Triton's shared-memory parameters of one tensor as a request gave them (a wrong type marked).

@@ -5,6 +5,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <cerrno>
 #include <cstring>
 
@@ -14,6 +15,7 @@
 #include "hw/pinned_host_memory.h"
 #include "runtime/daemon/errors.h"
 #include "runtime/daemon/shm/guarded_mapping.h"
+#include "runtime/model.h"
 
 namespace dype::rt::daemon {
 namespace {
@@ -60,7 +62,31 @@ class RegionSink final : public OutputSink {
  public:
   RegionSink(std::shared_ptr<const SharedMemoryRegion> region, SharedMemoryRef ref)
       : region_(std::move(region)), ref_(std::move(ref)) {}
+  std::shared_ptr<const AnswerMemory> memory_for(std::size_t bytes) const override {
+    // A system region with room, aligned for FP32, and whole now; CUDA regions take a copy.
+    char* at = region_->kind == Kind::system ? region_->mapping->data() + ref_.offset : nullptr;
+    const std::uint64_t end = region_->offset + ref_.offset + bytes;
+    if (!at || bytes > ref_.byte_size ||
+        reinterpret_cast<std::uintptr_t>(at) % alignof(float) != 0 || !region_->mapping->intact() ||
+        object_size(region_->fd) < end)
+      return nullptr;
+    auto m = std::make_shared<AnswerMemory>();
+    m->keep = region_;
+    m->data = reinterpret_cast<float*>(at);
+    m->bytes = bytes;
+    m->intact = [r = region_, end] { return r->mapping->intact() && object_size(r->fd) >= end; };
+    m->written = written_;
+    return m;
+  }
+  bool written_in_place() const override { return written_->load(); }
+
   void write(std::string_view bytes, const std::string& where) const override {
+    if (written_->load()) {  // the engine's download wrote it here: only check it stayed whole
+      if (!region_->mapping->intact())
+        throw InputError(where,
+                         "region '" + region_->name + "' shrank while the output was written");
+      return;
+    }
     if (bytes.size() > ref_.byte_size)
       throw InputError(where + ".parameters.shared_memory_byte_size",
                        std::to_string(ref_.byte_size) + " bytes cannot hold the output's " +
@@ -81,6 +107,7 @@ class RegionSink final : public OutputSink {
  private:
   std::shared_ptr<const SharedMemoryRegion> region_;
   SharedMemoryRef ref_;
+  std::shared_ptr<std::atomic<bool>> written_ = std::make_shared<std::atomic<bool>>(false);
 };
 
 }  // namespace
