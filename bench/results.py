@@ -368,8 +368,12 @@ def markdown(run, plot_name=None):
         w(f"- notes: {run['notes']}")
     w("")
     w("Kinds: **ratio** against a peer (or a modelled, dimensionless figure), compared across runs; "
-      "**absolute** a time or rate of this run, checked against its target only. Basis: measured on "
-      "this CPU, or modelled (emulated devices, virtual clock).")
+      "**own_ratio** between two of dype's own paths (one edge against a whole-graph request, a client's "
+      "p50 against the engine in process), shown against earlier runs but held to its target only, since "
+      "speeding up either path moves it; **absolute** a time or rate of this run, checked against its "
+      "target only. A peer measured several times counts by its fastest rep where the name says "
+      "`fastest` (torch's CPU SpMM is bimodal on this VM). Basis: measured on this CPU, or modelled "
+      "(emulated devices, virtual clock).")
     w("")
     w("| suite | status | metrics | seconds | basis |")
     w("| --- | --- | ---: | ---: | --- |")
