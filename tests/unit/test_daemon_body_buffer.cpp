@@ -56,18 +56,38 @@ TEST(DaemonBodyBuffer, ReleasedOnlyAboveTheKeepLimit) {
 
 TEST(DaemonBodyBuffer, PoolReusesBuffersAndKeepsABoundedNumber) {
   BodyPool pool(2);
-  std::unique_ptr<BodyBuffer> a = pool.acquire(), b = pool.acquire(), c = pool.acquire();
+  std::shared_ptr<BodyBuffer> a = pool.acquire(), b = pool.acquire(), c = pool.acquire();
   a->reset(1024);
   const char* a_data = a->data();
   pool.release(std::move(a));
   pool.release(std::move(b));
   pool.release(std::move(c));  // beyond the 2 kept: freed
   EXPECT_EQ(pool.free_count(), 2u);
-  std::unique_ptr<BodyBuffer> again = pool.acquire(), first = pool.acquire();
+  std::shared_ptr<BodyBuffer> again = pool.acquire(), first = pool.acquire();
   EXPECT_EQ(first->data(), a_data);  // the buffer given back first, still allocated
   EXPECT_EQ(pool.free_count(), 0u);
   // Above kKeepBodyBytes a buffer is freed before it is kept.
   first->reset(kKeepBodyBytes + 1);
   pool.release(std::move(first));
   EXPECT_EQ(pool.acquire()->data(), nullptr);
+}
+
+// A buffer a request still reads (the body's tensors used where they lie) is not taken back into
+// the pool: the connection gets another, and the request's hold keeps the bytes until it lets go.
+TEST(DaemonBodyBuffer, PoolLeavesABufferSomeoneStillHolds) {
+  BodyPool pool(2);
+  std::shared_ptr<BodyBuffer> b = pool.acquire();
+  b->reset(1024);
+  b->append("abc", 3);
+  const BodyBuffer* first = b.get();
+  std::shared_ptr<const void> held(b, b->data());
+  pool.release(std::move(b));
+  EXPECT_EQ(pool.free_count(), 0u);
+  EXPECT_EQ(std::string_view(static_cast<const char*>(held.get()), 3), "abc");
+  EXPECT_NE(pool.acquire().get(), first);
+  // Given back with no one else holding it, a buffer is pooled as before.
+  std::shared_ptr<BodyBuffer> c = pool.acquire();
+  const BodyBuffer* second = c.get();
+  pool.release(std::move(c));
+  EXPECT_EQ(pool.acquire().get(), second);
 }

@@ -201,6 +201,36 @@ TEST(RtDeviceFeatures, RequestBuilderChecksThemWhereTheyLie) {
   EXPECT_EQ(mem->checks, checks);
 }
 
+// Tensors viewing a transport's buffer (an HTTP body) are read in place once the request holds that
+// buffer, and keep it alive; a view of other memory is not held.
+TEST(RtDeviceFeatures, ViewsOfAHeldBufferAreReadInPlace) {
+  auto body = std::make_shared<std::vector<float>>(kernels::generate_features(25, 4, 3));
+  const std::vector<float> want = *body;
+  const std::string_view bytes(reinterpret_cast<const char*>(body->data()),
+                               body->size() * sizeof(float));
+  const std::vector<float> elsewhere(100, 1.0f);
+  daemon::InferRequest in;
+  in.inputs.push_back({"x", "FP32", {25, 4}, {}, bytes});
+  in.inputs.push_back({"other",
+                       "FP32",
+                       {25, 4},
+                       {},
+                       std::string_view(reinterpret_cast<const char*>(elsewhere.data()), 400)});
+  EXPECT_FALSE(daemon::features_in_place(in.inputs[0], 4, "in_features", in))
+      << "held by nothing: copied";
+  daemon::hold_views(in, bytes, body);
+  ASSERT_EQ(in.held.size(), 1u);
+  EXPECT_EQ(in.held[0].first, "inputs['x']");
+  const std::optional<MappedFeatures> x =
+      daemon::features_in_place(in.inputs[0], 4, "in_features", in);
+  ASSERT_TRUE(x);
+  EXPECT_EQ(x->data, body->data());
+  EXPECT_TRUE(x->intact());
+  in = {};
+  body.reset();  // the transport lets go: the request's features still hold the bytes
+  EXPECT_EQ(std::vector<float>(x->data, x->data + 100), want);
+}
+
 // Runs `r` once through a pipeline of `spec`: its completion and the first stage's transfers.
 std::pair<Completion, TransferCounters> run_once(const Model& m, const PipelineSpec& spec,
                                                  Request r) {

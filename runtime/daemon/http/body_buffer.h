@@ -5,7 +5,7 @@
 // the pool keeps a bounded number, so idle connections hold none. Not a std::string: growing one
 // zero-fills the bytes the socket is about to overwrite (measured ~40 us per 400 KB body).
 //
-//   std::unique_ptr<BodyBuffer> b = pool.acquire();
+//   std::shared_ptr<BodyBuffer> b = pool.acquire();
 //   b->reset(length + 64);  b->extend_to(pad);  b->append(data, n);   ... b->data(), b->size() ...
 //   pool.release(std::move(b));
 #include <algorithm>
@@ -57,19 +57,21 @@ class BodyBuffer {
   std::size_t size_ = 0, capacity_ = 0;
 };
 
-// Buffers handed out to requests and taken back (thread-safe). Keeps at most `keep` free ones.
+// Buffers handed out to requests and taken back (thread-safe). Keeps at most `keep` free ones. A
+// buffer someone else still holds when it is given back (a request whose engine reads a tensor in
+// the body where it lies, HttpRequest::body_owner) is left to them: the last holder frees it.
 class BodyPool {
  public:
   explicit BodyPool(std::size_t keep = 32) : keep_(keep) {}
-  std::unique_ptr<BodyBuffer> acquire() {
+  std::shared_ptr<BodyBuffer> acquire() {
     std::lock_guard lock(mutex_);
-    if (free_.empty()) return std::make_unique<BodyBuffer>();
-    std::unique_ptr<BodyBuffer> b = std::move(free_.back());
+    if (free_.empty()) return std::make_shared<BodyBuffer>();
+    std::shared_ptr<BodyBuffer> b = std::move(free_.back());
     free_.pop_back();
     return b;
   }
-  void release(std::unique_ptr<BodyBuffer> b) {
-    if (!b) return;
+  void release(std::shared_ptr<BodyBuffer> b) {
+    if (!b || b.use_count() > 1) return;
     b->release_if_above(kKeepBodyBytes);
     std::lock_guard lock(mutex_);
     if (free_.size() < keep_) free_.push_back(std::move(b));
@@ -82,7 +84,7 @@ class BodyPool {
  private:
   std::size_t keep_;
   mutable std::mutex mutex_;
-  std::vector<std::unique_ptr<BodyBuffer>> free_;
+  std::vector<std::shared_ptr<BodyBuffer>> free_;
 };
 
 }  // namespace dype::rt::daemon

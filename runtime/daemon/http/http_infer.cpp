@@ -143,6 +143,8 @@ void HttpRoutes::answer_infer(const Req& req, Res& res, const std::string& model
   AdmissionControl::Ticket admitted(admission_);
   InferRequest in = parse_infer_request(req.body, header_length(req, req.body.size()), /*borrow_binary=*/true,
                                         req.body_readable_past_end);
+  // x viewed in the body is read there; the request holds the body's buffer meanwhile.
+  hold_views(in, req.body, req.body_owner);
   if (names_shared_memory(in)) bind_shared_memory(in, shm_, graph_owner(req).id());
   times.parsed = Clock::now();
   std::vector<std::string> names;

@@ -41,6 +41,9 @@ struct HttpRequest {
   HeaderFields params;    // the query's parameters, decoded, in order
   std::string_view body;  // the whole body, in the connection's receive buffer
   std::size_t body_readable_past_end = 0;  // bytes after `body` that may be read (the buffer's room)
+  // Holds the buffer `body` lies in: a copy keeps its bytes valid after the response is written
+  // (the connection then receives its next body into another buffer).
+  std::shared_ptr<const void> body_owner;
   std::vector<PathMatch> matches;  // [0] the whole path, then the route's captures
   std::chrono::steady_clock::time_point arrival;   // when the request line and headers had been parsed
   std::chrono::steady_clock::time_point received;  // when the whole body had been read

@@ -290,6 +290,7 @@ template <class Stream>
 void HttpSession<Stream>::body_done() {
   req_.received = std::chrono::steady_clock::now();
   req_.body = length_ == 0 ? std::string_view{} : std::string_view(body_->data() + pad_, length_);
+  req_.body_owner = length_ == 0 ? nullptr : std::shared_ptr<const void>(body_, body_->data());
   req_.body_readable_past_end = length_ == 0 ? 0 : body_->capacity() - pad_ - length_;
   run_handler();
 }
@@ -436,7 +437,8 @@ void HttpSession<Stream>::on_written(beast::error_code ec) {
   const bool refused = res_.close;
   res_ = HttpResponse{};  // drops what kept a binary output alive
   req_.body = {};
-  shared_.bodies.release(std::move(body_));
+  req_.body_owner.reset();
+  shared_.bodies.release(std::move(body_));  // kept by a request still reading it: theirs now
   if (ec) return shut();
   if (closing_ && refused) return linger();
   if (closing_) return shut();

@@ -123,7 +123,7 @@ class HttpSession final : public OpenConnection, public std::enable_shared_from_
 
   HttpRequest req_;
   std::string peer_;  // the client's address, for the graph registry's per-client quotas
-  std::unique_ptr<BodyBuffer> body_;
+  std::shared_ptr<BodyBuffer> body_;
   std::size_t pad_ = 0, length_ = 0, body_read_ = 0;
   std::size_t lingered_ = 0;
   bool keep_alive_ = true, head_only_ = false, closing_ = false, closed_ = false;

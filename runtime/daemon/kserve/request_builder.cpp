@@ -443,6 +443,28 @@ std::vector<Tensor> run_infer(InferenceService& service, GraphRegistry& graphs, 
   return outputs;
 }
 
+namespace {
+// Memory of the transport's own that a request holds: nothing can shrink it.
+struct HeldBuffer final : HeldMemory {
+  explicit HeldBuffer(std::shared_ptr<const void> o) : owner(std::move(o)) {}
+  std::shared_ptr<const void> owner;
+  void check_read(const std::string& /*where*/) const override {}
+};
+}  // namespace
+
+void hold_views(InferRequest& request, std::string_view buffer, std::shared_ptr<const void> owner) {
+  if (!owner || buffer.empty()) return;
+  std::shared_ptr<const HeldBuffer> held;
+  const char* lo = buffer.data();
+  const char* hi = lo + buffer.size();
+  for (const Tensor& t : request.inputs) {
+    if (!t.view || t.view->empty() || t.view->data() < lo || t.view->data() + t.view->size() > hi)
+      continue;
+    if (!held) held = std::make_shared<const HeldBuffer>(owner);
+    request.held.emplace_back("inputs['" + t.name + "']", held);
+  }
+}
+
 void check_inputs_read(const InferRequest& request) {
   for (const auto& [where, held] : request.held) held->check_read(where);
 }

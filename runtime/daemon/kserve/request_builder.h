@@ -94,6 +94,11 @@ std::vector<Tensor> output_tensors(const HostTensor& y, const std::vector<std::s
 // shared-memory region) shrank while it was read (InferRequest::held).
 void check_inputs_read(const InferRequest& request);
 
+// Inputs parsed as views into `buffer` (an HTTP body) are held by `owner`, the memory `buffer` lies
+// in: features_in_place then reads them where they lie, and they stay valid for the engine after
+// the transport is done with the request (a response written on a passed deadline).
+void hold_views(InferRequest& request, std::string_view buffer, std::shared_ptr<const void> owner);
+
 // Writes each output asked for in shared memory (RequestedOutput::sink) into its region and leaves
 // it without data, its shared_memory set, so the response carries the parameters instead of the
 // bytes. InputError naming the output when its region cannot hold it.
