@@ -13,7 +13,8 @@ header says so; nothing is flagged for that alone). --last 1 compares with the l
 BEFORE with that one run. Prints each metric as baseline (median of k runs) -> after.
 
 - ratio metrics (against a peer, or modelled and dimensionless) are compared with the baseline:
-  one that moved the wrong way by more than the tolerance (relative; default 10%) is flagged, and
+  one that moved the wrong way by more than the tolerance (relative; default 10%, or the metric's own
+  where its RESULT line gives a wider one, for a figure measured to be that noisy) is flagged, and
   so is one the baseline had that this run lacks or failed to measure;
 - own ratios (between two of dype's own paths, kind own_ratio) are printed against the baseline,
   but a fall is not flagged: making the denominator's path faster lowers them. A missed target is
@@ -113,8 +114,9 @@ def compare(before_runs, after, tolerance):
                 c = change(vb, va, m["higher_is_better"])
                 if c is not None:
                     note = f"{100 * c:+.1f}%"
-                    if c < -tolerance:
-                        note += f"  FELL (> {100 * tolerance:g}%)"
+                    allowed = max(tolerance, ma.get("tolerance") or 0.0) if ma else tolerance
+                    if c < -allowed:
+                        note += f"  FELL (> {100 * allowed:g}%)"
                         if own:
                             note += " (own paths: not flagged)"
                         else:

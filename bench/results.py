@@ -231,6 +231,9 @@ def metric_of(suite, basis, fields):
         "target": target,
         "met": met(value, target, higher),
         "basis": fields.get("basis", basis),
+        # A wider fall than the run's tolerance that this metric may show from noise alone (its
+        # RESULT line says so, with the spread measured), or None.
+        "tolerance": number(fields.get("tolerance")),
         "status": "ok" if value is not None else "failed",
     }
 
@@ -372,8 +375,9 @@ def markdown(run, plot_name=None):
       "p50 against the engine in process), shown against earlier runs but held to its target only, since "
       "speeding up either path moves it; **absolute** a time or rate of this run, checked against its "
       "target only. A peer measured several times counts by its fastest rep where the name says "
-      "`fastest` (torch's CPU SpMM is bimodal on this VM). Basis: measured on this CPU, or modelled "
-      "(emulated devices, virtual clock).")
+      "`fastest` (torch's CPU SpMM is bimodal on this VM). A ratio whose RESULT line gives its own "
+      "tolerance (a spread measured across runs on unchanged code) is flagged past that instead of "
+      "the run's. Basis: measured on this CPU, or modelled (emulated devices, virtual clock).")
     w("")
     w("| suite | status | metrics | seconds | basis |")
     w("| --- | --- | ---: | ---: | --- |")

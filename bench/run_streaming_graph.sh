@@ -100,7 +100,10 @@ echo "RESULT name=streaming_one_edge_p50_ms value=$one unit=ms kind=absolute bet
 # Against dype's own whole-graph request: it moves when either path does, so it answers to its
 # target; the ratio against PyTorch recomputing the graph is the one compared across runs.
 echo "RESULT name=streaming_one_edge_speedup value=$speedup unit=x kind=own_ratio better=higher peer=whole_graph target=50"
-echo "RESULT name=streaming_one_edge_vs_torch_recompute value=$vs_torch unit=x kind=ratio better=higher peer=torch-csr-fastest target=-"
+# Its own tolerance: one edge's p50 (0.4-0.6 ms) is bound by thread wake-ups over loopback, which
+# move with the VM's load, the peer (about 100 ms) by compute: five measurements on two commits
+# that leave its path alone spread 177-223x.
+echo "RESULT name=streaming_one_edge_vs_torch_recompute value=$vs_torch unit=x kind=ratio better=higher peer=torch-csr-fastest target=- tolerance=0.3"
 echo "RESULT name=streaming_batched_changes_per_s value=$rate unit=changes/s kind=absolute better=higher peer=- target=5000"
 verdict() { awk -v v="$1" -v t="$2" 'BEGIN { exit !(v >= t) }' && echo met || echo missed; }
 echo "  target one edge + answer >= 50x faster than a whole-graph request: ${speedup}x, $(verdict "$speedup" 50)"

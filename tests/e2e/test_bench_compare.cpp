@@ -96,16 +96,25 @@ TEST_F(BenchCompare, FlagsFallsAgainstPeersMissedOwnTargetsAndMissingRatiosOnly)
 }
 
 TEST_F(BenchCompare, NothingFlaggedWhenRatiosHoldAndOwnRatiosMeetTheirTargets) {
-  const json before = run("2026-01-01T00:00:00+00:00", {metric("s", "peer", 10, "ratio"),
-                                                        metric("s", "own", 75, "own_ratio", 50),
-                                                        metric("s", "time_ms", 1, "absolute")});
-  const json after = run("2026-01-02T00:00:00+00:00", {metric("s", "peer", 10.5, "ratio"),
-                                                       metric("s", "own", 55, "own_ratio", 50),
-                                                       metric("s", "time_ms", 100, "absolute")});
+  json noisy = metric("s", "noisy", 8, "ratio");
+  noisy["tolerance"] = 0.3;  // its RESULT line allows a 30% fall (its measured spread)
+  const json before =
+      run("2026-01-01T00:00:00+00:00",
+          {metric("s", "peer", 10, "ratio"), metric("s", "own", 75, "own_ratio", 50),
+           metric("s", "time_ms", 1, "absolute"), metric("s", "noisy", 10, "ratio")});
+  json after = run("2026-01-02T00:00:00+00:00",
+                   {metric("s", "peer", 10.5, "ratio"), metric("s", "own", 55, "own_ratio", 50),
+                    metric("s", "time_ms", 100, "absolute"), noisy});
   int status = 0;
   const std::string out = compare(before, after, &status);
   EXPECT_EQ(status, 0) << out;
   EXPECT_EQ(read(dir_ + "/flagged.txt"), "") << out;
+
+  // Past its own tolerance, a noisy metric is flagged as any other.
+  after["metrics"][3]["value"] = 6;
+  const std::string out2 = compare(before, after, &status);
+  EXPECT_EQ(status, 1) << out2;
+  EXPECT_EQ(read(dir_ + "/flagged.txt"), "s s.noisy fell\n") << out2;
 }
 
 }  // namespace
