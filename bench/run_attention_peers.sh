@@ -29,18 +29,9 @@ if [[ ! -x "$bench" ]]; then
        "cmake --build $build --target bench_attention" >&2
   exit 2
 fi
-# The Debian python3-torch lives in the system interpreter; a pyenv/venv python3 may not see it.
-python=""
-for candidate in /usr/bin/python3 python3; do
-  if command -v "$candidate" >/dev/null && "$candidate" -c "import torch, numpy" 2>/dev/null; then
-    python=$candidate
-    break
-  fi
-done
-if [[ -z "$python" ]]; then
-  echo "run_attention_peers: peer missing: no python3 with torch and numpy (scripts/setup.sh)" >&2
-  exit 3
-fi
+# shellcheck source=bench/peer_env.sh
+source "$root/bench/peer_env.sh"
+torch_python run_attention_peers
 
 echo "== window attention peers: threads=$threads window=$window head_dim=$head_dim heads=$heads"
 echo "   $(uptime)"

@@ -20,18 +20,9 @@ build=${1:-$root/build/kernel-peers}
 threads=${THREADS:-2}
 reps=${REPS:-7}
 
-# The Debian python3-torch lives in the system interpreter; a pyenv/venv python3 may not see it.
-python=""
-for candidate in /usr/bin/python3 python3; do
-  if command -v "$candidate" >/dev/null && "$candidate" -c "import torch, numpy" 2>/dev/null; then
-    python=$candidate
-    break
-  fi
-done
-if [[ -z "$python" ]]; then
-  echo "run_kernel_peers: peer missing: no python3 with torch and numpy (scripts/setup.sh)" >&2
-  exit 3
-fi
+# shellcheck source=bench/peer_env.sh
+source "$root/bench/peer_env.sh"
+torch_python run_kernel_peers
 
 if [[ "${NO_BUILD:-0}" != 1 ]]; then
   echo "== building bench_spmm bench_gemm (release) in $build"

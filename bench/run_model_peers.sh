@@ -20,18 +20,11 @@ root=$(cd "$(dirname "$0")/.." && pwd)
 build=${1:-$root/build/kernel-peers}
 threads=${THREADS:-2}
 reps=${REPS:-5}
-python=/usr/bin/python3
-"$python" -c "import torch, numpy" 2>/dev/null || { echo "run_model_peers: peer missing: python3-torch (scripts/setup.sh)" >&2; exit 3; }
-
-if [[ "${NO_BUILD:-0}" != 1 ]]; then
-  echo "== building bench_model_inference (release) in $build"
-  cmake --preset release -B "$build" >/dev/null
-  cmake --build "$build" -j2 --target bench_model_inference >/dev/null
-fi
-export OMP_NUM_THREADS=$threads OPENBLAS_NUM_THREADS=$threads MKL_NUM_THREADS=$threads
-# The same heap policy for the peer as dype sets for itself (runtime/host_memory.h): large freed
-# blocks stay in the heap for reuse instead of being unmapped and faulted in again next call.
-tunables="glibc.malloc.mmap_max=0:glibc.malloc.trim_threshold=1073741824"
+# shellcheck source=bench/peer_env.sh
+source "$root/bench/peer_env.sh"
+torch_python run_model_peers
+build_model_bench "$build"
+same_threads "$threads"
 
 graph=${GRAPH:-/tmp/dype-debian-deps.mtx}
 [[ -s "$graph" ]] || "$python" "$root/apps/dype-profile/real_graphs.py" debian-deps "$graph"

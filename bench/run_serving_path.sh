@@ -35,21 +35,9 @@ for b in bench/bench_model_inference apps/dype-serve apps/dype-client; do
 done
 export OMP_NUM_THREADS=$threads OPENBLAS_NUM_THREADS=$threads MKL_NUM_THREADS=$threads
 
-graph=${GRAPH:-/tmp/dype-debian-deps.mtx}
-[[ -s "$graph" ]] || "$python" "$root/apps/dype-profile/real_graphs.py" debian-deps "$graph"
-work=$(mktemp -d)
-pid=""
-# shellcheck disable=SC2317  # run by the EXIT trap (shellcheck 0.9 calls it unreachable)
-cleanup() {
-  if [[ -n "$pid" ]] && kill -0 "$pid" 2>/dev/null; then
-    kill -TERM "$pid" 2>/dev/null || true
-    wait "$pid" 2>/dev/null || true
-  fi
-  rm -rf "$work"
-}
-trap cleanup EXIT
-mkdir -p "$work/repo" "$work/graphs" "$work/state"
-ln -s "$(realpath "$graph")" "$work/graphs/$(basename "$graph")"
+# shellcheck source=bench/serve_daemon.sh
+source "$root/bench/serve_daemon.sh"
+serve_workdir
 
 echo "== serving data path: gcn 128 -> 128 -> 16 on $(basename "$graph"), $threads threads, $(uptime)"
 # The model repository entry and features (one timing rep of the peer; its times are not used).
@@ -65,17 +53,7 @@ copy_ms=$(sed -E 's/.*x_memcpy_ms=([0-9.]+).*/\1/' <<<"$in_proc")
 echo "RESULT name=gcn_in_process_ms value=$in_ms unit=ms kind=absolute better=lower peer=- target=-"
 echo "RESULT name=gcn_x_memcpy_ms value=$copy_ms unit=ms kind=absolute better=lower peer=- target=-"
 
-"$build/apps/dype-serve" --allow-client-shm --mode perf --model-repository "$work/repo" --state-dir "$work/state" \
-  --http-port 0 --grpc-port 0 --metrics-port 0 --port-file "$work/ports.json" --exit-timeout 10 \
-  >"$work/serve.log" 2>&1 &
-pid=$!
-for _ in $(seq 1 300); do
-  [[ -s "$work/ports.json" ]] && break
-  kill -0 "$pid" 2>/dev/null || { sed 's/^/  serve| /' "$work/serve.log"; echo "dype-serve exited while starting" >&2; exit 1; }
-  sleep 0.2
-done
-[[ -s "$work/ports.json" ]] || { sed 's/^/  serve| /' "$work/serve.log"; echo "dype-serve did not start in 60 s" >&2; exit 1; }
-port() { sed -n "s/.*\"$1\": *\([0-9]*\).*/\1/p" "$work/ports.json"; }
+start_daemon --allow-client-shm
 
 status=0
 declare -A p50_of

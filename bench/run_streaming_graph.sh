@@ -35,21 +35,9 @@ python=/usr/bin/python3
 for b in apps/dype-serve apps/dype-client bench/bench_incremental; do
   [[ -x "$build/$b" ]] || { echo "run_streaming_graph: $build/$b not built" >&2; exit 2; }
 done
-graph=${GRAPH:-/tmp/dype-debian-deps.mtx}
-[[ -s "$graph" ]] || "$python" "$root/apps/dype-profile/real_graphs.py" debian-deps "$graph"
-work=$(mktemp -d)
-pid=""
-# shellcheck disable=SC2317  # run by the EXIT trap
-cleanup() {
-  if [[ -n "$pid" ]] && kill -0 "$pid" 2>/dev/null; then
-    kill -TERM "$pid" 2>/dev/null || true
-    wait "$pid" 2>/dev/null || true
-  fi
-  rm -rf "$work"
-}
-trap cleanup EXIT
-mkdir -p "$work/repo" "$work/graphs" "$work/state"
-ln -s "$(realpath "$graph")" "$work/graphs/$(basename "$graph")"
+# shellcheck source=bench/serve_daemon.sh
+source "$root/bench/serve_daemon.sh"
+serve_workdir
 
 echo "== streaming graph: gcn 128 -> 128 -> 16 on $(basename "$graph"), $protocol, $(uptime)"
 # The model's weights, and the peer: PyTorch recomputing the whole graph (its fastest CSR forward of 5).
@@ -62,17 +50,7 @@ in_proc=$("$build/bench/bench_incremental" --graph "$graph" --updates "$updates"
 sed 's/^/  in process| /' <<<"$in_proc"
 grep '^RESULT' <<<"$in_proc" | sed 's/name=incremental_/name=in_process_incremental_/'
 
-"$build/apps/dype-serve" --mode perf --model-repository "$work/repo" --state-dir "$work/state" \
-  --http-port 0 --grpc-port 0 --metrics-port 0 --port-file "$work/ports.json" --exit-timeout 10 \
-  >"$work/serve.log" 2>&1 &
-pid=$!
-for _ in $(seq 1 300); do
-  [[ -s "$work/ports.json" ]] && break
-  kill -0 "$pid" 2>/dev/null || { sed 's/^/  serve| /' "$work/serve.log"; echo "dype-serve exited while starting" >&2; exit 1; }
-  sleep 0.2
-done
-[[ -s "$work/ports.json" ]] || { echo "dype-serve did not start in 60 s" >&2; exit 1; }
-port() { sed -n "s/.*\"$1\": *\([0-9]*\).*/\1/p" "$work/ports.json"; }
+start_daemon
 client() {
   timeout 900 "$build/apps/dype-client" --protocol "$protocol" --http-port "$(port http)" --grpc-port "$(port grpc)" \
     --metrics-port "$(port metrics)" stream --model gcn "$@"

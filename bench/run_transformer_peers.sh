@@ -21,18 +21,11 @@ d=${D_MODEL:-512}
 heads=${HEADS:-8}
 ffn=${FFN:-2048}
 layers=${LAYERS:-2}
-python=/usr/bin/python3
-"$python" -c "import torch, numpy" 2>/dev/null || { echo "run_transformer_peers: peer missing: python3-torch (scripts/setup.sh)" >&2; exit 3; }
-
-if [[ "${NO_BUILD:-0}" != 1 ]]; then
-  echo "== building bench_model_inference (release) in $build"
-  cmake --preset release -B "$build" >/dev/null
-  cmake --build "$build" -j2 --target bench_model_inference >/dev/null
-fi
-export OMP_NUM_THREADS=$threads OPENBLAS_NUM_THREADS=$threads MKL_NUM_THREADS=$threads
-# The same heap policy for the peer as dype sets for itself (runtime/host_memory.h): large freed
-# blocks stay in the heap for reuse instead of being unmapped and faulted in again next call.
-tunables="glibc.malloc.mmap_max=0:glibc.malloc.trim_threshold=1073741824"
+# shellcheck source=bench/peer_env.sh
+source "$root/bench/peer_env.sh"
+torch_python run_transformer_peers
+build_model_bench "$build"
+same_threads "$threads"
 
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT

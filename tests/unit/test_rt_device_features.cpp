@@ -245,17 +245,22 @@ std::pair<Completion, TransferCounters> run_once(const Model& m, const PipelineS
   return {std::move(got), p.stats().at(0).transfers};
 }
 
-// A CPU stage's kernels read mapped features where they lie (no copy into a buffer of its own), the
-// memory is asked whether it stayed whole only once the pipeline has read it, and a stage on any
-// other device still gets a copy.
-TEST(RtDeviceFeatures, CpuStagesReadMappedFeaturesInPlace) {
+// A 2-layer GCN on 300 nodes with its reference answer, and a CPU and an emulated GPU to run it.
+struct SmallGcnOnTwoDevices : ::testing::Test {
   hw::System sys = testing::emu_system(1, 0);
   hw::Device* cpu = &sys.device("cpu0");
   hw::Device* gpu = sys.devices_of(hw::DeviceKind::gpu).at(0);
   const Model m = Model::gcn({.layers = 2, .in_features = 16, .hidden = 8, .seed = 5});
-  const auto g = Graph::from_edges(random_graph(300, 2400, 5), true);
+  const std::shared_ptr<const Graph> g = Graph::from_edges(random_graph(300, 2400, 5), true);
   const HostTensor x = make_tensor(300, 16, kernels::generate_features(300, 16, 12));
   const HostTensor want = reference_forward(m, Request::gnn(g, x));
+  const int last = m.num_kernels() - 1;
+};
+
+// A CPU stage's kernels read mapped features where they lie (no copy into a buffer of its own), the
+// memory is asked whether it stayed whole only once the pipeline has read it, and a stage on any
+// other device still gets a copy.
+TEST_F(SmallGcnOnTwoDevices, CpuStagesReadMappedFeaturesInPlace) {
   auto mapping = std::make_shared<std::vector<float>>(x.data);
   auto asked = std::make_shared<std::atomic<int>>(0);
   auto whole = std::make_shared<std::atomic<bool>>(true);
@@ -265,7 +270,6 @@ TEST(RtDeviceFeatures, CpuStagesReadMappedFeaturesInPlace) {
                                             return whole->load();
                                           }});
   };
-  const int last = m.num_kernels() - 1;
 
   auto [on_cpu, cpu_moves] = run_once(m, {{{0, last, {cpu}, 0}}, ""}, mapped());
   ASSERT_FALSE(on_cpu.error);
@@ -297,16 +301,8 @@ TEST(RtDeviceFeatures, CpuStagesReadMappedFeaturesInPlace) {
 // one download: the engine's answer is then shape-only and the memory holds what the answer would
 // have been, on a CPU stage, an emulated GPU and a split pipeline alike. Memory too small, or an
 // answer of some rows only, takes the usual path; memory that shrank while written is refused.
-TEST(RtDeviceFeatures, AnswerIsWrittenIntoTheClientsMemory) {
-  hw::System sys = testing::emu_system(1, 0);
-  hw::Device* cpu = &sys.device("cpu0");
-  hw::Device* gpu = sys.devices_of(hw::DeviceKind::gpu).at(0);
-  const Model m = Model::gcn({.layers = 2, .in_features = 16, .hidden = 8, .seed = 5});
-  const auto g = Graph::from_edges(random_graph(300, 2400, 5), true);
-  const HostTensor x = make_tensor(300, 16, kernels::generate_features(300, 16, 12));
-  const HostTensor want = reference_forward(m, Request::gnn(g, x));
+TEST_F(SmallGcnOnTwoDevices, AnswerIsWrittenIntoTheClientsMemory) {
   ASSERT_EQ(want.cols, m.output_cols());
-  const int last = m.num_kernels() - 1;
   auto whole = std::make_shared<std::atomic<bool>>(true);
   auto memory = [&](std::vector<float>& room) {
     auto a = std::make_shared<AnswerMemory>();

@@ -110,6 +110,16 @@ class RegionSink final : public OutputSink {
   std::shared_ptr<std::atomic<bool>> written_ = std::make_shared<std::atomic<bool>>(false);
 };
 
+std::shared_ptr<SharedMemoryRegion> new_region(const std::string& name, Kind kind,
+                                               const std::string& owner, std::uint64_t byte_size) {
+  auto r = std::make_shared<SharedMemoryRegion>();
+  r->name = name;
+  r->kind = kind;
+  r->owner = owner;
+  r->byte_size = byte_size;
+  return r;
+}
+
 }  // namespace
 
 SharedMemoryRegistry::SharedMemoryRegistry(bool allowed, std::size_t max_regions)
@@ -137,13 +147,9 @@ void SharedMemoryRegistry::register_system(const std::string& name, const std::s
   if (byte_size == 0) throw InputError("byte_size", "must be at least 1");
   if (offset > (std::uint64_t{1} << 48) || byte_size > (std::uint64_t{1} << 40))
     throw InputError(offset > (std::uint64_t{1} << 48) ? "offset" : "byte_size", "is too large");
-  auto region = std::make_shared<SharedMemoryRegion>();
-  region->name = name;
-  region->kind = Kind::system;
-  region->owner = owner;
+  auto region = new_region(name, Kind::system, owner, byte_size);
   region->key = key;
   region->offset = offset;
-  region->byte_size = byte_size;
   const int fd = shm_open(key.c_str(), O_RDWR, 0);
   if (fd < 0)
     throw InputError("key", "'" + key + "' is not a shared-memory object this server can open: " +
@@ -181,11 +187,7 @@ void SharedMemoryRegistry::register_cuda(const std::string& name, std::string_vi
   if (device_id < 0 || device_id > 1024)
     throw InputError("device_id", "must be a CUDA device index");
   check_free(name);  // before opening the handle; add() checks again
-  auto region = std::make_shared<SharedMemoryRegion>();
-  region->name = name;
-  region->kind = Kind::cuda;
-  region->owner = owner;
-  region->byte_size = byte_size;
+  auto region = new_region(name, Kind::cuda, owner, byte_size);
   region->device_id = device_id;
   region->device = hw::open_cuda_ipc_memory(raw_handle, static_cast<int>(device_id), byte_size);
   add(std::move(region));
