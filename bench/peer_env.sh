@@ -1,5 +1,7 @@
 # Sourced by the peer benchmarks (run_kernel_peers.sh, run_attention_peers.sh, run_model_peers.sh,
 # run_transformer_peers.sh, run_serving_path.sh):
+#   peer_args BUILD REPS "$@"  build (the script's first argument, else $root/BUILD), threads
+#                            (THREADS, 2) and reps (REPS, else REPS)
 #   torch_python NAME        sets python to an interpreter with torch and numpy (Debian's
 #                            python3-torch lives in /usr/bin/python3; a pyenv/venv python3 may not
 #                            see it), or exits 3 naming the script
@@ -8,6 +10,12 @@
 #                            dype sets for itself (runtime/host_memory.h), for the peer's
 #                            GLIBC_TUNABLES: large freed blocks stay in the heap for reuse instead of
 #                            being unmapped and faulted in again next call
+peer_args() {
+  build=${3:-$root/$1}
+  threads=${THREADS:-2}
+  reps=${REPS:-$2}
+}
+
 torch_python() {
   python=""
   for candidate in /usr/bin/python3 python3; do

@@ -16,12 +16,9 @@
 set -euo pipefail
 
 root=$(cd "$(dirname "$0")/.." && pwd)
-build=${1:-$root/build/kernel-peers}
-threads=${THREADS:-2}
-reps=${REPS:-7}
-
 # shellcheck source=bench/peer_env.sh
 source "$root/bench/peer_env.sh"
+peer_args build/kernel-peers 7 "$@"
 torch_python run_kernel_peers
 
 if [[ "${NO_BUILD:-0}" != 1 ]]; then

@@ -17,11 +17,9 @@
 set -euo pipefail
 
 root=$(cd "$(dirname "$0")/.." && pwd)
-build=${1:-$root/build/kernel-peers}
-threads=${THREADS:-2}
-reps=${REPS:-5}
 # shellcheck source=bench/peer_env.sh
 source "$root/bench/peer_env.sh"
+peer_args build/kernel-peers 5 "$@"
 torch_python run_model_peers
 build_model_bench "$build"
 same_threads "$threads"

@@ -23,17 +23,15 @@
 set -euo pipefail
 
 root=$(cd "$(dirname "$0")/.." && pwd)
-build=${1:-$root/build/kernel-peers}
-threads=${THREADS:-2}
-reps=${REPS:-5}
+# shellcheck source=bench/peer_env.sh
+source "$root/bench/peer_env.sh"
+peer_args build/kernel-peers 5 "$@"
 requests=${REQUESTS:-100}
-python=/usr/bin/python3
-"$python" -c "import torch, numpy" 2>/dev/null ||
-  { echo "run_serving_path: python3-torch missing (it writes the model; scripts/setup.sh)" >&2; exit 3; }
+torch_python run_serving_path  # it writes the model
 for b in bench/bench_model_inference apps/dype-serve apps/dype-client; do
   [[ -x "$build/$b" ]] || { echo "run_serving_path: $build/$b not built" >&2; exit 2; }
 done
-export OMP_NUM_THREADS=$threads OPENBLAS_NUM_THREADS=$threads MKL_NUM_THREADS=$threads
+same_threads "$threads"
 
 # shellcheck source=bench/serve_daemon.sh
 source "$root/bench/serve_daemon.sh"

@@ -12,17 +12,15 @@
 set -euo pipefail
 
 root=$(cd "$(dirname "$0")/.." && pwd)
-build=${1:-$root/build/kernel-peers}
-threads=${THREADS:-2}
-reps=${REPS:-5}
+# shellcheck source=bench/peer_env.sh
+source "$root/bench/peer_env.sh"
+peer_args build/kernel-peers 5 "$@"
 seq=${SEQ:-4096}
 window=${WINDOW:-256}
 d=${D_MODEL:-512}
 heads=${HEADS:-8}
 ffn=${FFN:-2048}
 layers=${LAYERS:-2}
-# shellcheck source=bench/peer_env.sh
-source "$root/bench/peer_env.sh"
 torch_python run_transformer_peers
 build_model_bench "$build"
 same_threads "$threads"

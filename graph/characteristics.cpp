@@ -147,4 +147,17 @@ OpShape spmm_shape(const GraphCharacteristics& c, std::int64_t feature_len) {
   return s;
 }
 
+OpShape spmm_shape(const CsrView<std::int32_t>& a, std::int64_t feature_len, double degree_skew,
+                   const GatherLocality& locality) {
+  OpShape s;
+  s.kind = OpKind::spmm;
+  s.m = a.rows;
+  s.k = a.cols;
+  s.n = feature_len;
+  s.nnz = a.nnz();
+  s.degree_skew = degree_skew;
+  s.locality = locality;
+  return s;
+}
+
 }  // namespace dype::kernels

@@ -48,5 +48,10 @@ double degree_skew(std::span<const std::int32_t> indptr);
 
 // The SpMM invocation A[nodes x nodes] * X[nodes x feature_len] these characteristics describe.
 OpShape spmm_shape(const GraphCharacteristics& c, std::int64_t feature_len);
+// The SpMM A * X[cols x feature_len] of a real matrix, as the performance models read it, with its
+// degree skew (degree_skew(a.indptr)) and gather locality (gather_locality.h), measured once by the
+// caller for every feature length it asks about.
+OpShape spmm_shape(const CsrView<std::int32_t>& a, std::int64_t feature_len, double degree_skew,
+                   const GatherLocality& locality);
 
 }  // namespace dype::kernels

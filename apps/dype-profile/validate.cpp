@@ -44,18 +44,6 @@ kernels::GatherLocality describe_graph(const kernels::CsrI32& a, const std::stri
   return locality;
 }
 
-kernels::OpShape spmm_shape(const kernels::CsrI32& a, std::int64_t n, double skew, const kernels::GatherLocality& loc) {
-  kernels::OpShape s;
-  s.kind = OpKind::spmm;
-  s.m = a.rows;
-  s.k = a.cols;
-  s.n = n;
-  s.nnz = a.nnz();
-  s.degree_skew = skew;
-  s.locality = loc;
-  return s;
-}
-
 // The table: per N the measured time, then each store's prediction and its error. Returns the
 // predictions, one vector per store.
 std::vector<std::vector<double>> print_table(const std::vector<perf::ModelStore>& stores,
@@ -95,8 +83,9 @@ std::vector<double> validate_measured(const kernels::CsrI32& a, const std::strin
     measured.push_back(t.seconds);
   }
   std::printf("measured times: %s (taken elsewhere, not timed here)\n", source.c_str());
-  const auto predicted =
-      print_table(stores, names, ns, measured, [&](std::int64_t n) { return spmm_shape(a, n, skew, locality); });
+  const auto predicted = print_table(stores, names, ns, measured, [&](std::int64_t n) {
+    return kernels::spmm_shape(a.view(), n, skew, locality);
+  });
   std::vector<double> mapes;
   for (std::size_t m = 0; m < stores.size(); ++m) {
     const auto acc = perf::evaluate(predicted[m], measured);
@@ -115,7 +104,7 @@ void validate_graph(hw::Device& dev, const kernels::CsrI32& a, const std::string
                     const ValidateOptions& opt) {
   const double skew = kernels::degree_skew(a.indptr);
   const kernels::GatherLocality locality = describe_graph(a, graph_name, skew);
-  auto shape_for = [&](std::int64_t n) { return spmm_shape(a, n, skew, locality); };
+  auto shape_for = [&](std::int64_t n) { return kernels::spmm_shape(a.view(), n, skew, locality); };
   auto time_once = [&](std::int64_t n) { return perf::time_spmm(dev, a, n, {}, opt.clock).median_s; };
 
   // Rounds interleave the feature lengths so a slow minute on a shared machine hits each N once.

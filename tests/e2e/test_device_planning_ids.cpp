@@ -31,6 +31,23 @@ nlohmann::json device(const nlohmann::json& devices, const std::string& name) {
   return {};
 }
 
+// GET /v2/dype/admin/devices from the daemon that wrote `ports` (admin token "s3cret"); null, with
+// a failure recorded, when it did not start or did not answer.
+nlohmann::json admin_devices(const fs::path& ports, const fs::path& log) {
+  if (!fs::exists(ports)) {
+    ADD_FAILURE() << "dype-serve did not start: " << read_all(log);
+    return nullptr;
+  }
+  httplib::Client c("127.0.0.1", nlohmann::json::parse(read_all(ports))["http"].get<int>());
+  const auto r =
+      c.Get("/v2/dype/admin/devices", httplib::Headers{{"Authorization", "Bearer s3cret"}});
+  if (!r || r->status != 200) {
+    ADD_FAILURE() << "GET /v2/dype/admin/devices: " << (r ? r->body : "no answer");
+    return nullptr;
+  }
+  return nlohmann::json::parse(r->body);
+}
+
 TEST(DevicePlanningIds, ProfiledStoreIsFoundByItsIdAndSaidToBeUsed) {
   const fs::path dir = dype::test::process_temp_dir("dype_planning_ids");
   const fs::path stores = dir / "perfmodels", token = dir / "token", ports = dir / "ports.json", log = dir / "serve.log";
@@ -49,12 +66,8 @@ TEST(DevicePlanningIds, ProfiledStoreIsFoundByItsIdAndSaidToBeUsed) {
                                  "--metrics-port", "-1"},
                                 log, ports);
   children.pids.push_back(pid);
-  ASSERT_TRUE(fs::exists(ports)) << read_all(log);
-  httplib::Client c("127.0.0.1", nlohmann::json::parse(read_all(ports))["http"].get<int>());
-  const auto r = c.Get("/v2/dype/admin/devices", httplib::Headers{{"Authorization", "Bearer s3cret"}});
-  ASSERT_TRUE(r);
-  ASSERT_EQ(r->status, 200) << r->body;
-  const nlohmann::json devices = nlohmann::json::parse(r->body);
+  const nlohmann::json devices = admin_devices(ports, log);
+  ASSERT_FALSE(devices.is_null());
   const nlohmann::json gpu = device(devices, "gpu0");
   ASSERT_TRUE(gpu.contains("planning")) << devices.dump(1);
   EXPECT_EQ(gpu["planning"]["planned"], true);
@@ -80,11 +93,8 @@ TEST(DevicePlanningIds, BareDaemonSaysWhatTheDetectedHostIsPlannedWith) {
                                  "0", "--grpc-port", "-1", "--metrics-port", "-1"},
                                 log, ports);
   children.pids.push_back(pid);
-  ASSERT_TRUE(fs::exists(ports)) << read_all(log);
-  httplib::Client c("127.0.0.1", nlohmann::json::parse(read_all(ports))["http"].get<int>());
-  const auto r = c.Get("/v2/dype/admin/devices", httplib::Headers{{"Authorization", "Bearer s3cret"}});
-  ASSERT_TRUE(r);
-  const nlohmann::json devices = nlohmann::json::parse(r->body);
+  const nlohmann::json devices = admin_devices(ports, log);
+  ASSERT_FALSE(devices.is_null());
   const nlohmann::json cpu = device(devices, "cpu0");
   EXPECT_EQ(cpu["planning"]["planned"], true) << devices.dump(1);
   EXPECT_NE(cpu["planning"]["profile"].get<std::string>().find("generic-cpu"), std::string::npos);

@@ -124,14 +124,8 @@ TEST(DypeProfileCli, ValidateAgainstMeasuredTimesNeedsNoDevice) {
                                                {.duplicates = kernels::DuplicateEdges::max, .symmetrize = true});
   double ape = 0;
   for (auto [n, ms] : {std::pair{16, 0.05}, std::pair{128, 0.08}}) {
-    kernels::OpShape s;
-    s.kind = OpKind::spmm;
-    s.m = a.rows;
-    s.k = a.cols;
-    s.n = n;
-    s.nnz = a.nnz();
-    s.degree_skew = kernels::degree_skew(a.indptr);
-    s.locality = kernels::gather_locality(a.indices, a.cols);
+    const kernels::OpShape s = kernels::spmm_shape(a.view(), n, kernels::degree_skew(a.indptr),
+                                                   kernels::gather_locality(a.indices, a.cols));
     ape += std::abs(st.at(OpKind::spmm).predict(s).seconds - ms * 1e-3) / (ms * 1e-3) / 2;
   }
   char want[64];
