@@ -7,6 +7,8 @@
 #include <fstream>
 #include <latch>
 #include <map>
+#include <mutex>
+#include <optional>
 #include <set>
 #include <sstream>
 #include <thread>
@@ -520,6 +522,69 @@ TEST_F(DaemonHttp, RequestTimeoutAnswers504AndKeepsServing) {
   ASSERT_TRUE(ok);
   EXPECT_EQ(ok->status, 200) << ok->body;
   EXPECT_GE(metrics_.count("gcn", "deadline_exceeded"), 1u);
+  server.stop();
+}
+
+// A large binary request's x is read where it lies in the receive buffer, which the request then
+// holds: answered early (its deadline passed before the engine took it), it still computes on its
+// own x after the server has received another body of the same size (a buffer the pool would hand
+// out again were it given back).
+TEST_F(DaemonHttp, LargeBinaryXIsHeldByItsRequestPastAnEarlyAnswer) {
+  struct Keep final : InferenceService {
+    explicit Keep(InferenceService& r) : real(r) {}
+    std::vector<ModelInfo> models() const override { return real.models(); }
+    ModelInfo model(const std::string& n) const override { return real.model(n); }
+    bool model_ready(const std::string& n) const override { return real.model_ready(n); }
+    std::future<rt::HostTensor> infer(const std::string& m, rt::Request r,
+                                      std::int64_t* v) override {
+      std::lock_guard lock(mu);
+      if (kept) return real.infer(m, std::move(r), v);
+      kept.emplace(std::move(r));  // the first request waits here: its answer comes too late
+      return never.get_future();
+    }
+    json plan(const std::string& m) const override { return real.plan(m); }
+    void set_mode(const std::string& m) override { real.set_mode(m); }
+    std::string mode() const override { return real.mode(); }
+    std::string metrics_text() const override { return real.metrics_text(); }
+    void drain() override { real.drain(); }
+    InferenceService& real;
+    std::mutex mu;
+    std::optional<rt::Request> kept;
+    std::promise<rt::HostTensor> never;
+  } keep(*service_);
+  ServerOptions o;
+  o.host = "127.0.0.1";
+  o.http_port = 0;
+  o.metrics_port = -1;
+  HttpServer server(keep, graphs_, metrics_, o);
+  server.start();
+  httplib::Client c("127.0.0.1", server.http_port());
+  // 20,000 x 16 FP32 is 1.28 MB: above inline_infer_max_bytes, so a worker builds it from the body.
+  const Graph a = make_graph(20000, 60000, 16, 3);
+  Graph b = a;
+  b.x = make_graph(20000, 60000, 16, 4).x;
+  auto body = [](const Graph& g) {
+    return std::vector<Tensor>{Tensor::from_f32("x", {g.n, 16}, g.x),
+                               Tensor::from_i64("edge_index", {2, 60000}, g.edge_index)};
+  };
+  auto early = infer_binary("gcn", body(a), {{"timeout", 50000}}, &c);
+  ASSERT_TRUE(early);
+  EXPECT_EQ(early->status, 504) << early->body;
+  auto next = infer_binary("gcn", body(b), {}, &c);
+  ASSERT_TRUE(next);
+  ASSERT_EQ(next->status, 200) << next->body;
+  EXPECT_LT(rt::relative_error(output_of(next), reference(b)), 1e-5);
+  std::optional<rt::Request> first;
+  {
+    std::lock_guard lock(keep.mu);
+    first.swap(keep.kept);
+  }
+  ASSERT_TRUE(first);
+  ASSERT_NE(first->mapped_input(), nullptr) << "x read in the body, not copied";
+  first->set_cancel(nullptr);  // its deadline passed: run it anyway, to see which x it reads
+  const rt::HostTensor late = service_->infer("gcn", std::move(*first), nullptr).get();
+  EXPECT_LT(rt::relative_error(late, reference(a)), 1e-5)
+      << "the first request's x was overwritten";
   server.stop();
 }
 
