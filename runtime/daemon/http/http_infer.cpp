@@ -237,15 +237,15 @@ bool HttpRoutes::start_infer(const Req& req, const std::shared_ptr<InferCall>& c
     call->reply->post_worker([this, call, held, deadline] {
       HostTensor y;
       std::exception_ptr error;
+      // Kept here until this thread answers: the deadline may be answering on the strand meanwhile.
+      const Clock::time_point submitted = Clock::now();
       try {
-        call->times.arrival.cpu_us = thread_cpu_us() - call->cpu_before_us;
-        call->times.submitted = Clock::now();
         std::future<HostTensor> answer = service_.infer(call->model, std::move(*held), &call->version);
         y = await_answer(answer, deadline);
       } catch (...) {
         error = std::current_exception();
       }
-      finish_infer(*call, std::move(y), error);
+      finish_infer(*call, std::move(y), error, submitted);
     });
   }
   if (deadline) {
@@ -261,9 +261,11 @@ bool HttpRoutes::start_infer(const Req& req, const std::shared_ptr<InferCall>& c
 
 // The first of the engine's answer, the deadline and the waiting worker answers; the others find
 // the request answered. Runs on the connection's strand (or the worker).
-void HttpRoutes::finish_infer(InferCall& call, HostTensor y, std::exception_ptr error) {
+void HttpRoutes::finish_infer(InferCall& call, HostTensor y, std::exception_ptr error,
+                              std::optional<Clock::time_point> submitted) {
   if (call.answered.exchange(true)) return;
   InferTimes& times = call.times;
+  if (submitted) times.submitted = *submitted;
   times.answered = Clock::now();
   times.arrival.cpu_us = thread_cpu_us() - call.cpu_before_us;  // CPU time: the I/O thread's part before, then this one
   Res res;

@@ -6,6 +6,7 @@
 //   HttpRoutes routes(service, graphs, metrics, options, admission, admin);
 //   routes.add_to(api_router);                 // the API port
 //   routes.add_metrics_to(metrics_router);     // GET /metrics on the metrics port
+#include <chrono>
 #include <exception>
 #include <memory>
 #include <optional>
@@ -87,7 +88,10 @@ class HttpRoutes {
   void post_infer(const Req& req, Res& res);
   bool try_post_infer(const Req& req, const std::shared_ptr<HttpReply>& reply);
   bool start_infer(const Req& req, const std::shared_ptr<InferCall>& call);
-  void finish_infer(InferCall& call, HostTensor y, std::exception_ptr error);
+  // `submitted`: when a worker handed the request to the engine (times are written only by the one
+  // that answers).
+  void finish_infer(InferCall& call, HostTensor y, std::exception_ptr error,
+                    std::optional<std::chrono::steady_clock::time_point> submitted = std::nullopt);
   void answer_infer(const Req& req, Res& res, const std::string& model, InferTimes& times);
   void encode_infer(Res& res, const std::string& model, std::int64_t version, const InferRequest& in,
                     const std::vector<std::string>& names, HostTensor y, const InferTimes& times) const;
