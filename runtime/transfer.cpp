@@ -375,15 +375,13 @@ HostTensor download_tensor(const Activation& act, std::size_t t, TransferCounter
   const bool mapped = into && !act.size_only && into->data && into->bytes >= total * sizeof(float);
   HostTensor y = act.size_only || mapped ? HostTensor::shape_only(act.rows, c)
                                          : HostTensor::zeros(act.rows, c);
-  const std::span<float> whole =
-      mapped ? std::span<float>(into->data, total) : std::span<float>(y.data);
   for (const Shard& s : act.shards) {
     const std::size_t count = static_cast<std::size_t>((s.own_hi - s.own_lo) * c);
     if (count == 0) continue;
+    const std::size_t first = static_cast<std::size_t>(s.own_lo * c);
     const std::span<std::byte> to =
-        act.size_only
-            ? std::span<std::byte>(g_size_only_sink, count * sizeof(float))
-            : std::as_writable_bytes(whole.subspan(static_cast<std::size_t>(s.own_lo * c), count));
+        mapped ? std::as_writable_bytes(std::span<float>(into->data + first, count))
+               : mut_bytes(y.data, first, count, act.size_only);
     hw::Event e = s.device->copy_to_host(
         *s.tensors.at(t), to, static_cast<std::size_t>((s.own_lo - s.held_lo) * c) * sizeof(float));
     if (e.source == hw::TimeSource::modelled) modelled_end_s = std::max(modelled_end_s, e.end_s);

@@ -51,18 +51,33 @@ EngineServiceOptions small_models() {
   return o;
 }
 
+// Forwards every call to the real service but try_infer (InferenceService's default: it declines,
+// so requests reach infer()); the tests' stand-ins override only what they change.
+struct ForwardingService : InferenceService {
+  explicit ForwardingService(InferenceService& r) : real(r) {}
+  std::vector<ModelInfo> models() const override { return real.models(); }
+  ModelInfo model(const std::string& n) const override { return real.model(n); }
+  bool model_ready(const std::string& n) const override { return real.model_ready(n); }
+  std::future<rt::HostTensor> infer(const std::string& m, rt::Request r, std::int64_t* v) override {
+    return real.infer(m, std::move(r), v);
+  }
+  json plan(const std::string& m) const override { return real.plan(m); }
+  void set_mode(const std::string& m) override { real.set_mode(m); }
+  std::string mode() const override { return real.mode(); }
+  std::string metrics_text() const override { return real.metrics_text(); }
+  void drain() override { real.drain(); }
+  InferenceService& real;
+};
+
 // Delegates to the real service; infer() can be held at a gate so tests control concurrency.
-class GatedService final : public InferenceService {
+class GatedService final : public ForwardingService {
  public:
-  explicit GatedService(InferenceService& real) : real_(real) {}
-  std::vector<ModelInfo> models() const override { return real_.models(); }
-  ModelInfo model(const std::string& n) const override { return real_.model(n); }
-  bool model_ready(const std::string& n) const override { return real_.model_ready(n); }
+  explicit GatedService(InferenceService& r) : ForwardingService(r) {}
   std::future<rt::HostTensor> infer(const std::string& m, rt::Request r, std::int64_t* version) override {
     ++entered;
     std::unique_lock lock(mu_);
     cv_.wait(lock, [this] { return open_; });
-    return real_.infer(m, std::move(r), version);
+    return real.infer(m, std::move(r), version);
   }
   // While the gate is open, the engine's own non-blocking submission (the HTTP I/O thread's path);
   // while closed, declined, so the request waits at infer() on a worker.
@@ -72,13 +87,8 @@ class GatedService final : public InferenceService {
       if (!open_) return false;
     }
     ++entered;
-    return real_.try_infer(m, r, version, done);
+    return real.try_infer(m, r, version, done);
   }
-  json plan(const std::string& m) const override { return real_.plan(m); }
-  void set_mode(const std::string& m) override { real_.set_mode(m); }
-  std::string mode() const override { return real_.mode(); }
-  std::string metrics_text() const override { return real_.metrics_text(); }
-  void drain() override { real_.drain(); }
   void open(bool o) {
     std::lock_guard lock(mu_);
     open_ = o;
@@ -87,7 +97,6 @@ class GatedService final : public InferenceService {
   std::atomic<int> entered{0};
 
  private:
-  InferenceService& real_;
   std::mutex mu_;
   std::condition_variable cv_;
   bool open_ = true;
@@ -470,11 +479,8 @@ TEST_F(DaemonHttp, ShutdownRefusesNewAndFinishesInFlight) {
 // service answers 2 s late here (its engine answer held back), so the deadline is what ends the
 // wait: the 504 arrives while the answer is still held.
 TEST_F(DaemonHttp, RequestTimeoutAnswers504AndKeepsServing) {
-  struct Late final : InferenceService {
-    explicit Late(InferenceService& r) : real(r) {}
-    std::vector<ModelInfo> models() const override { return real.models(); }
-    ModelInfo model(const std::string& n) const override { return real.model(n); }
-    bool model_ready(const std::string& n) const override { return real.model_ready(n); }
+  struct Late final : ForwardingService {
+    explicit Late(InferenceService& r) : ForwardingService(r) {}
     std::future<rt::HostTensor> infer(const std::string& m, rt::Request r, std::int64_t* v) override {
       auto f = std::make_shared<std::future<rt::HostTensor>>(real.infer(m, std::move(r), v));
       auto p = std::make_shared<std::promise<rt::HostTensor>>();
@@ -490,12 +496,6 @@ TEST_F(DaemonHttp, RequestTimeoutAnswers504AndKeepsServing) {
       }).detach();
       return late_answer;
     }
-    json plan(const std::string& m) const override { return real.plan(m); }
-    void set_mode(const std::string& m) override { real.set_mode(m); }
-    std::string mode() const override { return real.mode(); }
-    std::string metrics_text() const override { return real.metrics_text(); }
-    void drain() override { real.drain(); }
-    InferenceService& real;
     std::shared_ptr<std::atomic<bool>> delivered = std::make_shared<std::atomic<bool>>(false);
   } late(*service_);
   ServerOptions o;
@@ -530,11 +530,8 @@ TEST_F(DaemonHttp, RequestTimeoutAnswers504AndKeepsServing) {
 // own x after the server has received another body of the same size (a buffer the pool would hand
 // out again were it given back).
 TEST_F(DaemonHttp, LargeBinaryXIsHeldByItsRequestPastAnEarlyAnswer) {
-  struct Keep final : InferenceService {
-    explicit Keep(InferenceService& r) : real(r) {}
-    std::vector<ModelInfo> models() const override { return real.models(); }
-    ModelInfo model(const std::string& n) const override { return real.model(n); }
-    bool model_ready(const std::string& n) const override { return real.model_ready(n); }
+  struct Keep final : ForwardingService {
+    explicit Keep(InferenceService& r) : ForwardingService(r) {}
     std::future<rt::HostTensor> infer(const std::string& m, rt::Request r,
                                       std::int64_t* v) override {
       std::lock_guard lock(mu);
@@ -542,12 +539,6 @@ TEST_F(DaemonHttp, LargeBinaryXIsHeldByItsRequestPastAnEarlyAnswer) {
       kept.emplace(std::move(r));  // the first request waits here: its answer comes too late
       return never.get_future();
     }
-    json plan(const std::string& m) const override { return real.plan(m); }
-    void set_mode(const std::string& m) override { real.set_mode(m); }
-    std::string mode() const override { return real.mode(); }
-    std::string metrics_text() const override { return real.metrics_text(); }
-    void drain() override { real.drain(); }
-    InferenceService& real;
     std::mutex mu;
     std::optional<rt::Request> kept;
     std::promise<rt::HostTensor> never;
@@ -596,11 +587,8 @@ TEST_F(DaemonHttp, LargeBinaryXIsHeldByItsRequestPastAnEarlyAnswer) {
 // parameters.timeout passing first answers 504 and the late completion is dropped; a request the
 // engine cannot take without waiting goes to a worker that waits for it.
 TEST_F(DaemonHttp, InlineInferAnsweredFromTheEngineCompletionInRequestOrder) {
-  struct Held final : InferenceService {
-    explicit Held(InferenceService& r) : real(r) {}
-    std::vector<ModelInfo> models() const override { return real.models(); }
-    ModelInfo model(const std::string& n) const override { return real.model(n); }
-    bool model_ready(const std::string& n) const override { return real.model_ready(n); }
+  struct Held final : ForwardingService {
+    explicit Held(InferenceService& r) : ForwardingService(r) {}
     std::future<rt::HostTensor> infer(const std::string& m, rt::Request r, std::int64_t* v) override {
       ++waited;
       return real.infer(m, std::move(r), v);
@@ -612,11 +600,6 @@ TEST_F(DaemonHttp, InlineInferAnsweredFromTheEngineCompletionInRequestOrder) {
       held.push_back({r.rows(), std::move(done)});
       return true;
     }
-    json plan(const std::string& m) const override { return real.plan(m); }
-    void set_mode(const std::string& m) override { real.set_mode(m); }
-    std::string mode() const override { return real.mode(); }
-    std::string metrics_text() const override { return real.metrics_text(); }
-    void drain() override { real.drain(); }
     std::size_t count() {
       std::lock_guard lock(mu);
       return held.size();
@@ -635,7 +618,6 @@ TEST_F(DaemonHttp, InlineInferAnsweredFromTheEngineCompletionInRequestOrder) {
       std::thread([&how, &done, rows = rows] { how(done, rows); }).join();
       done = nullptr;
     }
-    InferenceService& real;
     std::mutex mu;
     std::vector<std::pair<std::int64_t, InferDone>> held;
     std::atomic<bool> decline{false};
