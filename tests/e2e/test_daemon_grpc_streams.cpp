@@ -4,6 +4,7 @@
 // RESOURCE_EXHAUSTED; a client that cancels a stream with work queued does not disturb the server;
 // stop() with idle streams open returns promptly; a stream keeps reading while the thread that
 // submitted its last request waits for that request's answer (dynamic batching).
+// Bytes that are not a ModelInferRequest get an error answer and the stream reads on.
 #include <dirent.h>
 
 #include <chrono>
@@ -11,6 +12,7 @@
 #include <thread>
 
 #include <grpcpp/grpcpp.h>
+#include <grpcpp/impl/client_unary_call.h>
 #include <gtest/gtest.h>
 
 #include "runtime/daemon/batching_service.h"
@@ -296,4 +298,74 @@ TEST_F(DaemonGrpcStreams, CancelledBatchedStreamOutlivesItsCompletions) {
   EXPECT_EQ(resp.infer_response().id(), "after");
   EXPECT_TRUE(s->Finish().ok());
   server.stop(1.0);
+}
+
+// The infer methods parse their requests themselves (grpc_wire.h): bytes that are not a
+// ModelInferRequest are answered with an error naming "request", on a stream as one response (the
+// stream reads on, and the next request is answered), on ModelInfer as INVALID_ARGUMENT; a request
+// whose raw_input_contents come before its other fields, as protobuf allows, is answered as usual.
+TEST_F(DaemonGrpcStreams, BytesThatAreNotARequestAreAnsweredAndTheStreamGoesOn) {
+  auto channel = channel_to(grpc_->port(), 8);
+  auto bytes_of = [](const std::string& s) {
+    grpc::Slice slice(s);
+    return grpc::ByteBuffer(&slice, 1);
+  };
+  const std::string good = request(30, 90, "good").SerializeAsString();
+  // raw_input_contents first: the message with its fields in another order.
+  inference::ModelInferRequest contents_only = request(30, 90, "reordered"),
+                               fields_only = contents_only;
+  contents_only.clear_inputs();
+  contents_only.set_model_name("");
+  contents_only.set_id("");
+  fields_only.clear_raw_input_contents();
+  const std::string reordered = contents_only.SerializeAsString() + fields_only.SerializeAsString();
+  const std::vector<std::string> garbage = {std::string("\x3a\xff\xff\xff\x0f", 5),
+                                            std::string("\x0b", 1),
+                                            good.substr(0, good.size() / 2)};
+
+  const grpc::internal::RpcMethod stream_method("/inference.GRPCInferenceService/ModelStreamInfer",
+                                                grpc::internal::RpcMethod::BIDI_STREAMING, channel);
+  grpc::ClientContext ctx;
+  std::unique_ptr<grpc::ClientReaderWriter<grpc::ByteBuffer, inference::ModelStreamInferResponse>>
+      s(grpc::internal::ClientReaderWriterFactory<
+          grpc::ByteBuffer, inference::ModelStreamInferResponse>::Create(channel.get(),
+                                                                         stream_method, &ctx));
+  inference::ModelStreamInferResponse resp;
+  for (const std::string& bad : garbage) {
+    ASSERT_TRUE(s->Write(bytes_of(bad)));
+    ASSERT_TRUE(s->Read(&resp));
+    EXPECT_NE(resp.error_message().find("request: is not a ModelInferRequest"), std::string::npos)
+        << resp.error_message();
+  }
+  for (const std::string& ok : {good, reordered}) {
+    ASSERT_TRUE(s->Write(bytes_of(ok)));
+    ASSERT_TRUE(s->Read(&resp));
+    EXPECT_EQ(resp.error_message(), "");
+    ASSERT_EQ(resp.infer_response().outputs_size(), 1);
+    EXPECT_EQ(resp.infer_response().outputs(0).shape(0), 30);
+    EXPECT_EQ(resp.infer_response().raw_output_contents(0).size(), 30u * 16 * sizeof(float));
+  }
+  EXPECT_EQ(resp.infer_response().id(), "reordered");
+  s->WritesDone();
+  EXPECT_FALSE(s->Read(&resp));
+  EXPECT_TRUE(s->Finish().ok());
+
+  const grpc::internal::RpcMethod unary_method("/inference.GRPCInferenceService/ModelInfer",
+                                               grpc::internal::RpcMethod::NORMAL_RPC, channel);
+  for (const std::string& bad : garbage) {
+    grpc::ClientContext c;
+    inference::ModelInferResponse r;
+    const grpc::Status st =
+        grpc::internal::BlockingUnaryCall(channel.get(), unary_method, &c, bytes_of(bad), &r);
+    EXPECT_EQ(st.error_code(), grpc::StatusCode::INVALID_ARGUMENT) << st.error_message();
+    EXPECT_NE(st.error_message().find("request: is not a ModelInferRequest"), std::string::npos)
+        << st.error_message();
+  }
+  grpc::ClientContext c;
+  inference::ModelInferResponse r;
+  ASSERT_TRUE(
+      grpc::internal::BlockingUnaryCall(channel.get(), unary_method, &c, bytes_of(reordered), &r)
+          .ok());
+  EXPECT_EQ(r.id(), "reordered");
+  EXPECT_EQ(r.raw_output_contents(0).size(), 30u * 16 * sizeof(float));
 }

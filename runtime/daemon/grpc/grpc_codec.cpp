@@ -5,6 +5,7 @@
 #include <grpcpp/grpcpp.h>
 
 #include "runtime/daemon/errors.h"
+#include "runtime/daemon/grpc/grpc_wire.h"
 #include "runtime/daemon/proto/grpc_service.pb.h"
 
 namespace dype::rt::daemon {
@@ -74,28 +75,22 @@ grpc::Status status_of(std::exception_ptr ep, std::string& reason) {
 
 namespace {
 
-// raw_input_contents moved out of a request (no copy), kept for as long as the engine reads them
-// where they lie. Owned memory: it cannot shrink under a reader, so there is nothing to check.
-struct ReceivedContents final : HeldMemory {
-  google::protobuf::RepeatedPtrField<std::string> raw;
-  void check_read(const std::string& /*where*/) const override {}
-};
-
-// `raw`: the request's raw_input_contents (in it, or moved out of it).
-InferRequest from_proto(const pb::ModelInferRequest& r,
-                        const google::protobuf::RepeatedPtrField<std::string>& raw,
-                        const std::shared_ptr<const ReceivedContents>& held) {
+// `raw`: the request's raw_input_contents (in it, or received apart from it and held by `held`).
+template <typename Raw>
+InferRequest from_proto(const pb::ModelInferRequest& r, const Raw& raw,
+                        const std::shared_ptr<const HeldMemory>& held) {
   InferRequest in;
   in.id = r.id();
   for (const auto& [k, v] : r.parameters()) in.parameters[k] = param_json(v);
   // raw_input_contents: one entry for each input whose data is not in shared memory, in order.
-  int in_memory = 0;
+  std::size_t in_memory = 0;
   for (const auto& t : r.inputs()) in_memory += t.parameters().count("shared_memory_region") ? 0 : 1;
-  if (raw.size() > 0 && raw.size() != in_memory)
+  const auto raw_size = static_cast<std::size_t>(raw.size());
+  if (raw_size > 0 && raw_size != in_memory)
     throw InputError("raw_input_contents", std::to_string(raw.size()) + " entries for " +
                                                std::to_string(in_memory) +
                                                " inputs not in shared memory");
-  int raw_i = 0;
+  std::size_t raw_i = 0;
   for (int i = 0; i < r.inputs_size(); ++i) {
     const auto& t = r.inputs(i);
     Tensor x;
@@ -123,7 +118,7 @@ InferRequest from_proto(const pb::ModelInferRequest& r,
     }
     if (raw.size() > 0) {
       if (t.has_contents()) throw InputError(where, "has contents and raw_input_contents");
-      x.view = std::string_view(raw.Get(raw_i++));  // in place
+      x.view = std::string_view(raw[static_cast<int>(raw_i++)]);  // in place
       if (held) in.held.emplace_back(where, held);
     } else if (x.datatype == "FP32") {
       append_raw<float>(x.raw, t.contents().fp32_contents());
@@ -156,16 +151,17 @@ InferRequest from_proto(const pb::ModelInferRequest& r) {
   return from_proto(r, r.raw_input_contents(), nullptr);
 }
 
-InferRequest take_from_proto(pb::ModelInferRequest& r) {
-  if (r.raw_input_contents_size() == 0) return from_proto(r);
-  auto held = std::make_shared<ReceivedContents>();
-  // Swapped out, not copied (neither is on an arena): a 35 MB x stays where the parser put it.
-  held->raw.Swap(r.mutable_raw_input_contents());
-  return from_proto(r, held->raw, held);
+InferRequest from_received(const pb::ModelInferRequest& header,
+                           const std::shared_ptr<const ReceivedContents>& raw) {
+  if (!raw || raw->entries.empty()) return from_proto(header);
+  if (header.raw_input_contents_size() != 0)
+    throw InputError("raw_input_contents", "given both in the message and apart from it");
+  return from_proto(header, entry_views(*raw), raw);
 }
 
 void to_proto(const std::string& model, std::int64_t version, const std::string& id,
-              const std::vector<Tensor>& outputs, pb::ModelInferResponse& resp) {
+              const std::vector<Tensor>& outputs, pb::ModelInferResponse& resp,
+              std::vector<std::string_view>* raw) {
   resp.set_model_name(model);
   resp.set_model_version(std::to_string(version));
   resp.set_id(id);
@@ -182,7 +178,10 @@ void to_proto(const std::string& model, std::int64_t version, const std::string&
       p["shared_memory_byte_size"].set_int64_param(static_cast<std::int64_t>(t.shared_memory->byte_size));
       p["shared_memory_offset"].set_int64_param(static_cast<std::int64_t>(t.shared_memory->offset));
     }
-    resp.add_raw_output_contents(std::string(t.bytes()));
+    if (raw)
+      raw->push_back(t.bytes());
+    else
+      resp.add_raw_output_contents(std::string(t.bytes()));
   }
 }
 

@@ -3,6 +3,7 @@
 // JSON/binary path (kserve/), and exceptions -> gRPC status through the daemon's one error table.
 #include <cstdint>
 #include <exception>
+#include <memory>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -22,14 +23,19 @@ class ModelInferResponse;
 
 namespace dype::rt::daemon {
 
+class ReceivedContents;  // grpc_wire.h
+
 // raw_input_contents are viewed in place (Tensor::view): `request` must outlive the result.
 InferRequest from_proto(const inference::ModelInferRequest& request);
-// The same, with raw_input_contents moved out of `request` into memory the result holds
-// (InferRequest::held), so the engine may read them in place after `request` is reused.
-InferRequest take_from_proto(inference::ModelInferRequest& request);
-// The answer's outputs as raw_output_contents, one per output, in order.
-void to_proto(const std::string& model, std::int64_t version, const std::string& id, const std::vector<Tensor>& outputs,
-              inference::ModelInferResponse& response);
+// A request received by the raw methods (grpc_wire.h): `header`'s fields, and raw_input_contents
+// from `raw`, which the result holds (InferRequest::held) so the engine reads them in place.
+InferRequest from_received(const inference::ModelInferRequest& header,
+                           const std::shared_ptr<const ReceivedContents>& raw);
+// The answer's outputs as raw_output_contents, one per output, in order: copied into `response`,
+// or, given `raw`, listed there as views of `outputs` for frame_infer_response to send in place.
+void to_proto(const std::string& model, std::int64_t version, const std::string& id,
+              const std::vector<Tensor>& outputs, inference::ModelInferResponse& response,
+              std::vector<std::string_view>* raw = nullptr);
 // The value of metadata `key` the client sent ("" when it sent none), e.g. "authorization".
 std::string metadata_value(const grpc::ServerContextBase& context, std::string_view key);
 

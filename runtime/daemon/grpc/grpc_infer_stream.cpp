@@ -4,6 +4,7 @@
 
 #include "runtime/daemon/grpc/grpc_codec.h"
 #include "runtime/daemon/grpc/grpc_inference_service.h"
+#include "runtime/daemon/grpc/grpc_wire.h"
 #include "runtime/daemon/kserve/request_builder.h"
 
 namespace dype::rt::daemon {
@@ -86,6 +87,11 @@ class InferStream final : public StreamBase {
   }
 
  private:
+  // An answer's tensor and its outputs (views of it), kept while gRPC sends them.
+  struct Answered {
+    HostTensor y;
+    std::vector<Tensor> outputs;
+  };
   // The answer of a request taken by try_infer, set by its completion (under mu_).
   struct Reply {
     bool ready = false;
@@ -103,7 +109,7 @@ class InferStream final : public StreamBase {
     std::vector<std::string> outputs;  // the names to answer with
     std::vector<RequestedOutput> requested;  // as asked for: those bound for shared memory carry a sink
     std::exception_ptr error;          // refused before reaching the engine
-    pb::ModelStreamInferResponse out;  // the answer, written once every earlier one is
+    grpc::ByteBuffer out;              // the answer, serialised, written once every earlier one is
   };
   enum class Step { none, read, write, answer, finish };
 
@@ -205,16 +211,25 @@ class InferStream final : public StreamBase {
   // On the pool: builds and submits the request just read (req_ is free for the next read after).
   void submit() {
     Item it;
-    it.model = req_.model_name();
-    it.id = req_.id();
     it.t0 = Clock::now();
     try {
+      // The request holds what it needs (its raw contents copied out of `req_` once, into buffers
+      // the engine reads in place), so `req_` can be reused at once.
+      pb::ModelInferRequest header;
+      auto raw = std::make_shared<ReceivedContents>();
+      try {
+        parse_infer_request(req_, header, *raw);
+      } catch (...) {
+        req_.Clear();
+        throw;
+      }
+      req_.Clear();
+      it.model = header.model_name();
+      it.id = header.id();
       it.version = s_.service.model(it.model).version;
-      check_version(it.model, req_.model_version(), it.version);
+      check_version(it.model, header.model_version(), it.version);
       it.ticket = std::make_unique<AdmissionControl::Ticket>(s_.admission);
-      // The request holds what it needs (raw contents moved out of `req_`), so `req_` can be
-      // reused at once.
-      InferRequest in = take_from_proto(req_);
+      InferRequest in = from_received(header, raw);
       s_.bind_regions(in, owner_);
       it.requested = in.outputs;
       if (const auto timeout = request_timeout(in)) it.deadline = it.t0 + *timeout;
@@ -295,7 +310,9 @@ class InferStream final : public StreamBase {
   }
 
   void answer(Item& it) {
-    pb::ModelStreamInferResponse& out = it.out;
+    pb::ModelStreamInferResponse out;
+    std::vector<std::string_view> contents;  // the outputs' bytes, sent from where they lie
+    std::shared_ptr<const Answered> kept;    // holds them until gRPC has sent them
     std::string reason = "ok";
     double engine_s = 0.0;
     try {
@@ -317,10 +334,13 @@ class InferStream final : public StreamBase {
         y = await_answer(it.y, it.deadline);
       }
       engine_s = std::chrono::duration<double>(Clock::now() - it.submitted).count();
-      std::vector<Tensor> outputs = output_tensors(y, it.outputs, /*view=*/true);
-      deliver_outputs(outputs, it.requested);
-      to_proto(it.model, it.version, it.id, outputs,
-               *out.mutable_infer_response());
+      auto answered = std::make_shared<Answered>();
+      answered->y = std::move(y);
+      answered->outputs = output_tensors(answered->y, it.outputs, /*view=*/true);
+      deliver_outputs(answered->outputs, it.requested);
+      to_proto(it.model, it.version, it.id, answered->outputs, *out.mutable_infer_response(),
+               &contents);
+      kept = std::move(answered);
       (*out.mutable_infer_response()->mutable_parameters())["dype_engine_time_us"].set_double_param(
           engine_s * 1e6);
     } catch (...) {
@@ -329,7 +349,10 @@ class InferStream final : public StreamBase {
       out.set_error_message(st.error_message());
       out.mutable_infer_response()->set_model_name(it.model);
       out.mutable_infer_response()->set_id(it.id);
+      contents.clear();
+      kept.reset();
     }
+    it.out = frame_stream_response(out, contents, std::move(kept));
     it.ticket.reset();
     s_.metrics.record(it.model, reason,
                       std::chrono::duration<double>(Clock::now() - it.t0).count());
@@ -340,11 +363,11 @@ class InferStream final : public StreamBase {
 
   GrpcInferenceService& s_;
   const std::string owner_;  // whom the stream's shared-memory regions must belong to
-  pb::ModelInferRequest req_;  // the read in progress, then the request being submitted
+  grpc::ByteBuffer req_;     // the read in progress, then the request being submitted
   std::mutex mu_;
   std::deque<Item> items_;    // read, in arrival order; the front is the next to write
   std::size_t answered_ = 0;  // items_[0, answered_) have their answer encoded
-  const pb::ModelStreamInferResponse* writing_msg_ = nullptr;
+  const grpc::ByteBuffer* writing_msg_ = nullptr;
   Item* answering_ = nullptr;  // Step::answer's item
   grpc::Status final_status_;
   int kicks_ = 0;      // pool tasks queued by shutdown()

@@ -6,6 +6,7 @@
 #include "runtime/daemon/errors.h"
 #include "runtime/daemon/grpc/grpc_codec.h"
 #include "runtime/daemon/grpc/grpc_repository.h"
+#include "runtime/daemon/grpc/grpc_wire.h"
 #include "runtime/daemon/kserve/request_builder.h"
 
 namespace dype::rt::daemon {
@@ -47,27 +48,34 @@ std::optional<GrpcClock::time_point> GrpcInferenceService::steady_deadline(
          std::chrono::duration_cast<GrpcClock::duration>(d - std::chrono::system_clock::now());
 }
 
-grpc::Status GrpcInferenceService::infer_one(const pb::ModelInferRequest& req,
-                                             pb::ModelInferResponse& resp,
-                                             const std::string& owner, std::optional<GrpcClock::time_point> deadline) {
+grpc::Status GrpcInferenceService::infer_one(const grpc::ByteBuffer& bytes, grpc::ByteBuffer& resp,
+                                             const std::string& owner,
+                                             std::optional<GrpcClock::time_point> deadline) {
   const auto t0 = GrpcClock::now();
   std::string reason = "ok";
   grpc::Status st = grpc::Status::OK;
+  pb::ModelInferRequest req;
   try {
+    auto raw = std::make_shared<ReceivedContents>();
+    parse_infer_request(bytes, req, *raw);
     std::int64_t version = service.model(req.model_name()).version;
     check_version(req.model_name(), req.model_version(), version);
     AdmissionControl::Ticket ticket(admission);
-    InferRequest in = from_proto(req);
+    InferRequest in = from_received(req, raw);
     bind_regions(in, owner);
     double engine_s = 0.0;
-    const std::vector<Tensor> outputs =
-        run_infer(service, graphs, req.model_name(), in, &engine_s, &version, deadline);
+    // Kept until gRPC has sent the answer, which it sends from where the outputs lie.
+    auto outputs = std::make_shared<std::vector<Tensor>>(
+        run_infer(service, graphs, req.model_name(), in, &engine_s, &version, deadline));
     // Queue: everything before the engine took it (the time since t0 not spent in the engine).
     metrics.record_split(req.model_name(),
                          std::chrono::duration<double>(GrpcClock::now() - t0).count() - engine_s,
                          engine_s);
-    to_proto(req.model_name(), version, in.id, outputs, resp);
-    (*resp.mutable_parameters())["dype_engine_time_us"].set_double_param(engine_s * 1e6);
+    pb::ModelInferResponse r;
+    std::vector<std::string_view> contents;
+    to_proto(req.model_name(), version, in.id, *outputs, r, &contents);
+    (*r.mutable_parameters())["dype_engine_time_us"].set_double_param(engine_s * 1e6);
+    resp = frame_infer_response(r, contents, outputs);
   } catch (...) {
     st = status_of(std::current_exception(), reason);
   }
@@ -137,10 +145,10 @@ grpc::ServerUnaryReactor* GrpcInferenceService::ModelMetadata(Ctx* c,
   }
 }
 
-grpc::ServerUnaryReactor* GrpcInferenceService::ModelInfer(Ctx* ctx, const pb::ModelInferRequest* q,
-                                                           pb::ModelInferResponse* r) {
+grpc::ServerUnaryReactor* GrpcInferenceService::ModelInfer(Ctx* ctx, const grpc::ByteBuffer* q,
+                                                           grpc::ByteBuffer* r) {
   if (grpc::Status st = check_token(*ctx); !st.ok()) {
-    metrics.record(q->model_name(), "unauthorized", 0.0);
+    metrics.record("", "unauthorized", 0.0);  // the model's name is in the request, left unread
     return answer_now(ctx, std::move(st));
   }
   grpc::ServerUnaryReactor* reactor = ctx->DefaultReactor();

@@ -30,11 +30,16 @@ namespace dype::rt::daemon {
 namespace pb = inference;
 using GrpcClock = std::chrono::steady_clock;
 using InferCallbacks = pb::GRPCInferenceService::WithCallbackMethod_ServerLive<
-    pb::GRPCInferenceService::WithCallbackMethod_ServerReady<pb::GRPCInferenceService::WithCallbackMethod_ModelReady<
-        pb::GRPCInferenceService::WithCallbackMethod_ServerMetadata<
-            pb::GRPCInferenceService::WithCallbackMethod_ModelMetadata<pb::GRPCInferenceService::WithCallbackMethod_ModelInfer<
-                pb::GRPCInferenceService::WithCallbackMethod_ModelStreamInfer<pb::GRPCInferenceService::Service>>>>>>>;
-using InferStreamReactor = grpc::ServerBidiReactor<pb::ModelInferRequest, pb::ModelStreamInferResponse>;
+    pb::GRPCInferenceService::WithCallbackMethod_ServerReady<
+        pb::GRPCInferenceService::WithCallbackMethod_ModelReady<
+            pb::GRPCInferenceService::WithCallbackMethod_ServerMetadata<
+                pb::GRPCInferenceService::WithCallbackMethod_ModelMetadata<
+                    pb::GRPCInferenceService::WithRawCallbackMethod_ModelInfer<
+                        pb::GRPCInferenceService::WithRawCallbackMethod_ModelStreamInfer<
+                            pb::GRPCInferenceService::Service>>>>>>>;
+// ModelInfer and ModelStreamInfer take and give serialised messages (grpc_wire.h: x copied once,
+// straight out of gRPC's slices; the answer sent from the engine's memory).
+using InferStreamReactor = grpc::ServerBidiReactor<grpc::ByteBuffer, grpc::ByteBuffer>;
 
 class InferStream;  // one ModelStreamInfer stream (grpc_infer_stream.cpp)
 
@@ -102,8 +107,10 @@ struct GrpcInferenceService final : public InferCallbacks {
   // The client's gRPC deadline on the steady clock (none when it set none).
   static std::optional<GrpcClock::time_point> steady_deadline(const grpc::ServerContextBase& ctx);
 
-  // One request start to finish (on the pool: it waits for the engine); the reason goes to the metrics.
-  grpc::Status infer_one(const pb::ModelInferRequest& req, pb::ModelInferResponse& resp, const std::string& owner,
+  // One request start to finish, from its serialised message to the serialised answer in `resp`
+  // (on the pool: it waits for the engine); the reason goes to the metrics.
+  grpc::Status infer_one(const grpc::ByteBuffer& req, grpc::ByteBuffer& resp,
+                         const std::string& owner,
                          std::optional<GrpcClock::time_point> deadline = std::nullopt);
 
   using Ctx = grpc::CallbackServerContext;
@@ -121,7 +128,8 @@ struct GrpcInferenceService final : public InferCallbacks {
   grpc::ServerUnaryReactor* ModelMetadata(Ctx* c, const pb::ModelMetadataRequest* q,
                                           pb::ModelMetadataResponse* r) override;
   // Checked on gRPC's thread; parsed, run and waited for on the pool, which finishes the call.
-  grpc::ServerUnaryReactor* ModelInfer(Ctx* ctx, const pb::ModelInferRequest* q, pb::ModelInferResponse* r) override;
+  grpc::ServerUnaryReactor* ModelInfer(Ctx* ctx, const grpc::ByteBuffer* q,
+                                       grpc::ByteBuffer* r) override;
   InferStreamReactor* ModelStreamInfer(Ctx* ctx) override;
 
   // Shutdown begins: new streams are refused, idle ones end now, busy ones once answered.

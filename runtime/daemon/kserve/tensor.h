@@ -67,6 +67,9 @@ struct SharedMemoryRef {
 struct HeldMemory {
   virtual ~HeldMemory() = default;
   virtual void check_read(const std::string& where) const = 0;
+  // Whether `bytes` at `data` are known to hold no NaN/Inf as FP32: checked when they were
+  // received, and unable to change since (false: not known, check them).
+  virtual bool known_finite_f32(const void* /*data*/, std::size_t /*bytes*/) const { return false; }
 };
 
 // Where an output goes instead of the response (a registered region, shm/): write() copies the
