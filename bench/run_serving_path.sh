@@ -5,13 +5,16 @@
 #   in process  bench_model_inference: dype's CPU kernels called directly, median of REPS
 #   gRPC        dype-client stream over one ModelStreamInfer stream to bare dype-serve (this host
 #               detected), the graph registered once, one request in flight: the client's p50
+#   gRPC unix   the same over dype-serve --grpc-socket (a Unix-domain socket, no TCP stack)
 #   HTTP        the same over HTTP/1.1 keep-alive (the binary tensor extension)
 #   gRPC shm, HTTP shm   the same with x and y in system shared-memory regions (dype-client --shm,
 #               dype-serve --allow-client-shm): only the request's small header crosses the socket
 # and the ratios in-process / client p50 (1.0: the wire, the daemon and the pipeline add nothing),
-# held against the targets: shared memory p50 <= 1.2 x in-process + 2 ms; gRPC raw p50 <= 1.2 x
-# in-process + two copies of x (a copy into a fresh buffer, measured in the same run); HTTP binary
-# p50 <= 1.5 x gRPC raw.
+# held against the targets: shared memory p50 <= 1.2 x in-process + 2 ms; gRPC raw p50 (TCP and
+# unix socket) <= 1.2 x in-process + two copies of x (a copy into a fresh buffer, measured in the
+# same run); HTTP binary p50 <= 1.5 x gRPC raw. Beside them, the floor: x moved between two
+# processes over bare TCP loopback and a bare Unix-domain socket (bench/socket_floor.py), so what a
+# protocol adds can be told from what the kernel's socket copies cost on this machine.
 # All figures are measured; client and daemon share this machine's cores.
 #
 #   bench/run_serving_path.sh [BUILD_DIR]        (default build/kernel-peers; needs
@@ -50,17 +53,24 @@ in_ms=$(sed -E 's/.*median_ms=([0-9.]+).*/\1/' <<<"$in_proc")
 copy_ms=$(sed -E 's/.*x_memcpy_ms=([0-9.]+).*/\1/' <<<"$in_proc")
 echo "RESULT name=gcn_in_process_ms value=$in_ms unit=ms kind=absolute better=lower peer=- target=-"
 echo "RESULT name=gcn_x_memcpy_ms value=$copy_ms unit=ms kind=absolute better=lower peer=- target=-"
+x_bytes=$(sed -E 's/.*x_bytes=([0-9]+).*/\1/' <<<"$in_proc")
+while read -r transport floor; do
+  echo "  x ($x_bytes bytes) over a bare $transport: $floor"
+  ms=$(sed -E 's/.*median_ms=([0-9.e+-]+).*/\1/' <<<"$floor")
+  echo "RESULT name=gcn_x_${transport}_ms value=$ms unit=ms kind=absolute better=lower peer=- target=-"
+done < <("$python" "$root/bench/socket_floor.py" "$x_bytes" 20 | sed -E 's/^([a-z_]+) /\1 /')
 
-start_daemon --allow-client-shm
+start_daemon --allow-client-shm --grpc-socket "$work/grpc.sock"
 
 status=0
 declare -A p50_of
-for protocol in grpc http grpc_shm http_shm; do
+for protocol in grpc grpc_unix http grpc_shm http_shm; do
   log="$work/$protocol.log"
-  shm=()
+  shm=() via=()
   [[ $protocol == *_shm ]] && shm=(--shm)
-  if ! timeout 600 "$build/apps/dype-client" --protocol "${protocol%_shm}" --http-port "$(port http)" \
-      --grpc-port "$(port grpc)" --metrics-port "$(port metrics)" stream --model gcn --dir "$work/graphs" \
+  [[ $protocol == grpc_unix ]] && via=(--grpc-socket "$work/grpc.sock")
+  if ! timeout 600 "$build/apps/dype-client" --protocol "${protocol%_*}" --http-port "$(port http)" \
+      --grpc-port "$(port grpc)" --metrics-port "$(port metrics)" "${via[@]}" stream --model gcn --dir "$work/graphs" \
       --per-file "$requests" --requests "$requests" --concurrency 1 "${shm[@]}" >"$log" 2>&1; then
     sed 's/^/  client| /' "$log"
     echo "run_serving_path: the $protocol stream failed" >&2
@@ -93,13 +103,14 @@ target() {  # name, p50, bound, what the bound is
   echo "  target $1: p50 $2 ms against $4 = $3 ms: $verdict (bound / p50 ${r}x)"
   echo "RESULT name=$1_target_margin value=$r unit=x kind=ratio better=higher peer=target target=1"
 }
-if [[ ${#p50_of[@]} -eq 4 ]]; then
+if [[ ${#p50_of[@]} -eq 5 ]]; then
   for p in grpc_shm http_shm; do
     target "gcn_${p}" "${p50_of[$p]}" "$(awk -v a="$in_ms" 'BEGIN { printf "%.4g", 1.2 * a + 2 }')" \
       "1.2 x in-process + 2 ms"
   done
-  target gcn_grpc_raw "${p50_of[grpc]}" "$(awk -v a="$in_ms" -v c="$copy_ms" 'BEGIN { printf "%.4g", 1.2 * a + 2 * c }')" \
-    "1.2 x in-process + 2 x memcpy(x) (${copy_ms} ms)"
+  raw_bound=$(awk -v a="$in_ms" -v c="$copy_ms" 'BEGIN { printf "%.4g", 1.2 * a + 2 * c }')
+  target gcn_grpc_raw "${p50_of[grpc]}" "$raw_bound" "1.2 x in-process + 2 x memcpy(x) (${copy_ms} ms)"
+  target gcn_grpc_unix_raw "${p50_of[grpc_unix]}" "$raw_bound" "1.2 x in-process + 2 x memcpy(x) (${copy_ms} ms)"
   target gcn_http_binary "${p50_of[http]}" "$(awk -v g="${p50_of[grpc]}" 'BEGIN { printf "%.4g", 1.5 * g }')" \
     "1.5 x gRPC raw"
 fi

@@ -348,6 +348,9 @@ int main(int argc, char** argv) {
   app.add_option("--host", ep.host, "server address");
   app.add_option("--http-port", ep.http_port, "server HTTP port (also used to register graphs)");
   app.add_option("--grpc-port", ep.grpc_port, "server gRPC port");
+  app.add_option("--grpc-socket", ep.grpc_socket,
+                 "talk gRPC over the server's Unix-domain socket (dype-serve --grpc-socket) "
+                 "instead of --grpc-port");
   std::string infer_token_file;
   app.add_option("--infer-token-file", infer_token_file,
                  "file holding the server's inference token (dype-serve --infer-token-file), sent with every "

@@ -271,7 +271,9 @@ class GrpcTransport final : public Transport {
       credentials = grpc::SslCredentials(ssl);
     }
     channel_ =
-        grpc::CreateCustomChannel(e.host + ":" + std::to_string(e.grpc_port), credentials, args);
+        grpc::CreateCustomChannel(e.grpc_socket.empty() ? e.host + ":" + std::to_string(e.grpc_port)
+                                                        : "unix:" + e.grpc_socket,
+                                  credentials, args);
     stub_ = inference::GRPCInferenceService::NewStub(channel_);
   }
   ~GrpcTransport() override { close_stream(); }

@@ -25,6 +25,8 @@ struct Endpoint {
   std::string host = "127.0.0.1";
   int http_port = 8000;
   int grpc_port = 8001;
+  // Non-empty: gRPC over this Unix-domain socket (dype-serve --grpc-socket), not the port.
+  std::string grpc_socket;
   int metrics_port = 8002;
   std::string token;  // inference token (dype-serve --infer-token-file): sent on infer and graph calls
   std::string graph_owner;  // Dype-Graph-Owner: the registered graphs' owner key ("" = this address)

@@ -208,6 +208,12 @@ int main(int argc, char** argv) {
       ->check(CLI::IsMember({"perf", "energy", "balanced", "qos", "latency"}));
   app.add_option("--http-port", ho.http_port, "HTTP port (0: ephemeral)");
   app.add_option("--grpc-port", grpc_port, "gRPC port (-1: off)");
+  std::string grpc_socket;
+  app.add_option(
+      "--grpc-socket", grpc_socket,
+      "also serve gRPC on this Unix-domain socket (clients: target unix:PATH, dype-client "
+      "--grpc-socket): same-host clients skip TCP, about twice as fast for large tensors; with "
+      "--grpc-port -1 the only gRPC listener");
   std::size_t grpc_max_streams = 4096;
   app.add_option("--grpc-max-streams", grpc_max_streams,
                  "gRPC ModelStreamInfer streams open at once (an idle stream holds no thread); more get "
@@ -428,12 +434,13 @@ int main(int argc, char** argv) {
     http.admin().set_join_token(stage_token);  // workers join with the stage token (dype-serve --join)
     http.start();
     std::unique_ptr<GrpcServer> grpc;
-    if (grpc_port >= 0) {
+    if (grpc_port >= 0 || !grpc_socket.empty()) {
       grpc = std::make_unique<GrpcServer>(batched, graphs, metrics, http.admission(), ho.host, grpc_port,
                                           ho.max_request_bytes, &http.admin());
       grpc->set_infer_token(ho.infer_token);
       grpc->set_shared_memory(&http.shared_memory());
       grpc->set_max_streams(grpc_max_streams);
+      if (!grpc_socket.empty()) grpc->set_unix_socket(grpc_socket);
       if (ho.tls) grpc->set_tls(*ho.tls);
       // Workers that wait for the engine each hold an admitted request: --max-queue bounds them.
       grpc->set_max_workers(std::clamp<std::size_t>(ho.max_queue, 4, 1024));
@@ -445,6 +452,8 @@ int main(int argc, char** argv) {
     spdlog::info("dype-serve: {} on {}:{}, gRPC{} on port {}, metrics (plain HTTP) on port {}, mode {}",
                  ho.tls ? "HTTPS" : "HTTP", ho.host, http.http_port(), ho.tls ? " over TLS" : "", grpc ? grpc->port() : -1,
                  http.metrics_port(), service.mode());
+    if (grpc && !grpc_socket.empty())
+      spdlog::info("gRPC also on the Unix-domain socket {}", grpc_socket);
     spdlog::info("status page: {}://{}:{}/ui/{}", ho.tls ? "https" : "http", ho.host, http.http_port(),
                  ho.ui_token.empty() ? "" : "#token=<the --ui-token-file token>");
     // --model-control-mode poll: a thread looks at the repositories and follows their changes.
@@ -528,7 +537,8 @@ int main(int argc, char** argv) {
     if (!port_file.empty()) {
       std::ofstream f(port_file + ".tmp");
       f << "{\"http\": " << http.http_port() << ", \"grpc\": " << (grpc ? grpc->port() : -1)
-        << ", \"metrics\": " << http.metrics_port() << "}\n";
+        << ", \"metrics\": " << http.metrics_port()
+        << ", \"grpc_socket\": " << nlohmann::json(grpc_socket).dump() << "}\n";
       f.close();
       std::rename((port_file + ".tmp").c_str(), port_file.c_str());  // readers see it whole
     }

@@ -59,20 +59,24 @@ def shm_params(params, region, byte_size, offset=0):
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--host", default="127.0.0.1")
-    ap.add_argument("--grpc-port", type=int, required=True)
+    ap.add_argument("--grpc-port", type=int, help="dype-serve's gRPC port (or --target)")
+    ap.add_argument("--target", help="a gRPC target instead of host:port, e.g. unix:/run/dype.sock (dype-serve --grpc-socket)")
     ap.add_argument("--model", default="gcn")
     ap.add_argument("--nodes", type=int, default=200)
     ap.add_argument("--edges", type=int, default=800)
     ap.add_argument("--features", type=int, help="columns of x (default: from the model's metadata)")
     a = ap.parse_args()
+    if not a.target and a.grpc_port is None:
+        ap.error("give --grpc-port or --target")
+    target = a.target or f"{a.host}:{a.grpc_port}"
     sys.stdout.reconfigure(line_buffering=True)  # the check lines in order with a failure on stderr
 
     pb, pb_grpc = load_stubs()
-    channel = grpc.insecure_channel(f"{a.host}:{a.grpc_port}")
+    channel = grpc.insecure_channel(target)
     try:
         grpc.channel_ready_future(channel).result(timeout=30)
     except grpc.FutureTimeoutError:
-        raise AssertionError(f"no gRPC server answers at {a.host}:{a.grpc_port}")
+        raise AssertionError(f"no gRPC server answers at {target}")
     stub = pb_grpc.GRPCInferenceServiceStub(channel)
 
     meta = stub.ModelMetadata(pb.ModelMetadataRequest(name=a.model))

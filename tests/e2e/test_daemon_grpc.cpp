@@ -2,6 +2,9 @@
 // unary infer equals the in-process reference, errors map to gRPC codes, and Triton's
 // ModelStreamInfer answers every request exactly once, in order, bad ones with error_message,
 // also while dype.admin.DypeAdmin drains a GPU and swaps an FPGA's bitstream mid-stream.
+// The same service on a Unix-domain socket (--grpc-socket).
+#include <unistd.h>
+
 #include <atomic>
 #include <cmath>
 #include <thread>
@@ -410,4 +413,62 @@ TEST_F(DaemonGrpc, StreamRequestTimeoutIsChecked) {
   EXPECT_EQ(r.infer_response().id(), "good");
   stream->WritesDone();
   EXPECT_TRUE(stream->Finish().ok());
+}
+
+// --grpc-socket: the same service on a Unix-domain socket, alone (port -1): unary and stream infer
+// equal the reference; a stale socket file is replaced, a regular file at the path is refused with
+// an error naming it (and left alone), and the socket file is gone after stop.
+TEST_F(DaemonGrpc, UnixDomainSocketServesTheSameService) {
+  char dir_template[] = "/tmp/dype-grpc-uds-XXXXXX";
+  ASSERT_NE(mkdtemp(dir_template), nullptr);
+  const std::string dir = dir_template, path = dir + "/grpc.sock";
+  for (int round = 0; round < 2;
+       ++round) {  // the second over the first's socket file, left as if crashed
+    GrpcServer uds(*service_, graphs_, metrics_, http_->admission(), "127.0.0.1", -1);
+    uds.set_unix_socket(path);
+    uds.start();
+    auto channel = grpc::CreateChannel("unix:" + path, grpc::InsecureChannelCredentials());
+    auto stub = inference::GRPCInferenceService::NewStub(channel);
+    const Input in = make_input(50, 200, 5 + static_cast<std::uint64_t>(round));
+    grpc::ClientContext ctx;
+    inference::ModelInferResponse resp;
+    const grpc::Status st = stub->ModelInfer(&ctx, to_request(in, "uds"), &resp);
+    ASSERT_TRUE(st.ok()) << st.error_message();
+    EXPECT_LT(rt::relative_error(output_of(resp), reference(in)), 1e-5);
+    grpc::ClientContext sctx;
+    auto s = stub->ModelStreamInfer(&sctx);
+    ASSERT_TRUE(s->Write(to_request(in, "uds-stream")));
+    inference::ModelStreamInferResponse sr;
+    ASSERT_TRUE(s->Read(&sr));
+    EXPECT_EQ(sr.error_message(), "");
+    EXPECT_LT(rt::relative_error(output_of(sr.infer_response()), reference(in)), 1e-5);
+    s->WritesDone();
+    EXPECT_TRUE(s->Finish().ok());
+    if (round == 0) {
+      // A crash leaves the socket file: copy it aside, stop, and put a socket back where it was.
+      ASSERT_EQ(::link(path.c_str(), (dir + "/stale.sock").c_str()), 0);
+    }
+    uds.stop(1.0);
+    EXPECT_NE(::access(path.c_str(), F_OK), 0) << "removed on stop";
+    if (round == 0) {
+      ASSERT_EQ(::rename((dir + "/stale.sock").c_str(), path.c_str()), 0);
+    }
+  }
+  {
+    std::FILE* f = std::fopen(path.c_str(), "w");
+    ASSERT_NE(f, nullptr);
+    std::fputs("not a socket", f);
+    std::fclose(f);
+    GrpcServer uds(*service_, graphs_, metrics_, http_->admission(), "127.0.0.1", -1);
+    uds.set_unix_socket(path);
+    try {
+      uds.start();
+      ADD_FAILURE() << "started over a regular file";
+    } catch (const Error& e) {
+      EXPECT_NE(std::string(e.what()).find(path), std::string::npos) << e.what();
+    }
+    EXPECT_EQ(::access(path.c_str(), F_OK), 0) << "the file is left alone";
+  }
+  std::remove(path.c_str());
+  ::rmdir(dir.c_str());
 }

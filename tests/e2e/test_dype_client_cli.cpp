@@ -94,6 +94,30 @@ TEST_F(DypeClientCli, InferIsTheSameOverHttpAndGrpc) {
   EXPECT_NE(h.out.find("shape [6, 16]"), std::string::npos) << h.out;
 }
 
+// --grpc-socket: the same answer over dype-serve's Unix-domain socket, unary and streamed, with no
+// TCP listener at all (port -1).
+TEST_F(DypeClientCli, GrpcOverAUnixSocketGivesTheSameAnswer) {
+  const fs::path sock = dir_ / "grpc.sock";
+  GrpcServer uds(*service_, graphs_, metrics_, http_->admission(), "127.0.0.1", -1);
+  uds.set_unix_socket(sock.string());
+  uds.start();
+  const fs::path g = graph_dir("uds") / "a.mtx";
+  const Result h = run(ports_ + " infer --model gcn --mtx " + g.string());
+  ASSERT_EQ(h.status, 0) << h.out;
+  const std::string via = "--http-port " + std::to_string(http_->http_port()) +
+                          " --grpc-port 1 --grpc-socket " + sock.string() + " --metrics-port " +
+                          std::to_string(http_->metrics_port());
+  const Result r = run(via + " --protocol grpc infer --model gcn --mtx " + g.string());
+  ASSERT_EQ(r.status, 0) << r.out;
+  EXPECT_NE(checksum_of(h.out), "(none)") << h.out;
+  EXPECT_EQ(checksum_of(h.out), checksum_of(r.out)) << h.out << r.out;
+  const Result s = run(via + " --protocol grpc stream --model gcn --dir " +
+                       graph_dir("uds").string() + " --per-file 3");
+  ASSERT_EQ(s.status, 0) << s.out;
+  EXPECT_NE(s.out.find("9 ok, 0 failed"), std::string::npos) << s.out;
+  uds.stop(1.0);
+}
+
 // --shm: x and y through regions the client creates and registers; the same answer as through
 // the protocol, over HTTP and gRPC, unary and streamed, and nothing left in /dev/shm or registered.
 TEST_F(DypeClientCli, SharedMemoryGivesTheSameAnswerAndCleansUp) {

@@ -1,5 +1,8 @@
 #include "runtime/daemon/grpc/grpc_server.h"
 
+#include <sys/stat.h>
+#include <unistd.h>
+
 #include <set>
 
 #include <grpcpp/grpcpp.h>
@@ -44,6 +47,9 @@ void GrpcServer::set_shared_memory(SharedMemoryRegistry* registry) { impl_->shm 
 void GrpcServer::set_tls(TlsIdentity identity) {
   tls_ = std::move(identity);
 }
+void GrpcServer::set_unix_socket(std::string path) {
+  unix_socket_ = std::move(path);
+}
 std::size_t GrpcServer::streams_open() const {
   return impl_->streams_open();
 }
@@ -60,7 +66,16 @@ void GrpcServer::start() {
     ssl.pem_key_cert_pairs.push_back({tls_->private_key_pem, tls_->cert_chain_pem});
     credentials = grpc::SslServerCredentials(ssl);
   }
-  b.AddListeningPort(host_ + ":" + std::to_string(requested_port_), credentials, &port_);
+  if (requested_port_ >= 0)
+    b.AddListeningPort(host_ + ":" + std::to_string(requested_port_), credentials, &port_);
+  if (!unix_socket_.empty()) {
+    // gRPC would unlink a stale socket itself; anything else at the path is refused, not replaced.
+    struct stat st {};
+    if (lstat(unix_socket_.c_str(), &st) == 0 && !S_ISSOCK(st.st_mode))
+      throw Error("cannot serve gRPC on the socket " + unix_socket_ +
+                  ": a file that is not a socket is there");
+    b.AddListeningPort("unix:" + unix_socket_, credentials);
+  }
   b.RegisterService(impl_.get());
   if (admin_) b.RegisterService(admin_.get());
   b.RegisterService(graph_service_.get());
@@ -68,8 +83,9 @@ void GrpcServer::start() {
       static_cast<int>(std::min<std::size_t>(max_message_bytes_, INT32_MAX)));
   b.SetMaxSendMessageSize(INT32_MAX);
   impl_->server = b.BuildAndStart();
-  if (!impl_->server || port_ <= 0)
-    throw Error("cannot listen for gRPC on " + host_ + ":" + std::to_string(requested_port_));
+  if (!impl_->server || (requested_port_ >= 0 && port_ <= 0))
+    throw Error("cannot listen for gRPC on " + host_ + ":" + std::to_string(requested_port_) +
+                (unix_socket_.empty() ? "" : " and unix:" + unix_socket_));
   if (auto* health = impl_->server->GetHealthCheckService()) {
     // Named services are known to the health service once given a status.
     health->SetServingStatus(pb::GRPCInferenceService::service_full_name(), true);
@@ -96,6 +112,11 @@ void GrpcServer::stop(double deadline_s) {
   impl_->server->Wait();
   impl_->wait_streams_closed(5.0);  // their OnDone, which follows the call's end
   impl_->server.reset();
+  if (!unix_socket_.empty()) {
+    struct stat st {};
+    if (lstat(unix_socket_.c_str(), &st) == 0 && S_ISSOCK(st.st_mode))
+      ::unlink(unix_socket_.c_str());
+  }
 }
 
 }  // namespace dype::rt::daemon

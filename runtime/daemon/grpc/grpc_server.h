@@ -42,7 +42,7 @@ class GrpcServer {
   GrpcServer(const GrpcServer&) = delete;
   GrpcServer& operator=(const GrpcServer&) = delete;
 
-  // Binds (Error naming host:port when it cannot) and serves on gRPC's own threads.
+  // Binds (Error naming host:port, or the socket, when it cannot) and serves on gRPC's own threads.
   void start();
   int port() const { return port_; }
   // Refuses new calls, ends idle streams at once (UNAVAILABLE) and streams with requests in
@@ -66,6 +66,13 @@ class GrpcServer {
   // Before start(): the shared-memory regions requests may name (the HTTP server's, so both front
   // ends share them); none: requests naming shared memory are refused.
   void set_shared_memory(SharedMemoryRegistry* registry);
+  // Before start(): also serve on a Unix-domain socket at `path` (gRPC target "unix:PATH"; a stale
+  // socket file there is replaced, and the file is removed on stop). Same-host clients skip the TCP
+  // stack: a 35 MB tensor crosses about twice as fast as over TCP loopback. With port -1, the
+  // socket is the only listener. Access is the socket file's permissions (the process umask) and
+  // the infer token, as for the TCP port.
+  void set_unix_socket(std::string path);
+  const std::string& unix_socket() const { return unix_socket_; }
   // ModelStreamInfer streams open now.
   std::size_t streams_open() const;
 
@@ -74,6 +81,7 @@ class GrpcServer {
   std::unique_ptr<grpc::Service> admin_;         // grpc_admin.h
   std::unique_ptr<grpc::Service> graph_service_;  // grpc_graphs.h
   std::string host_;
+  std::string unix_socket_;
   int requested_port_;
   int port_ = -1;
   std::size_t max_message_bytes_;
