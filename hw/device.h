@@ -126,6 +126,16 @@ class Device {
     return std::nullopt;
   }
 
+  // The reverse: `bytes` of `src` (on this device) from `src_offset` into another process's GPU
+  // memory at `dst_offset` (a client's output region, the CUDA shared-memory extension), when that
+  // memory lies on this very device. nullopt when this device cannot; InputError past either end.
+  virtual std::optional<Event> copy_to_ipc_memory(const Buffer& /*src*/, std::size_t /*src_offset*/,
+                                                  const DeviceIpcMemory& /*dst*/,
+                                                  std::size_t /*dst_offset*/,
+                                                  std::size_t /*bytes*/) {
+    return std::nullopt;
+  }
+
   // Host memory used where it lies, as a read-only buffer of this device that holds `keep` (what
   // keeps the memory alive), when this device's kernels read host memory (the CPU): the input a
   // client mapped or sent needs no copy. Null when the device cannot (its memory is not host

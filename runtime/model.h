@@ -238,11 +238,15 @@ struct MappedFeatures {
 
 // Memory a client mapped for the answer (a registered output region): the last stage's one
 // download writes the whole answer there, row-major FP32, instead of into a tensor of its own, and
-// the answer the engine returns is then shape-only. `bytes` is the room at `data`; `written` is set
-// once the answer is there; `intact()`, asked after writing, says whether the memory stayed whole.
+// the answer the engine returns is then shape-only. `bytes` is the room at `data`, or, for a
+// region in GPU memory (`device`, data null), at `device_offset` in it: a stage on that very GPU
+// copies its rows there device to device, any other stage through the host. `written` is set once
+// the answer is there; `intact()`, asked after writing, says whether the memory stayed whole.
 struct AnswerMemory {
   std::shared_ptr<const void> keep;
   float* data = nullptr;
+  std::shared_ptr<const hw::DeviceIpcMemory> device;
+  std::size_t device_offset = 0;
   std::size_t bytes = 0;
   std::function<bool()> intact;
   std::shared_ptr<std::atomic<bool>> written = std::make_shared<std::atomic<bool>>(false);

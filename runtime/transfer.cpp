@@ -367,12 +367,48 @@ void TransferEngine::relay_through_host(const Activation& from, Activation& out,
 
 namespace {
 
+// The rows of tensor `t` into GPU memory a client registered for the answer: device to device
+// from a shard on that very GPU, else through the host (the shard's rows, then one upload).
+void download_into_device(const Activation& act, std::size_t t, TransferCounters& counters,
+                          double& modelled_end_s, const AnswerMemory& into) {
+  const std::int64_t c = act.cols.at(t);
+  std::vector<float> staged;
+  for (const Shard& s : act.shards) {
+    const std::size_t count = static_cast<std::size_t>((s.own_hi - s.own_lo) * c);
+    if (count == 0) continue;
+    const std::size_t bytes = count * sizeof(float);
+    const std::size_t src_offset =
+        static_cast<std::size_t>((s.own_lo - s.held_lo) * c) * sizeof(float);
+    const std::size_t dst_offset =
+        into.device_offset + static_cast<std::size_t>(s.own_lo * c) * sizeof(float);
+    std::optional<hw::Event> e =
+        s.device->copy_to_ipc_memory(*s.tensors.at(t), src_offset, *into.device, dst_offset, bytes);
+    if (e) {
+      counters.p2p_copies++;
+    } else {
+      staged.resize(count);
+      e = s.device->copy_to_host(*s.tensors.at(t), std::as_writable_bytes(std::span<float>(staged)),
+                                 src_offset);
+      into.device->write(dst_offset, staged.data(), bytes);
+      counters.staged_copies += 2;
+    }
+    if (e->source == hw::TimeSource::modelled) modelled_end_s = std::max(modelled_end_s, e->end_s);
+    counters.bytes += static_cast<double>(bytes);
+  }
+  into.written->store(true);
+}
+
 HostTensor download_tensor(const Activation& act, std::size_t t, TransferCounters& counters,
                            double& modelled_end_s, const AnswerMemory* into = nullptr) {
   const std::int64_t c = act.cols.at(t);
   const std::size_t total = static_cast<std::size_t>(act.rows * c);
+  const bool room = into && !act.size_only && into->bytes >= total * sizeof(float);
+  if (room && into->device) {
+    download_into_device(act, t, counters, modelled_end_s, *into);
+    return HostTensor::shape_only(act.rows, c);
+  }
   // The client's memory takes the rows (no tensor of our own, no second copy) when it has room.
-  const bool mapped = into && !act.size_only && into->data && into->bytes >= total * sizeof(float);
+  const bool mapped = room && into->data;
   HostTensor y = act.size_only || mapped ? HostTensor::shape_only(act.rows, c)
                                          : HostTensor::zeros(act.rows, c);
   for (const Shard& s : act.shards) {

@@ -60,6 +60,9 @@ class GpuDevice : public Device, public SpmmPlanCount {
   // inbound staging stream.
   std::optional<Event> copy_from_ipc_memory(hw::Buffer& dst, const DeviceIpcMemory& src,
                                             std::size_t src_offset, std::size_t bytes) override;
+  std::optional<Event> copy_to_ipc_memory(const hw::Buffer& src, std::size_t src_offset,
+                                          const DeviceIpcMemory& dst, std::size_t dst_offset,
+                                          std::size_t bytes) override;
 
  protected:
   GpuDevice(DeviceInfo info, int ordinal, GpuOptions options);

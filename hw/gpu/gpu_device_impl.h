@@ -330,6 +330,25 @@ std::optional<Event> GpuDevice<Api>::copy_from_ipc_memory(hw::Buffer& dst,
 }
 
 template <class Api>
+std::optional<Event> GpuDevice<Api>::copy_to_ipc_memory(const hw::Buffer& src,
+                                                        std::size_t src_offset,
+                                                        const DeviceIpcMemory& dst,
+                                                        std::size_t dst_offset, std::size_t bytes) {
+  if (dst.backend() != Api::kBackend || dst.device_id() != ordinal_) return std::nullopt;
+  const auto& s = on_device(&src, "copy_to_ipc_memory src");
+  check_copy_range(name() + ": copy_to_ipc_memory src", src_offset, bytes, s.size_bytes());
+  check_copy_range(name() + ": copy_to_ipc_memory dst", dst_offset, bytes, dst.size());
+  set_current();
+  const void* from = static_cast<const std::byte*>(s.device_ptr()) + src_offset;
+  // The region is the client's output memory, opened writable; DeviceIpcMemory hands out its
+  // address as const because most users only read it.
+  void* to = static_cast<std::byte*>(const_cast<void*>(dst.device_ptr())) + dst_offset;
+  return copy_on_staging_stream(CopyDirection::outbound, [&](Stream stream) {
+    Api::check(name(), Api::kMemcpyD2D, Api::memcpy_d2d_async(to, from, bytes, stream));
+  });
+}
+
+template <class Api>
 Event GpuDevice<Api>::copy_on_staging_stream(CopyDirection direction, const std::function<void(Stream)>& enqueue) {
   Staging& st = staging(direction);
   std::lock_guard lock(st.mutex);

@@ -271,6 +271,33 @@ TEST_P(GpuDevice, CopiesIpcMemoryOnItsOwnGpuInPlace) {
                dype::InputError);
 }
 
+// An answer for a client's GPU memory on this GPU (a CUDA output region) goes there by a
+// device-local copy, at the output's offset, from a shard's rows; memory of another device or
+// vendor is declined (the engine then writes it through the host), and a copy past either end is an
+// InputError.
+TEST_P(GpuDevice, CopiesIntoIpcMemoryOnItsOwnGpuInPlace) {
+  if (!have(1)) GTEST_SKIP() << why_none();
+  auto gpu = make(0);
+  const int ordinal = found().configs.at(0).ordinal;
+  const auto v = random_floats((12u << 20) / 4 + 5, 43);
+  auto src = upload(*gpu, v);
+  auto region = upload(*gpu, std::vector<float>(v.size() + 64, -1.0f));
+  const HandedOverMemory theirs(GetParam(), ordinal, *region, (v.size() + 64) * 4);
+  const std::size_t skip = 16, at = 32;  // rows from inside the shard, to inside the region
+  const std::size_t bytes = (v.size() - skip) * 4;
+  ASSERT_TRUE(gpu->copy_to_ipc_memory(*src, skip * 4, theirs, at * 4, bytes).has_value());
+  const std::vector<float> got = download(*gpu, *region);
+  EXPECT_EQ(std::vector<float>(got.begin(), got.begin() + at), std::vector<float>(at, -1.0f));
+  EXPECT_EQ(std::vector<float>(got.begin() + at, got.begin() + at + (v.size() - skip)),
+            std::vector<float>(v.begin() + skip, v.end()));
+  const HandedOverMemory other_device(GetParam(), ordinal + 1, *region, (v.size() + 64) * 4);
+  EXPECT_FALSE(gpu->copy_to_ipc_memory(*src, 0, other_device, 0, 64).has_value());
+  EXPECT_THROW(gpu->copy_to_ipc_memory(*src, skip * 4 + 4, theirs, at * 4, bytes),
+               dype::InputError);
+  EXPECT_THROW(gpu->copy_to_ipc_memory(*src, 0, theirs, (v.size() + 64) * 4 - 60, 64),
+               dype::InputError);
+}
+
 TEST_P(GpuDevice, PeerCopyBetweenTwoGpus) {
   if (!have(2)) {
     GTEST_SKIP() << "needs two " << GetParam() << " devices, found " << found().configs.size()

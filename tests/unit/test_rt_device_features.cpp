@@ -6,6 +6,7 @@
 // daemon's request builder checks them where they lie and names a NaN's row and column. The
 // memory here is host memory behind hw::DeviceIpcMemory under a backend no device claims, so
 // every stage takes the host path; the in-place copy on a real GPU is test_gpu_device.cpp's.
+// Answers asked for in GPU memory are written there through the host on the same terms.
 #include <gtest/gtest.h>
 
 #include <atomic>
@@ -361,6 +362,51 @@ TEST_F(SmallGcnOnTwoDevices, AnswerIsWrittenIntoTheClientsMemory) {
   auto [refused, refused_moves] = run_once(m, specs[0], std::move(shrunk));
   ASSERT_TRUE(refused.error);
   EXPECT_THROW(std::rethrow_exception(refused.error), InputError);
+}
+
+// An answer asked for in GPU memory (a CUDA output region): a stage on that very GPU would copy its
+// rows there device to device (test_gpu_device.cpp, on a GPU); here no device claims the memory,
+// so each shard's rows go through the host once and are written at the output's offset. The
+// engine's answer is shape-only and the memory holds the reference answer, before it untouched.
+TEST_F(SmallGcnOnTwoDevices, AnswerInGpuMemoryIsWrittenThroughTheHostWhenNoStageHoldsIt) {
+  const std::size_t bytes = want.data.size() * sizeof(float);
+  const std::vector<PipelineSpec> specs = {{{{0, last, {cpu}, 0}}, "1C"},
+                                           {{{0, last, {gpu}, 0}}, "1G"},
+                                           {{{0, 1, {cpu}, 0}, {2, last, {gpu}, 0}}, "1C1G"}};
+  for (const PipelineSpec& spec : specs) {
+    SCOPED_TRACE(spec.label);
+    auto region = std::make_shared<HostHeldIpcMemory>(kOffset + bytes + 64);
+    const std::vector<float> guard(16, -7.0f);
+    region->write(0, guard.data(), 64);
+    Request r = Request::gnn(g, x);
+    auto a = std::make_shared<AnswerMemory>();
+    a->device = region;
+    a->device_offset = kOffset;
+    a->bytes = bytes;
+    r.set_answer_memory(a);
+    auto [got, moves] = run_once(m, spec, std::move(r));
+    ASSERT_FALSE(got.error);
+    EXPECT_TRUE(a->written->load());
+    EXPECT_TRUE(got.output.size_only) << "the answer is in the region, not a tensor of ours";
+    EXPECT_EQ(got.output.rows, want.rows);
+    std::vector<float> in_region(want.data.size()), before(16);
+    region->read(kOffset, in_region.data(), bytes);
+    region->read(0, before.data(), 64);
+    EXPECT_LE(relative_error(make_tensor(want.rows, want.cols, in_region), want), 1e-5);
+    EXPECT_EQ(before, guard) << "nothing written before the output's offset";
+  }
+  // Room for less than the answer: our own tensor, the region untouched.
+  auto region = std::make_shared<HostHeldIpcMemory>(bytes);
+  Request r = Request::gnn(g, x);
+  auto a = std::make_shared<AnswerMemory>();
+  a->device = region;
+  a->device_offset = 4;
+  a->bytes = bytes - 4;
+  r.set_answer_memory(a);
+  auto [own, own_moves] = run_once(m, specs[0], std::move(r));
+  ASSERT_FALSE(own.error);
+  EXPECT_FALSE(a->written->load());
+  EXPECT_LE(relative_error(own.output, want), 1e-5);
 }
 
 }  // namespace

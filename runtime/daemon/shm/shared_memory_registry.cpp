@@ -63,7 +63,20 @@ class RegionSink final : public OutputSink {
   RegionSink(std::shared_ptr<const SharedMemoryRegion> region, SharedMemoryRef ref)
       : region_(std::move(region)), ref_(std::move(ref)) {}
   std::shared_ptr<const AnswerMemory> memory_for(std::size_t bytes) const override {
-    // A system region with room, aligned for FP32, and whole now; CUDA regions take a copy.
+    if (bytes > ref_.byte_size) return nullptr;
+    if (region_->kind == Kind::cuda) {
+      // GPU memory: a last stage on that GPU copies its rows there device to device, any other
+      // stage through the host. Device memory cannot shrink under the writer.
+      if (!region_->device || (region_->offset + ref_.offset) % alignof(float) != 0) return nullptr;
+      auto m = std::make_shared<AnswerMemory>();
+      m->keep = region_;
+      m->device = region_->device;
+      m->device_offset = ref_.offset;
+      m->bytes = bytes;
+      m->written = written_;
+      return m;
+    }
+    // A system region with room, aligned for FP32, and whole now.
     char* at = region_->kind == Kind::system ? region_->mapping->data() + ref_.offset : nullptr;
     const std::uint64_t end = region_->offset + ref_.offset + bytes;
     if (!at || bytes > ref_.byte_size ||
@@ -82,7 +95,7 @@ class RegionSink final : public OutputSink {
 
   void write(std::string_view bytes, const std::string& where) const override {
     if (written_->load()) {  // the engine's download wrote it here: only check it stayed whole
-      if (!region_->mapping->intact())
+      if (region_->kind == Kind::system && !region_->mapping->intact())
         throw InputError(where,
                          "region '" + region_->name + "' shrank while the output was written");
       return;
