@@ -23,8 +23,9 @@
 #include <sys/resource.h>
 #include <sstream>
 
-#include <CLI/CLI.hpp>
+#include <google/protobuf/stubs/logging.h>
 #include <spdlog/spdlog.h>
+#include <CLI/CLI.hpp>
 
 #include "runtime/daemon/batching_service.h"
 #include "runtime/daemon/engine_service.h"
@@ -142,6 +143,15 @@ int run_stage_server(const std::string& address, const std::string& host_name, c
 
 int main(int argc, char** argv) {
   dype::rt::retain_freed_host_memory();  // activations reuse heap pages (runtime/host_memory.h)
+  // protobuf logs an ERROR line for each request it refuses (an invalid UTF-8 string, for one):
+  // at debug level, so that a client cannot fill the log; the client gets the refusal itself.
+  google::protobuf::SetLogHandler(
+      [](google::protobuf::LogLevel level, const char* file, int line, const std::string& message) {
+        if (level >= google::protobuf::LOGLEVEL_FATAL)
+          spdlog::critical("protobuf {}:{}: {}", file, line, message);
+        else
+          spdlog::debug("protobuf {}:{}: {}", file, line, message);
+      });
   CLI::App app{"dype-serve: pipelined GNN / sliding-window transformer inference (KServe v2 protocol)"};
   EngineServiceOptions so;
   ServerOptions ho;
