@@ -17,7 +17,8 @@
 #   scheduler    bench_scheduler: solve times (GCN S1 default and flat/loaded, target <= 100 us)
 #   runtime      bench_runtime: drift stream dynamic vs static vs oracle (modelled), engine overhead
 #   prediction   bench_prediction: predicted vs pipeline period, every Table I plan (modelled)
-#   serving      bench/run_serving_path.sh: in-process time vs dype-client p50 over gRPC and HTTP
+#   serving      bench/run_serving_path.sh: in-process time vs dype-client p50 over gRPC (TCP and a
+#                Unix socket) and HTTP, raw and through shared memory, beside the bare-socket floor
 #   daemon       bench_daemon_http --only overhead: the HTTP front end's overhead per request
 #   streaming    bench/run_streaming_graph.sh: one edge + answer vs a whole-graph request through
 #                dype-serve, batched edges/s (and the same in process, bench_incremental)
