@@ -4,7 +4,8 @@
 # one GCN 128 -> 128 -> 16 (seeded weights, scripts/gpu_main_job.py), streams requests on the given
 # graph through `dype-client` over gRPC (the graph registered once, 128 features per node sent with
 # each request; then again with x and y in system shared-memory regions, dype-client --shm, whose
-# p50 is printed beside the rest and whose failure does not fail the job), sends one request with
+# p50 is printed beside the rest and whose failure does not fail the job; and once more over
+# dype-serve's Unix-domain socket, --grpc-socket, printed likewise), sends one request with
 # known features and keeps the answer, reads the plan from
 # the daemon (`dype-client admin plan`) and stops the daemon (SIGTERM; on every exit path).
 # It FAILS unless the plan that answered uses a GPU (its mnemonic holds a G). Where torch_geometric
@@ -96,7 +97,7 @@ py prepare --graph "$graph" --repo "$work/repo" --name "$model" --features "$wor
 
 head -c 24 /dev/urandom | od -An -tx1 | tr -d ' \n' > "$work/token"
 echo "  starting bare dype-serve --mode balanced (host detected), repository: $model"
-"$bin/dype-serve" --mode balanced --allow-client-shm --model-repository "$work/repo" --http-port 0 --grpc-port 0 --metrics-port 0 \
+"$bin/dype-serve" --mode balanced --allow-client-shm --grpc-socket "$work/grpc.sock" --model-repository "$work/repo" --http-port 0 --grpc-port 0 --metrics-port 0 \
   --port-file "$work/ports.json" --admin-token-file "$work/token" --exit-timeout 10 > "$work/serve.log" 2>&1 &
 pid=$!
 for _ in $(seq 1 $((start_secs * 5))); do
@@ -131,6 +132,14 @@ if bounded "${client[@]}" stream --shm --model "$model" --dir "$work/graphs" --p
 else
   sed 's/^/  client| /' "$work/stream_shm.log"
   echo "  (the shared-memory stream failed: reported above, not counted against the main job)"
+fi
+echo "  dype-client stream --grpc-socket: the same raw contents over dype-serve's Unix-domain socket"
+if bounded "${client[@]}" --grpc-socket "$work/grpc.sock" stream --model "$model" --dir "$work/graphs" \
+    --per-file "$requests" --requests "$requests" --concurrency 1 > "$work/stream_unix.log" 2>&1; then
+  sed 's/^/  client| /' "$work/stream_unix.log"
+else
+  sed 's/^/  client| /' "$work/stream_unix.log"
+  echo "  (the Unix-socket stream failed: reported above, not counted against the main job)"
 fi
 p1=$(plan_of) || fail "could not read the plan"
 show_plan "after the stream" "$p1"
