@@ -58,7 +58,7 @@ while read -r transport floor; do
   echo "  x ($x_bytes bytes) over a bare $transport: $floor"
   ms=$(sed -E 's/.*median_ms=([0-9.e+-]+).*/\1/' <<<"$floor")
   echo "RESULT name=gcn_x_${transport}_ms value=$ms unit=ms kind=absolute better=lower peer=- target=-"
-done < <("$python" "$root/bench/socket_floor.py" "$x_bytes" 20 | sed -E 's/^([a-z_]+) /\1 /')
+done < <("$python" "$root/bench/socket_floor.py" "$x_bytes" 20)
 
 start_daemon --allow-client-shm --grpc-socket "$work/grpc.sock"
 

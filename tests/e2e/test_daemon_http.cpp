@@ -126,6 +126,14 @@ class DaemonHttp : public ::testing::Test {
     service_ = nullptr;
   }
 
+  // A server of a test's own: loopback, an ephemeral port, no metrics port.
+  static ServerOptions loopback_options() {
+    ServerOptions o;
+    o.host = "127.0.0.1";
+    o.http_port = 0;
+    o.metrics_port = -1;
+    return o;
+  }
   void start(ServerOptions o = {}, AdminHooks hooks = {}) {
     o.host = "127.0.0.1";
     o.http_port = 0;
@@ -498,10 +506,7 @@ TEST_F(DaemonHttp, RequestTimeoutAnswers504AndKeepsServing) {
     }
     std::shared_ptr<std::atomic<bool>> delivered = std::make_shared<std::atomic<bool>>(false);
   } late(*service_);
-  ServerOptions o;
-  o.host = "127.0.0.1";
-  o.http_port = 0;
-  o.metrics_port = -1;
+  const ServerOptions o = loopback_options();
   HttpServer server(late, graphs_, metrics_, o);
   server.start();
   httplib::Client c("127.0.0.1", server.http_port());
@@ -543,10 +548,7 @@ TEST_F(DaemonHttp, LargeBinaryXIsHeldByItsRequestPastAnEarlyAnswer) {
     std::optional<rt::Request> kept;
     std::promise<rt::HostTensor> never;
   } keep(*service_);
-  ServerOptions o;
-  o.host = "127.0.0.1";
-  o.http_port = 0;
-  o.metrics_port = -1;
+  const ServerOptions o = loopback_options();
   HttpServer server(keep, graphs_, metrics_, o);
   server.start();
   httplib::Client c("127.0.0.1", server.http_port());
@@ -623,10 +625,7 @@ TEST_F(DaemonHttp, InlineInferAnsweredFromTheEngineCompletionInRequestOrder) {
     std::atomic<bool> decline{false};
     std::atomic<int> waited{0};
   } held(*service_);
-  ServerOptions o;
-  o.host = "127.0.0.1";
-  o.http_port = 0;
-  o.metrics_port = -1;
+  const ServerOptions o = loopback_options();
   HttpServer server(held, graphs_, metrics_, o);
   server.start();
   const std::int64_t out = service_->model("gcn").model->spec().out_width();

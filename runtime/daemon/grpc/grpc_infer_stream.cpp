@@ -217,13 +217,11 @@ class InferStream final : public StreamBase {
       // the engine reads in place), so `req_` can be reused at once.
       pb::ModelInferRequest header;
       auto raw = std::make_shared<ReceivedContents>();
-      try {
-        parse_infer_request(req_, header, *raw);
-      } catch (...) {
-        req_.Clear();
-        throw;
+      {
+        grpc::ByteBuffer bytes;
+        bytes.Swap(&req_);  // gRPC's slices go once parsed, whether or not they parse
+        parse_infer_request(bytes, header, *raw);
       }
-      req_.Clear();
       it.model = header.model_name();
       it.id = header.id();
       it.version = s_.service.model(it.model).version;

@@ -3,6 +3,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <optional>
 #include <set>
 
 #include <grpcpp/grpcpp.h>
@@ -15,6 +16,16 @@
 #include "runtime/daemon/proto/dype_graphs.grpc.pb.h"
 
 namespace dype::rt::daemon {
+namespace {
+
+// What lies at `path`: nothing (nullopt), a socket (true) or anything else (false).
+std::optional<bool> socket_at(const std::string& path) {
+  struct stat st {};
+  if (lstat(path.c_str(), &st) != 0) return std::nullopt;
+  return S_ISSOCK(st.st_mode);
+}
+
+}  // namespace
 
 GrpcServer::GrpcServer(InferenceService& service, GraphRegistry& graphs, Metrics& metrics,
                        AdmissionControl& admission, std::string host, int port,
@@ -70,8 +81,7 @@ void GrpcServer::start() {
     b.AddListeningPort(host_ + ":" + std::to_string(requested_port_), credentials, &port_);
   if (!unix_socket_.empty()) {
     // gRPC would unlink a stale socket itself; anything else at the path is refused, not replaced.
-    struct stat st {};
-    if (lstat(unix_socket_.c_str(), &st) == 0 && !S_ISSOCK(st.st_mode))
+    if (socket_at(unix_socket_) == false)
       throw Error("cannot serve gRPC on the socket " + unix_socket_ +
                   ": a file that is not a socket is there");
     b.AddListeningPort("unix:" + unix_socket_, credentials);
@@ -112,11 +122,7 @@ void GrpcServer::stop(double deadline_s) {
   impl_->server->Wait();
   impl_->wait_streams_closed(5.0);  // their OnDone, which follows the call's end
   impl_->server.reset();
-  if (!unix_socket_.empty()) {
-    struct stat st {};
-    if (lstat(unix_socket_.c_str(), &st) == 0 && S_ISSOCK(st.st_mode))
-      ::unlink(unix_socket_.c_str());
-  }
+  if (!unix_socket_.empty() && socket_at(unix_socket_) == true) ::unlink(unix_socket_.c_str());
 }
 
 }  // namespace dype::rt::daemon

@@ -67,7 +67,7 @@ class RegionSink final : public OutputSink {
     if (region_->kind == Kind::cuda) {
       // GPU memory: a last stage on that GPU copies its rows there device to device, any other
       // stage through the host. Device memory cannot shrink under the writer.
-      if (!region_->device || (region_->offset + ref_.offset) % alignof(float) != 0) return nullptr;
+      if (!region_->device || ref_.offset % alignof(float) != 0) return nullptr;
       auto m = std::make_shared<AnswerMemory>();
       m->keep = region_;
       m->device = region_->device;
@@ -76,11 +76,10 @@ class RegionSink final : public OutputSink {
       m->written = written_;
       return m;
     }
-    // A system region with room, aligned for FP32, and whole now.
-    char* at = region_->kind == Kind::system ? region_->mapping->data() + ref_.offset : nullptr;
+    // A system region, aligned for FP32, and whole now.
+    char* at = region_->mapping->data() + ref_.offset;
     const std::uint64_t end = region_->offset + ref_.offset + bytes;
-    if (!at || bytes > ref_.byte_size ||
-        reinterpret_cast<std::uintptr_t>(at) % alignof(float) != 0 || !region_->mapping->intact() ||
+    if (reinterpret_cast<std::uintptr_t>(at) % alignof(float) != 0 || !region_->mapping->intact() ||
         object_size(region_->fd) < end)
       return nullptr;
     auto m = std::make_shared<AnswerMemory>();
