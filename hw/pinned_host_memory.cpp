@@ -74,6 +74,12 @@ PinnedHostMemory::~PinnedHostMemory() {
   for (const auto& unpin : unpins_) unpin(data_);
 }
 
+bool can_pin_host_memory() {
+  Pinned& p = pinned();
+  std::lock_guard lock(p.mu);
+  return !p.pinners.empty();
+}
+
 bool host_memory_pinned(const void* ptr, std::size_t bytes) {
   Pinned& p = pinned();
   const auto a = reinterpret_cast<std::uintptr_t>(ptr);

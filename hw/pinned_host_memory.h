@@ -50,6 +50,9 @@ class PinnedHostMemory {
 std::unique_ptr<PinnedHostMemory> pin_host_memory(void* data, std::size_t bytes,
                                                   std::string* why_not = nullptr);
 
+// Whether a GPU backend has added its pinner (a process without GPUs pins nothing).
+bool can_pin_host_memory();
+
 // Whether [p, p + bytes) lies wholly inside memory that is pinned now.
 bool host_memory_pinned(const void* p, std::size_t bytes);
 

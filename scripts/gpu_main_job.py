@@ -9,6 +9,8 @@
     plan     reads `dype-client admin plan` JSON on stdin, prints label, epoch, pipeline, cost source.
     devices  reads `dype-client admin devices` JSON on stdin, prints a line per device (what the
              daemon detected and how it plans each: why a GPU is left out of the plan).
+    buffers  reads dype-serve's metrics (--port) and prints its receive buffers: how many bytes are
+             pinned for the GPU's DMA, and how often a kept buffer served a request.
     compare  checks dype's answer (dype-client infer --out, .npy) against a reference computed on
              the same GPU from the same weights, graph and features: PyG's models.GCN (auto, where it
              imports), a plain-torch GCN written the way GCNConv computes (--reference torch) or none
@@ -238,6 +240,36 @@ def devices(_a):
     return 0
 
 
+def buffers(a):
+    import urllib.request
+    with urllib.request.urlopen(f"http://127.0.0.1:{a.port}/metrics", timeout=10) as r:
+        text = r.read().decode()
+    got = {}
+    for line in text.splitlines():
+        if line.startswith("dype_receive_buffer"):
+            name, value = line.rsplit(" ", 1)
+            got[name] = float(value)
+    if not got:
+        print("  receive buffers: no dype_receive_buffer metrics")
+        return 1
+
+    def metric(name, label=""):  # label: key=value, quoted as the exposition quotes it
+        if label:
+            key, value = label.split("=")
+            name += "{" + key + '="' + value + '"}'
+        return got.get(name, 0.0)
+
+    mib = 1 << 20
+    pinned = metric("dype_receive_buffer_bytes", "state=pinned") / mib
+    free = metric("dype_receive_buffer_bytes", "state=free") / mib
+    allocated = metric("dype_receive_buffers_total", "source=allocated")
+    reused = metric("dype_receive_buffers_total", "source=reused")
+    failed = metric("dype_receive_buffer_pin_failures_total")
+    print(f"  receive buffers: {pinned:.1f} MiB pinned, {free:.1f} MiB free, {allocated:.0f} allocated, "
+          f"{reused:.0f} reused, {failed:.0f} pin failures")
+    return 0
+
+
 # ---- compare -----------------------------------------------------------------------------------
 
 def plain_gcn(torch, sd, dev, dtype):
@@ -378,6 +410,8 @@ def main():
     pp.add_argument("--weights", choices=["auto", "pyg", "plain"], default="auto")
     sub.add_parser("plan")
     sub.add_parser("devices")
+    pb = sub.add_parser("buffers")
+    pb.add_argument("--port", type=int, required=True, help="dype-serve's metrics port")
     pc = sub.add_parser("compare")
     pc.add_argument("--graph", required=True)
     pc.add_argument("--weights", required=True, help="the model.safetensors dype served")
@@ -391,7 +425,8 @@ def main():
     pc.add_argument("--tol", type=float, default=1e-4)
     pc.add_argument("--reps", type=int, default=7)
     a = p.parse_args()
-    return {"prepare": prepare, "plan": plan, "devices": devices, "compare": compare}[a.cmd](a)
+    return {"prepare": prepare, "plan": plan, "devices": devices, "buffers": buffers,
+            "compare": compare}[a.cmd](a)
 
 
 if __name__ == "__main__":

@@ -141,6 +141,7 @@ else
   sed 's/^/  client| /' "$work/stream_unix.log"
   echo "  (the Unix-socket stream failed: reported above, not counted against the main job)"
 fi
+py buffers --port "$(port metrics)" || echo "  (the receive buffers could not be read: not counted against the main job)"
 p1=$(plan_of) || fail "could not read the plan"
 show_plan "after the stream" "$p1"
 echo "  dype-client infer: one request with the seeded features, answer kept"

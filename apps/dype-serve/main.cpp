@@ -33,9 +33,11 @@
 #include "runtime/daemon/http/http_server.h"
 #include "runtime/daemon/repository_models.h"
 #include "runtime/daemon/http/tls.h"
+#include "runtime/host_buffer_pool.h"
 #include "runtime/host_memory.h"
 #include "runtime/observer.h"
 #ifdef DYPE_HAVE_REMOTE
+#include "hw/pinned_host_memory.h"
 #include "hw/system_file.h"
 #include "runtime/remote/remote_stages.h"
 #include "runtime/daemon/admin/host_join.h"
@@ -268,6 +270,13 @@ int main(int argc, char** argv) {
       ->check(CLI::Range(0.0, 1e9))
       ->capture_default_str();
   app.add_option("--max-request-bytes", ho.max_request_bytes, "larger request bodies get 413");
+  std::size_t receive_pool_mib = rt::receive_buffers().options().keep_bytes >> 20;
+  app.add_option("--receive-pool-mb", receive_pool_mib,
+                 "large payloads (gRPC raw contents, HTTP bodies of 1 MiB or more) are received into buffers kept "
+                 "for the next request and, on a GPU host, pinned once, so a GPU stage uploads them by one DMA; at "
+                 "most this many MiB of free buffers are kept (0: none kept, none pinned)")
+      ->check(CLI::Range(std::size_t{0}, std::size_t{1} << 20))
+      ->capture_default_str();
   app.add_option("--max-response-bytes", ho.max_response_bytes,
                  "an infer response whose outputs as JSON data would take more gets 413 naming the output (binary "
                  "outputs are not bounded by it)")
@@ -344,6 +353,7 @@ int main(int argc, char** argv) {
       ->capture_default_str();
   CLI11_PARSE(app, argc, argv);
   spdlog::set_level(spdlog::level::from_str(log_level));
+  rt::receive_buffers().set_keep_bytes(receive_pool_mib << 20);
   ho.max_connections = connections_within_file_limit(ho.max_connections);
 
   // Block the stop signals in every thread; the main thread takes them with sigwait.
@@ -464,6 +474,10 @@ int main(int argc, char** argv) {
                  http.metrics_port(), service.mode());
     if (grpc && !grpc_socket.empty())
       spdlog::info("gRPC also on the Unix-domain socket {}", grpc_socket);
+    if (hw::can_pin_host_memory() && receive_pool_mib > 0)
+      spdlog::info("received payloads of 1 MiB or more: pinned once for the GPUs' DMA and kept for the next "
+                   "request (up to {} MiB free, --receive-pool-mb)",
+                   receive_pool_mib);
     spdlog::info("status page: {}://{}:{}/ui/{}", ho.tls ? "https" : "http", ho.host, http.http_port(),
                  ho.ui_token.empty() ? "" : "#token=<the --ui-token-file token>");
     // --model-control-mode poll: a thread looks at the repositories and follows their changes.

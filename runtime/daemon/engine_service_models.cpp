@@ -13,6 +13,7 @@
 #include "runtime/daemon/engine_service.h"
 #include "runtime/daemon/errors.h"
 #include "runtime/daemon/repository_models.h"
+#include "runtime/host_buffer_pool.h"
 #include "runtime/host_memory.h"
 #include "runtime/repository/model_repository.h"
 
@@ -65,7 +66,10 @@ double EngineService::retire(std::shared_ptr<Served> old) {
   if (old->pricer) old->pricer->detach();  // registered graphs may hold it past this version
   old->engine.reset();  // drains: every admitted request is answered by this version
   old.reset();          // frees the model's weights (unless a ModelInfo still holds them)
-  release_free_host_memory();  // and gives the freed pages back (the heap keeps them otherwise)
+  // Gives the freed pages back (the heap keeps them otherwise), with the receive buffers kept for
+  // requests to come: the next large request makes (and pins) one again.
+  receive_buffers().trim();
+  release_free_host_memory();
   return since(t0);
 }
 

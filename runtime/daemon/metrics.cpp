@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <sstream>
 
+#include "runtime/host_buffer_pool.h"
+
 namespace dype::rt::daemon {
 
 std::string prometheus_label(const std::string& v) {
@@ -85,6 +87,19 @@ std::string Metrics::render(const std::string& extra) const {
   }
   o << "# HELP dype_requests_in_flight Admitted requests not yet answered.\n# TYPE dype_requests_in_flight gauge\n"
     << "dype_requests_in_flight " << in_flight_.load() << "\n";
+  const HostBufferPoolStats rb = receive_buffers().stats();
+  o << "# HELP dype_receive_buffer_bytes Host buffers large payloads (gRPC raw contents, HTTP bodies) are received "
+       "into: free (kept for the next request) and pinned (page-locked for the GPUs' DMA, free or in use).\n"
+       "# TYPE dype_receive_buffer_bytes gauge\n"
+    << "dype_receive_buffer_bytes{state=\"free\"} " << rb.free_bytes << "\n"
+    << "dype_receive_buffer_bytes{state=\"pinned\"} " << rb.pinned_bytes << "\n"
+    << "# HELP dype_receive_buffers_total Large received payloads by where their buffer came from: allocated, or "
+       "reused from an earlier request.\n# TYPE dype_receive_buffers_total counter\n"
+    << "dype_receive_buffers_total{source=\"allocated\"} " << rb.allocated << "\n"
+    << "dype_receive_buffers_total{source=\"reused\"} " << rb.reused << "\n"
+    << "# HELP dype_receive_buffer_pin_failures_total Receive buffers a GPU backend could not pin (used unpinned: "
+       "GPU uploads from them take the staging copy).\n# TYPE dype_receive_buffer_pin_failures_total counter\n"
+    << "dype_receive_buffer_pin_failures_total " << rb.pin_failed << "\n";
   o << extra;
   return o.str();
 }

@@ -7,27 +7,13 @@
 #include <vector>
 
 #include "hw/pinned_host_memory.h"
+#include "../test_host_pinner.h"
 
 namespace dype::hw {
 namespace {
 
-struct Calls {
-  std::vector<std::pair<void*, std::size_t>> pinned;
-  std::vector<void*> unpinned;
-};
-
-HostPinner recording(const std::string& backend, Calls& calls, bool works = true) {
-  return {backend,
-          [&calls, works](void* p, std::size_t n, std::string& error) {
-            if (!works) {
-              error = "cannot page-lock";
-              return false;
-            }
-            calls.pinned.emplace_back(p, n);
-            return true;
-          },
-          [&calls](void* p) { calls.unpinned.push_back(p); }};
-}
+using test::PinnerCalls;
+using test::recording_pinner;
 
 TEST(PinnedHostMemory, PinsWithEveryBackendThatCanAndUnpinsWhenReleased) {
   std::vector<char> region(4096), other(4096);
@@ -36,16 +22,18 @@ TEST(PinnedHostMemory, PinsWithEveryBackendThatCanAndUnpinsWhenReleased) {
   EXPECT_EQ(pin_host_memory(region.data(), region.size(), &why), nullptr);
   EXPECT_EQ(why, "no GPU backend has a device in this process");
   EXPECT_FALSE(host_memory_pinned(region.data(), 1));
+  EXPECT_FALSE(can_pin_host_memory());
 
   // A backend that cannot pin: nothing pinned, and its error says why.
-  static Calls cuda, hip, cuda_again;
-  add_host_pinner(recording("hip", hip, /*works=*/false));
+  static PinnerCalls cuda, hip, cuda_again;
+  add_host_pinner(recording_pinner("hip", hip, /*works=*/false));
+  EXPECT_TRUE(can_pin_host_memory()) << "a pinner is there, whether or not it can pin";
   EXPECT_EQ(pin_host_memory(region.data(), region.size(), &why), nullptr);
   EXPECT_EQ(why, "hip: cannot page-lock");
-  add_host_pinner(recording("cuda", cuda));
+  add_host_pinner(recording_pinner("cuda", cuda));
   EXPECT_EQ(pin_host_memory(region.data(), 0, &why), nullptr);
   EXPECT_EQ(why, "empty range");
-  add_host_pinner(recording("cuda", cuda_again));  // one pinner per backend
+  add_host_pinner(recording_pinner("cuda", cuda_again));  // one pinner per backend
   auto pin = pin_host_memory(region.data(), region.size(), &why);
   ASSERT_NE(pin, nullptr) << why;
   EXPECT_EQ(pin->backends(), "cuda") << "hip could not, and is not counted";

@@ -2,13 +2,12 @@
 
 #include <algorithm>
 #include <cstdint>
-#include <cstdlib>
 #include <cstring>
-#include <new>
 
 #include "common/error.h"
 #include "runtime/daemon/kserve/finite_check.h"
 #include "runtime/daemon/proto/grpc_service.pb.h"
+#include "runtime/host_buffer_pool.h"
 
 namespace dype::rt::daemon {
 namespace {
@@ -127,11 +126,9 @@ ReceivedContents::Entry receive_entry(SliceReader& in, std::size_t n) {
   e.size = n;
   e.finite_f32 = n % 4 == 0;
   if (n == 0) return e;
-  constexpr std::size_t kAlign = 64;
-  void* p = std::aligned_alloc(kAlign, (n + kAlign - 1) / kAlign * kAlign);
-  if (!p) throw std::bad_alloc();
-  e.data =
-      std::shared_ptr<std::byte>(static_cast<std::byte*>(p), [](std::byte* q) { std::free(q); });
+  // A large entry comes from the receive pool: kept for the next request, and pinned where a GPU
+  // backend can pin, so a GPU stage uploads it by one DMA (runtime/host_buffer_pool.h).
+  e.data = receive_buffers().acquire(n);
   std::byte* dst = e.data.get();
   std::size_t scanned = 0;
   bool bad = false;

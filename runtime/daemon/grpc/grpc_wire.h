@@ -25,7 +25,8 @@ class ModelStreamInferResponse;
 namespace dype::rt::daemon {
 
 // A request's raw_input_contents as received: one owned, 64-byte aligned buffer per entry, in
-// order. Owned memory cannot shrink under a reader, so check_read has nothing to check.
+// order (a large one from the receive pool, pinned where a GPU can pin it). Owned memory cannot
+// shrink under a reader, so check_read has nothing to check.
 class ReceivedContents final : public HeldMemory {
  public:
   struct Entry {

@@ -1,8 +1,10 @@
 #pragma once
 // BodyBuffer: the buffer a request body is received into, reused through a BodyPool: a fresh
 // buffer for every body page-faults on each 4 KiB page the kernel copies into (measured: most of
-// the receive time for a 400 KB body). Buffers above kKeepBodyBytes are freed when given back, and
-// the pool keeps a bounded number, so idle connections hold none. Not a std::string: growing one
+// the receive time for a 400 KB body). Buffers above kKeepBodyBytes are given up when given back
+// (their memory goes back to the process's receive pool, which keeps large buffers pinned where a
+// GPU can pin them: runtime/host_buffer_pool.h), and the pool keeps a bounded number, so idle
+// connections hold none. Not a std::string: growing one
 // zero-fills the bytes the socket is about to overwrite (measured ~40 us per 400 KB body).
 //
 //   std::shared_ptr<BodyBuffer> b = pool.acquire();
@@ -14,6 +16,8 @@
 #include <memory>
 #include <mutex>
 #include <vector>
+
+#include "runtime/host_buffer_pool.h"
 
 namespace dype::rt::daemon {
 
@@ -42,18 +46,19 @@ class BodyBuffer {
   void release_if_above(std::size_t keep) {
     if (capacity_ > keep) *this = BodyBuffer{};
   }
-  char* data() { return data_.get(); }
+  char* data() { return reinterpret_cast<char*>(data_.get()); }
   std::size_t size() const { return size_; }
   std::size_t capacity() const { return capacity_; }
 
  private:
   void reallocate(std::size_t n) {
-    std::unique_ptr<char[]> d(new char[n]);  // default-initialised: not zeroed
+    std::size_t capacity = 0;
+    std::shared_ptr<std::byte> d = receive_buffers().acquire(n, &capacity);  // not zeroed
     if (size_ > 0) std::memcpy(d.get(), data_.get(), size_);
     data_ = std::move(d);
-    capacity_ = n;
+    capacity_ = capacity;
   }
-  std::unique_ptr<char[]> data_;
+  std::shared_ptr<std::byte> data_;
   std::size_t size_ = 0, capacity_ = 0;
 };
 
