@@ -52,11 +52,15 @@ import json, re, sys
 tmp = sys.argv[1]
 
 def medians(path):
-    out = {}
+    # Google Benchmark reports aggregates only for two or more repetitions: with REPS=1 the one
+    # run is its own median.
+    out, single = {}, {}
     for b in json.load(open(f"{tmp}/{path}"))["benchmarks"]:
         if b.get("aggregate_name") == "median":
             out[b["run_name"]] = b
-    return out
+        elif b.get("run_type") == "iteration":
+            single.setdefault(b["run_name"], b)
+    return out or single
 
 def torch_ms(name):
     text = open(f"{tmp}/torch_{name}.txt").read()
