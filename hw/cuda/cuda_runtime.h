@@ -84,6 +84,21 @@ struct CudaRuntime {
     return cudaHostRegister(p, n, cudaHostRegisterPortable);
   }
   static Error host_unregister(void* p) { return cudaHostUnregister(p); }
+  // IPC memory another process shared (hw/gpu/gpu_ipc_memory.h).
+  using IpcHandle = cudaIpcMemHandle_t;
+  static constexpr const char* kIpcHandle = "cudaIpcMemHandle_t";
+  static constexpr const char* kIpcOpen = "cudaIpcOpenMemHandle";
+  static constexpr const char* kMemset = "cudaMemsetAsync";
+  static constexpr const char* kMemcpyD2HSync = "cudaMemcpy(D2H)";
+  static constexpr const char* kMemcpyH2DSync = "cudaMemcpy(H2D)";
+  static Error device_count(int* n) { return cudaGetDeviceCount(n); }
+  static Error ipc_open(void** p, IpcHandle h) { return cudaIpcOpenMemHandle(p, h, cudaIpcMemLazyEnablePeerAccess); }
+  static Error ipc_close(void* p) { return cudaIpcCloseMemHandle(p); }
+  static Error memset_async(void* p, int v, std::size_t n, Stream s) { return cudaMemsetAsync(p, v, n, s); }
+  static Error memcpy_d2h(void* h, const void* d, std::size_t n) { return cudaMemcpy(h, d, n, cudaMemcpyDeviceToHost); }
+  static Error memcpy_h2d(void* d, const void* h, std::size_t n) { return cudaMemcpy(d, h, n, cudaMemcpyHostToDevice); }
+  // Sets *flag when any of the n floats at x is NaN or Inf (kernels/cuda/kernels.h).
+  static Error flag_non_finite(const float* x, std::size_t n, unsigned int* flag, Stream s);
   static const char* error_string(Error rc) { return cudaGetErrorString(rc); }
 };
 

@@ -84,6 +84,21 @@ struct HipRuntime {
     return hipHostRegister(p, n, hipHostRegisterPortable);
   }
   static Error host_unregister(void* p) { return hipHostUnregister(p); }
+  // IPC memory another process shared (hw/gpu/gpu_ipc_memory.h).
+  using IpcHandle = hipIpcMemHandle_t;
+  static constexpr const char* kIpcHandle = "hipIpcMemHandle_t";
+  static constexpr const char* kIpcOpen = "hipIpcOpenMemHandle";
+  static constexpr const char* kMemset = "hipMemsetAsync";
+  static constexpr const char* kMemcpyD2HSync = "hipMemcpy(D2H)";
+  static constexpr const char* kMemcpyH2DSync = "hipMemcpy(H2D)";
+  static Error device_count(int* n) { return hipGetDeviceCount(n); }
+  static Error ipc_open(void** p, IpcHandle h) { return hipIpcOpenMemHandle(p, h, hipIpcMemLazyEnablePeerAccess); }
+  static Error ipc_close(void* p) { return hipIpcCloseMemHandle(p); }
+  static Error memset_async(void* p, int v, std::size_t n, Stream s) { return hipMemsetAsync(p, v, n, s); }
+  static Error memcpy_d2h(void* h, const void* d, std::size_t n) { return hipMemcpy(h, d, n, hipMemcpyDeviceToHost); }
+  static Error memcpy_h2d(void* d, const void* h, std::size_t n) { return hipMemcpy(d, h, n, hipMemcpyHostToDevice); }
+  // Sets *flag when any of the n floats at x is NaN or Inf (kernels/hip/kernels.h).
+  static Error flag_non_finite(const float* x, std::size_t n, unsigned int* flag, Stream s);
   static const char* error_string(Error rc) { return hipGetErrorString(rc); }
 };
 

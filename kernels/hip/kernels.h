@@ -1,7 +1,8 @@
 #pragma once
 // The HIP backend's own kernels (kernels/hip/kernels.hip): the tiled FP32 GEMM with a fused
 // bias/ReLU epilogue (rocBLAS is not packaged in Debian 12), row softmax, and sliding-window
-// attention (banded SDDMM + softmax + SpMM fused per query row). Each enqueues on `stream` and
+// attention (banded SDDMM + softmax + SpMM fused per query row), and the NaN/Inf check of features
+// in GPU memory. Each enqueues on `stream` and
 // returns hipGetLastError() of the launch; geometry comes from kernels/hip/launch_plan.h.
 // Built by hipcc; the host side includes only the runtime API header.
 #include <cstddef>
@@ -31,5 +32,9 @@ hipError_t layer_norm(const float* x, const float* gamma, const float* beta, flo
 // kernels/cpu/window_attention.h).
 hipError_t window_attention(const float* q, const float* k, const float* v, float* out,
                             const WindowDims& dims, hipStream_t stream, std::size_t max_shared_bytes);
+
+// Sets *flag (device memory) to nonzero when any of x[0..n) is NaN or Inf; leaves it otherwise. A
+// request's features in a client's GPU memory are checked where they lie (hw/gpu/gpu_ipc_memory.h).
+hipError_t flag_non_finite(const float* x, std::size_t n, unsigned int* flag, hipStream_t stream);
 
 }  // namespace dype::kernels::hip

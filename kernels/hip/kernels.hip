@@ -2,6 +2,7 @@
 // default). Reductions are written for any wavefront size (64 on CDNA, 32 on RDNA).
 #include <hip/hip_runtime.h>
 
+#include <algorithm>
 #include <cfloat>
 
 #include "kernels/hip/gemm_tiling.h"
@@ -208,6 +209,27 @@ hipError_t window_attention(const float* q, const float* k, const float* v, floa
   hipLaunchKernelGGL(window_attention_kernel, dim3(g.grid_x, g.grid_y), dim3(g.block), g.shared_bytes,
                      stream, q, k, v, out, static_cast<int>(d.seq_len), static_cast<int>(d.heads),
                      static_cast<int>(d.head_dim), static_cast<int>(d.window / 2));
+  return hipGetLastError();
+}
+
+namespace {
+// Grid-stride over x; a workgroup in which any thread sees an exponent of all ones (NaN or Inf)
+// sets the flag once.
+__global__ void flag_non_finite_kernel(const float* x, std::size_t n, unsigned int* flag) {
+  int any = 0;
+  for (std::size_t i = blockIdx.x * static_cast<std::size_t>(blockDim.x) + threadIdx.x; i < n;
+       i += static_cast<std::size_t>(gridDim.x) * blockDim.x)
+    any |= (__float_as_uint(x[i]) & 0x7f800000u) == 0x7f800000u;
+  if (__syncthreads_or(any) && threadIdx.x == 0) atomicOr(flag, 1u);
+}
+}  // namespace
+
+hipError_t flag_non_finite(const float* x, std::size_t n, unsigned int* flag, hipStream_t stream) {
+  if (n == 0) return hipSuccess;
+  constexpr unsigned int kBlock = 256;
+  const std::size_t blocks = std::min<std::size_t>((n + kBlock - 1) / kBlock, 4096);
+  hipLaunchKernelGGL(flag_non_finite_kernel, dim3(static_cast<unsigned int>(blocks)), dim3(kBlock), 0, stream, x, n,
+                     flag);
   return hipGetLastError();
 }
 

@@ -115,7 +115,7 @@ grpc::ServerUnaryReactor* GrpcInferenceService::ServerMetadata(Ctx* c,
   for (const char* e :
        {"binary_tensor_data", "model_repository", "dype_graphs", "dype_admin", "dype_plan", "system_shared_memory"})
     r->add_extensions(e);
-  if (hw::cuda_ipc_built()) r->add_extensions("cuda_shared_memory");
+  if (hw::gpu_ipc_built()) r->add_extensions("cuda_shared_memory");
   return answer_now(c, grpc::Status::OK);
 }
 

@@ -156,7 +156,7 @@ void HttpRoutes::get_ready(const Req&, Res& res) const {
 void HttpRoutes::get_server_metadata(const Req&, Res& res) const {
   json extensions = {"binary_tensor_data", "model_repository", "dype_graphs", "dype_admin", "dype_plan",
                      "system_shared_memory"};
-  if (hw::cuda_ipc_built()) extensions.push_back("cuda_shared_memory");
+  if (hw::gpu_ipc_built()) extensions.push_back("cuda_shared_memory");
   send_json(res, 200, {{"name", "dype"}, {"version", "0.1.0"}, {"extensions", extensions}});
 }
 

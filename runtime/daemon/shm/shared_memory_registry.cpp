@@ -194,14 +194,14 @@ void SharedMemoryRegistry::register_cuda(const std::string& name, std::string_vi
   check_allowed();
   check_name(name);
   if (byte_size == 0) throw InputError("byte_size", "must be at least 1");
-  if (!hw::cuda_ipc_built())
-    throw NotSupported("CUDA shared memory: this dype-serve was built without CUDA");
+  if (!hw::gpu_ipc_built())
+    throw NotSupported("CUDA shared memory: this dype-serve was built without CUDA or HIP");
   if (device_id < 0 || device_id > 1024)
-    throw InputError("device_id", "must be a CUDA device index");
+    throw InputError("device_id", "must be a GPU device index");
   check_free(name);  // before opening the handle; add() checks again
   auto region = new_region(name, Kind::cuda, owner, byte_size);
   region->device_id = device_id;
-  region->device = hw::open_cuda_ipc_memory(raw_handle, static_cast<int>(device_id), byte_size);
+  region->device = hw::open_device_ipc_memory(raw_handle, static_cast<int>(device_id), byte_size);
   add(std::move(region));
 }
 
