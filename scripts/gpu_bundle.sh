@@ -16,7 +16,7 @@ root=$(pwd)
 build=build/gpu-check
 stage=build/gpu-bundle
 targets=(tests/unit_test_device_conformance tests/unit_test_gpu_device tests/unit_test_cuda_launch_plan
-         tests/unit_test_gpu_spmm_shapes
+         tests/unit_test_gpu_spmm_shapes tests/unit_test_device_ipc_memory
          tests/integration_test_gpu_pipeline bench/bench_gpu_kernels bench/bench_gpu_overlap apps/dype-calibrate
          apps/dype-profile apps/dype-serve apps/dype-client)
 
