@@ -385,12 +385,11 @@ int main(int argc, char** argv) {
   infer
       ->add_flag("--cuda-shm", io.cuda_shm,
                  "send x and receive y through CUDA shared-memory regions: GPU memory this client "
-                 "allocates and "
-                 "registers by IPC handle (a CUDA build of dype-client and of dype-serve "
-                 "--allow-client-shm)")
+                 "allocates and registers by IPC handle (a CUDA or HIP build of dype-client and of "
+                 "dype-serve --allow-client-shm; HIP memory where the host's GPUs answer to HIP)")
       ->excludes("--shm");
   infer->add_option("--cuda-device", io.cuda_device,
-                    "the CUDA device --cuda-shm allocates on (default 0)");
+                    "the GPU device --cuda-shm allocates on (default 0)");
 
   auto* stream = app.add_subcommand("stream", "a stream of requests: a drift schedule or a directory of graph files");
   int requests = 0, concurrency = 4, per_file = 50;
@@ -416,11 +415,10 @@ int main(int argc, char** argv) {
   stream
       ->add_flag("--cuda-shm", stream_cuda_shm,
                  "the same through CUDA shared-memory regions: GPU memory this client allocates "
-                 "and registers "
-                 "by IPC handle (CUDA builds)")
+                 "and registers by IPC handle (CUDA or HIP builds)")
       ->excludes("--shm");
   stream->add_option("--cuda-device", stream_cuda_device,
-                     "the CUDA device --cuda-shm allocates on (default 0)");
+                     "the GPU device --cuda-shm allocates on (default 0)");
   stream->add_option("--seed", seed);
   UpdateStreamOptions updates;
   std::string update_graph;

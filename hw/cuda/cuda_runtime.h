@@ -22,6 +22,7 @@ struct CudaRuntime {
   using PowerMeter = Nvml;
   static constexpr Error kSuccess = cudaSuccess;
   static constexpr const char* kBackend = "cuda";
+  static constexpr const char* kVendor = "CUDA";  // as messages name the runtime
   static constexpr const char* kMeterName = "NVML";
   static constexpr const char* kSetDevice = "cudaSetDevice";
   static constexpr const char* kMalloc = "cudaMalloc";
@@ -88,12 +89,14 @@ struct CudaRuntime {
   using IpcHandle = cudaIpcMemHandle_t;
   static constexpr const char* kIpcHandle = "cudaIpcMemHandle_t";
   static constexpr const char* kIpcOpen = "cudaIpcOpenMemHandle";
+  static constexpr const char* kIpcGetHandle = "cudaIpcGetMemHandle";
   static constexpr const char* kMemset = "cudaMemsetAsync";
   static constexpr const char* kMemcpyD2HSync = "cudaMemcpy(D2H)";
   static constexpr const char* kMemcpyH2DSync = "cudaMemcpy(H2D)";
   static Error device_count(int* n) { return cudaGetDeviceCount(n); }
   static Error ipc_open(void** p, IpcHandle h) { return cudaIpcOpenMemHandle(p, h, cudaIpcMemLazyEnablePeerAccess); }
   static Error ipc_close(void* p) { return cudaIpcCloseMemHandle(p); }
+  static Error ipc_get_handle(IpcHandle* h, void* p) { return cudaIpcGetMemHandle(h, p); }
   static Error memset_async(void* p, int v, std::size_t n, Stream s) { return cudaMemsetAsync(p, v, n, s); }
   static Error memcpy_d2h(void* h, const void* d, std::size_t n) { return cudaMemcpy(h, d, n, cudaMemcpyDeviceToHost); }
   static Error memcpy_h2d(void* d, const void* h, std::size_t n) { return cudaMemcpy(d, h, n, cudaMemcpyHostToDevice); }

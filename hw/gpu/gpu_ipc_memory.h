@@ -78,7 +78,7 @@ class GpuIpcMemory final : public DeviceIpcMemory {
   }
 
  private:
-  static std::string vendor() { return std::string(Api::kBackend) == "hip" ? "HIP" : "CUDA"; }
+  static std::string vendor() { return Api::kVendor; }
   void check(std::size_t offset, std::size_t n) const {
     if (offset > size_ || n > size_ - offset)
       throw InputError("shared_memory_offset", std::to_string(offset) + " + " + std::to_string(n) +

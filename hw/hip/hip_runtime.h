@@ -22,6 +22,7 @@ struct HipRuntime {
   using PowerMeter = RocmSmi;
   static constexpr Error kSuccess = hipSuccess;
   static constexpr const char* kBackend = "hip";
+  static constexpr const char* kVendor = "HIP";  // as messages name the runtime
   static constexpr const char* kMeterName = "ROCm SMI";
   static constexpr const char* kSetDevice = "hipSetDevice";
   static constexpr const char* kMalloc = "hipMalloc";
@@ -88,12 +89,14 @@ struct HipRuntime {
   using IpcHandle = hipIpcMemHandle_t;
   static constexpr const char* kIpcHandle = "hipIpcMemHandle_t";
   static constexpr const char* kIpcOpen = "hipIpcOpenMemHandle";
+  static constexpr const char* kIpcGetHandle = "hipIpcGetMemHandle";
   static constexpr const char* kMemset = "hipMemsetAsync";
   static constexpr const char* kMemcpyD2HSync = "hipMemcpy(D2H)";
   static constexpr const char* kMemcpyH2DSync = "hipMemcpy(H2D)";
   static Error device_count(int* n) { return hipGetDeviceCount(n); }
   static Error ipc_open(void** p, IpcHandle h) { return hipIpcOpenMemHandle(p, h, hipIpcMemLazyEnablePeerAccess); }
   static Error ipc_close(void* p) { return hipIpcCloseMemHandle(p); }
+  static Error ipc_get_handle(IpcHandle* h, void* p) { return hipIpcGetMemHandle(h, p); }
   static Error memset_async(void* p, int v, std::size_t n, Stream s) { return hipMemsetAsync(p, v, n, s); }
   static Error memcpy_d2h(void* h, const void* d, std::size_t n) { return hipMemcpy(h, d, n, hipMemcpyDeviceToHost); }
   static Error memcpy_h2d(void* d, const void* h, std::size_t n) { return hipMemcpy(d, h, n, hipMemcpyHostToDevice); }
