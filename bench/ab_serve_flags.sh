@@ -83,6 +83,7 @@ for r in $(seq 1 "$rounds"); do
         exit 1
       fi
       p50=$(sed -n 's/^summary.* p50 \([0-9.e+-]*\) ms.*/\1/p' "$log")
+      [[ -n "$p50" ]] || { sed 's/^/  client| /' "$log"; echo "ab_serve_flags: no p50 in the $protocol summary" >&2; exit 1; }
       echo "  round $r $side $protocol: p50 $p50 ms"
       runs[$side.$protocol]+="$p50 "
     done

@@ -25,8 +25,10 @@ bool gpu_ipc_built() { return !gpu_ipc_backend().empty(); }
 std::string_view gpu_ipc_backend() {
   // Asked once: the runtimes' device counts do not change while the process runs.
   static const std::string_view backend = [] {
-    const int cuda = cuda_ipc_device_count(), hip = hip_ipc_device_count();
+    // CUDA first; HIP's runtime is only loaded when CUDA sees no device.
+    const int cuda = cuda_ipc_device_count();
     if (cuda > 0) return std::string_view("cuda");
+    const int hip = hip_ipc_device_count();
     if (hip > 0) return std::string_view("hip");
     if (cuda >= 0) return std::string_view("cuda");
     if (hip >= 0) return std::string_view("hip");

@@ -1,21 +1,63 @@
 #include "runtime/host_buffer_pool.h"
 
 #include <spdlog/spdlog.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <bit>
 #include <cstdlib>
+#include <limits>
 #include <mutex>
 #include <new>
 #include <vector>
 
 #include "hw/pinned_host_memory.h"
 
+// Under AddressSanitizer a kept buffer is poisoned while it waits in the pool, so a view of an
+// earlier request's payload that outlived it is still reported, as a use after free would be.
+#if defined(__SANITIZE_ADDRESS__)
+#define DYPE_POOL_POISONS 1
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+#define DYPE_POOL_POISONS 1
+#endif
+#endif
+#ifdef DYPE_POOL_POISONS
+#include <sanitizer/asan_interface.h>
+#endif
+
 namespace dype::rt {
 namespace {
 
-constexpr std::size_t kPage = 4096;
 constexpr std::size_t kSmallAlign = 64;
+
+// The host's page size: a pooled buffer is a whole number of its pages, so pinning one locks no
+// page another buffer shares (64 KiB pages on some aarch64 hosts).
+std::size_t page_bytes() {
+  static const std::size_t page = [] {
+    const long p = sysconf(_SC_PAGESIZE);
+    return p > 0 ? static_cast<std::size_t>(p) : std::size_t{4096};
+  }();
+  return page;
+}
+
+void poison(const void* p, std::size_t n) {
+#ifdef DYPE_POOL_POISONS
+  ASAN_POISON_MEMORY_REGION(p, n);
+#else
+  (void)p;
+  (void)n;
+#endif
+}
+
+void unpoison(const void* p, std::size_t n) {
+#ifdef DYPE_POOL_POISONS
+  ASAN_UNPOISON_MEMORY_REGION(p, n);
+#else
+  (void)p;
+  (void)n;
+#endif
+}
 
 std::byte* allocate(std::size_t align, std::size_t bytes) {
   void* p = std::aligned_alloc(align, (bytes + align - 1) / align * align);
@@ -33,6 +75,7 @@ struct Block {
   std::unique_ptr<hw::PinnedHostMemory> pin;
   ~Block() {
     pin.reset();  // unpinned before the memory goes back to the heap
+    unpoison(data, capacity);
     std::free(data);
   }
 };
@@ -43,28 +86,46 @@ struct HostBufferPool::State {
   std::vector<std::unique_ptr<Block>> free;  // least recently returned first
   HostBufferPoolStats stats;
 
-  // Takes back a buffer its last holder let go: kept, or freed when the pool keeps too much.
-  void give_back(std::unique_ptr<Block> b) {
+  // Takes back a buffer its last holder let go: kept, or freed when the pool keeps too much. Runs
+  // in a shared_ptr's deleter, so it never throws: a buffer that cannot be kept is freed.
+  void give_back(std::unique_ptr<Block> b) noexcept {
     std::vector<std::unique_ptr<Block>> gone;  // freed (and unpinned) outside the lock
+    std::unique_ptr<Block> dropped;
     {
       std::lock_guard lock(mu);
       if (b->capacity > options.keep_bytes) {
-        gone.push_back(std::move(b));
+        dropped = std::move(b);
       } else {
-        stats.free_bytes += b->capacity;
-        free.push_back(std::move(b));
-        shrink_to(options.keep_bytes, gone);
+        try {
+          free.push_back(std::move(b));  // strong guarantee: on a throw, b is still ours
+        } catch (...) {
+          dropped = std::move(b);
+        }
+        if (!dropped) {
+          stats.free_bytes += free.back()->capacity;
+          poison(free.back()->data, free.back()->capacity);
+          shrink_to(options.keep_bytes, gone);
+        }
       }
+      if (dropped && dropped->pin) stats.pinned_bytes -= dropped->capacity;
       for (const auto& g : gone)
         if (g->pin) stats.pinned_bytes -= g->capacity;
     }
   }
   // Under the lock: moves the oldest free buffers into `gone` until at most `keep` bytes are free.
-  void shrink_to(std::size_t keep, std::vector<std::unique_ptr<Block>>& gone) {
-    std::size_t drop = 0;
-    while (drop < free.size() && stats.free_bytes > keep) stats.free_bytes -= free[drop++]->capacity;
+  // When `gone` cannot grow (out of memory), nothing is given up this time.
+  void shrink_to(std::size_t keep, std::vector<std::unique_ptr<Block>>& gone) noexcept {
+    std::size_t drop = 0, dropped_bytes = 0;
+    while (drop < free.size() && stats.free_bytes - dropped_bytes > keep) dropped_bytes += free[drop++]->capacity;
+    if (drop == 0) return;
+    try {
+      gone.reserve(gone.size() + drop);
+    } catch (...) {
+      return;
+    }
     for (std::size_t i = 0; i < drop; ++i) gone.push_back(std::move(free[i]));
     free.erase(free.begin(), free.begin() + static_cast<std::ptrdiff_t>(drop));
+    stats.free_bytes -= dropped_bytes;
   }
 };
 
@@ -90,13 +151,15 @@ HostBufferPool::HostBufferPool(HostBufferPoolOptions options) : state_(std::make
 HostBufferPool::~HostBufferPool() = default;
 
 std::size_t HostBufferPool::pooled_capacity(std::size_t n) {
-  const std::size_t granule = std::max(kPage, std::bit_floor(std::max<std::size_t>(n, 1)) / 8);
+  const std::size_t granule = std::max(page_bytes(), std::bit_floor(std::max<std::size_t>(n, 1)) / 8);
   return (n + granule - 1) / granule * granule;
 }
 
 std::shared_ptr<std::byte> HostBufferPool::acquire(std::size_t n, std::size_t* capacity) {
   n = std::max<std::size_t>(n, 1);
+  if (n > std::numeric_limits<std::size_t>::max() / 2) throw std::bad_alloc();  // rounding would wrap
   HostBufferPoolOptions options;
+  std::unique_ptr<Block> kept;
   {
     std::lock_guard lock(state_->mu);
     options = state_->options;
@@ -110,15 +173,20 @@ std::shared_ptr<std::byte> HostBufferPool::acquire(std::size_t n, std::size_t* c
           best = i;
       }
       if (best < state_->free.size()) {
-        std::unique_ptr<Block> b = std::move(state_->free[best]);
+        kept = std::move(state_->free[best]);
         state_->free.erase(state_->free.begin() + static_cast<std::ptrdiff_t>(best));
-        state_->stats.free_bytes -= b->capacity;
+        state_->stats.free_bytes -= kept->capacity;
         ++state_->stats.reused;
-        if (capacity) *capacity = b->capacity;
-        std::byte* data = b->data;
-        return std::shared_ptr<std::byte>(data, GiveBack{state_, b.release()});
       }
     }
+  }
+  // Handed out outside the lock: should the shared_ptr's own allocation fail, its deleter gives the
+  // buffer back, which takes the lock.
+  if (kept) {
+    unpoison(kept->data, kept->capacity);
+    if (capacity) *capacity = kept->capacity;
+    std::byte* data = kept->data;
+    return std::shared_ptr<std::byte>(data, GiveBack{state_, kept.release()});
   }
   if (n < options.min_bytes) {
     if (capacity) *capacity = n;
@@ -126,7 +194,7 @@ std::shared_ptr<std::byte> HostBufferPool::acquire(std::size_t n, std::size_t* c
   }
   auto b = std::make_unique<Block>();
   b->capacity = pooled_capacity(n);
-  b->data = allocate(kPage, b->capacity);
+  b->data = allocate(page_bytes(), b->capacity);
   std::string why;
   // Only a buffer the pool may keep is pinned: pinning one freed when it comes back would cost
   // more than the staging copy it saves.

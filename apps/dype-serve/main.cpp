@@ -36,8 +36,8 @@
 #include "runtime/host_buffer_pool.h"
 #include "runtime/host_memory.h"
 #include "runtime/observer.h"
-#ifdef DYPE_HAVE_REMOTE
 #include "hw/pinned_host_memory.h"
+#ifdef DYPE_HAVE_REMOTE
 #include "hw/system_file.h"
 #include "runtime/remote/remote_stages.h"
 #include "runtime/daemon/admin/host_join.h"

@@ -195,7 +195,8 @@ class EngineService final : public InferenceService {
   // Under served_mu_ held exclusively: engines_ from served_.
   void index_engines_locked();
   // Waits until no caller holds `old`, then drains and frees its engine and model; seconds taken.
-  static double retire(std::shared_ptr<Served> old);
+  // `unloaded` (no version replaces it): the receive buffers kept for requests go too.
+  static double retire(std::shared_ptr<Served> old, bool unloaded = false);
   // One synthetic request through `s`'s engine, waited for; seconds it took.
   static double warm(Served& s);
   // Takes `name` out of service (exclusive lock; device changes no longer reach it); null if absent.

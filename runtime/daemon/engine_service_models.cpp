@@ -59,16 +59,17 @@ std::vector<std::string> EngineService::warm_up() {
   return out;
 }
 
-double EngineService::retire(std::shared_ptr<Served> old) {
+double EngineService::retire(std::shared_ptr<Served> old, bool unloaded) {
   const auto t0 = Clock::now();
   // Callers hold an entry only between finding it and submitting to its engine: short.
   while (old.use_count() > 1) std::this_thread::sleep_for(std::chrono::microseconds(200));
   if (old->pricer) old->pricer->detach();  // registered graphs may hold it past this version
   old->engine.reset();  // drains: every admitted request is answered by this version
   old.reset();          // frees the model's weights (unless a ModelInfo still holds them)
-  // Gives the freed pages back (the heap keeps them otherwise), with the receive buffers kept for
-  // requests to come: the next large request makes (and pins) one again.
-  receive_buffers().trim();
+  // An unloaded model's pages go back (the heap keeps them otherwise), with the receive buffers
+  // kept for requests to come: the next large request makes (and pins) one again. A new version
+  // keeps them, to be served without pinning again.
+  if (unloaded) receive_buffers().trim();
   release_free_host_memory();
   return since(t0);
 }
@@ -177,7 +178,7 @@ json EngineService::unload_model(const std::string& name) {
   std::shared_ptr<Served> old = take(name);
   if (!old) throw NotFound("unknown model '" + name + "'");
   const std::int64_t version = old->version;
-  const double drain_s = retire(std::move(old));
+  const double drain_s = retire(std::move(old), /*unloaded=*/true);
   spdlog::info("model {} version {} unloaded: admitted requests finished in {:.3f} s", name, version, drain_s);
   return {{"model", name}, {"version", std::to_string(version)}, {"unloaded", true}, {"drain_s", drain_s},
           {"source", "measured"}};
@@ -213,7 +214,7 @@ std::vector<std::string> EngineService::poll_repository() {
     if (std::find(names.begin(), names.end(), name) != names.end()) continue;
     std::shared_ptr<Served> old = take(name);
     if (!old) continue;
-    retire(std::move(old));
+    retire(std::move(old), /*unloaded=*/true);
     changes.push_back("model '" + name + "' unloaded: its folder is gone");
   }
   return changes;

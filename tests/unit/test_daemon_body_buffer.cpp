@@ -7,6 +7,7 @@
 #include <gtest/gtest.h>
 
 #include "runtime/daemon/http/body_buffer.h"
+#include "runtime/host_buffer_pool.h"
 
 using namespace dype::rt::daemon;
 
@@ -90,4 +91,28 @@ TEST(DaemonBodyBuffer, PoolLeavesABufferSomeoneStillHolds) {
   const BodyBuffer* second = c.get();
   pool.release(std::move(c));
   EXPECT_EQ(pool.acquire().get(), second);
+}
+
+// A body of 1 MiB or more lies in memory of the receive pool (kept, pinned for a GPU where one can
+// pin it): given back, that memory goes to the receive pool, where it is counted and trimmed, not
+// to the connection's BodyPool.
+TEST(DaemonBodyBuffer, ReceivePoolMemoryGoesBackToTheReceivePool) {
+  dype::rt::HostBufferPool& receive = dype::rt::receive_buffers();
+  receive.trim();
+  BodyPool pool(4);
+  std::shared_ptr<BodyBuffer> big = pool.acquire(), small = pool.acquire();
+  big->reset(2u << 20);
+  small->reset(64u << 10);
+  const char* big_data = big->data();
+  const std::size_t big_capacity = big->capacity();
+  pool.release(std::move(big));
+  pool.release(std::move(small));
+  EXPECT_EQ(pool.free_count(), 2u);
+  EXPECT_EQ(receive.stats().free_bytes, big_capacity) << "the 2 MiB body's memory is the receive pool's again";
+  std::shared_ptr<BodyBuffer> a = pool.acquire(), b = pool.acquire();
+  EXPECT_TRUE(a->data() == nullptr || b->data() == nullptr) << "the big one came back empty";
+  EXPECT_TRUE(a->capacity() == (64u << 10) || b->capacity() == (64u << 10)) << "the small one kept its memory";
+  BodyBuffer again;
+  again.reset(2u << 20);
+  EXPECT_EQ(again.data(), big_data) << "the next large body reuses it from the receive pool";
 }

@@ -1,10 +1,10 @@
 #pragma once
 // BodyBuffer: the buffer a request body is received into, reused through a BodyPool: a fresh
 // buffer for every body page-faults on each 4 KiB page the kernel copies into (measured: most of
-// the receive time for a 400 KB body). Buffers above kKeepBodyBytes are given up when given back
-// (their memory goes back to the process's receive pool, which keeps large buffers pinned where a
-// GPU can pin them: runtime/host_buffer_pool.h), and the pool keeps a bounded number, so idle
-// connections hold none. Not a std::string: growing one
+// the receive time for a 400 KB body). Buffers above kKeepBodyBytes, and those whose memory came
+// from the process's receive pool (1 MiB or more, pinned where a GPU can pin them:
+// runtime/host_buffer_pool.h), are given up when given back, their memory to that pool; the
+// BodyPool keeps a bounded number of the rest, so idle connections hold little. Not a std::string: growing one
 // zero-fills the bytes the socket is about to overwrite (measured ~40 us per 400 KB body).
 //
 //   std::shared_ptr<BodyBuffer> b = pool.acquire();
@@ -28,6 +28,12 @@ constexpr std::size_t kBodyPaddingBytes = 64;
 
 class BodyBuffer {
  public:
+  BodyBuffer() = default;
+  BodyBuffer(BodyBuffer&&) = default;
+  BodyBuffer& operator=(BodyBuffer&&) = default;
+  BodyBuffer(const BodyBuffer&) = delete;  // two would write into one memory
+  BodyBuffer& operator=(const BodyBuffer&) = delete;
+
   // Empty, with room for n bytes without reallocating.
   void reset(std::size_t n) {
     size_ = 0;
@@ -77,7 +83,9 @@ class BodyPool {
   }
   void release(std::shared_ptr<BodyBuffer> b) {
     if (!b || b.use_count() > 1) return;
-    b->release_if_above(kKeepBodyBytes);
+    // Memory from the receive pool goes back there, where it is counted, bounded and trimmed
+    // (and pinned once for a GPU): only smaller buffers stay with the connection.
+    b->release_if_above(std::min(kKeepBodyBytes, receive_buffers().options().min_bytes - 1));
     std::lock_guard lock(mutex_);
     if (free_.size() < keep_) free_.push_back(std::move(b));
   }
