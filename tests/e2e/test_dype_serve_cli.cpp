@@ -14,6 +14,7 @@
 #include <functional>
 #include <random>
 #include <set>
+#include <map>
 #include <memory>
 #include <vector>
 #include <fstream>
@@ -522,6 +523,70 @@ TEST(DypeServeCli, ARepositoryWithNothingServableExits1) {
   const auto r = dype::test::run_cli(kExe, "--model-repository " + repo.string() + " --http-port 0 --grpc-port -1");
   EXPECT_EQ(r.status, 1);
   EXPECT_NE(r.out.find("--model-repository: no model could be loaded"), std::string::npos) << r.out;
+}
+
+// --receive-pool-mb: large payloads (here x of a 5000-node graph with the built-in GCN's 64
+// features, 1.28 MB, over HTTP's binary extension and gRPC's raw contents) are received into
+// buffers kept for the next request, as /metrics counts them; with 0 none is kept.
+TEST(DypeServeCli, ReceivePoolKeepsLargePayloadBuffersUnlessToldNot) {
+  const fs::path dir = dype::test::process_temp_dir("dype_serve_receive_pool");
+  const fs::path graph = dir / "ring.mtx", ports = dir / "ports.json", log = dir / "serve.log";
+  {
+    std::ofstream g(graph);
+    constexpr int kNodes = 5000;
+    g << "%%MatrixMarket matrix coordinate pattern general\n" << kNodes << " " << kNodes << " " << kNodes << "\n";
+    for (int i = 1; i <= kNodes; ++i) g << i << " " << (i % kNodes) + 1 << "\n";
+  }
+  const std::string client = std::string(DYPE_BINARY_DIR) + "/apps/dype-client";
+  // The receive-buffer lines of /metrics after two requests over each protocol.
+  auto counters_after_requests = [&](const std::string& pool_mb) {
+    dype::test::Children children;
+    const pid_t pid = spawn_serve({"--system", std::string(DYPE_SOURCE_DIR) + "/configs/systems/paper-testbed-pcie4.yaml",
+                                   "--builtin-models", "--no-warmup", "--receive-pool-mb", pool_mb, "--http-port", "0",
+                                   "--grpc-port", "0", "--metrics-port", "0"},
+                                  log, ports);
+    children.pids.push_back(pid);
+    std::map<std::string, double> got;
+    if (!fs::exists(ports)) {
+      ADD_FAILURE() << "dype-serve did not start:\n" << read_all(log);
+      return got;
+    }
+    const auto j = nlohmann::json::parse(read_all(ports));
+    const std::string where = "--http-port " + std::to_string(j["http"].get<int>()) + " --grpc-port " +
+                              std::to_string(j["grpc"].get<int>()) + " --metrics-port " +
+                              std::to_string(j["metrics"].get<int>());
+    for (const char* protocol : {"http", "grpc", "http", "grpc"}) {
+      const auto r = dype::test::run_cli(client, where + " --protocol " + protocol + " infer --model gcn --mtx " +
+                                                     graph.string());
+      EXPECT_EQ(r.status, 0) << r.out;
+    }
+    httplib::Client metrics("127.0.0.1", j["metrics"].get<int>());
+    const auto m = metrics.Get("/metrics");
+    if (!m) {
+      ADD_FAILURE() << "no /metrics";
+      return got;
+    }
+    std::istringstream lines(m->body);
+    for (std::string line; std::getline(lines, line);)
+      if (line.rfind("dype_receive_buffer", 0) == 0) got[line.substr(0, line.rfind(' '))] = std::stod(line.substr(line.rfind(' ') + 1));
+    EXPECT_EQ(children.stop(pid), 0) << read_all(log);
+    children.pids.clear();
+    return got;
+  };
+  const std::string reused = R"(dype_receive_buffers_total{source="reused"})",
+                    allocated = R"(dype_receive_buffers_total{source="allocated"})",
+                    free = R"(dype_receive_buffer_bytes{state="free"})";
+  std::map<std::string, double> kept = counters_after_requests("64");
+  ASSERT_TRUE(kept.count(reused)) << read_all(log);
+  EXPECT_GE(kept[allocated], 1.0);
+  EXPECT_GE(kept[reused], 2.0) << "each protocol's second request reuses the first one's buffer";
+  EXPECT_GT(kept[free], 0.0);
+  EXPECT_EQ(kept[R"(dype_receive_buffer_bytes{state="pinned"})"], 0.0) << "no GPU here: nothing pinned";
+  std::map<std::string, double> none = counters_after_requests("0");
+  ASSERT_TRUE(none.count(reused)) << read_all(log);
+  EXPECT_EQ(none[reused], 0.0);
+  EXPECT_GE(none[allocated], 4.0) << "a buffer of its own for every large payload";
+  EXPECT_EQ(none[free], 0.0);
 }
 
 }  // namespace
