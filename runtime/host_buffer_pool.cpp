@@ -108,12 +108,11 @@ struct HostBufferPool::State {
         }
       }
       if (dropped && dropped->pin) stats.pinned_bytes -= dropped->capacity;
-      for (const auto& g : gone)
-        if (g->pin) stats.pinned_bytes -= g->capacity;
     }
   }
-  // Under the lock: moves the oldest free buffers into `gone` until at most `keep` bytes are free.
-  // When `gone` cannot grow (out of memory), nothing is given up this time.
+  // Under the lock: moves the oldest free buffers into `gone` until at most `keep` bytes are free,
+  // counting them out of the free and pinned bytes. When `gone` cannot grow (out of memory),
+  // nothing is given up this time.
   void shrink_to(std::size_t keep, std::vector<std::unique_ptr<Block>>& gone) noexcept {
     std::size_t drop = 0, dropped_bytes = 0;
     while (drop < free.size() && stats.free_bytes - dropped_bytes > keep) dropped_bytes += free[drop++]->capacity;
@@ -123,7 +122,10 @@ struct HostBufferPool::State {
     } catch (...) {
       return;
     }
-    for (std::size_t i = 0; i < drop; ++i) gone.push_back(std::move(free[i]));
+    for (std::size_t i = 0; i < drop; ++i) {
+      if (free[i]->pin) stats.pinned_bytes -= free[i]->capacity;
+      gone.push_back(std::move(free[i]));
+    }
     free.erase(free.begin(), free.begin() + static_cast<std::ptrdiff_t>(drop));
     stats.free_bytes -= dropped_bytes;
   }
@@ -225,16 +227,12 @@ void HostBufferPool::set_keep_bytes(std::size_t keep_bytes) {
   std::lock_guard lock(state_->mu);
   state_->options.keep_bytes = keep_bytes;
   state_->shrink_to(keep_bytes, gone);
-  for (const auto& g : gone)
-    if (g->pin) state_->stats.pinned_bytes -= g->capacity;
 }
 
 void HostBufferPool::trim() {
   std::vector<std::unique_ptr<Block>> gone;
   std::lock_guard lock(state_->mu);
   state_->shrink_to(0, gone);
-  for (const auto& g : gone)
-    if (g->pin) state_->stats.pinned_bytes -= g->capacity;
 }
 
 HostBufferPoolStats HostBufferPool::stats() const {
