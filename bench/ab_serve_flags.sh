@@ -12,7 +12,8 @@
 #                                                              dype-serve and dype-client)
 #   e.g. bench/ab_serve_flags.sh "--receive-pool-mb 512" "--receive-pool-mb 0" build/ci
 #   Env: ROUNDS (6), REQUESTS (30 per stream), PROTOCOLS ("grpc_unix http"; also grpc, grpc_shm,
-#        http_shm), GRAPH (as run_serving_path.sh)
+#        http_shm), GRAPH (as run_serving_path.sh), SERVE_A / SERVE_B (the dype-serve binary of each
+#        side, default BUILD_DIR's: an A/B of two builds, e.g. SERVE_B=/tmp/dype-serve-before "" "")
 set -euo pipefail
 
 [[ $# -ge 2 ]] || { sed -n '2,16p' "$0" >&2; exit 2; }
@@ -44,13 +45,13 @@ ln -s "$(realpath "$graph")" "$work/graphs/$(basename "$graph")"
 "$python" "$root/bench/peers/gnn_torch.py" "$graph" gcn "$work/repo" gcn 128 128 16 2 "$threads" 1 >/dev/null
 rm -f "$work/repo/gcn.torch.npy"
 
-echo "== A/B: A = dype-serve $flags_a; B = dype-serve $flags_b; $rounds rounds x ${protocols[*]}, $requests requests each, $(uptime)"
+echo "== A/B: A = ${SERVE_A:-dype-serve} $flags_a; B = ${SERVE_B:-dype-serve} $flags_b; $rounds rounds x ${protocols[*]}, $requests requests each, $(uptime)"
 for side in A B; do
   mkdir -p "$work/$side"
-  side_flags=$flags_a
-  [[ $side == B ]] && side_flags=$flags_b
+  side_flags=$flags_a serve=${SERVE_A:-$build/apps/dype-serve}
+  [[ $side == B ]] && side_flags=$flags_b serve=${SERVE_B:-$build/apps/dype-serve}
   # shellcheck disable=SC2086  # the flags are words
-  "$build/apps/dype-serve" $side_flags --allow-client-shm --mode perf --model-repository "$work/repo" \
+  "$serve" $side_flags --allow-client-shm --mode perf --model-repository "$work/repo" \
     --grpc-socket "$work/$side/grpc.sock" --http-port 0 --grpc-port 0 --metrics-port 0 \
     --port-file "$work/$side/ports.json" --exit-timeout 10 >"$work/$side/serve.log" 2>&1 &
   pids+=($!)

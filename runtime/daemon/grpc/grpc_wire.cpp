@@ -21,8 +21,6 @@ constexpr std::uint32_t kRawInputContents = 7;   // ModelInferRequest.raw_input_
 constexpr std::uint32_t kRawOutputContents = 6;  // ModelInferResponse.raw_output_contents
 constexpr std::uint32_t kStreamError = 1;        // ModelStreamInferResponse.error_message
 constexpr std::uint32_t kStreamResponse = 2;     // ModelStreamInferResponse.infer_response
-// Copied and checked a block at a time, so the check reads what the copy just left in L1.
-constexpr std::size_t kBlock = 16 * 1024;
 
 InputError malformed(const std::string& what, std::size_t at) {
   return InputError("request",
@@ -81,24 +79,29 @@ class SliceReader {
           start);
     return static_cast<std::size_t>(n);
   }
-  // Copies the next n bytes to dst, calling landed(bytes copied so far) after each block.
+  // Hands the next n bytes over as they lie, one slice's part at a time (a block): f(bytes, offset
+  // in the n, size).
   template <typename F>
-  void copy(std::byte* dst, std::size_t n, F&& landed) {
+  void each_block(std::size_t n, F&& f) {
     if (n > left_)
       throw malformed(std::to_string(n) + " bytes wanted, " + std::to_string(left_) + " left", at_);
     std::size_t done = 0;
     while (done < n) {
-      const std::size_t k = std::min({n - done, available(), kBlock});
-      std::memcpy(dst + done, chunk(), k);
+      const std::size_t k = std::min(n - done, available());
+      f(reinterpret_cast<const std::byte*>(chunk()), done, k);
       advance(k);
       done += k;
-      landed(done);
     }
+  }
+  void copy(std::byte* dst, std::size_t n) {
+    each_block(n, [&](const std::byte* src, std::size_t at, std::size_t k) {
+      std::memcpy(dst + at, src, k);
+    });
   }
   void append(std::string& out, std::size_t n) {
     const std::size_t old = out.size();
     out.resize(old + n);
-    copy(reinterpret_cast<std::byte*>(out.data() + old), n, [](std::size_t) {});
+    copy(reinterpret_cast<std::byte*>(out.data() + old), n);
   }
 
  private:
@@ -130,12 +133,23 @@ ReceivedContents::Entry receive_entry(SliceReader& in, std::size_t n) {
   // backend can pin, so a GPU stage uploads it by one DMA (runtime/host_buffer_pool.h).
   e.data = receive_buffers().acquire(n);
   std::byte* dst = e.data.get();
+  // The values wholly inside a block are copied and checked in one pass (copy_all_finite_f32); the
+  // bytes of a value cut by a block's edge are copied plainly and the value checked once whole.
+  // Invariant: after each block, the values before `scanned` (its end, rounded down) are checked.
   std::size_t scanned = 0;
   bool bad = false;
-  in.copy(dst, n, [&](std::size_t landed) {
-    const std::size_t whole = landed / 4 * 4;
-    bad |= !all_finite_f32(dst + scanned, (whole - scanned) / 4);
-    scanned = whole;
+  in.each_block(n, [&](const std::byte* src, std::size_t at, std::size_t k) {
+    const std::size_t end = at + k, first = (at + 3) / 4 * 4, last = end / 4 * 4;
+    if (first >= last) {  // no whole value in this block
+      std::memcpy(dst + at, src, k);
+      bad |= !all_finite_f32(dst + scanned, (last - scanned) / 4);
+    } else {
+      std::memcpy(dst + at, src, first - at);
+      bad |= !all_finite_f32(dst + scanned, (first - scanned) / 4);
+      bad |= !copy_all_finite_f32(dst + first, src + (first - at), (last - first) / 4);
+      std::memcpy(dst + last, src + (last - at), end - last);
+    }
+    scanned = std::max(scanned, last);
   });
   if (bad) e.finite_f32 = false;
   return e;

@@ -3,7 +3,7 @@
 // ModelStreamInfer take and give grpc::ByteBuffer). A generated message would copy a 35 MB x out of
 // gRPC's received slices into a std::string, and the request builder would then read it all again
 // for NaN/Inf; here each raw_input_contents entry is copied once, straight from the slices into an
-// aligned buffer the engine reads in place, and checked while it is in cache. An answer's
+// aligned buffer the engine reads in place, and checked in registers as it is copied. An answer's
 // raw_output_contents are sent from the engine's memory as slices (no copy into a message, no copy
 // into the serialised bytes). Every other field goes through protobuf's own parser and serialiser.
 #include <cstddef>
