@@ -3,6 +3,8 @@
 # 128 -> 128 -> 16 (seeded, written by bench/peers/gnn_torch.py as a model repository entry) on
 # Debian's package dependency graph (~68k nodes, ~300k edges):
 #   in process  bench_model_inference: dype's CPU kernels called directly, median of REPS
+#   receive     bench_grpc_receive: x taken out of gRPC's slices as dype-serve does, against
+#               protobuf's generated parse and memcpy, in one process
 #   gRPC        dype-client stream over one ModelStreamInfer stream to bare dype-serve (this host
 #               detected), the graph registered once, one request in flight: the client's p50
 #   gRPC unix   the same over dype-serve --grpc-socket (a Unix-domain socket, no TCP stack)
@@ -31,7 +33,7 @@ source "$root/bench/peer_env.sh"
 peer_args build/kernel-peers 5 "$@"
 requests=${REQUESTS:-100}
 torch_python run_serving_path  # it writes the model
-for b in bench/bench_model_inference apps/dype-serve apps/dype-client; do
+for b in bench/bench_model_inference bench/bench_grpc_receive apps/dype-serve apps/dype-client; do
   [[ -x "$build/$b" ]] || { echo "run_serving_path: $build/$b not built" >&2; exit 2; }
 done
 same_threads "$threads"
@@ -59,6 +61,15 @@ while read -r transport floor; do
   ms=$(sed -E 's/.*median_ms=([0-9.e+-]+).*/\1/' <<<"$floor")
   echo "RESULT name=gcn_x_${transport}_ms value=$ms unit=ms kind=absolute better=lower peer=- target=-"
 done < <("$python" "$root/bench/socket_floor.py" "$x_bytes" 20)
+# The one copy the gRPC raw path keeps, taken apart in one process (bench_grpc_receive): x out of
+# HTTP/2 frames into a receive buffer, checked, against protobuf's generated parse and memcpy.
+receive=$("$build/bench/bench_grpc_receive" --reps 21)
+sed 's/^/  /' <<<"$receive"
+recv_ms=$(sed -n 's/^  dype  *\([0-9.]*\) ms.*/\1/p' <<<"$receive")
+proto_ms=$(sed -n 's/^  protobuf  *\([0-9.]*\) ms.*/\1/p' <<<"$receive")
+echo "RESULT name=gcn_grpc_receive_x_ms value=$recv_ms unit=ms kind=absolute better=lower peer=- target=-"
+echo "RESULT name=gcn_grpc_receive_vs_protobuf value=$(awk -v a="$proto_ms" -v b="$recv_ms" 'BEGIN { printf "%.4g", a / b }')" \
+     "unit=x kind=ratio better=higher peer=protobuf target=-"
 
 start_daemon --allow-client-shm --grpc-socket "$work/grpc.sock"
 
