@@ -12,6 +12,7 @@
 #include <cstring>
 #include <limits>
 #include <memory>
+#include <random>
 #include <string>
 #include <vector>
 
@@ -154,6 +155,45 @@ TEST(DaemonGrpcWire, NonFiniteValuesAreFoundWhereverTheSlicesCut) {
   ReceivedContents raw;
   parse_infer_request(in_slices(odd.SerializeAsString(), {}), header, raw);
   EXPECT_FALSE(raw.entries.at(0).finite_f32);
+}
+
+// Slices of random sizes (1 byte to past a 16 KiB frame, as gRPC's frames and reads cut them), a
+// non-finite value at a random place or none: every byte lands, and the value is found exactly when
+// there is one, whether the vector copy, a slice's edge or the bytes between took it.
+TEST(DaemonGrpcWire, RandomCutsCopyEveryByteAndFindEveryNonFiniteValue) {
+  std::mt19937 rng(20261202);
+  for (int round = 0; round < 200; ++round) {
+    std::vector<float> x(1 + rng() % 9000);
+    for (std::size_t i = 0; i < x.size(); ++i) x[i] = static_cast<float>(i % 613) * 0.5f - 3.0f;
+    inference::ModelInferRequest r;
+    r.set_model_name("gcn");
+    r.add_raw_input_contents(as_bytes(x));
+    const std::size_t size = r.ByteSizeLong(), x_at = size - x.size() * 4;  // x comes last
+    std::vector<std::size_t> cuts, edges;  // edges: where slices end, in x's bytes
+    for (std::size_t at = 0; at < size;) {
+      const std::size_t n = rng() % 4 == 0 ? 1 + rng() % 7 : 1 + rng() % 20000;
+      cuts.push_back(n);
+      at += n;
+      if (at > x_at && at < size) edges.push_back(at - x_at);
+    }
+    // One round in three: none; else anywhere, or in the value a slice's edge cuts through.
+    const bool has_bad = round % 3 != 0;
+    if (has_bad) {
+      const std::size_t bad = round % 3 == 1 && !edges.empty() ? edges[rng() % edges.size()] / 4
+                                                               : rng() % x.size();
+      x[bad] = round % 2 ? std::numeric_limits<float>::quiet_NaN()
+                         : std::numeric_limits<float>::infinity();
+      r.set_raw_input_contents(0, as_bytes(x));
+    }
+    const std::string bytes = r.SerializeAsString();
+    inference::ModelInferRequest header;
+    ReceivedContents raw;
+    parse_infer_request(in_slices(bytes, cuts), header, raw);
+    ASSERT_EQ(raw.entries.size(), 1u);
+    ASSERT_EQ(raw.entries[0].size, x.size() * 4);
+    EXPECT_EQ(std::memcmp(raw.entries[0].data.get(), x.data(), x.size() * 4), 0) << "round " << round;
+    EXPECT_EQ(raw.entries[0].finite_f32, !has_bad) << "round " << round;
+  }
 }
 
 TEST(DaemonGrpcWire, BytesThatAreNotARequestAreRefusedNamingTheRequest) {
