@@ -2,10 +2,12 @@
 // the real EngineService on the emulated paper testbed, httplib and curl as clients. Every bad input
 // is answered with its status and message, and the server keeps serving afterwards.
 #include <atomic>
+#include <cmath>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
 #include <latch>
+#include <limits>
 #include <map>
 #include <mutex>
 #include <optional>
@@ -1145,6 +1147,61 @@ TEST_F(DaemonHttp, BodiesReadFromTheSocketInPiecesWholeChunkedAndShort) {
   auto after = infer_binary("gcn", {Tensor::from_f32("x", {g.n, 16}, g.x), Tensor::from_i64("edge_index", {2, 1500}, g.edge_index)}, {});
   ASSERT_TRUE(after);
   EXPECT_EQ(after->status, 200) << after->body;
+}
+
+// x read where it lies in a body received a socket read at a time: a NaN or Inf is found wherever
+// the reads cut the body (in the bytes sent with the headers, in a value split between two reads,
+// in the last read) and named by its row and column, and finite x is answered as before, on one
+// connection throughout.
+TEST_F(DaemonHttp, NonFiniteFeaturesAreFoundWhereverTheBodysReadsCutThem) {
+  ServerOptions o = loopback_options();
+  o.inline_infer_max_bytes = 1024;  // built by a worker from the body, x read where it lies
+  start(o);
+  const Graph g = make_graph(300, 1500, 16, 23);
+  const rt::HostTensor ref = reference(g);
+  auto body_of = [&](const std::vector<float>& x) {
+    return encode_infer_request(
+        "", {Tensor::from_f32("x", {g.n, 16}, x), Tensor::from_i64("edge_index", {2, 1500}, g.edge_index)}, {}, true,
+        true);
+  };
+  const EncodedBody good = body_of(g.x);
+  const std::size_t x_at = *good.header_length;  // x is the first binary tensor
+  const std::string head = infer_request_bytes(good).substr(0, infer_request_bytes(good).find("\r\n\r\n") + 4);
+  // The reads: headers and x's first 10 bytes (value 2 cut), then 4097 bytes at a time.
+  const std::size_t first = x_at + 10, piece = 4097;
+  const std::size_t cut_value = (first + piece - x_at) / 4;  // the value the second read's end cuts
+  RawConnection c(server_->http_port());
+  auto send_in_reads = [&](const EncodedBody& b) {
+    const std::string req = infer_request_bytes(b);
+    std::size_t at = head.size() + first;
+    c.send_all(std::string_view(req).substr(0, at));
+    while (at < req.size()) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(3));
+      const std::size_t n = std::min(piece, req.size() - at);
+      c.send_all(std::string_view(req).substr(at, n));
+      at += n;
+    }
+    return c.read_response();
+  };
+  const float kBad[] = {std::numeric_limits<float>::quiet_NaN(), -std::numeric_limits<float>::infinity()};
+  for (const std::size_t value : {std::size_t{0}, std::size_t{2}, cut_value, g.x.size() / 2, g.x.size() - 1}) {
+    for (const float bad : kBad) {
+      SCOPED_TRACE("value " + std::to_string(value) + (std::isnan(bad) ? " NaN" : " -Inf"));
+      std::vector<float> x = g.x;
+      x[value] = bad;
+      const RawResponse r = send_in_reads(body_of(x));
+      EXPECT_EQ(r.status, 400) << r.body;
+      const std::string where = "input 'x'[" + std::to_string(value / 16) + "][" + std::to_string(value % 16) + "]";
+      EXPECT_NE(r.body.find(where), std::string::npos) << r.body;
+      EXPECT_NE(r.body.find(std::isnan(bad) ? "NaN" : "infinite"), std::string::npos) << r.body;
+      const RawResponse ok = send_in_reads(good);
+      ASSERT_EQ(ok.status, 200) << ok.body;
+      const InferResponse resp =
+          parse_infer_response(ok.body, std::stoul(ok.headers.at("inference-header-content-length")));
+      const Tensor& y = resp.outputs.at(0);
+      EXPECT_LT(rt::relative_error(rt::make_tensor(y.shape[0], y.shape[1], y.f32()), ref), 1e-5);
+    }
+  }
 }
 
 // Header abuse refused before any body is read, each answered with its status and message, and
