@@ -16,7 +16,9 @@
 # unix socket) <= 1.2 x in-process + two copies of x (a copy into a fresh buffer, measured in the
 # same run); HTTP binary p50 <= 1.5 x gRPC raw. Beside them, the floor: x moved between two
 # processes over bare TCP loopback and a bare Unix-domain socket (bench/socket_floor.py), so what a
-# protocol adds can be told from what the kernel's socket copies cost on this machine.
+# protocol adds can be told from what the kernel's socket copies cost on this machine; and y the
+# same way, so the raw bound can be held against the floor under it (in-process + bare x + bare y +
+# the copy out of gRPC's frames): where the floor is above the bound, no server meets it here.
 # All figures are measured; client and daemon share this machine's cores.
 #
 #   bench/run_serving_path.sh [BUILD_DIR]        (default build/kernel-peers; needs
@@ -56,11 +58,19 @@ copy_ms=$(sed -E 's/.*x_memcpy_ms=([0-9.]+).*/\1/' <<<"$in_proc")
 echo "RESULT name=gcn_in_process_ms value=$in_ms unit=ms kind=absolute better=lower peer=- target=-"
 echo "RESULT name=gcn_x_memcpy_ms value=$copy_ms unit=ms kind=absolute better=lower peer=- target=-"
 x_bytes=$(sed -E 's/.*x_bytes=([0-9]+).*/\1/' <<<"$in_proc")
+declare -A floor_x floor_y
 while read -r transport floor; do
   echo "  x ($x_bytes bytes) over a bare $transport: $floor"
   ms=$(sed -E 's/.*median_ms=([0-9.e+-]+).*/\1/' <<<"$floor")
+  floor_x[$transport]=$ms
   echo "RESULT name=gcn_x_${transport}_ms value=$ms unit=ms kind=absolute better=lower peer=- target=-"
 done < <("$python" "$root/bench/socket_floor.py" "$x_bytes" 20)
+# The answer back: y is 16 floats a node against x's 128, an eighth of x's bytes.
+y_bytes=$((x_bytes / 8))
+while read -r transport floor; do
+  echo "  y ($y_bytes bytes) over a bare $transport: $floor"
+  floor_y[$transport]=$(sed -E 's/.*median_ms=([0-9.e+-]+).*/\1/' <<<"$floor")
+done < <("$python" "$root/bench/socket_floor.py" "$y_bytes" 20)
 # The one copy the gRPC raw path keeps, taken apart in one process (bench_grpc_receive): x out of
 # HTTP/2 frames into a receive buffer, checked, against protobuf's generated parse and memcpy.
 receive=$("$build/bench/bench_grpc_receive" --reps 21)
@@ -122,6 +132,21 @@ if [[ ${#p50_of[@]} -eq 5 ]]; then
   raw_bound=$(awk -v a="$in_ms" -v c="$copy_ms" 'BEGIN { printf "%.4g", 1.2 * a + 2 * c }')
   target gcn_grpc_raw "${p50_of[grpc]}" "$raw_bound" "1.2 x in-process + 2 x memcpy(x) (${copy_ms} ms)"
   target gcn_grpc_unix_raw "${p50_of[grpc_unix]}" "$raw_bound" "1.2 x in-process + 2 x memcpy(x) (${copy_ms} ms)"
+  # Whether the raw bound can be met here at all: with one request in flight nothing overlaps the
+  # engine (its first kernel gathers any row of x), so no server gets below the engine plus the
+  # kernel's socket copies of x and y plus the one copy out of gRPC's frames (bench_grpc_receive).
+  for p in grpc:tcp_loopback grpc_unix:unix_socket; do
+    t=${p#*:}
+    floor=$(awk -v e="$in_ms" -v x="${floor_x[$t]}" -v y="${floor_y[$t]}" -v c="$recv_ms" \
+      'BEGIN { printf "%.4g", e + x + y + c }')
+    r=$(awk -v b="$raw_bound" -v f="$floor" 'BEGIN { printf "%.4g", b / f }')
+    verdict=reachable
+    awk -v r="$r" 'BEGIN { exit !(r < 1) }' && verdict="out of reach on this machine"
+    echo "  floor under ${p%%:*}: in-process $in_ms + bare $t x ${floor_x[$t]} + y ${floor_y[$t]}" \
+         "+ the copy out of gRPC's frames $recv_ms = $floor ms against the bound $raw_bound ms: $verdict" \
+         "(bound / floor ${r}x, measured)"
+    echo "RESULT name=gcn_${p%%:*}_raw_floor_margin value=$r unit=x kind=ratio better=higher peer=floor target=-"
+  done
   target gcn_http_binary "${p50_of[http]}" "$(awk -v g="${p50_of[grpc]}" 'BEGIN { printf "%.4g", 1.5 * g }')" \
     "1.5 x gRPC raw"
 fi
