@@ -1,6 +1,7 @@
 #include "runtime/model.h"
 
 #include <algorithm>
+#include <atomic>
 #include <cmath>
 #include <memory>
 #include <mutex>
@@ -339,7 +340,11 @@ Request Request::transformer(HostTensor x, std::int64_t window) {
 struct Request::External {
   std::optional<DeviceFeatures> device;
   std::optional<MappedFeatures> mapped;
-  std::once_flag copied;
+  // Not a std::once_flag: the copy throws (memory that shrank, a read past its end), and an
+  // exception out of std::call_once unwinds through ThreadSanitizer's pthread_once interceptor
+  // without ending it, leaving the thread's ignores on (the test exits 66 under TSan).
+  std::mutex mu;
+  std::atomic<bool> copied{false};
   HostTensor host;
 };
 
@@ -380,18 +385,23 @@ Request Request::transformer(MappedFeatures x, std::int64_t window) {
 
 const HostTensor& Request::input() const {
   if (!external_) return x_;
-  std::call_once(external_->copied, [this] {
-    HostTensor h = HostTensor::zeros(x_.rows, x_.cols);
-    if (const DeviceFeatures* d = device_input()) {
-      d->memory->read(d->offset, h.data.data(), h.bytes());
-    } else {
-      const MappedFeatures& m = *external_->mapped;
-      std::copy(m.data, m.data + h.data.size(), h.data.begin());
-      check_mapped_intact(m);
+  External& e = *external_;
+  if (!e.copied.load(std::memory_order_acquire)) {
+    const std::lock_guard lock(e.mu);
+    if (!e.copied.load(std::memory_order_relaxed)) {  // a copy that threw is tried again
+      HostTensor h = HostTensor::zeros(x_.rows, x_.cols);
+      if (const DeviceFeatures* d = device_input()) {
+        d->memory->read(d->offset, h.data.data(), h.bytes());
+      } else {
+        const MappedFeatures& m = *e.mapped;
+        std::copy(m.data, m.data + h.data.size(), h.data.begin());
+        check_mapped_intact(m);
+      }
+      e.host = std::move(h);
+      e.copied.store(true, std::memory_order_release);
     }
-    external_->host = std::move(h);
-  });
-  return external_->host;
+  }
+  return e.host;
 }
 
 const DeviceFeatures* Request::device_input() const {
