@@ -5,7 +5,8 @@
 # graph through `dype-client` over gRPC (the graph registered once, 128 features per node sent with
 # each request; then again with x and y in system shared-memory regions, dype-client --shm, whose
 # p50 is printed beside the rest and whose failure does not fail the job; and once more over
-# dype-serve's Unix-domain socket, --grpc-socket, printed likewise), sends one request with
+# dype-serve's Unix-domain socket, --grpc-socket, printed likewise, beside the floor under both:
+# x alone over a bare TCP loopback and Unix-domain socket, bench/socket_floor.py), sends one request with
 # known features and keeps the answer, reads the plan from
 # the daemon (`dype-client admin plan`) and stops the daemon (SIGTERM; on every exit path).
 # It FAILS unless the plan that answered uses a GPU (its mnemonic holds a G). Where torch_geometric
@@ -143,6 +144,15 @@ else
   echo "  (the Unix-socket stream failed: reported above, not counted against the main job)"
 fi
 py buffers --port "$(port metrics)" || echo "  (the receive buffers could not be read: not counted against the main job)"
+# The floor under the raw streams on this host: x alone over a bare TCP loopback and Unix-domain
+# socket between two processes (stdlib only). x.npy is format 1.0: a 10-byte preamble whose last
+# two bytes are the header's length, then the data.
+x_bytes=$(( $(stat -c %s "$work/x.npy") - 10 - $(od -An -tu2 -j8 -N2 "$work/x.npy") ))
+if floor=$(bounded "$python" bench/socket_floor.py "$x_bytes" 10 2>&1); then
+  sed -E "s/^([a-z_]+) /  x ($x_bytes bytes) over a bare \1: /" <<<"$floor"
+else
+  echo "  (the socket floor could not be measured: $floor; not counted against the main job)"
+fi
 p1=$(plan_of) || fail "could not read the plan"
 show_plan "after the stream" "$p1"
 echo "  dype-client infer: one request with the seeded features, answer kept"
