@@ -45,6 +45,7 @@ TEST(DaemonFiniteCheck, CopyingCheckCopiesEveryByteAtEveryAlignment) {
       for (std::size_t dst_at = 0; dst_at < 68; dst_at += dst_at < 8 ? 1 : 4) {
         const std::vector<unsigned char> src = placed(v, src_at);
         std::vector<unsigned char> dst(dst_at + n * 4 + 64, 0xa5);
+        EXPECT_TRUE(all_finite_f32(src.data() + src_at, n)) << n << " values, source +" << src_at;
         EXPECT_TRUE(copy_all_finite_f32(dst.data() + dst_at, src.data() + src_at, n));
         EXPECT_TRUE(n == 0 || std::memcmp(dst.data() + dst_at, v.data(), n * 4) == 0)
             << n << " values, destination +" << dst_at << ", source +" << src_at;
@@ -64,6 +65,7 @@ TEST(DaemonFiniteCheck, NonFiniteValuesAreFoundAtEveryPosition) {
           ASSERT_FALSE(reference_finite(v));
           EXPECT_FALSE(all_finite_f32(v.data(), n)) << n << " values, bad at " << bad;
           const std::vector<unsigned char> src = placed(v, 1);
+          EXPECT_FALSE(all_finite_f32(src.data() + 1, n)) << n << " values, bad at " << bad << ", source +1";
           std::vector<unsigned char> dst(dst_at + n * 4 + 64);
           EXPECT_FALSE(copy_all_finite_f32(dst.data() + dst_at, src.data() + 1, n))
               << n << " values, bad at " << bad << ", destination +" << dst_at;

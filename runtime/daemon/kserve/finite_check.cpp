@@ -11,8 +11,8 @@
 namespace dype::rt::daemon {
 namespace {
 
-// Branch-free (integer compares and ORs), so the compiler vectorises it for whatever target the
-// caller is built for.
+// Branch-free (integer compares and ORs), so the compiler may vectorise it: the baseline and the
+// AVX2 scan's tail.
 [[gnu::always_inline]] inline bool scan(const unsigned char* bytes, std::size_t count) {
   constexpr std::uint32_t kExponent = 0x7f800000u;  // all exponent bits set: NaN or Inf
   std::uint32_t any = 0;
@@ -31,14 +31,24 @@ bool scan_baseline(const unsigned char* b, std::size_t n) { return scan(b, n); }
 #if defined(__x86_64__) && defined(__GNUC__)
 // Picked at the first call, not by an ifunc resolver: a resolver runs before sanitizer runtimes
 // are up (TSan crashes in it).
-[[gnu::target("avx2")]] bool scan_avx2(const unsigned char* b, std::size_t n) { return scan(b, n); }
-[[gnu::target("avx512f")]] bool scan_avx512(const unsigned char* b, std::size_t n) { return scan(b, n); }
+// Written out, not left to the vectoriser: GCC 12 at -O2 (the dev and sanitizer presets) keeps the
+// loop above scalar, 4-5x slower over a 35 MB x; at -O3 this matches its AVX-512 build, the
+// scan being bound by memory.
+[[gnu::target("avx2")]] bool scan_avx2(const unsigned char* b, std::size_t n) {
+  const __m256i exponent = _mm256_set1_epi32(0x7f800000);
+  __m256i bad = _mm256_setzero_si256();
+  std::size_t i = 0;
+  for (; i + 32 <= n; i += 32)  // two cache lines per step
+    for (int k = 0; k < 4; ++k) {
+      const __m256i v = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(b + i * 4 + k * 32));
+      bad = _mm256_or_si256(bad, _mm256_cmpeq_epi32(_mm256_and_si256(v, exponent), exponent));
+    }
+  return _mm256_testz_si256(bad, bad) != 0 && scan(b + i * 4, n - i);
+}
 
 Scan pick() {
   __builtin_cpu_init();
-  if (__builtin_cpu_supports("avx512f")) return scan_avx512;
-  if (__builtin_cpu_supports("avx2")) return scan_avx2;
-  return scan_baseline;
+  return __builtin_cpu_supports("avx2") ? scan_avx2 : scan_baseline;
 }
 #else
 Scan pick() { return scan_baseline; }

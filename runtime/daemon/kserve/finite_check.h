@@ -5,8 +5,8 @@
 namespace dype::rt::daemon {
 
 // Whether the `count` FP32 values at `p` (any alignment) are all finite. Branch-free, since almost
-// no request holds a NaN/Inf; built for AVX-512 and AVX2 beside the baseline (SSE2), the CPU's best
-// picked at the first call.
+// no request holds a NaN/Inf; AVX2 where the CPU has it (picked at the first call), else the
+// baseline (SSE2).
 bool all_finite_f32(const void* p, std::size_t count);
 
 // Copies the `count` FP32 values at `src` to `dst` (any alignment) and says whether they are all
