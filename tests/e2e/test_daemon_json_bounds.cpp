@@ -26,6 +26,14 @@ using dype::test::RawResponse;
 
 namespace {
 
+// Sanitizer builds add shadow memory (and ASan a quarantine of freed blocks): RSS there is not the
+// daemon's, so its bounds are printed, not checked (TSan measured 9.8x and 6.7x against 2.5 and 3).
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+constexpr bool kRssIsTheDaemons = false;
+#else
+constexpr bool kRssIsTheDaemons = true;
+#endif
+
 EngineServiceOptions small_gcn() {
   EngineServiceOptions o;
   o.system_config = std::string(DYPE_SOURCE_DIR) + "/configs/systems/paper-testbed-pcie4.yaml";
@@ -151,12 +159,10 @@ TEST_F(DaemonJsonBounds, FiftyMegabyteJsonRequestParsedWithinBoundedMemory) {
   const double ratio = growth / static_cast<double>(body.size());
   std::printf("50 MB JSON request, parsed and refused: body %.1f MB, peak RSS growth %.1f MB (%.2fx the body)\n",
               body.size() / 1e6, growth / 1e6, ratio);
-#if defined(__SANITIZE_ADDRESS__)
-  // ASan keeps freed blocks in its quarantine and adds shadow memory: RSS is not the daemon's.
-  std::printf("AddressSanitizer build: the 2.5x RSS bound is not checked (measured %.2fx)\n", ratio);
-#else
-  EXPECT_LT(ratio, 2.5) << "peak RSS grew by " << growth / 1e6 << " MB for a " << body.size() / 1e6 << " MB body";
-#endif
+  if (kRssIsTheDaemons)
+    EXPECT_LT(ratio, 2.5) << "peak RSS grew by " << growth / 1e6 << " MB for a " << body.size() / 1e6 << " MB body";
+  else
+    std::printf("sanitizer build: the 2.5x RSS bound is not checked (measured %.2fx)\n", ratio);
   expect_still_serving();
 }
 
@@ -193,8 +199,11 @@ TEST_F(DaemonJsonBounds, HugeDeclaredShapeRefusedFromTheCount) {
   const auto [r, growth] = post_measured("/v2/models/gcn/infer", body);
   EXPECT_EQ(r.status, 400);
   EXPECT_EQ(error_of(r), "inputs['x'].data: has 2400000 elements, shape [1000000000000,16] needs 16000000000000");
-  if (growth >= 0) {
+  if (growth >= 0 && kRssIsTheDaemons) {
     EXPECT_LT(growth / static_cast<double>(body.size()), 3.0) << growth / 1e6 << " MB";
+  } else if (growth >= 0) {
+    std::printf("sanitizer build: the 3x RSS bound is not checked (measured %.2fx)\n",
+                growth / static_cast<double>(body.size()));
   }
   expect_still_serving();
 }
