@@ -33,6 +33,15 @@ inline std::string cpu_line(bool schedulable = false) {
 
 inline void write(const fs::path& p, const std::string& text) { std::ofstream(p) << text; }
 
+// Why these tests cannot run in this build, or null: ThreadSanitizer builds of dype-serve have no
+// remote stages (UCX is left out: libucm crashes TSan binaries).
+#if defined(__SANITIZE_THREAD__)
+inline constexpr const char* kNoRemoteStages =
+    "ThreadSanitizer build: dype-serve has no remote stages there (UCX is left out: libucm crashes TSan binaries)";
+#else
+inline constexpr const char* kNoRemoteStages = nullptr;
+#endif
+
 // The workers' system files in `dir`: a.yaml (two emulated MI210s), b.yaml (two emulated U280s
 // with the SpMM + GEMM image), each with a CPU that plans nothing.
 inline void write_worker_systems(const fs::path& dir) {
